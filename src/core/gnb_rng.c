@@ -1,0 +1,156 @@
+/*
+ * gnb_rng.c
+ *	  xoshiro256++ and the Normal, Gamma and categorical draws of the samplers.
+ */
+#include "gnb_rng.h"
+
+#include <math.h>
+
+/* splitmix64: spreads a 64-bit seed over the 256-bit state. */
+static uint64_t
+splitmix64(uint64_t *x)
+{
+	uint64_t	z = (*x += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+void
+gnb_rng_seed(gnb_rng *rng, uint64_t seed)
+{
+	uint64_t	x = seed;
+
+	for (int i = 0; i < 4; i++)
+		rng->s[i] = splitmix64(&x);
+	/* splitmix64 never yields four zero words, but be explicit about it */
+	if ((rng->s[0] | rng->s[1] | rng->s[2] | rng->s[3]) == 0)
+		rng->s[0] = 1;
+}
+
+void
+gnb_rng_jump(gnb_rng *rng)
+{
+	static const uint64_t jump[] = {0x180ec6d33cfd0abaULL, 0xd5a61266f0c9392cULL,
+	0xa9582618e03fc9aaULL, 0x39abdc4529b1661cULL};
+	uint64_t	t[4] = {0, 0, 0, 0};
+
+	for (int i = 0; i < 4; i++)
+		for (int b = 0; b < 64; b++)
+		{
+			if (jump[i] & (UINT64_C(1) << b))
+				for (int j = 0; j < 4; j++)
+					t[j] ^= rng->s[j];
+			(void) gnb_rng_next(rng);
+		}
+	for (int j = 0; j < 4; j++)
+		rng->s[j] = t[j];
+}
+
+/*
+ * Standard normal by Marsaglia's polar method.  The second value of each
+ * pair is dropped: keeping it would put hidden state outside gnb_rng, and
+ * the Gamma draws below rarely need more than one normal each.
+ */
+double
+gnb_rng_normal(gnb_rng *rng)
+{
+	double		u,
+				v,
+				s;
+
+	do
+	{
+		u = 2.0 * gnb_rng_uniform(rng) - 1.0;
+		v = 2.0 * gnb_rng_uniform(rng) - 1.0;
+		s = u * u + v * v;
+	} while (s >= 1.0 || s == 0.0);
+	return u * sqrt(-2.0 * log(s) / s);
+}
+
+/* Largest integer shape drawn as a sum of exponentials (product of uniforms). */
+#define GNB_SMALL_INTEGER_SHAPE 8
+
+/*
+ * Gamma(shape, 1) for shape >= 1.
+ *
+ * Integer shapes up to GNB_SMALL_INTEGER_SHAPE are -log(U_1 ... U_m): one log
+ * per draw.  With gamma_theta = 1 every shape N_kw + 1 is an integer, and
+ * most words are rare, so this is the common case.  Other shapes use
+ * Marsaglia & Tsang (2000), whose squeeze avoids the log nearly always.
+ */
+double
+gnb_rng_gamma(gnb_rng *rng, double shape)
+{
+	if (shape <= GNB_SMALL_INTEGER_SHAPE && shape == (double) (int) shape)
+	{
+		int			m = (int) shape;
+		double		prod = gnb_rng_uniform_pos(rng);
+
+		for (int i = 1; i < m; i++)
+			prod *= gnb_rng_uniform_pos(rng);
+		return -log(prod);
+	}
+	else
+	{
+		const double d = shape - 1.0 / 3.0;
+		const double c = 1.0 / sqrt(9.0 * d);
+
+		for (;;)
+		{
+			double		x,
+						v,
+						u;
+
+			do
+			{
+				x = gnb_rng_normal(rng);
+				v = 1.0 + c * x;
+			} while (v <= 0.0);
+			v = v * v * v;
+			u = gnb_rng_uniform_pos(rng);
+			if (u < 1.0 - 0.0331 * (x * x) * (x * x))
+				return d * v;
+			if (log(u) < 0.5 * x * x + d * (1.0 - v + log(v)))
+				return d * v;
+		}
+	}
+}
+
+/*
+ * log of a Gamma(shape, 1) draw, for any shape > 0.  For shape < 1 we use
+ * Gamma(a) = Gamma(a + 1) * U^(1/a), taken in logs, so that tiny shapes give
+ * very negative but finite values instead of exact zeros.
+ */
+double
+gnb_rng_log_gamma(gnb_rng *rng, double shape)
+{
+	if (shape >= 1.0)
+		return log(gnb_rng_gamma(rng, shape));
+	return log(gnb_rng_gamma(rng, shape + 1.0)) +
+		log(gnb_rng_uniform_pos(rng)) / shape;
+}
+
+int
+gnb_rng_categorical_log(gnb_rng *rng, const double *scores, int k,
+						double *scratch)
+{
+	double		max = scores[0];
+	double		total = 0.0;
+	double		u;
+
+	for (int i = 1; i < k; i++)
+		if (scores[i] > max)
+			max = scores[i];
+	for (int i = 0; i < k; i++)
+	{
+		total += exp(scores[i] - max);
+		scratch[i] = total;
+	}
+	u = gnb_rng_uniform(rng) * total;
+	for (int i = 0; i < k - 1; i++)
+		if (u < scratch[i])
+			return i;
+	return k - 1;
+}

@@ -1,0 +1,1083 @@
+/*
+ * test_core.c
+ *	  Unit tests of the sampler core (src/core), no PostgreSQL needed.
+ *
+ * Statistical checks compare with exact answers; every tolerance is a
+ * multiple of a Monte-Carlo standard error measured in the same run (from
+ * independent replicates), never a number copied from an earlier run.  All
+ * seeds are fixed, so a run is repeatable.
+ *
+ * Ends with the line "N passed, N failed".
+ */
+#define _DEFAULT_SOURCE
+#include "gnb_rng.h"
+#include "gnb_sampler.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int	n_passed = 0;
+static int	n_failed = 0;
+
+#define CHECK(cond, ...) \
+	do { \
+		if (cond) n_passed++; \
+		else { n_failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+			   printf(__VA_ARGS__); printf("\n"); } \
+	} while (0)
+
+/* How many standard errors an estimate may be from the exact value. */
+#define Z_TOLERANCE 5.0
+
+/* ---------- special functions for the exact answers ---------- */
+
+static double
+digamma(double x)
+{
+	double		r = 0.0;
+
+	while (x < 6.0)
+	{
+		r -= 1.0 / x;
+		x += 1.0;
+	}
+	return r + log(x) - 1.0 / (2 * x) - 1.0 / (12 * x * x) + 1.0 / (120 * pow(x, 4)) -
+		1.0 / (252 * pow(x, 6));
+}
+
+static double
+trigamma(double x)
+{
+	double		r = 0.0;
+
+	while (x < 6.0)
+	{
+		r += 1.0 / (x * x);
+		x += 1.0;
+	}
+	return r + 1.0 / x + 1.0 / (2 * x * x) + 1.0 / (6 * pow(x, 3)) - 1.0 / (30 * pow(x, 5)) +
+		1.0 / (42 * pow(x, 7)) - 1.0 / (30 * pow(x, 9));
+}
+
+/* CDF of Gamma(shape, 1) for the shapes the KS tests use. */
+static double
+gamma_cdf(double shape, double x)
+{
+	if (x <= 0)
+		return 0.0;
+	if (shape == 0.5)
+		return erf(sqrt(x));
+	if (shape == 1.5)
+		return erf(sqrt(x)) - 2.0 * sqrt(x / M_PI) * exp(-x);
+	if (shape == 2.5)
+		return erf(sqrt(x)) - 2.0 * sqrt(x / M_PI) * exp(-x) * (1.0 + 2.0 * x / 3.0);
+	/* integer shape: Erlang */
+	{
+		double		term = 1.0,
+					sum = 1.0;
+
+		for (int i = 1; i < (int) shape; i++)
+		{
+			term *= x / i;
+			sum += term;
+		}
+		return 1.0 - exp(-x) * sum;
+	}
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* sqrt(n) * KS statistic of a sample against a CDF. */
+static double
+ks_scaled(double *xs, int n, double (*cdf) (double, double), double shape)
+{
+	double		d = 0.0;
+
+	qsort(xs, n, sizeof(double), cmp_double);
+	for (int i = 0; i < n; i++)
+	{
+		double		f = cdf(shape, xs[i]);
+		double		lo = f - (double) i / n,
+					hi = (double) (i + 1) / n - f;
+
+		if (lo > d)
+			d = lo;
+		if (hi > d)
+			d = hi;
+	}
+	return d * sqrt(n);
+}
+
+static double
+normal_cdf(double unused, double x)
+{
+	(void) unused;
+	return 0.5 * erfc(-x / sqrt(2.0));
+}
+
+/* ---------- RNG and distributions ---------- */
+
+static void
+test_rng_streams(void)
+{
+	gnb_rng		a,
+				b,
+				c;
+	int			same = 1;
+	int			differ = 0;
+
+	gnb_rng_seed(&a, 42);
+	gnb_rng_seed(&b, 42);
+	gnb_rng_seed(&c, 43);
+	for (int i = 0; i < 1000; i++)
+	{
+		uint64_t	x = gnb_rng_next(&a),
+					y = gnb_rng_next(&b),
+					z = gnb_rng_next(&c);
+
+		same &= (x == y);
+		differ += (x != z);
+	}
+	CHECK(same, "same seed must give the same stream");
+	CHECK(differ == 1000, "seeds 42 and 43 gave %d equal draws of 1000", 1000 - differ);
+
+	gnb_rng_seed(&a, 42);
+	gnb_rng_seed(&b, 42);
+	gnb_rng_jump(&b);
+	differ = 0;
+	for (int i = 0; i < 1000; i++)
+		differ += (gnb_rng_next(&a) != gnb_rng_next(&b));
+	CHECK(differ == 1000, "a jumped stream must differ from the original");
+
+	/* xoshiro256++ reference: state {1,2,3,4} gives 41943041 first. */
+	a.s[0] = 1;
+	a.s[1] = 2;
+	a.s[2] = 3;
+	a.s[3] = 4;
+	CHECK(gnb_rng_next(&a) == UINT64_C(41943041), "xoshiro256++ reference value");
+}
+
+static void
+test_uniform_and_normal(void)
+{
+	enum
+	{
+	n = 200000};
+	gnb_rng		rng;
+	double	   *xs = malloc(n * sizeof(double));
+	double		mean = 0.0,
+				min = 1.0,
+				max = 0.0;
+
+	gnb_rng_seed(&rng, 7);
+	for (int i = 0; i < n; i++)
+	{
+		double		u = gnb_rng_uniform(&rng);
+
+		mean += u / n;
+		if (u < min)
+			min = u;
+		if (u > max)
+			max = u;
+	}
+	CHECK(fabs(mean - 0.5) < Z_TOLERANCE * sqrt(1.0 / 12 / n), "uniform mean %g", mean);
+	CHECK(min >= 0.0 && max < 1.0, "uniform range [%g, %g]", min, max);
+	for (int i = 0; i < n; i++)
+		xs[i] = gnb_rng_normal(&rng);
+	/* sqrt(n) D above 2.3 has probability below 1e-4 under the null */
+	CHECK(ks_scaled(xs, n, normal_cdf, 0) < 2.3, "normal KS");
+	free(xs);
+}
+
+static void
+test_gamma_distribution(void)
+{
+	enum
+	{
+	n = 200000};
+	static const double ks_shapes[] = {0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 9.0};
+	static const double moment_shapes[] = {0.001, 0.01, 0.1, 0.3, 0.7, 1.0, 4.0, 8.0, 8.5, 50.0, 5000.0};
+	double	   *xs = malloc(n * sizeof(double));
+	gnb_rng		rng;
+
+	gnb_rng_seed(&rng, 11);
+	for (size_t s = 0; s < sizeof(ks_shapes) / sizeof(ks_shapes[0]); s++)
+	{
+		double		a = ks_shapes[s];
+
+		for (int i = 0; i < n; i++)
+			xs[i] = exp(gnb_rng_log_gamma(&rng, a));
+		CHECK(ks_scaled(xs, n, gamma_cdf, a) < 2.3, "Gamma(%g) KS", a);
+	}
+	for (size_t s = 0; s < sizeof(moment_shapes) / sizeof(moment_shapes[0]); s++)
+	{
+		double		a = moment_shapes[s];
+		double		mean_log = 0.0;
+		int			finite = 1;
+
+		for (int i = 0; i < n; i++)
+		{
+			double		l = gnb_rng_log_gamma(&rng, a);
+
+			finite &= isfinite(l);
+			mean_log += l / n;
+		}
+		CHECK(finite, "log Gamma(%g) draws must all be finite", a);
+		/* E log G = digamma(a), Var log G = trigamma(a) */
+		CHECK(fabs(mean_log - digamma(a)) < Z_TOLERANCE * sqrt(trigamma(a) / n),
+			  "E log Gamma(%g): %g vs %g", a, mean_log, digamma(a));
+		if (a >= 1.0)
+		{
+			double		mean = 0.0,
+						var = 0.0;
+
+			for (int i = 0; i < n; i++)
+				xs[i] = gnb_rng_gamma(&rng, a);
+			for (int i = 0; i < n; i++)
+				mean += xs[i] / n;
+			for (int i = 0; i < n; i++)
+				var += (xs[i] - mean) * (xs[i] - mean) / (n - 1);
+			CHECK(fabs(mean - a) < Z_TOLERANCE * sqrt(a / n), "Gamma(%g) mean %g", a, mean);
+			/* Var of the sample variance: (mu4 - sigma^4) / n, mu4 = 3a(a + 2) */
+			CHECK(fabs(var - a) < Z_TOLERANCE * sqrt((3 * a * (a + 2) - a * a) / n),
+				  "Gamma(%g) variance %g", a, var);
+		}
+	}
+	free(xs);
+}
+
+static void
+test_categorical(void)
+{
+	enum
+	{
+	n = 300000};
+	static const double p[] = {0.1, 0.6, 0.05, 0.25};
+	double		scores[4],
+				scratch[4];
+	int			hits[4] = {0, 0, 0, 0};
+	gnb_rng		rng;
+
+	/* shifted by a huge constant: the draw must work in log space */
+	for (int k = 0; k < 4; k++)
+		scores[k] = log(p[k]) - 1000.0;
+	gnb_rng_seed(&rng, 5);
+	for (int i = 0; i < n; i++)
+		hits[gnb_rng_categorical_log(&rng, scores, 4, scratch)]++;
+	for (int k = 0; k < 4; k++)
+	{
+		double		f = (double) hits[k] / n;
+
+		CHECK(fabs(f - p[k]) < Z_TOLERANCE * sqrt(p[k] * (1 - p[k]) / n),
+			  "categorical class %d: %g vs %g", k, f, p[k]);
+	}
+}
+
+/* ---------- tiny corpora and exact enumeration ---------- */
+
+typedef struct tiny_corpus
+{
+	gnb_corpus	c;
+	int64_t		doc_start[32];
+	int32_t		word[256];
+	int32_t		count[256];
+	int32_t		label[32];
+} tiny_corpus;
+
+/*
+ * A random tiny corpus: docs documents, the first n_labelled of them clamped
+ * to classes 0, 1, ..., and every document 1..4 distinct words with counts
+ * 1..3.  If big_count, one word of document 0 occurs 11 times (the lgamma
+ * path of the samplers).
+ */
+static void
+make_tiny(tiny_corpus *t, uint64_t seed, int docs, int V, int K, int n_labelled,
+		  int big_count)
+{
+	gnb_rng		rng;
+	int64_t		pos = 0;
+
+	gnb_rng_seed(&rng, seed);
+	memset(t, 0, sizeof(*t));
+	t->c.n_docs = docs;
+	t->c.n_words = V;
+	t->c.n_classes = K;
+	for (int j = 0; j < docs; j++)
+	{
+		int			nw = 1 + (int) (gnb_rng_next(&rng) % 4);
+		int			used[16] = {0};
+
+		t->doc_start[j] = pos;
+		for (int i = 0; i < nw; i++)
+		{
+			int			w = (int) (gnb_rng_next(&rng) % V);
+
+			if (used[w])
+				continue;
+			used[w] = 1;
+			t->word[pos] = w;
+			t->count[pos] = 1 + (int) (gnb_rng_next(&rng) % 3);
+			pos++;
+		}
+		t->label[j] = j < n_labelled ? j % K : -1;
+	}
+	if (big_count)
+		t->count[0] = 11;
+	t->doc_start[docs] = pos;
+	t->c.doc_start = t->doc_start;
+	t->c.word = t->word;
+	t->c.count = t->count;
+	t->c.label = t->label;
+}
+
+typedef struct exact_answer
+{
+	double		marginal[32 * 4];	/* P(L_j = k | W) */
+	double		mean_log_joint; /* E[log P(L, W)] under the posterior */
+} exact_answer;
+
+/* Enumerate all labellings of the unlabelled documents. */
+static void
+enumerate_exact(const gnb_corpus *c, const gnb_params *params, exact_answer *out)
+{
+	int			K = c->n_classes;
+	int			free_docs[32];
+	int			U = 0;
+	long		total = 1;
+	int32_t		labels[32];
+	double	   *lj;
+	double		max = -INFINITY,
+				z = 0.0;
+
+	for (int j = 0; j < c->n_docs; j++)
+		if (c->label[j] < 0)
+			free_docs[U++] = j;
+	for (int i = 0; i < U; i++)
+		total *= K;
+	lj = malloc(total * sizeof(double));
+	for (long code = 0; code < total; code++)
+	{
+		long		x = code;
+
+		for (int j = 0; j < c->n_docs; j++)
+			labels[j] = c->label[j];
+		for (int i = 0; i < U; i++)
+		{
+			labels[free_docs[i]] = (int32_t) (x % K);
+			x /= K;
+		}
+		lj[code] = gnb_log_joint(c, params, labels);
+		if (lj[code] > max)
+			max = lj[code];
+	}
+	memset(out, 0, sizeof(*out));
+	for (long code = 0; code < total; code++)
+		z += exp(lj[code] - max);
+	for (long code = 0; code < total; code++)
+	{
+		double		p = exp(lj[code] - max) / z;
+		long		x = code;
+
+		out->mean_log_joint += p * lj[code];
+		for (int j = 0; j < c->n_docs; j++)
+			if (c->label[j] >= 0)
+				out->marginal[j * K + c->label[j]] += p;
+		for (int i = 0; i < U; i++)
+		{
+			out->marginal[free_docs[i] * K + (int) (x % K)] += p;
+			x /= K;
+		}
+	}
+	free(lj);
+}
+
+/*
+ * Run `reps` independent replicates (seeds 1..reps) and compare the mean of
+ * their estimates with the exact answer, within Z_TOLERANCE standard errors
+ * of that mean.  Unlabelled marginals are checked only if some document is
+ * clamped: without clamps they are 1/K by symmetry whatever the sampler
+ * does, while the expected log joint is a real check in both cases.
+ */
+static void
+check_against_exact(const char *name, const gnb_corpus *c, gnb_params params, int reps)
+{
+	enum
+	{
+	MAXR = 40};
+	int			K = c->n_classes;
+	int			D = c->n_docs;
+	int			has_labels = 0;
+	exact_answer exact;
+	static double est[MAXR][32 * 4];
+	double		lj_est[MAXR];
+	int			checked = 0,
+				bad = 0;
+	double		worst_z = 0.0;
+
+	enumerate_exact(c, &params, &exact);
+	for (int j = 0; j < D; j++)
+		has_labels |= (c->label[j] >= 0);
+	for (int r = 0; r < reps; r++)
+	{
+		gnb_result res;
+		int			kept = 0;
+
+		params.seed = (uint64_t) r + 1;
+		gnb_train(c, &params, NULL, &res);
+		memcpy(est[r], res.label_prob, (size_t) D * K * sizeof(double));
+		lj_est[r] = 0.0;
+		for (int t = params.burn_in + 1; t <= params.sweeps; t++)
+			if ((t - params.burn_in) % params.lag == 0)
+			{
+				for (int ch = 0; ch < params.chains; ch++)
+					lj_est[r] += res.log_joint[ch * params.sweeps + t - 1];
+				kept += params.chains;
+			}
+		lj_est[r] /= kept;
+		gnb_result_free(&res, NULL);
+	}
+	for (int i = 0; i < D * K + 1; i++)
+	{
+		double		mean = 0.0,
+					var = 0.0,
+					se,
+					truth,
+					zscore;
+
+		if (i < D * K && (!has_labels || c->label[i / K] >= 0))
+			continue;
+		for (int r = 0; r < reps; r++)
+			mean += (i < D * K ? est[r][i] : lj_est[r]) / reps;
+		for (int r = 0; r < reps; r++)
+		{
+			double		d = (i < D * K ? est[r][i] : lj_est[r]) - mean;
+
+			var += d * d / (reps - 1);
+		}
+		truth = i < D * K ? exact.marginal[i] : exact.mean_log_joint;
+		/*
+		 * Autocorrelation only adds to the error of a mean over kept sweeps,
+		 * so the error of reps * kept independent draws is a floor: it keeps
+		 * a rare event that no replicate saw from having zero error.
+		 */
+		se = sqrt(var / reps);
+		if (i < D * K)
+			se = fmax(se, sqrt(truth * (1 - truth) /
+							   ((double) reps * params.chains *
+								((params.sweeps - params.burn_in) / params.lag))));
+		zscore = fabs(mean - truth) / (se > 0 ? se : 1e-300);
+		checked++;
+		if (zscore > worst_z)
+			worst_z = zscore;
+		if (zscore > Z_TOLERANCE)
+		{
+			bad++;
+			printf("  %s: %s %d: estimate %.5f +- %.5f, exact %.5f\n", name,
+				   i < D * K ? "marginal" : "E[log joint]", i, mean, se, truth);
+		}
+	}
+	CHECK(bad == 0, "%s: %d of %d estimates off the exact answer", name, bad, checked);
+	printf("  %-44s %3d estimates, worst |z| = %.2f\n", name, checked, worst_z);
+}
+
+static void
+test_exactness(void)
+{
+	struct
+	{
+		const char *name;
+		uint64_t	seed;
+		int			docs,
+					V,
+					K,
+					labelled,
+					big;
+		double		gpi,
+					gth;
+	}			cases[] = {
+		{"K=2 unsupervised g=1", 101, 10, 4, 2, 0, 0, 1.0, 1.0},
+		{"K=2 3 clamped g<1", 102, 12, 5, 2, 3, 0, 0.5, 0.3},
+		{"K=2 4 clamped g>1 count 11", 103, 11, 6, 2, 4, 1, 1.0, 3.0},
+		{"K=3 2 clamped g>1", 104, 10, 6, 3, 2, 0, 2.0, 1.5},
+		{"K=3 unsupervised g<1", 105, 8, 4, 3, 0, 0, 0.7, 0.1},
+		{"K=3 3 clamped g<1 count 11", 106, 11, 5, 3, 3, 1, 0.4, 0.05},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		for (int s = 0; s < 2; s++)
+		{
+			tiny_corpus t;
+			gnb_params	p = {0};
+			char		name[128];
+
+			make_tiny(&t, cases[i].seed, cases[i].docs, cases[i].V, cases[i].K,
+					  cases[i].labelled, cases[i].big);
+			p.sampler = s == 0 ? GNB_SAMPLER_PAPER : GNB_SAMPLER_COLLAPSED;
+			p.sweeps = 6000;
+			p.burn_in = 200;
+			p.lag = 1;
+			p.chains = 1;
+			p.gamma_pi = cases[i].gpi;
+			p.gamma_theta = cases[i].gth;
+			p.unlabeled_weight = 1.0;
+			snprintf(name, sizeof(name), "%s %s", s == 0 ? "paper" : "collapsed", cases[i].name);
+			CHECK(gnb_check(&t.c, &p) == NULL, "%s: corpus rejected", name);
+			check_against_exact(name, &t.c, p, 30);
+		}
+
+	/* two chains and a lag: the estimates still average to the truth */
+	{
+		tiny_corpus t;
+		gnb_params	p = {GNB_SAMPLER_COLLAPSED, 3000, 300, 3, 2, 1.0, 0.5, 1.0, 0};
+
+		make_tiny(&t, 104, 10, 6, 3, 2, 0);
+		check_against_exact("collapsed K=3 2 chains lag 3", &t.c, p, 30);
+		p.sampler = GNB_SAMPLER_PAPER;
+		check_against_exact("paper K=3 2 chains lag 3", &t.c, p, 30);
+	}
+}
+
+/*
+ * With unlabeled_weight = 0 the unlabelled documents leave the counts alone,
+ * so each one's label is independent of the others.  For the collapsed
+ * sampler P(L_j = k) is the Dirichlet-multinomial predictive from the clamped
+ * documents: the log joint of the clamped documents plus j labelled k.  For
+ * the paper sampler theta ~ Dir(clamped counts + g) and P(L_j = k) is
+ * E_theta[softmax_k(log(C_k + g_pi) + sum_w W_jw log theta_kw)], which has no
+ * closed form: the reference is a Monte-Carlo integral over independent theta
+ * draws, and its own standard error is part of the tolerance.
+ */
+static void
+test_zero_unlabeled_weight(void)
+{
+	enum
+	{
+	K = 2, D = 12, V = 5, first_free = 6, reps = 20, ref_draws = 200000};
+	tiny_corpus t;
+	double		exact[2][D * K],
+				exact_se[2][D * K];
+	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 4000, 100, 1, 1, 1.0, 0.5, 0.0, 0};
+	double		N[K][V],
+				C[K];
+	gnb_rng		rng;
+
+	make_tiny(&t, 107, D, V, K, first_free, 0);
+	memset(exact_se, 0, sizeof(exact_se));
+	memset(N, 0, sizeof(N));
+	memset(C, 0, sizeof(C));
+	for (int j = 0; j < first_free; j++)
+	{
+		C[t.label[j]] += 1;
+		for (int64_t q = t.doc_start[j]; q < t.doc_start[j + 1]; q++)
+			N[t.label[j]][t.word[q]] += t.count[q];
+	}
+	/* collapsed: exact predictive */
+	for (int j = first_free; j < D; j++)
+	{
+		tiny_corpus one = t;
+		double		lj[K],
+					max;
+
+		one.c.label = one.label;
+		for (int jj = first_free; jj < D; jj++)
+			one.label[jj] = -1;
+		for (int k = 0; k < K; k++)
+		{
+			int32_t		labels[D];
+
+			one.label[j] = k;
+			for (int jj = 0; jj < D; jj++)
+				labels[jj] = one.label[jj] >= 0 ? one.label[jj] : 0;
+			/* the other unlabelled documents weigh 0: they add nothing */
+			lj[k] = gnb_log_joint(&one.c, &p, labels);
+		}
+		max = fmax(lj[0], lj[1]);
+		for (int k = 0; k < K; k++)
+			exact[1][j * K + k] = exp(lj[k] - max) / (exp(lj[0] - max) + exp(lj[1] - max));
+	}
+	/* paper: Monte-Carlo over theta, with its standard error */
+	gnb_rng_seed(&rng, 108);
+	{
+		double		sum[D * K],
+					sum2[D * K];
+
+		memset(sum, 0, sizeof(sum));
+		memset(sum2, 0, sizeof(sum2));
+		for (int m = 0; m < ref_draws; m++)
+		{
+			double		lt[K][V];
+
+			for (int k = 0; k < K; k++)
+			{
+				double		tot = 0;
+
+				for (int w = 0; w < V; w++)
+					tot += (lt[k][w] = exp(gnb_rng_log_gamma(&rng, N[k][w] + p.gamma_theta)));
+				for (int w = 0; w < V; w++)
+					lt[k][w] = log(lt[k][w] / tot);
+			}
+			for (int j = first_free; j < D; j++)
+			{
+				double		s[K],
+							z;
+
+				for (int k = 0; k < K; k++)
+				{
+					s[k] = log(C[k] + p.gamma_pi);
+					for (int64_t q = t.doc_start[j]; q < t.doc_start[j + 1]; q++)
+						s[k] += t.count[q] * lt[k][t.word[q]];
+				}
+				z = fmax(s[0], s[1]);
+				z = z + log(exp(s[0] - z) + exp(s[1] - z));
+				for (int k = 0; k < K; k++)
+				{
+					double		pk = exp(s[k] - z);
+
+					sum[j * K + k] += pk;
+					sum2[j * K + k] += pk * pk;
+				}
+			}
+		}
+		for (int i = first_free * K; i < D * K; i++)
+		{
+			double		mean = sum[i] / ref_draws;
+
+			exact[0][i] = mean;
+			exact_se[0][i] = sqrt(fmax(sum2[i] / ref_draws - mean * mean, 0) / ref_draws);
+		}
+	}
+	for (int s = 0; s < 2; s++)
+	{
+		double		est[reps][D * K];
+		int			bad = 0;
+
+		p.sampler = s == 0 ? GNB_SAMPLER_PAPER : GNB_SAMPLER_COLLAPSED;
+		for (int r = 0; r < reps; r++)
+		{
+			gnb_result	res;
+
+			p.seed = 500 + r;
+			gnb_train(&t.c, &p, NULL, &res);
+			memcpy(est[r], res.label_prob, sizeof(double) * D * K);
+			gnb_result_free(&res, NULL);
+		}
+		for (int i = first_free * K; i < D * K; i++)
+		{
+			double		mean = 0,
+						var = 0,
+						se;
+
+			for (int r = 0; r < reps; r++)
+				mean += est[r][i] / reps;
+			for (int r = 0; r < reps; r++)
+				var += (est[r][i] - mean) * (est[r][i] - mean) / (reps - 1);
+			se = sqrt(var / reps + exact_se[s][i] * exact_se[s][i]);
+			if (fabs(mean - exact[s][i]) > Z_TOLERANCE * se)
+			{
+				bad++;
+				printf("  lambda=0 %s: %d: %.4f vs exact %.4f\n", s ? "collapsed" : "paper",
+					   i, mean, exact[s][i]);
+			}
+		}
+		CHECK(bad == 0, "unlabeled_weight = 0 (%s): %d marginals off", s ? "collapsed" : "paper", bad);
+	}
+}
+
+/* ---------- determinism, checks, supervised closed form ---------- */
+
+static void
+test_determinism(void)
+{
+	tiny_corpus t;
+	gnb_params	p = {GNB_SAMPLER_PAPER, 500, 100, 1, 3, 1.0, 0.5, 0.7, 99};
+	gnb_result	a,
+				b,
+				c;
+
+	make_tiny(&t, 201, 12, 6, 3, 3, 1);
+	gnb_train(&t.c, &p, NULL, &a);
+	gnb_train(&t.c, &p, NULL, &b);
+	p.seed = 100;
+	gnb_train(&t.c, &p, NULL, &c);
+	CHECK(memcmp(a.label_prob, b.label_prob, sizeof(double) * 12 * 3) == 0 &&
+		  memcmp(a.theta, b.theta, sizeof(double) * 6 * 3) == 0 &&
+		  memcmp(a.log_joint, b.log_joint, sizeof(double) * 3 * 500) == 0,
+		  "same seed, same data: same model");
+	CHECK(memcmp(a.log_joint, c.log_joint, sizeof(double) * 3 * 500) != 0,
+		  "another seed: another chain");
+	gnb_result_free(&a, NULL);
+	gnb_result_free(&b, NULL);
+	gnb_result_free(&c, NULL);
+}
+
+static void
+test_check(void)
+{
+	tiny_corpus t;
+	gnb_params	good = {GNB_SAMPLER_PAPER, 10, 5, 1, 1, 1.0, 1.0, 1.0, 1};
+	gnb_params	p;
+
+	make_tiny(&t, 301, 6, 4, 2, 2, 0);
+	CHECK(gnb_check(&t.c, &good) == NULL, "good parameters accepted");
+#define REJECT(field, value) \
+	do { p = good; p.field = value; \
+		 CHECK(gnb_check(&t.c, &p) != NULL, "%s = %s must be rejected", #field, #value); } while (0)
+	REJECT(sweeps, 0);
+	REJECT(burn_in, 10);
+	REJECT(burn_in, -1);
+	REJECT(lag, 0);
+	REJECT(chains, 0);
+	REJECT(gamma_pi, 0.0);
+	REJECT(gamma_pi, INFINITY);
+	REJECT(gamma_theta, -1.0);
+	REJECT(gamma_theta, NAN);
+	REJECT(unlabeled_weight, 1.5);
+	REJECT(unlabeled_weight, NAN);
+	REJECT(sampler, (gnb_sampler_kind) 7);
+	t.c.n_classes = 1;
+	CHECK(gnb_check(&t.c, &good) != NULL, "one class must be rejected");
+	t.c.n_classes = 2;
+	t.label[0] = 2;
+	CHECK(gnb_check(&t.c, &good) != NULL, "label out of range must be rejected");
+	t.label[0] = 0;
+	t.count[0] = 0;
+	CHECK(gnb_check(&t.c, &good) != NULL, "zero count must be rejected");
+}
+
+static void
+test_supervised_closed_form(void)
+{
+	tiny_corpus t;
+	gnb_params	p = {GNB_SAMPLER_PAPER, 20, 10, 1, 2, 0.5, 0.25, 1.0, 3};
+	int			V = 6,
+				K = 3,
+				D = 12;
+	double		N[3][6] = {{0}},
+				Nk[3] = {0},
+				C[3] = {0};
+	double		err = 0.0;
+
+	make_tiny(&t, 401, D, V, K, D, 1);
+	for (int j = 0; j < D; j++)
+	{
+		C[t.label[j]] += 1;
+		for (int64_t q = t.doc_start[j]; q < t.doc_start[j + 1]; q++)
+		{
+			N[t.label[j]][t.word[q]] += t.count[q];
+			Nk[t.label[j]] += t.count[q];
+		}
+	}
+	for (int s = 0; s < 2; s++)
+	{
+		gnb_result	r;
+
+		p.sampler = s ? GNB_SAMPLER_COLLAPSED : GNB_SAMPLER_PAPER;
+		gnb_train(&t.c, &p, NULL, &r);
+		err = 0.0;
+		for (int k = 0; k < K; k++)
+		{
+			for (int w = 0; w < V; w++)
+				err = fmax(err, fabs(r.theta[k * V + w] -
+									 (N[k][w] + 0.25) / (Nk[k] + V * 0.25)));
+			err = fmax(err, fabs(r.pi[k] - (C[k] + 0.5) / (D + K * 0.5)));
+		}
+		for (int j = 0; j < D; j++)
+			err = fmax(err, fabs(r.label_prob[j * K + t.label[j]] - 1.0));
+		CHECK(err < 1e-12, "supervised %s: closed form off by %g", s ? "collapsed" : "paper", err);
+		CHECK(fabs(r.log_joint[p.sweeps - 1] - gnb_log_joint(&t.c, &p, t.label)) < 1e-9,
+			  "supervised log joint");
+		CHECK(isnan(r.r_hat) == 0 && fabs(r.r_hat - 1.0) < 1e-12,
+			  "constant traces in 2 chains: r_hat 1, got %g", r.r_hat);
+		gnb_result_free(&r, NULL);
+	}
+}
+
+/* ---------- synthetic data from the generative model ---------- */
+
+typedef struct synthetic
+{
+	gnb_corpus	c;
+	int64_t    *doc_start;
+	int32_t    *word;
+	int32_t    *count;
+	int32_t    *label;
+	int32_t    *truth;
+	double	   *theta;			/* K x V */
+	double		class_tokens[8];
+} synthetic;
+
+static void
+make_synthetic(synthetic *s, int D, int V, int K, int length, double labelled_share,
+			   uint64_t seed)
+{
+	static const double pi[] = {0.5, 0.3, 0.2, 0, 0, 0, 0, 0};
+	gnb_rng		rng;
+	int32_t    *counts = calloc(V, sizeof(int32_t));
+	int64_t		pos = 0;
+
+	gnb_rng_seed(&rng, seed);
+	memset(s, 0, sizeof(*s));
+	s->theta = calloc((size_t) K * V, sizeof(double));
+	for (int k = 0; k < K; k++)
+	{
+		double		sum = 0;
+
+		for (int w = 0; w < V; w++)
+			sum += (s->theta[k * V + w] = gnb_rng_gamma(&rng, 1.0));
+		for (int w = 0; w < V; w++)
+			s->theta[k * V + w] /= sum;
+	}
+	s->doc_start = calloc(D + 1, sizeof(int64_t));
+	s->word = calloc((size_t) D * V, sizeof(int32_t));
+	s->count = calloc((size_t) D * V, sizeof(int32_t));
+	s->label = calloc(D, sizeof(int32_t));
+	s->truth = calloc(D, sizeof(int32_t));
+	for (int j = 0; j < D; j++)
+	{
+		double		u = gnb_rng_uniform(&rng);
+		int			k = 0;
+
+		while (k < K - 1 && u >= pi[k])
+			u -= pi[k++];
+		s->truth[j] = k;
+		s->label[j] = gnb_rng_uniform(&rng) < labelled_share ? k : -1;
+		memset(counts, 0, V * sizeof(int32_t));
+		for (int i = 0; i < length; i++)
+		{
+			double		x = gnb_rng_uniform(&rng);
+			int			w = 0;
+
+			while (w < V - 1 && x >= s->theta[k * V + w])
+				x -= s->theta[k * V + w++];
+			counts[w]++;
+		}
+		s->class_tokens[k] += length;
+		s->doc_start[j] = pos;
+		for (int w = 0; w < V; w++)
+			if (counts[w])
+			{
+				s->word[pos] = w;
+				s->count[pos++] = counts[w];
+			}
+	}
+	s->doc_start[D] = pos;
+	s->c.n_docs = D;
+	s->c.n_words = V;
+	s->c.n_classes = K;
+	s->c.doc_start = s->doc_start;
+	s->c.word = s->word;
+	s->c.count = s->count;
+	s->c.label = s->label;
+	free(counts);
+}
+
+static void
+free_synthetic(synthetic *s)
+{
+	free(s->doc_start);
+	free(s->word);
+	free(s->count);
+	free(s->label);
+	free(s->truth);
+	free(s->theta);
+}
+
+/*
+ * Largest |theta-hat - theta| in units of its posterior standard deviation,
+ * sqrt(theta (1 - theta) / N_k) with N_k the tokens of class k, over the
+ * class matching perm (perm[k] = estimated class of true class k).
+ */
+static double
+theta_z(const synthetic *s, const double *theta_hat, const int *perm)
+{
+	int			K = s->c.n_classes,
+				V = s->c.n_words;
+	double		worst = 0;
+
+	for (int k = 0; k < K; k++)
+		for (int w = 0; w < V; w++)
+		{
+			double		t = s->theta[k * V + w];
+			double		sd = sqrt(t * (1 - t) / s->class_tokens[k]) + 1.0 / s->class_tokens[k];
+
+			worst = fmax(worst, fabs(theta_hat[perm[k] * V + w] - t) / sd);
+		}
+	return worst;
+}
+
+static void
+test_synthetic_recovery(void)
+{
+	synthetic	s;
+	int			K = 3,
+				V = 40,
+				D = 3000;
+	int			identity[3] = {0, 1, 2};
+
+	make_synthetic(&s, D, V, K, 60, 0.1, 77);
+	for (int sm = 0; sm < 2; sm++)
+	{
+		gnb_params	p = {sm ? GNB_SAMPLER_COLLAPSED : GNB_SAMPLER_PAPER, 300, 100, 1, 1,
+		1.0, 1.0, 1.0, 8};
+		gnb_result	r;
+		int			right = 0,
+					hidden = 0;
+		double		z;
+
+		gnb_train(&s.c, &p, NULL, &r);
+		for (int j = 0; j < D; j++)
+			if (s.label[j] < 0)
+			{
+				int			best = 0;
+
+				for (int k = 1; k < K; k++)
+					if (r.label_prob[j * K + k] > r.label_prob[j * K + best])
+						best = k;
+				hidden++;
+				right += (best == s.truth[j]);
+			}
+		z = theta_z(&s, r.theta, identity);
+		CHECK(z < Z_TOLERANCE, "%s: theta-hat %.2f posterior sd from the truth",
+			  sm ? "collapsed" : "paper", z);
+		CHECK(right > 0.97 * hidden, "%s: %d of %d hidden labels right",
+			  sm ? "collapsed" : "paper", right, hidden);
+		printf("  synthetic %-9s: worst theta z = %.2f, %d/%d hidden labels right\n",
+			   sm ? "collapsed" : "paper", z, right, hidden);
+		CHECK(fabs(r.log_joint[p.sweeps - 1] - gnb_log_joint(&s.c, &p, r.last_labels)) <
+			  1e-6 * fabs(r.log_joint[p.sweeps - 1]),
+			  "%s: incremental log joint %.6f vs recomputed %.6f", sm ? "collapsed" : "paper",
+			  r.log_joint[p.sweeps - 1], gnb_log_joint(&s.c, &p, r.last_labels));
+		gnb_result_free(&r, NULL);
+	}
+	free_synthetic(&s);
+
+	/*
+	 * Unsupervised, 3 chains: class identities are arbitrary per chain, so
+	 * the chains must be aligned before averaging or theta-hat is a blend.
+	 */
+	make_synthetic(&s, D, V, K, 60, 0.0, 78);
+	{
+		gnb_params	p = {GNB_SAMPLER_COLLAPSED, 200, 100, 1, 3, 1.0, 1.0, 1.0, 21};
+		gnb_result	r;
+		int			perm[3];
+		double		best = INFINITY;
+		static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+		gnb_train(&s.c, &p, NULL, &r);
+		for (int i = 0; i < 6; i++)
+		{
+			double		z = theta_z(&s, r.theta, perms[i]);
+
+			if (z < best)
+			{
+				best = z;
+				memcpy(perm, perms[i], sizeof(perm));
+			}
+		}
+		CHECK(best < Z_TOLERANCE, "unsupervised 3 chains: theta-hat %.2f sd from the truth", best);
+		CHECK(isfinite(r.r_hat) && r.r_hat < 1.1, "unsupervised 3 chains: r_hat %g", r.r_hat);
+		printf("  synthetic unsupervised, 3 chains aligned: worst theta z = %.2f, r_hat %.3f\n",
+			   best, r.r_hat);
+		gnb_result_free(&r, NULL);
+	}
+	free_synthetic(&s);
+}
+
+/* ---------- hooks ---------- */
+
+typedef struct hook_counts
+{
+	int			progress;
+	int			interrupts;
+	int			last_sweep;
+	size_t		live_allocs;
+} hook_counts;
+
+static void *
+counting_alloc(size_t size, void *arg)
+{
+	((hook_counts *) arg)->live_allocs++;
+	return calloc(1, size ? size : 1);
+}
+
+static void
+counting_release(void *ptr, void *arg)
+{
+	((hook_counts *) arg)->live_allocs--;
+	free(ptr);
+}
+
+static void
+count_progress(void *arg, int chain, int sweep, double lj, double changed)
+{
+	hook_counts *h = arg;
+
+	(void) chain;
+	(void) lj;
+	(void) changed;
+	h->progress++;
+	h->last_sweep = sweep;
+}
+
+static void
+count_interrupts(void *arg)
+{
+	((hook_counts *) arg)->interrupts++;
+}
+
+static void
+test_hooks(void)
+{
+	synthetic	s;
+	hook_counts h = {0};
+	gnb_hooks	hooks = {counting_alloc, counting_release, count_progress, count_interrupts, &h};
+	gnb_params	p = {GNB_SAMPLER_PAPER, 7, 2, 1, 2, 1.0, 1.0, 1.0, 4};
+	gnb_result	r;
+
+	make_synthetic(&s, 5000, 10, 2, 5, 0.0, 9);
+	gnb_train(&s.c, &p, &hooks, &r);
+	CHECK(h.progress == 14 && h.last_sweep == 7, "progress once per sweep and chain: %d", h.progress);
+	/* 5000 unlabelled documents, a check every 2048: 3 per sweep */
+	CHECK(h.interrupts == 3 * 14, "interrupt checks inside sweeps: %d", h.interrupts);
+	gnb_result_free(&r, &hooks);
+	CHECK(h.live_allocs == 0, "every allocation released: %zu left", h.live_allocs);
+	free_synthetic(&s);
+}
+
+int
+main(void)
+{
+	printf("rng streams\n");
+	test_rng_streams();
+	printf("uniform and normal\n");
+	test_uniform_and_normal();
+	printf("gamma distribution\n");
+	test_gamma_distribution();
+	printf("categorical\n");
+	test_categorical();
+	printf("exactness against enumeration\n");
+	test_exactness();
+	printf("unlabeled_weight = 0\n");
+	test_zero_unlabeled_weight();
+	printf("determinism\n");
+	test_determinism();
+	printf("parameter checks\n");
+	test_check();
+	printf("supervised closed form\n");
+	test_supervised_closed_form();
+	printf("synthetic recovery\n");
+	test_synthetic_recovery();
+	printf("hooks\n");
+	test_hooks();
+	printf("%d passed, %d failed\n", n_passed, n_failed);
+	return n_failed == 0 ? 0 : 1;
+}
