@@ -1,0 +1,55 @@
+# gibbs_nb: PGXS build.  `make && make install`; tests: `test/run-tests.sh`.
+
+EXTENSION = gibbs_nb
+MODULE_big = gibbs_nb
+OBJS = \
+	src/gibbs_nb.o \
+	src/train.o \
+	src/job.o \
+	src/worker.o \
+	src/corpus.o \
+	src/publish.o \
+	src/model.o \
+	src/core/gnb_rng.o \
+	src/core/gnb_sampler.o
+
+DATA = $(wildcard sql/gibbs_nb--*.sql)
+
+# every sql/<test>.sql but the install scripts is a pg_regress test
+REGRESS = $(sort $(patsubst sql/%.sql,%,$(filter-out sql/gibbs_nb--%,$(wildcard sql/*.sql))))
+
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers $(EXTRA_CFLAGS)
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# ---- the sampler core on its own: unit tests, sanitizers, valgrind ----
+
+CORE_SRC = src/core/gnb_rng.c src/core/gnb_sampler.c
+CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h
+CORE_CFLAGS = -std=c11 -Wall -Wextra -Werror -Isrc/core
+
+test/unit/test_core: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
+	$(CC) $(CORE_CFLAGS) -O2 -g -o $@ test/unit/test_core.c $(CORE_SRC) -lm
+
+test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
+	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
+
+.PHONY: unit unit-asan unit-valgrind bench
+unit: test/unit/test_core
+	test/unit/test_core
+
+unit-asan: test/unit/test_core_asan
+	test/unit/test_core_asan
+
+unit-valgrind: test/unit/test_core
+	GNB_QUICK=1 valgrind --error-exitcode=1 --leak-check=full -q test/unit/test_core
+
+bench:
+	test/bench/run-bench.sh
+
+EXTRA_CLEAN = test/unit/test_core test/unit/test_core_asan

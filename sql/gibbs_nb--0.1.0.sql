@@ -1,0 +1,182 @@
+/* gibbs_nb--0.1.0.sql: Naive Bayes trained by Gibbs sampling, in PostgreSQL */
+
+\echo Use "CREATE EXTENSION gibbs_nb" to load this file. \quit
+
+-- The extension's tables live in their own schema.  Nobody but the extension
+-- (its worker and functions, running as the schema's owner) writes them;
+-- every role reads the rows of the models it owns or is a member of.
+CREATE SCHEMA gibbs_nb;
+GRANT USAGE ON SCHEMA gibbs_nb TO PUBLIC;
+
+CREATE SEQUENCE gibbs_nb.job_id_seq;
+
+-- One row per training job.  Written by the job's worker in short
+-- transactions (registered, progress, outcome); read through gibbs_nb_jobs.
+CREATE TABLE gibbs_nb.jobs (
+    job_id          bigint PRIMARY KEY,
+    model_name      text NOT NULL,
+    owner           oid NOT NULL,
+    status          text NOT NULL
+                    CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    sweep           int NOT NULL DEFAULT 0,
+    sweeps          int NOT NULL,
+    chains          int NOT NULL,
+    chain           int NOT NULL DEFAULT 0,
+    source          text NOT NULL,
+    worker_pid      int,
+    worker_user     name,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    started_at      timestamptz,
+    finished_at     timestamptz,
+    log_likelihood  float8,
+    version         int,
+    message         text,
+    sqlstate        text
+);
+CREATE INDEX jobs_model_idx ON gibbs_nb.jobs (model_name, status);
+
+-- One row per model version.
+CREATE TABLE gibbs_nb.models (
+    model_name        text NOT NULL,
+    version           int NOT NULL,
+    owner             oid NOT NULL,
+    status            text NOT NULL DEFAULT 'ready',
+    created_at        timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    job_id            bigint,
+    classes           text[] NOT NULL,
+    n_documents       int NOT NULL,
+    n_labeled         int NOT NULL,
+    n_skipped         int NOT NULL,
+    n_tokens          bigint NOT NULL,
+    vocabulary_size   int NOT NULL,
+    source            text NOT NULL,
+    tokens_column     text NOT NULL,
+    label_column      text,
+    id_column         text NOT NULL,
+    n_classes         int,
+    sweeps            int NOT NULL,
+    burn_in           int NOT NULL,
+    lag               int NOT NULL,
+    chains            int NOT NULL,
+    sampler           text NOT NULL,
+    gamma_pi          float8 NOT NULL,
+    gamma_theta       float8 NOT NULL,
+    unlabeled_weight  float8 NOT NULL,
+    seed              bigint NOT NULL,
+    labels_table      text NOT NULL,
+    labels_relid      oid NOT NULL,
+    log_likelihood    float8,
+    r_hat             float8,
+    seconds           float8,
+    PRIMARY KEY (model_name, version)
+);
+
+-- theta-hat: V x K rows per version.
+CREATE TABLE gibbs_nb.theta (
+    model_name   text NOT NULL,
+    version      int NOT NULL,
+    class        text NOT NULL,
+    token        text NOT NULL,
+    probability  float8 NOT NULL,
+    owner        oid NOT NULL,
+    PRIMARY KEY (model_name, version, token, class)
+);
+
+-- pi-hat: K rows per version.
+CREATE TABLE gibbs_nb.pi (
+    model_name   text NOT NULL,
+    version      int NOT NULL,
+    class        text NOT NULL,
+    probability  float8 NOT NULL,
+    owner        oid NOT NULL,
+    PRIMARY KEY (model_name, version, class)
+);
+
+-- The chains' paths: log joint and share of labels changed, per sweep.
+CREATE TABLE gibbs_nb.trace (
+    job_id          bigint NOT NULL,
+    chain           int NOT NULL,
+    sweep           int NOT NULL,
+    log_likelihood  float8 NOT NULL,
+    changed         float8 NOT NULL,
+    owner           oid NOT NULL,
+    PRIMARY KEY (job_id, chain, sweep)
+);
+
+-- Row security: a role sees the rows of the roles whose privileges it has.
+-- The policy compares a column of the row itself (no subquery per row); the
+-- scalar subquery is an InitPlan, evaluated once per query, and short-cuts
+-- the common case of one's own rows.
+REVOKE ALL ON gibbs_nb.jobs, gibbs_nb.models, gibbs_nb.theta, gibbs_nb.pi, gibbs_nb.trace
+    FROM PUBLIC;
+REVOKE ALL ON SEQUENCE gibbs_nb.job_id_seq FROM PUBLIC;
+GRANT SELECT ON gibbs_nb.models, gibbs_nb.theta, gibbs_nb.pi, gibbs_nb.trace TO PUBLIC;
+
+ALTER TABLE gibbs_nb.models ENABLE ROW LEVEL SECURITY;
+ALTER TABLE gibbs_nb.theta ENABLE ROW LEVEL SECURITY;
+ALTER TABLE gibbs_nb.pi ENABLE ROW LEVEL SECURITY;
+ALTER TABLE gibbs_nb.trace ENABLE ROW LEVEL SECURITY;
+CREATE POLICY owner_sees ON gibbs_nb.models FOR SELECT
+    USING (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid)
+           OR pg_catalog.pg_has_role(owner, 'USAGE'));
+CREATE POLICY owner_sees ON gibbs_nb.theta FOR SELECT
+    USING (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid)
+           OR pg_catalog.pg_has_role(owner, 'USAGE'));
+CREATE POLICY owner_sees ON gibbs_nb.pi FOR SELECT
+    USING (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid)
+           OR pg_catalog.pg_has_role(owner, 'USAGE'));
+CREATE POLICY owner_sees ON gibbs_nb.trace FOR SELECT
+    USING (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid)
+           OR pg_catalog.pg_has_role(owner, 'USAGE'));
+
+-- Jobs, as their owners see them.
+CREATE VIEW gibbs_nb_jobs AS
+    SELECT j.job_id, j.model_name, j.owner::pg_catalog.regrole AS owner, j.status,
+           j.sweep, j.sweeps, j.chain, j.chains, j.source, j.started_at, j.finished_at,
+           j.log_likelihood, j.version, j.message, j.sqlstate, j.worker_pid, j.worker_user,
+           j.created_at
+      FROM gibbs_nb.jobs j
+     WHERE pg_catalog.pg_has_role(j.owner, 'USAGE');
+GRANT SELECT ON gibbs_nb_jobs TO PUBLIC;
+
+/*
+ * gibbs_nb_train: train a model version in a background worker that runs as
+ * the caller.  Returns when the job has ended (wait => true) or at once.
+ */
+CREATE FUNCTION gibbs_nb_train(
+    model_name        text,
+    source            regclass,
+    tokens_column     text,
+    label_column      text DEFAULT NULL,
+    id_column         text DEFAULT 'id',
+    n_classes         int DEFAULT NULL,
+    sweeps            int DEFAULT 1000,
+    burn_in           int DEFAULT NULL,
+    lag               int DEFAULT 1,
+    chains            int DEFAULT 1,
+    sampler           text DEFAULT 'paper',
+    gamma_pi          float8 DEFAULT 1.0,
+    gamma_theta       float8 DEFAULT 1.0,
+    unlabeled_weight  float8 DEFAULT 1.0,
+    seed              bigint DEFAULT NULL,
+    labels_table      text DEFAULT NULL,
+    wait              boolean DEFAULT true)
+RETURNS TABLE (
+    job_id          bigint,
+    model_name      text,
+    version         int,
+    status          text,
+    sweeps_done     int,
+    seconds         float8,
+    log_likelihood  float8)
+AS 'MODULE_PATHNAME', 'gibbs_nb_train'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/*
+ * gibbs_nb_drop: drop one version of a model, or the whole model (its
+ * versions and the labels table training created for it).
+ */
+CREATE FUNCTION gibbs_nb_drop(model_name text, version int DEFAULT NULL)
+RETURNS int
+AS 'MODULE_PATHNAME', 'gibbs_nb_drop'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;

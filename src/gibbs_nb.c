@@ -1,0 +1,28 @@
+/*
+ * gibbs_nb.c
+ *	  Module entry point and GUCs of gibbs_nb.
+ */
+#include "gibbs_nb.h"
+
+#include "fmgr.h"
+#include "utils/guc.h"
+
+PG_MODULE_MAGIC;
+
+/* gibbs_nb.progress_interval: ms between progress NOTICEs of a waiting call */
+int			gnb_progress_interval_ms = 5000;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	DefineCustomIntVariable("gibbs_nb.progress_interval",
+							"Time between progress messages of a waiting gibbs_nb_train call.",
+							"0 turns the messages off.",
+							&gnb_progress_interval_ms,
+							5000, 0, 3600 * 1000,
+							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("gibbs_nb");
+}

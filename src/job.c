@@ -1,0 +1,177 @@
+/*
+ * job.c
+ *	  Launch a training job's background worker and follow it from the caller.
+ *
+ * The caller and its worker share one dynamic shared memory segment: the job's
+ * parameters go in, progress and the outcome (or the error, with its SQLSTATE)
+ * come out.  The job's row in gibbs_nb.jobs is written by the worker alone, in
+ * its own transactions, so that other sessions see it while the caller's
+ * transaction is still open.
+ */
+#include "gibbs_nb.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+
+/* How often the caller looks at its worker when nothing wakes it. */
+#define FOLLOW_POLL_MS 100
+
+/* Copy of the shared state taken under the spinlock. */
+static void
+snapshot_job(GnbJobShared *job, GnbJobShared *copy)
+{
+	SpinLockAcquire(&job->mutex);
+	memcpy(copy, job, sizeof(GnbJobShared));
+	SpinLockRelease(&job->mutex);
+}
+
+/* Raise the error the worker reported, with its SQLSTATE. */
+static void
+raise_worker_error(const GnbJobShared *state)
+{
+	ereport(ERROR,
+			(errcode(state->sqlerrcode),
+			 errmsg_internal("%s", state->message),
+			 state->detail[0] ? errdetail_internal("%s", state->detail) : 0,
+			 state->hint[0] ? errhint("%s", state->hint) : 0,
+			 errcontext("gibbs_nb job " INT64_FORMAT, state->params.job_id)));
+}
+
+/* The progress NOTICE: psql's progress bar for a waiting call. */
+static void
+report_progress(const GnbJobShared *state)
+{
+	const gnb_params *sp = &state->params.sampler;
+	int64		total = (int64) sp->chains * sp->sweeps;
+	int64		done = (int64) state->chain * sp->sweeps + state->sweep;
+	long		secs;
+	int			usecs;
+	double		elapsed;
+
+	if (state->sampling_started == 0 || done == 0)
+	{
+		ereport(NOTICE,
+				(errmsg("gibbs_nb job " INT64_FORMAT ": reading %s",
+						state->params.job_id, state->params.source_name)));
+		return;
+	}
+	TimestampDifference(state->sampling_started, GetCurrentTimestamp(), &secs, &usecs);
+	elapsed = secs + usecs / 1e6;
+	ereport(NOTICE,
+			(errmsg("gibbs_nb job " INT64_FORMAT ": chain %d/%d, sweep %d/%d, log joint %.1f, about %.0f s left",
+					state->params.job_id, state->chain + 1, sp->chains, state->sweep,
+					sp->sweeps, state->log_joint,
+					elapsed / done * (total - done))));
+}
+
+/*
+ * Follow the worker until the job has ended (wait) or is registered (not
+ * wait), and leave its state in *state.  Errors out if the worker vanishes.
+ */
+static void
+follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
+		   GnbJobShared *state)
+{
+	TimestampTz last_notice = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		pid_t		pid;
+		bool		stopped;
+
+		/* look at the worker's liveness first, then at what it reported */
+		stopped = GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED;
+		snapshot_job(job, state);
+		if (state->phase == GNB_PHASE_FAILED || state->phase == GNB_PHASE_SUCCEEDED ||
+			(state->phase == GNB_PHASE_RUNNING && !wait))
+			return;
+		if (stopped)
+			ereport(ERROR,
+					(errcode(ERRCODE_SYSTEM_ERROR),
+					 errmsg("gibbs_nb worker of job " INT64_FORMAT " exited before the job ended",
+							job->params.job_id),
+					 errhint("The server log has the worker's messages.")));
+		if (wait && gnb_progress_interval_ms > 0 &&
+			TimestampDifferenceExceeds(last_notice, GetCurrentTimestamp(),
+									   gnb_progress_interval_ms))
+		{
+			report_progress(state);
+			last_notice = GetCurrentTimestamp();
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 FOLLOW_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Start a worker for the job and follow it; raise the job's error if it
+ * failed.  If the caller stops following before the job has ended (its query
+ * is cancelled, or it errors), the worker is told to stop too: a job nobody
+ * waits for is one that nobody asked to leave running.
+ */
+void
+gnb_run_job(GnbJobParams *params, bool wait, GnbJobOutcome *outcome)
+{
+	dsm_segment *seg = dsm_create(sizeof(GnbJobShared), 0);
+	GnbJobShared *job = dsm_segment_address(seg);
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	BgwHandleStatus status;
+	pid_t		pid;
+	GnbJobShared state;
+
+	memset(job, 0, sizeof(GnbJobShared));
+	job->params = *params;
+	job->caller_latch = MyLatch;
+	SpinLockInit(&job->mutex);
+	job->phase = GNB_PHASE_STARTING;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "gibbs_nb");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "gibbs_nb_worker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "gibbs_nb job " INT64_FORMAT, params->job_id);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "gibbs_nb worker");
+	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+	worker.bgw_notify_pid = MyProcPid;
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start a gibbs_nb worker: no background worker slot is free"),
+				 errhint("Wait for running jobs to end, or raise max_worker_processes "
+						 "(currently %d) and restart the server.", max_worker_processes)));
+
+	PG_TRY();
+	{
+		status = WaitForBackgroundWorkerStartup(handle, &pid);
+		if (status == BGWH_POSTMASTER_DIED)
+			ereport(FATAL,
+					(errcode(ERRCODE_ADMIN_SHUTDOWN),
+					 errmsg("postmaster exited while starting a gibbs_nb worker")));
+		/* a worker that is already gone may have finished: follow_job tells */
+		follow_job(job, handle, wait, &state);
+	}
+	PG_CATCH();
+	{
+		TerminateBackgroundWorker(handle);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dsm_detach(seg);
+
+	if (state.phase == GNB_PHASE_FAILED)
+		raise_worker_error(&state);
+	outcome->phase = state.phase;
+	outcome->version = state.version;
+	outcome->sweeps_done = state.sweeps_done;
+	outcome->seconds = state.seconds;
+	outcome->log_likelihood = state.log_likelihood;
+}

@@ -1,0 +1,373 @@
+/*
+ * publish.c
+ *	  Write a finished job's model version, all in the caller's transaction.
+ *
+ * The worker calls gnb_publish inside one short transaction: the new version's
+ * rows in gibbs_nb.models, theta, pi and trace, and the new contents of the
+ * labels table, become visible together when it commits, or not at all.
+ * Rows go in as arrays unnested by one INSERT per batch, not a statement per
+ * row: theta alone is V x K rows.
+ */
+#include "gibbs_nb.h"
+
+#include <math.h>
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/typcache.h"
+
+/* Rows per INSERT statement. */
+#define PUBLISH_BATCH 50000
+
+static ArrayType *
+float8_array(const double *values, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Float8GetDatum(values[i]);
+	return construct_array(d, n, FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+}
+
+static ArrayType *
+text_array(char **values, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(values[i]);
+	return construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT);
+}
+
+static ArrayType *
+int4_array(const int32 *values, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int32GetDatum(values[i]);
+	return construct_array(d, n, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+}
+
+static void
+execute_or_error(const char *sql, int nargs, Oid *types, Datum *values,
+				 const char *nulls, int expected, const char *what)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(rc));
+}
+
+/*
+ * The labels table of this model: reuse the one training created for it,
+ * create it if there is none, refuse a table of that name that is not ours.
+ * Runs as the caller.
+ */
+static Oid
+prepare_labels_table(const GnbJobParams *params, const char *qualified)
+{
+	Oid			nspid = get_namespace_oid(params->labels_schema, false);
+	Oid			relid = get_relname_relid(params->labels_table, nspid);
+	TypeCacheEntry *idtype;
+	char	   *sql;
+
+	if (OidIsValid(relid))
+	{
+		if (!OidIsValid(gnb_registered_labels_table(params->model_name, relid)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("table %s already exists and was not created for model \"%s\"",
+							qualified, params->model_name),
+					 errhint("Drop or rename the table, or pass another labels_table.")));
+		return relid;
+	}
+	idtype = lookup_type_cache(params->id_type, TYPECACHE_BTREE_OPFAMILY);
+	sql = psprintf("CREATE TABLE %s (id %s%s, label pg_catalog.text, "
+				   "probability pg_catalog.float8, probabilities pg_catalog.float8[], "
+				   "version pg_catalog.int4 NOT NULL)",
+				   qualified,
+				   format_type_with_typemod(params->id_type, params->id_typmod),
+				   OidIsValid(idtype->btree_opf) ? " PRIMARY KEY" : " NOT NULL");
+	execute_or_error(sql, 0, NULL, NULL, NULL, SPI_OK_UTILITY, "create the labels table");
+	execute_or_error(psprintf("COMMENT ON TABLE %s IS %s", qualified,
+							  quote_literal_cstr(psprintf("labels from gibbs_nb model %s",
+														  params->model_name))),
+					 0, NULL, NULL, NULL, SPI_OK_UTILITY, "comment the labels table");
+	return get_relname_relid(params->labels_table, nspid);
+}
+
+/* Replace the labels table's rows with this version's.  Runs as the caller. */
+static void
+write_labels(const GnbJobParams *params, const GnbCorpus *corpus,
+			 const gnb_result *result, const char *qualified, int32 version)
+{
+	int32		K = corpus->n_classes;
+	Oid			id_array_type = get_array_type(params->id_type);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Oid			types[6] = {id_array_type, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8ARRAYOID,
+	INT4OID, INT8OID};
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"gibbs_nb labels batch",
+													ALLOCSET_DEFAULT_SIZES);
+	char	   *insert;
+
+	get_typlenbyvalalign(params->id_type, &typlen, &typbyval, &typalign);
+	execute_or_error(psprintf("DELETE FROM %s", qualified), 0, NULL, NULL, NULL,
+					 SPI_OK_DELETE, "empty the labels table");
+	insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
+					  "SELECT u.id, u.label, u.p, "
+					  "$4[((u.o - 1) * $6 + 1)::pg_catalog.int4 : (u.o * $6)::pg_catalog.int4], $5 "
+					  "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) "
+					  "WITH ORDINALITY AS u(id, label, p, o)",
+					  qualified);
+	for (int32 start = 0; start < corpus->n_docs; start += PUBLISH_BATCH)
+	{
+		int32		n = Min(PUBLISH_BATCH, corpus->n_docs - start);
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		char	  **labels = palloc(sizeof(char *) * n);
+		double	   *best = palloc(sizeof(double) * n);
+		Datum		values[6];
+
+		for (int32 i = 0; i < n; i++)
+		{
+			const double *p = result->label_prob + (int64) (start + i) * K;
+			int32		arg = 0;
+
+			for (int32 k = 1; k < K; k++)
+				if (p[k] > p[arg])
+					arg = k;
+			labels[i] = corpus->classes[arg];
+			best[i] = p[arg];
+		}
+		values[0] = PointerGetDatum(construct_array(corpus->ids + start, n, params->id_type,
+													typlen, typbyval, typalign));
+		values[1] = PointerGetDatum(text_array(labels, n));
+		values[2] = PointerGetDatum(float8_array(best, n));
+		values[3] = PointerGetDatum(float8_array(result->label_prob + (int64) start * K, n * K));
+		values[4] = Int32GetDatum(version);
+		values[5] = Int64GetDatum(K);
+		MemoryContextSwitchTo(old);
+		execute_or_error(insert, 6, types, values, NULL, SPI_OK_INSERT, "write the labels table");
+		MemoryContextReset(batch_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextDelete(batch_cxt);
+}
+
+/* theta-hat rows, batched over words, one statement per class and batch. */
+static void
+write_theta(const GnbJobParams *params, const GnbCorpus *corpus,
+			const gnb_result *result, int32 version)
+{
+	int32		V = corpus->n_words;
+	Oid			types[6] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, OIDOID};
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"gibbs_nb theta batch",
+													ALLOCSET_DEFAULT_SIZES);
+	Datum		values[6];
+
+	values[0] = CStringGetTextDatum(params->model_name);
+	values[1] = Int32GetDatum(version);
+	values[5] = ObjectIdGetDatum(params->current_user_id);
+	for (int32 start = 0; start < V; start += PUBLISH_BATCH)
+	{
+		int32		n = Min(PUBLISH_BATCH, V - start);
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+
+		values[3] = PointerGetDatum(text_array(corpus->tokens + start, n));
+		MemoryContextSwitchTo(old);
+		for (int32 k = 0; k < corpus->n_classes; k++)
+		{
+			old = MemoryContextSwitchTo(batch_cxt);
+			values[2] = CStringGetTextDatum(corpus->classes[k]);
+			values[4] = PointerGetDatum(float8_array(result->theta + (int64) k * V + start, n));
+			MemoryContextSwitchTo(old);
+			execute_or_error("INSERT INTO gibbs_nb.theta (model_name, version, class, token, probability, owner) "
+							 "SELECT $1, $2, $3, u.t, u.p, $6 FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(t, p)",
+							 6, types, values, NULL, SPI_OK_INSERT, "write gibbs_nb.theta");
+		}
+		MemoryContextReset(batch_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextDelete(batch_cxt);
+}
+
+static void
+write_pi_and_trace(const GnbJobParams *params, const GnbCorpus *corpus,
+				   const gnb_result *result, int32 version)
+{
+	int32		rows = result->chains * result->sweeps;
+	int32	   *chain = palloc(sizeof(int32) * rows);
+	int32	   *sweep = palloc(sizeof(int32) * rows);
+	Oid			pi_types[5] = {TEXTOID, INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, OIDOID};
+	Datum		pi_values[5];
+	Oid			trace_types[6] = {INT8OID, INT4ARRAYOID, INT4ARRAYOID, FLOAT8ARRAYOID,
+	FLOAT8ARRAYOID, OIDOID};
+	Datum		trace_values[6];
+
+	pi_values[0] = CStringGetTextDatum(params->model_name);
+	pi_values[1] = Int32GetDatum(version);
+	pi_values[2] = PointerGetDatum(text_array(corpus->classes, corpus->n_classes));
+	pi_values[3] = PointerGetDatum(float8_array(result->pi, corpus->n_classes));
+	pi_values[4] = ObjectIdGetDatum(params->current_user_id);
+	execute_or_error("INSERT INTO gibbs_nb.pi (model_name, version, class, probability, owner) "
+					 "SELECT $1, $2, u.c, u.p, $5 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(c, p)",
+					 5, pi_types, pi_values, NULL, SPI_OK_INSERT, "write gibbs_nb.pi");
+
+	for (int32 c = 0; c < result->chains; c++)
+		for (int32 t = 0; t < result->sweeps; t++)
+		{
+			chain[c * result->sweeps + t] = c + 1;
+			sweep[c * result->sweeps + t] = t + 1;
+		}
+	trace_values[0] = Int64GetDatum(params->job_id);
+	trace_values[1] = PointerGetDatum(int4_array(chain, rows));
+	trace_values[2] = PointerGetDatum(int4_array(sweep, rows));
+	trace_values[3] = PointerGetDatum(float8_array(result->log_joint, rows));
+	trace_values[4] = PointerGetDatum(float8_array(result->changed, rows));
+	trace_values[5] = ObjectIdGetDatum(params->current_user_id);
+	execute_or_error("INSERT INTO gibbs_nb.trace (job_id, chain, sweep, log_likelihood, changed, owner) "
+					 "SELECT $1, u.c, u.s, u.l, u.x, $6 "
+					 "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), "
+					 "pg_catalog.unnest($5)) AS u(c, s, l, x)",
+					 6, trace_types, trace_values, NULL, SPI_OK_INSERT, "write gibbs_nb.trace");
+}
+
+static const char *
+sampler_name(gnb_sampler_kind kind)
+{
+	return kind == GNB_SAMPLER_COLLAPSED ? "collapsed" : "paper";
+}
+
+static void
+write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
+				const gnb_result *result, int32 version, Oid labels_relid,
+				const char *labels_qualified, double seconds)
+{
+	const gnb_params *sp = &params->sampler;
+	Oid			types[29] = {
+		TEXTOID, INT4OID, OIDOID, INT8OID, TEXTARRAYOID,
+		INT4OID, INT4OID, INT4OID, INT8OID, INT4OID,
+		TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID,
+		INT4OID, INT4OID, INT4OID, INT4OID, TEXTOID,
+		FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, TEXTOID,
+		OIDOID, FLOAT8OID, FLOAT8OID, FLOAT8OID
+	};
+	Datum		v[29];
+	char		nulls[29];
+
+	memset(nulls, ' ', sizeof(nulls));
+	v[0] = CStringGetTextDatum(params->model_name);
+	v[1] = Int32GetDatum(version);
+	v[2] = ObjectIdGetDatum(params->current_user_id);
+	v[3] = Int64GetDatum(params->job_id);
+	v[4] = PointerGetDatum(text_array(corpus->classes, corpus->n_classes));
+	v[5] = Int32GetDatum(corpus->n_docs);
+	v[6] = Int32GetDatum(corpus->n_labeled);
+	v[7] = Int32GetDatum(corpus->n_skipped);
+	v[8] = Int64GetDatum(corpus->n_tokens);
+	v[9] = Int32GetDatum(corpus->n_words);
+	v[10] = CStringGetTextDatum(params->source_name);
+	v[11] = CStringGetTextDatum(params->tokens_column);
+	v[12] = CStringGetTextDatum(params->label_column);
+	if (params->label_column[0] == '\0')
+		nulls[12] = 'n';
+	v[13] = CStringGetTextDatum(params->id_column);
+	v[14] = Int32GetDatum(params->n_classes);
+	if (params->n_classes == 0)
+		nulls[14] = 'n';
+	v[15] = Int32GetDatum(sp->sweeps);
+	v[16] = Int32GetDatum(sp->burn_in);
+	v[17] = Int32GetDatum(sp->lag);
+	v[18] = Int32GetDatum(sp->chains);
+	v[19] = CStringGetTextDatum(sampler_name(sp->sampler));
+	v[20] = Float8GetDatum(sp->gamma_pi);
+	v[21] = Float8GetDatum(sp->gamma_theta);
+	v[22] = Float8GetDatum(sp->unlabeled_weight);
+	v[23] = Int64GetDatum((int64) sp->seed);
+	v[24] = CStringGetTextDatum(labels_qualified);
+	v[25] = ObjectIdGetDatum(labels_relid);
+	v[26] = Float8GetDatum(result->final_log_joint);
+	v[27] = Float8GetDatum(result->r_hat);
+	if (isnan(result->r_hat))
+		nulls[27] = 'n';
+	v[28] = Float8GetDatum(seconds);
+	execute_or_error("INSERT INTO gibbs_nb.models (model_name, version, owner, job_id, classes, "
+					 "n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
+					 "source, tokens_column, label_column, id_column, n_classes, "
+					 "sweeps, burn_in, lag, chains, sampler, "
+					 "gamma_pi, gamma_theta, unlabeled_weight, seed, labels_table, "
+					 "labels_relid, log_likelihood, r_hat, seconds) VALUES "
+					 "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
+					 "$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
+					 29, types, v, nulls, SPI_OK_INSERT, "write gibbs_nb.models");
+}
+
+/*
+ * Publish a finished job as a new version of its model; returns the version.
+ * Must run inside a transaction with a snapshot; the caller commits.
+ * seconds_so_far is the job's time up to here; the publish time is added.
+ */
+int32
+gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
+			const gnb_result *result, double seconds_so_far)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	GnbPrivilegeState priv;
+	Oid			lock_types[1] = {TEXTOID};
+	Datum		lock_values[1] = {CStringGetTextDatum(params->model_name)};
+	char	   *labels_qualified = quote_qualified_identifier(params->labels_schema,
+															  params->labels_table);
+	Oid			labels_relid;
+	Oid			owner;
+	int32		version;
+	bool		isnull;
+	long		secs;
+	int			usecs;
+
+	SPI_connect();
+
+	/* one publisher per model at a time; versions are numbered in order */
+	gnb_become_internal(&priv);
+	execute_or_error("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('gibbs_nb'), "
+					 "pg_catalog.hashtext($1))",
+					 1, lock_types, lock_values, NULL, SPI_OK_SELECT, "lock the model");
+	execute_or_error("SELECT COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1, "
+					 "pg_catalog.min(owner) "
+					 "FROM gibbs_nb.models WHERE model_name OPERATOR(pg_catalog.=) $1",
+					 1, lock_types, lock_values, NULL, SPI_OK_SELECT, "number the version");
+	version = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	owner = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	gnb_restore_user(&priv);
+	/* the model may have been created by another role while we sampled */
+	if (!isnull && !has_privs_of_role(params->current_user_id, owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("model name \"%s\" is taken by another role", params->model_name)));
+
+	/* the labels table is the caller's: create and fill it as the caller */
+	labels_relid = prepare_labels_table(params, labels_qualified);
+	write_labels(params, corpus, result, labels_qualified, version);
+
+	gnb_become_internal(&priv);
+	write_theta(params, corpus, result, version);
+	write_pi_and_trace(params, corpus, result, version);
+	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
+	write_model_row(params, corpus, result, version, labels_relid, labels_qualified,
+					seconds_so_far + secs + usecs / 1e6);
+	gnb_restore_user(&priv);
+
+	SPI_finish();
+	return version;
+}

@@ -1,0 +1,415 @@
+/*
+ * worker.c
+ *	  The background worker that runs one training job.
+ *
+ * A job's life, each step its own short transaction, none held open while
+ * sampling:
+ *	 1. register: insert the job row, status 'running';
+ *	 2. read the source once, as the caller, into memory;
+ *	 3. sample (no transaction; progress to shared memory every sweep and to
+ *		the job row about once a second);
+ *	 4. publish the new version and mark the job succeeded, in one transaction.
+ * An error anywhere is caught, the transaction aborted, and the job marked
+ * failed (or cancelled) with its message and SQLSTATE in a fresh transaction,
+ * as TimescaleDB's job runner does.
+ *
+ * The worker connects as the caller's authenticated user and takes on the
+ * caller's session user, role and security context, as PostgreSQL's parallel
+ * workers do: it reads exactly what the caller could read.  search_path is
+ * pinned to pg_catalog, pg_temp; every name it uses is qualified.
+ */
+#include "gibbs_nb.h"
+
+#include <signal.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+#include "utils/snapmgr.h"
+
+PGDLLEXPORT void gibbs_nb_worker_main(Datum main_arg);
+
+/* How often the job row and pg_stat_activity get the worker's progress. */
+#define PROGRESS_ROW_MS 1000
+
+static volatile sig_atomic_t got_sigterm = false;
+
+/*
+ * SIGTERM (gibbs_nb_cancel, pg_terminate_backend, server shutdown): turn it
+ * into a query cancel, so that CHECK_FOR_INTERRUPTS raises an ERROR the job
+ * runner can catch and record, instead of the FATAL exit of bgworker_die.
+ */
+static void
+handle_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	got_sigterm = true;
+	if (!proc_exit_inprogress)
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+typedef struct WorkerState
+{
+	GnbJobShared *job;
+	MemoryContext sample_cxt;
+	TimestampTz started;
+	TimestampTz last_row_update;
+} WorkerState;
+
+static void
+set_phase(GnbJobShared *job, GnbJobPhase phase)
+{
+	SpinLockAcquire(&job->mutex);
+	job->phase = phase;
+	SpinLockRelease(&job->mutex);
+	SetLatch(job->caller_latch);
+}
+
+static double
+seconds_since(TimestampTz start)
+{
+	long		secs;
+	int			usecs;
+
+	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
+	return secs + usecs / 1e6;
+}
+
+/*
+ * Run one statement on the job row as the extension's owner, in a
+ * transaction of its own unless one is open.
+ */
+static void
+job_row_statement(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	bool		own_xact = !IsTransactionState();
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	GnbPrivilegeState priv;
+	int			rc;
+
+	if (own_xact)
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+	}
+	SPI_connect();
+	gnb_become_internal(&priv);
+	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	if (rc < 0)
+		elog(ERROR, "could not update gibbs_nb.jobs: %s", SPI_result_code_string(rc));
+	gnb_restore_user(&priv);
+	SPI_finish();
+	if (own_xact)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		MemoryContextSwitchTo(caller_cxt);
+	}
+}
+
+static void
+register_job(GnbJobShared *job)
+{
+	GnbJobParams *p = &job->params;
+	Oid			types[8] = {INT8OID, TEXTOID, OIDOID, INT4OID, INT4OID, TEXTOID, INT4OID, TEXTOID};
+	Datum		values[8];
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	values[0] = Int64GetDatum(p->job_id);
+	values[1] = CStringGetTextDatum(p->model_name);
+	values[2] = ObjectIdGetDatum(p->current_user_id);
+	values[3] = Int32GetDatum(p->sampler.sweeps);
+	values[4] = Int32GetDatum(p->sampler.chains);
+	values[5] = CStringGetTextDatum(p->source_name);
+	values[6] = Int32GetDatum(MyProcPid);
+	/* the role this worker acts as: what the job's reads are checked against */
+	values[7] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
+	job_row_statement("INSERT INTO gibbs_nb.jobs (job_id, model_name, owner, status, sweeps, chains, "
+					  "source, worker_pid, worker_user, started_at) "
+					  "VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8::pg_catalog.name, pg_catalog.now())",
+					  8, types, values, NULL);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* Sampler progress: shared memory every sweep, the job row once a second. */
+static void
+progress_hook(void *arg, int chain, int sweep, double log_joint, double changed)
+{
+	WorkerState *ws = arg;
+	GnbJobShared *job = ws->job;
+	TimestampTz now;
+
+	SpinLockAcquire(&job->mutex);
+	job->chain = chain;
+	job->sweep = sweep;
+	job->log_joint = log_joint;
+	SpinLockRelease(&job->mutex);
+	CHECK_FOR_INTERRUPTS();
+
+	now = GetCurrentTimestamp();
+	if (TimestampDifferenceExceeds(ws->last_row_update, now, PROGRESS_ROW_MS))
+	{
+		Oid			types[4] = {INT8OID, INT4OID, INT4OID, FLOAT8OID};
+		Datum		values[4];
+		char		activity[128];
+
+		values[0] = Int64GetDatum(job->params.job_id);
+		values[1] = Int32GetDatum(chain);
+		values[2] = Int32GetDatum(sweep);
+		values[3] = Float8GetDatum(log_joint);
+		job_row_statement("UPDATE gibbs_nb.jobs SET chain = $2, sweep = $3, log_likelihood = $4 "
+						  "WHERE job_id = $1", 4, types, values, NULL);
+		snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": chain %d/%d, sweep %d/%d",
+				 job->params.job_id, chain + 1, job->params.sampler.chains, sweep,
+				 job->params.sampler.sweeps);
+		pgstat_report_activity(STATE_RUNNING, activity);
+		ws->last_row_update = now;
+	}
+}
+
+static void
+check_interrupts_hook(void *arg)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
+static void *
+alloc_hook(size_t size, void *arg)
+{
+	WorkerState *ws = arg;
+
+	return MemoryContextAllocExtended(ws->sample_cxt, size,
+									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+static void
+release_hook(void *ptr, void *arg)
+{
+	pfree(ptr);
+}
+
+static void
+run_job(GnbJobShared *job, MemoryContext job_cxt)
+{
+	GnbJobParams *p = &job->params;
+	WorkerState ws;
+	GnbCorpus	corpus;
+	gnb_corpus	core;
+	gnb_result	result;
+	gnb_hooks	hooks = {alloc_hook, release_hook, progress_hook, check_interrupts_hook, &ws};
+	const char *problem;
+	int32		version;
+	char		activity[128];
+
+	memset(&ws, 0, sizeof(ws));
+	ws.job = job;
+	ws.started = GetCurrentTimestamp();
+	ws.sample_cxt = AllocSetContextCreate(job_cxt, "gibbs_nb sampler", ALLOCSET_DEFAULT_SIZES);
+
+	register_job(job);
+	MemoryContextSwitchTo(job_cxt);
+	set_phase(job, GNB_PHASE_RUNNING);
+
+	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": reading", p->job_id);
+	pgstat_report_activity(STATE_RUNNING, activity);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	gnb_read_corpus(p, job_cxt, &corpus);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(job_cxt);
+
+	core.n_docs = corpus.n_docs;
+	core.n_words = corpus.n_words;
+	core.n_classes = corpus.n_classes;
+	core.doc_start = corpus.doc_start;
+	core.word = corpus.word;
+	core.count = corpus.count;
+	core.label = corpus.label;
+	problem = gnb_check(&core, &p->sampler);
+	if (problem)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot train on %s: %s", p->source_name, problem)));
+
+	SpinLockAcquire(&job->mutex);
+	job->sampling_started = GetCurrentTimestamp();
+	SpinLockRelease(&job->mutex);
+	ws.last_row_update = GetCurrentTimestamp();
+	gnb_train(&core, &p->sampler, &hooks, &result);
+
+	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": publishing", p->job_id);
+	pgstat_report_activity(STATE_RUNNING, activity);
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	version = gnb_publish(p, &corpus, &result, seconds_since(ws.started));
+	{
+		Oid			types[5] = {INT8OID, INT4OID, FLOAT8OID, INT4OID, INT4OID};
+		Datum		values[5];
+
+		values[0] = Int64GetDatum(p->job_id);
+		values[1] = Int32GetDatum(version);
+		values[2] = Float8GetDatum(result.final_log_joint);
+		values[3] = Int32GetDatum(p->sampler.sweeps);
+		values[4] = Int32GetDatum(p->sampler.chains - 1);
+		job_row_statement("UPDATE gibbs_nb.jobs SET status = 'succeeded', version = $2, "
+						  "log_likelihood = $3, sweep = $4, chain = $5, "
+						  "finished_at = pg_catalog.clock_timestamp() WHERE job_id = $1",
+						  5, types, values, NULL);
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(job_cxt);
+
+	SpinLockAcquire(&job->mutex);
+	job->version = version;
+	job->sweeps_done = p->sampler.sweeps;
+	job->seconds = seconds_since(ws.started);
+	job->log_likelihood = result.final_log_joint;
+	job->phase = GNB_PHASE_SUCCEEDED;
+	SpinLockRelease(&job->mutex);
+	SetLatch(job->caller_latch);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
+ * Record a failed or cancelled job: in shared memory for a waiting caller,
+ * in the job row for everyone else.  Called with the error state set.
+ */
+static void
+record_failure(GnbJobShared *job, MemoryContext job_cxt)
+{
+	ErrorData  *edata;
+	bool		cancelled;
+	const char *status;
+
+	MemoryContextSwitchTo(job_cxt);
+	edata = CopyErrorData();
+	cancelled = edata->sqlerrcode == ERRCODE_QUERY_CANCELED || got_sigterm;
+	if (got_sigterm)
+	{
+		edata->sqlerrcode = ERRCODE_QUERY_CANCELED;
+		edata->message = pstrdup("gibbs_nb job cancelled: its worker was told to terminate");
+	}
+	else if (cancelled)
+		edata->message = pstrdup("gibbs_nb job cancelled");
+	EmitErrorReport();
+	FlushErrorState();
+	AbortOutOfAnyTransaction();
+	QueryCancelPending = false;
+
+	status = cancelled ? "cancelled" : "failed";
+	PG_TRY();
+	{
+		/* an upsert: the row does not exist if registering it failed */
+		GnbJobParams *p = &job->params;
+		Oid			types[10] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, OIDOID,
+		INT4OID, INT4OID, TEXTOID, INT4OID};
+		Datum		values[10];
+
+		values[0] = Int64GetDatum(p->job_id);
+		values[1] = CStringGetTextDatum(status);
+		values[2] = CStringGetTextDatum(edata->message ? edata->message : "unknown error");
+		values[3] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
+		values[4] = CStringGetTextDatum(p->model_name);
+		values[5] = ObjectIdGetDatum(p->current_user_id);
+		values[6] = Int32GetDatum(p->sampler.sweeps);
+		values[7] = Int32GetDatum(p->sampler.chains);
+		values[8] = CStringGetTextDatum(p->source_name);
+		values[9] = Int32GetDatum(MyProcPid);
+		job_row_statement("INSERT INTO gibbs_nb.jobs (job_id, status, message, sqlstate, "
+						  "model_name, owner, sweeps, chains, source, worker_pid, finished_at) "
+						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.clock_timestamp()) "
+						  "ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, "
+						  "message = excluded.message, sqlstate = excluded.sqlstate, "
+						  "finished_at = excluded.finished_at",
+						  10, types, values, NULL);
+	}
+	PG_CATCH();
+	{
+		/* nothing more we can do than say so in the log */
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+	}
+	PG_END_TRY();
+
+	/* last, so that a caller who sees this finds the job row written */
+	SpinLockAcquire(&job->mutex);
+	job->sqlerrcode = edata->sqlerrcode;
+	strlcpy(job->message, edata->message ? edata->message : "unknown error", sizeof(job->message));
+	strlcpy(job->detail, edata->detail ? edata->detail : "", sizeof(job->detail));
+	strlcpy(job->hint, edata->hint ? edata->hint : "", sizeof(job->hint));
+	job->phase = GNB_PHASE_FAILED;
+	SpinLockRelease(&job->mutex);
+	SetLatch(job->caller_latch);
+}
+
+/*
+ * gibbs_nb_worker_main: entry point of a job's background worker.
+ * main_arg is the handle of the job's shared memory segment.
+ */
+void
+gibbs_nb_worker_main(Datum main_arg)
+{
+	dsm_segment *seg;
+	GnbJobShared *job;
+	GnbJobParams *p;
+	MemoryContext job_cxt;
+
+	pqsignal(SIGTERM, handle_sigterm);
+	BackgroundWorkerUnblockSignals();
+
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "gibbs_nb worker");
+	seg = dsm_attach(DatumGetUInt32(main_arg));
+	if (seg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gibbs_nb worker could not map its job's shared memory")));
+	job = dsm_segment_address(seg);
+	p = &job->params;
+
+	/* become the caller, as ParallelWorkerMain does */
+	BackgroundWorkerInitializeConnectionByOid(p->database_id, p->authenticated_user_id, 0);
+	if (p->session_user_id != p->authenticated_user_id)
+		SetSessionAuthorization(p->session_user_id, p->session_user_is_superuser);
+	SetCurrentRoleId(p->outer_user_id, p->outer_user_is_superuser);
+	SetUserIdAndSecContext(p->current_user_id, p->sec_context);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("application_name", "gibbs_nb worker", PGC_USERSET, PGC_S_SESSION);
+
+	job_cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb job", ALLOCSET_DEFAULT_SIZES);
+	PG_TRY();
+	{
+		MemoryContextSwitchTo(job_cxt);
+		run_job(job, job_cxt);
+	}
+	PG_CATCH();
+	{
+		record_failure(job, job_cxt);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(TopMemoryContext);
+	MemoryContextDelete(job_cxt);
+	dsm_detach(seg);
+}
