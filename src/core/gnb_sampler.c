@@ -532,8 +532,6 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	const int32_t K = sh->K;
 	const int32_t V = sh->V;
 	size_t		vk = (size_t) V * K;
-	double	   *pi_draw = st->scratch;
-	double		pi_total = 0.0;
 
 	memset(st->C, 0, K * sizeof(double));
 	memset(st->Nk, 0, K * sizeof(double));
@@ -552,24 +550,18 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0)
 		theta_step(st, st->N);
 
-	/* Unlabelled documents: labels drawn from the prior, pi ~ Dir(g_pi). */
-	for (int32_t k = 0; k < K; k++)
-	{
-		pi_draw[k] = gnb_rng_gamma(&st->rng, params->gamma_pi + 1.0) *
-			pow(gnb_rng_uniform_pos(&st->rng), 1.0 / params->gamma_pi);
-		pi_total += pi_draw[k];
-	}
+	/*
+	 * Unlabelled documents: each label drawn from its prior marginal, which
+	 * with pi integrated out is uniform over the K classes.  (Drawing one pi
+	 * from Dir(g_pi) first would, for small g_pi, often put nearly every
+	 * document in one class, a state the collapsed sampler leaves only very
+	 * slowly when g_theta is small too.)
+	 */
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
-		double		u = gnb_rng_uniform(&st->rng) * pi_total;
-		int32_t		k = 0;
+		int32_t		k = (int32_t) (gnb_rng_uniform(&st->rng) * K);
 
-		while (k < K - 1 && u >= pi_draw[k])
-		{
-			u -= pi_draw[k];
-			k++;
-		}
 		st->z[j] = k;
 		add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 	}

@@ -1,0 +1,122 @@
+-- Bad input gets a clear error with a SQLSTATE before any worker starts,
+-- and nothing is written.
+CREATE EXTENSION gibbs_nb;
+
+-- show an error's SQLSTATE and message
+CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE sql;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text, body text, meta json);
+INSERT INTO docs VALUES (1, '{a,b}', 'x', 'a b', '{}'), (2, '{c,d}', 'y', 'c d', '{}'),
+                        (3, '{a,c}', NULL, 'a c', '{}');
+
+-- the source and its columns
+SELECT try($$SELECT gibbs_nb_train('m', 'no_such_table', 'tokens', 'label')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'no_such_column', 'label')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'no_such_column')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', id_column => 'nope')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'body', 'label')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', id_column => 'ctid')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', id_column => 'meta')$$);
+CREATE SEQUENCE not_a_table;
+SELECT try($$SELECT gibbs_nb_train('m', 'not_a_table', 'tokens', 'label')$$);
+
+-- ids must be present and unique
+CREATE TABLE dup (id int, tokens text[], label text);
+INSERT INTO dup VALUES (1, '{a}', 'x'), (2, '{b}', 'y'), (2, '{c}', NULL);
+SELECT try($$SELECT gibbs_nb_train('m', 'dup', 'tokens', 'label')$$);
+CREATE TABLE nullid (id int, tokens text[], label text);
+INSERT INTO nullid VALUES (1, '{a}', 'x'), (NULL, '{b}', 'y');
+SELECT try($$SELECT gibbs_nb_train('m', 'nullid', 'tokens', 'label')$$);
+
+-- classes
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', n_classes => 1)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', n_classes => 3)$$);
+CREATE TABLE unlabelled (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO unlabelled VALUES (1, '{a}', NULL), (2, '{b}', NULL);
+SELECT try($$SELECT gibbs_nb_train('m', 'unlabelled', 'tokens', 'label')$$);
+CREATE TABLE oneclass (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO oneclass VALUES (1, '{a}', 'x'), (2, '{b}', 'x'), (3, '{b}', NULL);
+SELECT try($$SELECT gibbs_nb_train('m', 'oneclass', 'tokens', 'label')$$);
+
+-- the sampler's numbers
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 0)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => -5)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, burn_in => 10)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', burn_in => -1)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', lag => 0)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', chains => 0)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', chains => 65)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sampler => 'lda')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_pi => 0)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_pi => -1)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_theta => 'NaN')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_theta => 'Infinity')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', unlabeled_weight => 1.5)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', unlabeled_weight => -0.1)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', unlabeled_weight => 'NaN')$$);
+
+-- required arguments
+SELECT try($$SELECT gibbs_nb_train(NULL, 'docs', 'tokens', 'label')$$);
+SELECT try($$SELECT gibbs_nb_train('m', NULL, 'tokens', 'label')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', NULL, 'label')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => NULL)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', wait => NULL)$$);
+SELECT try($$SELECT gibbs_nb_train('', 'docs', 'tokens', 'label')$$);
+SELECT try($$SELECT gibbs_nb_train(repeat('m', 64), 'docs', 'tokens', 'label')$$);
+SELECT try($$SELECT gibbs_nb_train(repeat('m', 60), 'docs', 'tokens', 'label')$$);
+
+-- the labels table: never someone else's table
+CREATE TABLE m_labels (x int);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', labels_table => 'docs')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', labels_table => 'no_schema.t')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', labels_table => 'a.b.c')$$);
+
+-- nothing was written by any of these
+SELECT count(*) AS jobs FROM gibbs_nb.jobs;
+SELECT count(*) AS models FROM gibbs_nb.models;
+SELECT count(*) AS theta FROM gibbs_nb.theta;
+SELECT relname FROM pg_class WHERE relname LIKE '%labels' ORDER BY 1;
+
+-- an error inside the worker comes back with its message and SQLSTATE,
+-- the job is recorded as failed, and nothing is published
+CREATE FUNCTION fail_in_worker() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('application_name') = 'gibbs_nb worker' THEN
+    RAISE EXCEPTION 'the source cannot be read now' USING ERRCODE = 'P0099',
+      DETAIL = 'a detail', HINT = 'a hint';
+  END IF;
+  RETURN true;
+END $$;
+CREATE VIEW flaky AS SELECT * FROM docs WHERE fail_in_worker();
+SELECT try($$SELECT gibbs_nb_train('f', 'flaky', 'tokens', 'label')$$);
+\set VERBOSITY default
+SELECT * FROM gibbs_nb_train('f', 'flaky', 'tokens', 'label');
+\set VERBOSITY terse
+SELECT model_name, status, sqlstate, message, version FROM gibbs_nb_jobs ORDER BY job_id;
+SELECT count(*) AS models FROM gibbs_nb.models;
+SELECT to_regclass('f_labels');
+
+-- the internal tables are not writable by the public
+CREATE ROLE gnb_intruder;
+SET ROLE gnb_intruder;
+SELECT try($$INSERT INTO gibbs_nb.models (model_name, version, owner, classes) VALUES ('x', 1, 1, '{}')$$);
+SELECT try($$DELETE FROM gibbs_nb.theta$$);
+SELECT try($$UPDATE gibbs_nb.jobs SET status = 'failed'$$);
+SELECT try($$SELECT count(*) FROM gibbs_nb.jobs$$);
+SELECT try($$SELECT nextval('gibbs_nb.job_id_seq')$$);
+RESET ROLE;
+DROP ROLE gnb_intruder;
+
+DROP VIEW flaky;
+DROP FUNCTION fail_in_worker(), try(text);
+DROP TABLE docs, dup, nullid, unlabelled, oneclass, m_labels;
+DROP SEQUENCE not_a_table;
+DROP EXTENSION gibbs_nb;

@@ -1,0 +1,112 @@
+-- Tokens from text[] and tsvector, labels and ids of any type, views,
+-- unsupervised clustering, both samplers, several chains.
+CREATE EXTENSION gibbs_nb;
+
+-- text[]: repeats are counts, NULL elements are ignored, NULL tokens skip
+-- the row (counted), empty documents are allowed
+CREATE TABLE arr (id text PRIMARY KEY, tokens text[], label int);
+INSERT INTO arr VALUES
+  ('a', '{x,x,x,y}', 1), ('b', '{y,z,NULL}', 2), ('c', '{x,NULL,x}', NULL),
+  ('d', '{}', NULL), ('e', NULL, 1), ('f', '{z,z}', 2);
+SELECT status FROM gibbs_nb_train('arr', 'arr', 'tokens', 'label', sweeps => 20, seed => 1);
+SELECT classes, n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size
+FROM gibbs_nb.models WHERE model_name = 'arr';
+-- labels of type int come back as text; ids keep their type
+SELECT id, label, pg_typeof(id) FROM arr_labels ORDER BY id;
+-- the empty document gets the posterior class shares, nothing more
+SELECT round((probabilities[1] + probabilities[2])::numeric, 12) FROM arr_labels WHERE id = 'd';
+
+-- tsvector: a lexeme counts as often as it has positions, once if stripped
+CREATE TABLE tsv (id int PRIMARY KEY, body text, label boolean);
+INSERT INTO tsv VALUES (1, 'cats cats cats dogs', true), (2, 'birds birds fish', false),
+                       (3, 'cats dogs', NULL), (4, 'fish birds', NULL);
+CREATE VIEW tsv_positions AS SELECT id, to_tsvector('english', body) AS doc, label FROM tsv;
+CREATE VIEW tsv_stripped AS SELECT id, strip(to_tsvector('english', body)) AS doc, label FROM tsv;
+CREATE VIEW tsv_array AS
+  SELECT id, array(SELECT unnest(tsvector_to_array(to_tsvector('english', body)))) AS doc, label
+  FROM tsv;
+SELECT status FROM gibbs_nb_train('tsv_pos', 'tsv_positions', 'doc', 'label', sweeps => 20, seed => 1);
+SELECT status FROM gibbs_nb_train('tsv_strip', 'tsv_stripped', 'doc', 'label', sweeps => 20, seed => 1);
+SELECT model_name, classes, n_tokens, vocabulary_size FROM gibbs_nb.models
+WHERE model_name LIKE 'tsv%' ORDER BY 1;
+SELECT id, label FROM tsv_pos_labels ORDER BY id;
+
+-- the same words as text[] and as tsvector give the same model
+CREATE TABLE same (id int PRIMARY KEY, words text[], label text);
+INSERT INTO same VALUES (1, '{apple,apple,pear}', 'fruit'), (2, '{carrot,leek,leek}', 'veg'),
+                        (3, '{pear,plum}', 'fruit'), (4, '{leek,kale}', 'veg');
+CREATE VIEW same_tsv AS SELECT id, array_to_tsvector(words) AS words, label FROM same;
+CREATE VIEW same_tsv_counted AS
+  SELECT id, (SELECT string_agg(w || ':' || n, ' ')::tsvector
+              FROM (SELECT w, string_agg(o::text, ',') AS n
+                    FROM unnest(words) WITH ORDINALITY AS u(w, o) GROUP BY w) g) AS words,
+         label
+  FROM same;
+SELECT status FROM gibbs_nb_train('same_arr', 'same', 'words', 'label', sweeps => 10, seed => 3);
+SELECT status FROM gibbs_nb_train('same_tsv', 'same_tsv_counted', 'words', 'label', sweeps => 10, seed => 3);
+SELECT count(*) AS theta_rows,
+       count(*) FILTER (WHERE abs(a.probability - b.probability) > 1e-12) AS differing
+FROM gibbs_nb.theta a JOIN gibbs_nb.theta b USING (class, token)
+WHERE a.model_name = 'same_arr' AND b.model_name = 'same_tsv';
+
+-- unsupervised: no label column, n_classes clusters named 1..K
+CREATE TABLE clusters (id int PRIMARY KEY, tokens text[]);
+INSERT INTO clusters
+SELECT i, CASE WHEN i % 2 = 0 THEN '{sun,sea,sand,beach}'::text[] ELSE '{snow,ice,ski,cold}' END
+FROM generate_series(1, 30) i;
+SELECT status FROM gibbs_nb_train('clusters', 'clusters', 'tokens', n_classes => 2,
+                                  sampler => 'collapsed', sweeps => 100, seed => 5);
+SELECT classes, n_labeled, label_column, n_classes FROM gibbs_nb.models WHERE model_name = 'clusters';
+-- the two kinds of documents end up in two different clusters
+SELECT count(DISTINCT label) AS clusters_used,
+       bool_and(probability > 0.99) AS sure
+FROM clusters_labels;
+SELECT count(*) AS mixed FROM (
+  SELECT id % 2 AS kind, count(DISTINCT label) AS labels FROM clusters_labels GROUP BY 1
+) k WHERE labels > 1;
+
+-- several chains, lag and burn-in, the collapsed sampler, weights, priors
+SELECT status, sweeps_done FROM gibbs_nb_train('clusters', 'clusters', 'tokens', n_classes => 2,
+                                  sampler => 'collapsed', sweeps => 60, burn_in => 20, lag => 4,
+                                  chains => 3, gamma_pi => 0.5, gamma_theta => 0.01, seed => 6);
+SELECT version, chains, burn_in, lag, gamma_pi, gamma_theta, r_hat IS NOT NULL AS has_r_hat
+FROM gibbs_nb.models WHERE model_name = 'clusters' ORDER BY version;
+SELECT chain, count(*) FROM gibbs_nb.trace t JOIN gibbs_nb.models m USING (job_id)
+WHERE m.model_name = 'clusters' AND m.version = 2 GROUP BY chain ORDER BY chain;
+-- chains are aligned before they are averaged: still two clean clusters
+SELECT count(*) AS mixed FROM (
+  SELECT id % 2 AS kind, count(DISTINCT label) AS labels FROM clusters_labels GROUP BY 1
+) k WHERE labels > 1;
+SELECT bool_and(probability > 0.99) AS sure FROM clusters_labels;
+
+-- unlabeled_weight 0: unlabelled documents leave theta-hat to the labelled ones
+CREATE VIEW arr_labelled AS SELECT * FROM arr WHERE label IS NOT NULL;
+SELECT status FROM gibbs_nb_train('arr_supervised_only', 'arr_labelled', 'tokens', 'label',
+                                  sweeps => 20, seed => 1);
+SELECT status FROM gibbs_nb_train('arr_w0', 'arr', 'tokens', 'label', sweeps => 20, seed => 1,
+                                  unlabeled_weight => 0);
+SELECT count(*) AS theta_rows,
+       count(*) FILTER (WHERE abs(a.probability - b.probability) > 1e-12) AS differing
+FROM gibbs_nb.theta a JOIN gibbs_nb.theta b USING (class, token)
+WHERE a.model_name = 'arr_w0' AND b.model_name = 'arr_supervised_only';
+-- with every document labelled, theta-hat is (N_kw + g) / (N_k + V g) and
+-- pi-hat (C_k + g) / (N + K g), exactly: class 1 has x 3 times and y once
+-- (row 'e' has no tokens), V = 3, 3 documents, g = 1
+SELECT t.token, abs(t.probability - e.expected) < 1e-12 AS exact
+FROM gibbs_nb.theta t
+JOIN (VALUES ('x', 4 / 7.0), ('y', 2 / 7.0), ('z', 1 / 7.0)) e(token, expected) USING (token)
+WHERE model_name = 'arr_supervised_only' AND class = '1' ORDER BY token;
+SELECT class, abs(probability - CASE class WHEN '1' THEN 2 / 5.0 ELSE 3 / 5.0 END) < 1e-12 AS exact
+FROM gibbs_nb.pi WHERE model_name = 'arr_supervised_only' ORDER BY class;
+-- and with weight 1 they do count
+SELECT count(*) FILTER (WHERE abs(a.probability - b.probability) > 1e-12) > 0 AS differs
+FROM gibbs_nb.theta a JOIN gibbs_nb.theta b USING (class, token)
+WHERE a.model_name = 'arr' AND b.model_name = 'arr_supervised_only';
+
+-- dropping each model drops the labels tables training created
+SELECT model_name, gibbs_nb_drop(model_name) AS versions
+FROM (SELECT DISTINCT model_name FROM gibbs_nb.models) m ORDER BY 1;
+SELECT relname FROM pg_class WHERE relname LIKE '%\_labels' AND relkind = 'r';
+DROP VIEW tsv_positions, tsv_stripped, tsv_array, same_tsv, same_tsv_counted, arr_labelled;
+DROP TABLE arr, tsv, same, clusters;
+DROP EXTENSION gibbs_nb;

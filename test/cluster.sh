@@ -1,0 +1,31 @@
+# test/cluster.sh: start and stop a throwaway PostgreSQL cluster.
+# Source it, then: cluster_start DIR [extra postgresql.conf lines...]; ...; cluster_stop.
+# PostgreSQL refuses to run as root: the cluster belongs to the postgres user,
+# lives in DIR and listens only on a unix socket there.  cluster_start
+# registers cluster_stop to run on exit, success or failure.
+
+PG_BINDIR=${PG_BINDIR:-$(pg_config --bindir)}
+
+cluster_start() {
+  CLUSTER_DIR=$1; shift
+  mkdir -p "$CLUSTER_DIR"
+  chown postgres "$CLUSTER_DIR"
+  runuser -u postgres -- "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -A trust -U postgres >/dev/null
+  {
+    echo "listen_addresses = ''"
+    echo "unix_socket_directories = '$CLUSTER_DIR'"
+    echo "max_worker_processes = 16"
+    for line in "$@"; do echo "$line"; done
+  } >> "$CLUSTER_DIR/data/postgresql.conf"
+  trap cluster_stop EXIT
+  runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -w start >/dev/null
+  export PGHOST=$CLUSTER_DIR PGUSER=postgres PGDATABASE=postgres
+}
+
+cluster_stop() {
+  if [ -n "${CLUSTER_DIR:-}" ] && [ -f "$CLUSTER_DIR/data/postmaster.pid" ]; then
+    runuser -u postgres -- "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null || true
+  fi
+}
+
+psql_q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
