@@ -1,0 +1,123 @@
+# The training worker: runs as the calling role, shows its progress, and
+# ends as cancelled, leaving nothing published, when it is cancelled,
+# terminated, or the call waiting for it is cancelled.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('main');
+$node->init;
+$node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
+$node->start;
+
+$node->safe_psql('postgres', q{
+  CREATE EXTENSION gibbs_nb;
+  CREATE ROLE alice LOGIN;
+  CREATE SCHEMA alice AUTHORIZATION alice;
+});
+# 3,000 documents of 50 words, a quarter labelled: enough work that a job of
+# many sweeps runs until it is stopped.
+$node->safe_psql('postgres', q{
+  CREATE TABLE alice.docs (id int PRIMARY KEY, tokens text[], label text);
+  INSERT INTO alice.docs
+  SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 500) FROM generate_series(1, 50) k),
+         CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END
+  FROM generate_series(1, 3000) i;
+}, extra_params => [ '-U', 'alice' ]);
+
+# Start a long job as alice without waiting; returns its job id.
+sub start_long_job
+{
+	my ($model) = @_;
+	return $node->safe_psql('postgres', qq{
+	  SELECT job_id FROM gibbs_nb_train('$model', 'alice.docs', 'tokens', 'label',
+	                                    sweeps => 1000000, seed => 1, wait => false);
+	}, extra_params => [ '-U', 'alice' ]);
+}
+
+sub worker_pid
+{
+	my ($job) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT worker_pid FROM gibbs_nb.jobs WHERE job_id = $job");
+}
+
+# --- the worker runs as alice, and its progress is visible to others ---
+my $job = start_long_job('long');
+like($job, qr/^\d+$/, 'wait => false returns the job id at once');
+is($node->safe_psql('postgres', "SELECT status FROM gibbs_nb.jobs WHERE job_id = $job"),
+	'running', 'the job row is visible to another session as running');
+ok( $node->poll_query_until('postgres', qq{
+	  SELECT count(*) = 1 FROM pg_stat_activity
+	  WHERE backend_type = 'gibbs_nb worker' AND query LIKE 'gibbs_nb job $job: chain 1/1, sweep %'}),
+	'the worker shows its job and sweep in pg_stat_activity');
+is( $node->safe_psql('postgres',
+		"SELECT usename FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'"),
+	'alice', 'the worker is connected as alice, not as a superuser');
+is($node->safe_psql('postgres', "SELECT worker_user FROM gibbs_nb.jobs WHERE job_id = $job"),
+	'alice', 'the worker acts as alice');
+ok($node->poll_query_until('postgres', "SELECT sweep > 0 FROM gibbs_nb.jobs WHERE job_id = $job"),
+	'progress reaches the job row while the job runs');
+# a second training of the same model while this one runs is refused
+my ($rc, $out, $err) = $node->psql('postgres', q{
+  SELECT gibbs_nb_train('long', 'alice.docs', 'tokens', 'label', sweeps => 10)},
+	extra_params => [ '-U', 'alice' ]);
+like($err, qr/model "long" is being trained by job $job/, 'the running job is named');
+
+# --- pg_cancel_backend on the worker: the job ends as cancelled ---
+my $pid = worker_pid($job);
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+ok($node->poll_query_until('postgres', "SELECT status FROM gibbs_nb.jobs WHERE job_id = $job",
+		'cancelled'), 'pg_cancel_backend ends the job as cancelled');
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid"),
+	'the worker exits');
+is($node->safe_psql('postgres', "SELECT count(*) FROM gibbs_nb.models WHERE model_name = 'long'"),
+	'0', 'nothing of the cancelled job is published');
+is($node->safe_psql('postgres', "SELECT to_regclass('alice.long_labels') IS NULL"),
+	't', 'no labels table either');
+
+# --- pg_terminate_backend on the worker: cancelled too ---
+$job = start_long_job('long');
+$node->poll_query_until('postgres', "SELECT worker_pid IS NOT NULL FROM gibbs_nb.jobs WHERE job_id = $job");
+$pid = worker_pid($job);
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+ok($node->poll_query_until('postgres', "SELECT status FROM gibbs_nb.jobs WHERE job_id = $job",
+		'cancelled'), 'pg_terminate_backend ends the job as cancelled');
+like(
+	$node->safe_psql('postgres', "SELECT message FROM gibbs_nb.jobs WHERE job_id = $job"),
+	qr/terminate/, 'the job says it was terminated');
+
+# --- a waiting call that is cancelled takes its job down with it; while it
+# waits it reports progress as NOTICEs ---
+($rc, $out, $err) = $node->psql('postgres', q{
+  SET gibbs_nb.progress_interval = '100ms';
+  SET statement_timeout = '3s';
+  SELECT * FROM gibbs_nb_train('waited', 'alice.docs', 'tokens', 'label', sweeps => 1000000);
+}, extra_params => [ '-U', 'alice' ]);
+like($err, qr/canceling statement due to statement timeout/, 'the waiting call is cancelled');
+like($err, qr/NOTICE:  gibbs_nb job \d+: chain 1\/1, sweep \d+\/1000000, log joint -\d+/,
+	'a waiting call reports progress');
+ok( $node->poll_query_until('postgres',
+		"SELECT status FROM gibbs_nb.jobs WHERE model_name = 'waited'", 'cancelled'),
+	'its job ends as cancelled');
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'"),
+	'no worker is left running');
+is($node->safe_psql('postgres', "SELECT count(*) FROM gibbs_nb.models"),
+	'0', 'nothing was published');
+
+# --- and a job that is left alone finishes and publishes ---
+my $row = $node->safe_psql('postgres', q{
+  SELECT status, version, sweeps_done FROM gibbs_nb_train('short', 'alice.docs', 'tokens',
+                                                 'label', sweeps => 20, seed => 2)},
+	extra_params => [ '-U', 'alice' ]);
+is($row, 'succeeded|1|20', 'a short job succeeds');
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM alice.short_labels"),
+	'3000', 'its labels table has every document');
+
+$node->stop;
+done_testing();
