@@ -47,7 +47,7 @@ unit-asan: test/unit/test_core_asan
 	test/unit/test_core_asan
 
 unit-valgrind: test/unit/test_core
-	GNB_QUICK=1 valgrind --error-exitcode=1 --leak-check=full -q test/unit/test_core
+	valgrind --error-exitcode=1 --leak-check=full -q test/unit/test_core
 
 bench:
 	test/bench/run-bench.sh

@@ -30,6 +30,9 @@ CREATE TABLE gibbs_nb.jobs (
     finished_at     timestamptz,
     log_likelihood  float8,
     version         int,
+    read_seconds    float8,
+    sample_seconds  float8,
+    publish_seconds float8,
     message         text,
     sqlstate        text
 );
@@ -134,7 +137,7 @@ CREATE VIEW gibbs_nb_jobs AS
     SELECT j.job_id, j.model_name, j.owner::pg_catalog.regrole AS owner, j.status,
            j.sweep, j.sweeps, j.chain, j.chains, j.source, j.started_at, j.finished_at,
            j.log_likelihood, j.version, j.message, j.sqlstate, j.worker_pid, j.worker_user,
-           j.created_at
+           j.created_at, j.read_seconds, j.sample_seconds, j.publish_seconds
       FROM gibbs_nb.jobs j
      WHERE pg_catalog.pg_has_role(j.owner, 'USAGE');
 GRANT SELECT ON gibbs_nb_jobs TO PUBLIC;

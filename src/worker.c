@@ -220,6 +220,9 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	const char *problem;
 	int32		version;
 	char		activity[128];
+	TimestampTz phase_start;
+	double		read_seconds;
+	double		sample_seconds;
 
 	memset(&ws, 0, sizeof(ws));
 	ws.job = job;
@@ -232,12 +235,14 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 
 	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": reading", p->job_id);
 	pgstat_report_activity(STATE_RUNNING, activity);
+	phase_start = GetCurrentTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	gnb_read_corpus(p, job_cxt, &corpus);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
+	read_seconds = seconds_since(phase_start);
 
 	core.n_docs = corpus.n_docs;
 	core.n_words = corpus.n_words;
@@ -255,27 +260,34 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	SpinLockAcquire(&job->mutex);
 	job->sampling_started = GetCurrentTimestamp();
 	SpinLockRelease(&job->mutex);
-	ws.last_row_update = GetCurrentTimestamp();
+	ws.last_row_update = phase_start = GetCurrentTimestamp();
 	gnb_train(&core, &p->sampler, &hooks, &result);
+	sample_seconds = seconds_since(phase_start);
 
 	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": publishing", p->job_id);
 	pgstat_report_activity(STATE_RUNNING, activity);
+	phase_start = GetCurrentTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	version = gnb_publish(p, &corpus, &result, seconds_since(ws.started));
 	{
-		Oid			types[5] = {INT8OID, INT4OID, FLOAT8OID, INT4OID, INT4OID};
-		Datum		values[5];
+		Oid			types[8] = {INT8OID, INT4OID, FLOAT8OID, INT4OID, INT4OID,
+		FLOAT8OID, FLOAT8OID, FLOAT8OID};
+		Datum		values[8];
 
 		values[0] = Int64GetDatum(p->job_id);
 		values[1] = Int32GetDatum(version);
 		values[2] = Float8GetDatum(result.final_log_joint);
 		values[3] = Int32GetDatum(p->sampler.sweeps);
 		values[4] = Int32GetDatum(p->sampler.chains - 1);
+		values[5] = Float8GetDatum(read_seconds);
+		values[6] = Float8GetDatum(sample_seconds);
+		values[7] = Float8GetDatum(seconds_since(phase_start));
 		job_row_statement("UPDATE gibbs_nb.jobs SET status = 'succeeded', version = $2, "
-						  "log_likelihood = $3, sweep = $4, chain = $5, "
+						  "log_likelihood = $3, sweep = $4, chain = $5, read_seconds = $6, "
+						  "sample_seconds = $7, publish_seconds = $8, "
 						  "finished_at = pg_catalog.clock_timestamp() WHERE job_id = $1",
-						  5, types, values, NULL);
+						  8, types, values, NULL);
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
