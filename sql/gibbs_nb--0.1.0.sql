@@ -115,22 +115,18 @@ REVOKE ALL ON gibbs_nb.jobs, gibbs_nb.models, gibbs_nb.theta, gibbs_nb.pi, gibbs
 REVOKE ALL ON SEQUENCE gibbs_nb.job_id_seq FROM PUBLIC;
 GRANT SELECT ON gibbs_nb.models, gibbs_nb.theta, gibbs_nb.pi, gibbs_nb.trace TO PUBLIC;
 
-ALTER TABLE gibbs_nb.models ENABLE ROW LEVEL SECURITY;
-ALTER TABLE gibbs_nb.theta ENABLE ROW LEVEL SECURITY;
-ALTER TABLE gibbs_nb.pi ENABLE ROW LEVEL SECURITY;
-ALTER TABLE gibbs_nb.trace ENABLE ROW LEVEL SECURITY;
-CREATE POLICY owner_sees ON gibbs_nb.models FOR SELECT
-    USING (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid)
-           OR pg_catalog.pg_has_role(owner, 'USAGE'));
-CREATE POLICY owner_sees ON gibbs_nb.theta FOR SELECT
-    USING (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid)
-           OR pg_catalog.pg_has_role(owner, 'USAGE'));
-CREATE POLICY owner_sees ON gibbs_nb.pi FOR SELECT
-    USING (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid)
-           OR pg_catalog.pg_has_role(owner, 'USAGE'));
-CREATE POLICY owner_sees ON gibbs_nb.trace FOR SELECT
-    USING (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid)
-           OR pg_catalog.pg_has_role(owner, 'USAGE'));
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['models', 'theta', 'pi', 'trace'] LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE gibbs_nb.%I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE pg_catalog.format(
+            'CREATE POLICY owner_sees ON gibbs_nb.%I FOR SELECT USING ('
+            'owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.regrole::pg_catalog.oid) '
+            'OR pg_catalog.pg_has_role(owner, ''USAGE''))', t);
+    END LOOP;
+END $$;
 
 -- Jobs, as their owners see them.
 CREATE VIEW gibbs_nb_jobs AS

@@ -85,6 +85,8 @@ SELECT gibbs_nb_drop('toy', 1);
 SELECT version FROM gibbs_nb.models WHERE model_name = 'toy' ORDER BY 1;
 SELECT count(*) FROM gibbs_nb.theta WHERE model_name = 'toy' AND version = 1;
 SELECT gibbs_nb_drop('toy', 1);
+SELECT count(*) AS trace_rows_of_version_1 FROM gibbs_nb.trace
+WHERE job_id = (SELECT job_id FROM gibbs_nb_jobs WHERE version = 1 AND model_name = 'toy');
 -- dropping the model drops the labels table training created
 SELECT gibbs_nb_drop('toy');
 SELECT count(*) FROM gibbs_nb.models WHERE model_name = 'toy';
@@ -93,6 +95,21 @@ SELECT count(*) FROM gibbs_nb.pi WHERE model_name = 'toy';
 SELECT to_regclass('toy_labels');
 SELECT gibbs_nb_drop('toy');
 SELECT gibbs_nb_drop(NULL);
+
+-- dropping the last version one by one drops the model and its labels table,
+-- so that the name can be trained again
+SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
+                                   sweeps => 20, seed => 1);
+SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
+                                   sweeps => 20, seed => 1);
+SELECT gibbs_nb_drop('toy', 1);
+SELECT to_regclass('toy_labels') IS NOT NULL AS labels_table_kept;
+SELECT gibbs_nb_drop('toy', 2);
+SELECT to_regclass('toy_labels') IS NULL AS labels_table_dropped;
+SELECT count(*) AS trace_rows FROM gibbs_nb.trace;
+SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
+                                   sweeps => 20, seed => 1);
+SELECT gibbs_nb_drop('toy');
 
 DROP TABLE mail;
 DROP EXTENSION gibbs_nb;

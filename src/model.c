@@ -182,10 +182,11 @@ PG_FUNCTION_INFO_V1(gibbs_nb_drop);
 /*
  * gibbs_nb_drop(model_name text, version int DEFAULT NULL) returns int
  *
- * Drops one version of a model (its models, theta and pi rows, and its rows
- * in the labels table), or with version NULL the whole model, including the
- * labels table training created for it.  Returns the number of versions
- * dropped.  Only the owner (or a role with its privileges) may drop.
+ * Drops one version of a model (its models, theta, pi and trace rows, and
+ * its rows in the labels table), or with version NULL the whole model,
+ * including the labels table training created for it; dropping the last
+ * version drops the model.  Returns the number of versions dropped.  Only
+ * the owner (or a role with its privileges) may drop.
  */
 Datum
 gibbs_nb_drop(PG_FUNCTION_ARGS)
@@ -228,6 +229,10 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 
 		labels_tables = lappend_oid(labels_tables, DatumGetObjectId(relid));
 	}
+	if (SPI_execute_with_args(psprintf("DELETE FROM gibbs_nb.trace WHERE job_id OPERATOR(pg_catalog.=) ANY "
+									   "(SELECT job_id FROM gibbs_nb.models WHERE %s)", filter),
+							  2, argtypes, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not delete from gibbs_nb.trace");
 	if (SPI_execute_with_args(psprintf("DELETE FROM gibbs_nb.models WHERE %s", filter),
 							  2, argtypes, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from gibbs_nb.models");
@@ -241,6 +246,12 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 		SPI_execute_with_args(psprintf("DELETE FROM gibbs_nb.pi WHERE %s", filter),
 							  2, argtypes, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete the model's estimates");
+	/* dropping the last version drops the model: its labels table goes too */
+	if (!all_versions &&
+		SPI_execute_with_args("SELECT 1 FROM gibbs_nb.models WHERE model_name OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, false, 1) == SPI_OK_SELECT &&
+		SPI_processed == 0)
+		all_versions = true;
 	gnb_restore_user(&priv);
 
 	/*
@@ -259,7 +270,10 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 		qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 											   relname);
 		if (all_versions)
-			SPI_execute(psprintf("DROP TABLE %s", qualified), false, 0);
+		{
+			if (SPI_execute(psprintf("DROP TABLE %s", qualified), false, 0) != SPI_OK_UTILITY)
+				elog(ERROR, "could not drop %s", qualified);
+		}
 		else if (SPI_execute_with_args(psprintf("DELETE FROM %s WHERE version OPERATOR(pg_catalog.=) $1",
 												qualified),
 									   1, &argtypes[1], &values[1], NULL, false, 0) != SPI_OK_DELETE)
