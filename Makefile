@@ -10,6 +10,7 @@ OBJS = \
 	src/corpus.o \
 	src/publish.o \
 	src/model.o \
+	src/predict.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 

@@ -95,6 +95,22 @@ CREATE TABLE gibbs_nb.pi (
     PRIMARY KEY (model_name, version, class)
 );
 
+-- The model as prediction loads it: one row per version, the vocabulary and
+-- log theta-hat as arrays (log_theta[i * K + k + 1] for token i + 1 and class
+-- k + 1), stored uncompressed so that loading is one fast read.
+CREATE TABLE gibbs_nb.packed (
+    model_name  text NOT NULL,
+    version     int NOT NULL,
+    owner       oid NOT NULL,
+    classes     text[] NOT NULL,
+    log_pi      float8[] NOT NULL,
+    tokens      text[] NOT NULL,
+    log_theta   float8[] NOT NULL,
+    PRIMARY KEY (model_name, version)
+);
+ALTER TABLE gibbs_nb.packed ALTER COLUMN tokens SET STORAGE EXTERNAL,
+                            ALTER COLUMN log_theta SET STORAGE EXTERNAL;
+
 -- The chains' paths: log joint and share of labels changed, per sweep.
 CREATE TABLE gibbs_nb.trace (
     job_id          bigint NOT NULL,
@@ -110,16 +126,17 @@ CREATE TABLE gibbs_nb.trace (
 -- The policy compares a column of the row itself (no subquery per row); the
 -- scalar subquery is an InitPlan, evaluated once per query, and short-cuts
 -- the common case of one's own rows.
-REVOKE ALL ON gibbs_nb.jobs, gibbs_nb.models, gibbs_nb.theta, gibbs_nb.pi, gibbs_nb.trace
-    FROM PUBLIC;
+REVOKE ALL ON gibbs_nb.jobs, gibbs_nb.models, gibbs_nb.theta, gibbs_nb.pi, gibbs_nb.trace,
+              gibbs_nb.packed FROM PUBLIC;
 REVOKE ALL ON SEQUENCE gibbs_nb.job_id_seq FROM PUBLIC;
-GRANT SELECT ON gibbs_nb.models, gibbs_nb.theta, gibbs_nb.pi, gibbs_nb.trace TO PUBLIC;
+GRANT SELECT ON gibbs_nb.models, gibbs_nb.theta, gibbs_nb.pi, gibbs_nb.trace, gibbs_nb.packed
+    TO PUBLIC;
 
 DO $$
 DECLARE
     t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['models', 'theta', 'pi', 'trace'] LOOP
+    FOREACH t IN ARRAY ARRAY['models', 'theta', 'pi', 'trace', 'packed'] LOOP
         EXECUTE pg_catalog.format('ALTER TABLE gibbs_nb.%I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE pg_catalog.format(
             'CREATE POLICY owner_sees ON gibbs_nb.%I FOR SELECT USING ('
@@ -179,3 +196,40 @@ CREATE FUNCTION gibbs_nb_drop(model_name text, version int DEFAULT NULL)
 RETURNS int
 AS 'MODULE_PATHNAME', 'gibbs_nb_drop'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/*
+ * Labelling new documents with a model's latest version.  STABLE, not
+ * IMMUTABLE: the model behind a name changes when a new version is published.
+ */
+CREATE FUNCTION gibbs_nb_predict(model_name text, tokens text[])
+RETURNS text
+AS 'MODULE_PATHNAME', 'gibbs_nb_predict_text_array'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_predict(model_name text, tokens tsvector)
+RETURNS text
+AS 'MODULE_PATHNAME', 'gibbs_nb_predict_tsvector'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_predict_proba(model_name text, tokens text[])
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'gibbs_nb_predict_proba_text_array'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_predict_proba(model_name text, tokens tsvector)
+RETURNS float8[]
+AS 'MODULE_PATHNAME', 'gibbs_nb_predict_proba_tsvector'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_classes(model_name text)
+RETURNS text[]
+AS 'MODULE_PATHNAME', 'gibbs_nb_classes'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+-- Fills a label column as rows arrive:
+--   CREATE TRIGGER ... BEFORE INSERT OR UPDATE OF tokens ON t FOR EACH ROW
+--   EXECUTE FUNCTION gibbs_nb_label_trigger('model', 'tokens', 'label');
+CREATE FUNCTION gibbs_nb_label_trigger()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'gibbs_nb_label_trigger'
+LANGUAGE C;

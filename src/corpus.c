@@ -9,47 +9,17 @@
  * that the same seed and data give the same model whatever the scan order.
  */
 #include "gibbs_nb.h"
+#include "tokens.h"
 
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "tsearch/ts_type.h"
-#include "utils/array.h"
-#include "utils/arrayaccess.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/typcache.h"
 
-/* A token as it appears in a row: not NUL-terminated, not owned. */
-typedef struct TokenKey
-{
-	const char *str;
-	int			len;
-} TokenKey;
-
-typedef struct VocabEntry
-{
-	TokenKey	key;
-	uint32		hash;
-	int32		id;
-	char		status;
-} VocabEntry;
-
-#define SH_PREFIX vocab
-#define SH_ELEMENT_TYPE VocabEntry
-#define SH_KEY_TYPE TokenKey
-#define SH_KEY key
-#define SH_HASH_KEY(tb, k) hash_bytes((const unsigned char *) (k).str, (k).len)
-#define SH_EQUAL(tb, a, b) ((a).len == (b).len && memcmp((a).str, (b).str, (a).len) == 0)
-#define SH_STORE_HASH
-#define SH_GET_HASH(tb, a) ((a)->hash)
-#define SH_SCOPE static inline
-#define SH_DECLARE
-#define SH_DEFINE
-#include "lib/simplehash.h"
 
 /* Rows fetched per SPI round trip. */
 #define FETCH_ROWS 2000
@@ -155,10 +125,11 @@ intern(CorpusBuilder *b, vocab_hash *table, const char *str, int len, bool is_la
 	return entry->id;
 }
 
-/* One occurrence (or `times` occurrences) of a token in the current document. */
-static inline void
-add_token(CorpusBuilder *b, const char *str, int len, int32 times)
+/* `times` occurrences of a token in the current document (a gnb_token_fn). */
+static void
+add_token(void *arg, const char *str, int len, int32 times)
 {
+	CorpusBuilder *b = arg;
 	int32		w = intern(b, b->vocab, str, len, false);
 	int32		doc = b->n_docs;
 
@@ -181,41 +152,6 @@ add_token(CorpusBuilder *b, const char *str, int len, int32 times)
 	b->word[b->n_pairs] = w;
 	b->count[b->n_pairs] = times;
 	b->n_pairs++;
-}
-
-static void
-add_text_array_tokens(CorpusBuilder *b, Datum value)
-{
-	ArrayType  *arr = DatumGetArrayTypeP(value);
-	array_iter	iter;
-	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
-
-	array_iter_setup(&iter, (AnyArrayType *) arr);
-	for (int i = 0; i < n; i++)
-	{
-		bool		isnull;
-		Datum		elem = array_iter_next(&iter, &isnull, i, -1, false, TYPALIGN_INT);
-
-		if (!isnull)
-			add_token(b, VARDATA_ANY(DatumGetPointer(elem)),
-					  VARSIZE_ANY_EXHDR(DatumGetPointer(elem)), 1);
-	}
-}
-
-/* A lexeme counts as often as it has positions; a stripped one counts once. */
-static void
-add_tsvector_tokens(CorpusBuilder *b, Datum value)
-{
-	TSVector	tsv = DatumGetTSVector(value);
-	WordEntry  *entries = ARRPTR(tsv);
-	char	   *lexemes = STRPTR(tsv);
-
-	for (int32 i = 0; i < tsv->size; i++)
-	{
-		int32		times = entries[i].haspos ? POSDATALEN(tsv, &entries[i]) : 1;
-
-		add_token(b, lexemes + entries[i].pos, entries[i].len, times > 0 ? times : 1);
-	}
 }
 
 static int
@@ -314,10 +250,7 @@ gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus
 				b.docs_cap = cap;
 			}
 			b.doc_start[b.n_docs] = b.n_pairs;
-			if (params->tokens_are_tsvector)
-				add_tsvector_tokens(&b, tokens);
-			else
-				add_text_array_tokens(&b, tokens);
+			gnb_each_token(tokens, params->tokens_are_tsvector, add_token, &b);
 			if (label_null)
 				b.label[b.n_docs] = -1;
 			else

@@ -7,6 +7,8 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include <limits.h>
+
 PG_MODULE_MAGIC;
 
 /* gibbs_nb.progress_interval: ms between progress NOTICEs of a waiting call */
@@ -23,6 +25,14 @@ _PG_init(void)
 							&gnb_progress_interval_ms,
 							5000, 0, 3600 * 1000,
 							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.model_cache_size",
+							"Memory each backend may use to cache models for prediction.",
+							"Least recently used models are evicted beyond it; the model in "
+							"use is always kept.",
+							&gnb_model_cache_kb,
+							256 * 1024, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");
 }

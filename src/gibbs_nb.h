@@ -24,8 +24,9 @@
 /* Largest number of classes a model may have. */
 #define GNB_MAX_CLASSES 1000
 
-/* GUCs (gibbs_nb.c) */
+/* GUCs (gibbs_nb.c, predict.c) */
 extern int	gnb_progress_interval_ms;
+extern int	gnb_model_cache_kb;
 
 /*
  * What a training job needs to run: fixed-size so that it travels to the

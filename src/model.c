@@ -244,6 +244,8 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 	if (SPI_execute_with_args(psprintf("DELETE FROM gibbs_nb.theta WHERE %s", filter),
 							  2, argtypes, values, NULL, false, 0) != SPI_OK_DELETE ||
 		SPI_execute_with_args(psprintf("DELETE FROM gibbs_nb.pi WHERE %s", filter),
+							  2, argtypes, values, NULL, false, 0) != SPI_OK_DELETE ||
+		SPI_execute_with_args(psprintf("DELETE FROM gibbs_nb.packed WHERE %s", filter),
 							  2, argtypes, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete the model's estimates");
 	/* dropping the last version drops the model: its labels table goes too */

@@ -244,6 +244,36 @@ write_pi_and_trace(const GnbJobParams *params, const GnbCorpus *corpus,
 					 6, trace_types, trace_values, NULL, SPI_OK_INSERT, "write gibbs_nb.trace");
 }
 
+/* The packed row prediction loads: vocabulary and log theta-hat as arrays. */
+static void
+write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
+			 const gnb_result *result, int32 version)
+{
+	int32		V = corpus->n_words;
+	int32		K = corpus->n_classes;
+	double	   *log_theta = palloc_extended(sizeof(double) * ((Size) V * K + 1), MCXT_ALLOC_HUGE);
+	double	   *log_pi = palloc(sizeof(double) * K);
+	Oid			types[7] = {TEXTOID, INT4OID, OIDOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+	TEXTARRAYOID, FLOAT8ARRAYOID};
+	Datum		values[7];
+
+	for (int32 w = 0; w < V; w++)
+		for (int32 k = 0; k < K; k++)
+			log_theta[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
+	for (int32 k = 0; k < K; k++)
+		log_pi[k] = log(result->pi[k]);
+	values[0] = CStringGetTextDatum(params->model_name);
+	values[1] = Int32GetDatum(version);
+	values[2] = ObjectIdGetDatum(params->current_user_id);
+	values[3] = PointerGetDatum(text_array(corpus->classes, K));
+	values[4] = PointerGetDatum(float8_array(log_pi, K));
+	values[5] = PointerGetDatum(text_array(corpus->tokens, V));
+	values[6] = PointerGetDatum(float8_array(log_theta, V * K));
+	execute_or_error("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
+					 "tokens, log_theta) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+					 7, types, values, NULL, SPI_OK_INSERT, "write gibbs_nb.packed");
+}
+
 static const char *
 sampler_name(gnb_sampler_kind kind)
 {
@@ -363,6 +393,7 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	gnb_become_internal(&priv);
 	write_theta(params, corpus, result, version);
 	write_pi_and_trace(params, corpus, result, version);
+	write_packed(params, corpus, result, version);
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	write_model_row(params, corpus, result, version, labels_relid, labels_qualified,
 					seconds_so_far + secs + usecs / 1e6);

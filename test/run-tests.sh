@@ -2,7 +2,7 @@
 # The whole test suite (the README's test command; .ci/run calls it).
 # Installs what is missing, builds with -Werror, installs the extension,
 # then runs: the sampler core's unit tests (plain and under ASan/UBSan),
-# pg_regress on a throwaway instance, and the TAP tests.
+# pg_regress and the isolation specs on throwaway instances, and the TAP tests.
 # Ends with "N passed, N failed" over the suites.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +45,18 @@ regress() {
   return $rc
 }
 
+isolation() {
+  local specs
+  specs=$(ls test/isolation/specs/*.spec | sed 's|.*/||; s|\.spec$||' | sort)
+  # shellcheck disable=SC2086
+  runuser -u postgres -- "$pgxs_src/test/isolation/pg_isolation_regress" \
+    --temp-instance="$work/isolation_instance" --temp-config="$repo/test/regress.conf" \
+    --bindir="$bindir" --inputdir="$repo/test/isolation" --outputdir="$work/isolation" $specs
+  local rc=$?
+  [ $rc -ne 0 ] && [ -f "$work/isolation/regression.diffs" ] && cat "$work/isolation/regression.diffs"
+  return $rc
+}
+
 tap() {
   mkdir -p "$work/tap" && chown postgres "$work/tap"
   runuser -u postgres -- env PATH="$bindir:$PATH" TESTDIR="$work/tap" \
@@ -60,6 +72,7 @@ tap() {
 suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
 suite "SQL: pg_regress" regress
+suite "SQL: isolation specs" isolation
 suite "server: TAP tests" tap
 
 rm -rf "$work"

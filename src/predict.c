@@ -1,0 +1,532 @@
+/*
+ * predict.c
+ *	  Label new documents with a trained model: gibbs_nb_predict,
+ *	  gibbs_nb_predict_proba, gibbs_nb_classes, gibbs_nb_label_trigger, and
+ *	  the per-backend model cache behind them.
+ *
+ * P(L = k | W) is proportional to pi-hat_k * prod_w theta-hat_kw ^ W_w over the
+ * words of the model's vocabulary (model.md, "Labelling a new document"),
+ * computed in logs; unknown words are ignored, so a document with no known
+ * word gets the class prior.
+ *
+ * The cache.  The first call for a model loads its latest version from
+ * gibbs_nb.packed (one row: the vocabulary and log theta-hat as arrays) into
+ * a memory context of its own, with a simplehash over the vocabulary; later
+ * calls reuse it.  Once per statement the cache asks, with the statement's
+ * snapshot and as the calling role, which version is current: a new version
+ * is loaded from the next statement on, a dropped model (or one the role may
+ * not see) is evicted and reported as not existing, and within a statement
+ * every call uses one whole version.  Models are evicted least recently used
+ * first when the cache grows past gibbs_nb.model_cache_size.
+ */
+#include "gibbs_nb.h"
+#include "tokens.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/ilist.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+/* gibbs_nb.model_cache_size, in kB */
+int			gnb_model_cache_kb = 256 * 1024;
+
+typedef struct GnbModel
+{
+	char		name[NAMEDATALEN];	/* hash key */
+	int32		version;
+	int32		n_classes;
+	int32		n_words;
+	Datum	   *class_texts;	/* K text Datums, for gibbs_nb_predict */
+	ArrayType  *classes;		/* for gibbs_nb_classes */
+	double	   *log_pi;			/* K */
+	double	   *log_theta;		/* V x K, word-major */
+	vocab_hash *vocab;
+	MemoryContext cxt;
+	Size		bytes;
+	/* the statement in which the version was last confirmed current */
+	LocalTransactionId checked_lxid;
+	TimestampTz checked_statement;
+	dlist_node lru;				/* most recently used at the head */
+} GnbModel;
+
+static HTAB *model_cache = NULL;
+static dlist_head model_lru = DLIST_STATIC_INIT(model_lru);
+static Size cache_bytes = 0;
+/* bumped whenever an entry is evicted: invalidates fn_extra pointers */
+static uint64 cache_generation = 0;
+static SPIPlanPtr current_version_plan = NULL;
+static SPIPlanPtr load_plan = NULL;
+
+/* What a call site remembers between rows (flinfo->fn_extra). */
+typedef struct CallCache
+{
+	GnbModel   *model;
+	uint64		generation;
+	char		name[NAMEDATALEN];
+} CallCache;
+
+static bool
+checked_this_statement(const GnbModel *m)
+{
+	return m->checked_lxid == MyProc->lxid &&
+		m->checked_statement == GetCurrentStatementStartTimestamp();
+}
+
+static void
+mark_checked(GnbModel *m)
+{
+	m->checked_lxid = MyProc->lxid;
+	m->checked_statement = GetCurrentStatementStartTimestamp();
+	dlist_move_head(&model_lru, &m->lru);
+}
+
+static void
+evict(GnbModel *m)
+{
+	bool		found;
+
+	cache_bytes -= m->bytes;
+	dlist_delete(&m->lru);
+	MemoryContextDelete(m->cxt);
+	(void) hash_search(model_cache, m->name, HASH_REMOVE, &found);
+	cache_generation++;
+}
+
+/* Keep the cache under its bound, never evicting `keep`. */
+static void
+enforce_cache_bound(GnbModel *keep)
+{
+	while ((double) cache_bytes > (double) gnb_model_cache_kb * 1024.0)
+	{
+		GnbModel   *victim = dlist_container(GnbModel, lru, dlist_tail_node(&model_lru));
+
+		if (victim == keep)
+			break;
+		evict(victim);
+	}
+}
+
+static SPIPlanPtr
+keep_plan(const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	return plan;
+}
+
+/*
+ * The current version of a model as the calling role sees it (row security
+ * hides other roles' models), or 0.  SPI must be connected.
+ */
+static int32
+current_version(const char *name)
+{
+	Datum		arg = CStringGetTextDatum(name);
+	bool		isnull;
+
+	if (current_version_plan == NULL)
+	{
+		Oid			types[1] = {TEXTOID};
+
+		current_version_plan = keep_plan("SELECT version FROM gibbs_nb.packed "
+										 "WHERE model_name OPERATOR(pg_catalog.=) $1 "
+										 "ORDER BY version DESC LIMIT 1", 1, types);
+	}
+	if (SPI_execute_plan(current_version_plan, &arg, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the version of model \"%s\"", name);
+	if (SPI_processed == 0)
+		return 0;
+	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* Add one token of the model's vocabulary (a gnb_token_fn). */
+static void
+add_vocab_token(void *arg, const char *str, int len, int32 count)
+{
+	GnbModel   *m = arg;
+	TokenKey	key = {str, len};
+	bool		found;
+	VocabEntry *e = vocab_insert(m->vocab, key, &found);
+
+	e->id = m->n_words++;
+}
+
+static Datum
+column_copy(HeapTuple tuple, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "gibbs_nb.packed has a NULL in column %d", col);
+	return PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
+}
+
+/* Load version `version` of a model into a new cache entry.  SPI connected. */
+static GnbModel *
+load_model(const char *name, int32 version)
+{
+	Datum		args[2] = {CStringGetTextDatum(name), Int32GetDatum(version)};
+	MemoryContext cxt;
+	MemoryContext old;
+	GnbModel   *m;
+	bool		found;
+	ArrayType  *log_pi;
+	ArrayType  *log_theta;
+	ArrayType  *tokens;
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	int			nclasses;
+	Datum	   *class_datums;
+
+	if (load_plan == NULL)
+	{
+		Oid			types[2] = {TEXTOID, INT4OID};
+
+		load_plan = keep_plan("SELECT classes, log_pi, tokens, log_theta FROM gibbs_nb.packed "
+							  "WHERE model_name OPERATOR(pg_catalog.=) $1 "
+							  "AND version OPERATOR(pg_catalog.=) $2", 2, types);
+	}
+	if (SPI_execute_plan(load_plan, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not load version %d of model \"%s\"", version, name);
+	tuple = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+
+	cxt = AllocSetContextCreate(CacheMemoryContext, "gibbs_nb model", ALLOCSET_DEFAULT_SIZES);
+	MemoryContextCopyAndSetIdentifier(cxt, name);
+	old = MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		m = hash_search(model_cache, name, HASH_ENTER, &found);
+		Assert(!found);
+		m->cxt = cxt;
+		m->version = version;
+		m->classes = DatumGetArrayTypeP(column_copy(tuple, desc, 1));
+		log_pi = DatumGetArrayTypeP(column_copy(tuple, desc, 2));
+		tokens = DatumGetArrayTypeP(column_copy(tuple, desc, 3));
+		log_theta = DatumGetArrayTypeP(column_copy(tuple, desc, 4));
+
+		deconstruct_array(m->classes, TEXTOID, -1, false, TYPALIGN_INT,
+						  &class_datums, NULL, &nclasses);
+		m->n_classes = nclasses;
+		m->class_texts = class_datums;
+		m->log_pi = (double *) ARR_DATA_PTR(log_pi);
+		m->log_theta = (double *) ARR_DATA_PTR(log_theta);
+		m->n_words = 0;
+		m->vocab = vocab_create(cxt, ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)), NULL);
+		/* keys point into the tokens array, which lives as long as the entry */
+		gnb_each_token(PointerGetDatum(tokens), false, add_vocab_token, m);
+		if (ArrayGetNItems(ARR_NDIM(log_pi), ARR_DIMS(log_pi)) != nclasses ||
+			ArrayGetNItems(ARR_NDIM(log_theta), ARR_DIMS(log_theta)) != (int64) m->n_words * nclasses ||
+			ARR_HASNULL(log_pi) || ARR_HASNULL(log_theta))
+			elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed", name, version);
+	}
+	PG_CATCH();
+	{
+		(void) hash_search(model_cache, name, HASH_REMOVE, NULL);
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+
+	m->bytes = MemoryContextMemAllocated(cxt, true);
+	cache_bytes += m->bytes;
+	dlist_push_head(&model_lru, &m->lru);
+	return m;
+}
+
+/*
+ * The model to use for this statement, loading or refreshing it as needed.
+ * A model that does not exist, or that the calling role may not see, is an
+ * error.
+ */
+static GnbModel *
+get_model(FunctionCallInfo fcinfo, text *name_text)
+{
+	CallCache  *cc = fcinfo->flinfo->fn_extra;
+	char		name[NAMEDATALEN];
+	int			len = VARSIZE_ANY_EXHDR(name_text);
+	GnbModel   *m;
+	int32		version;
+
+	if (len >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", text_to_cstring(name_text))));
+	memcpy(name, VARDATA_ANY(name_text), len);
+	name[len] = '\0';
+
+	/* the common case: same call site, same model, same statement */
+	if (cc && cc->generation == cache_generation && strcmp(cc->name, name) == 0 &&
+		checked_this_statement(cc->model))
+		return cc->model;
+
+	if (model_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = NAMEDATALEN;
+		ctl.entrysize = sizeof(GnbModel);
+		ctl.hcxt = CacheMemoryContext;
+		model_cache = hash_create("gibbs_nb model cache", 16, &ctl,
+								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	}
+	m = hash_search(model_cache, name, HASH_FIND, NULL);
+	if (m == NULL || !checked_this_statement(m))
+	{
+		SPI_connect();
+		version = current_version(name);
+		if (m != NULL && m->version != version)
+		{
+			evict(m);
+			m = NULL;
+		}
+		if (version == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("model \"%s\" does not exist", name)));
+		if (m == NULL)
+			m = load_model(name, version);
+		SPI_finish();
+		mark_checked(m);
+		enforce_cache_bound(m);
+	}
+	else
+		dlist_move_head(&model_lru, &m->lru);
+
+	if (cc == NULL)
+		cc = fcinfo->flinfo->fn_extra =
+			MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(CallCache));
+	cc->model = m;
+	cc->generation = cache_generation;
+	strlcpy(cc->name, name, NAMEDATALEN);
+	return m;
+}
+
+typedef struct ScoreState
+{
+	const GnbModel *model;
+	double	   *scores;
+} ScoreState;
+
+/* Add a token's log theta-hat to the class scores (a gnb_token_fn). */
+static void
+score_token(void *arg, const char *str, int len, int32 count)
+{
+	ScoreState *st = arg;
+	const GnbModel *m = st->model;
+	TokenKey	key = {str, len};
+	VocabEntry *e = vocab_lookup(m->vocab, key);
+
+	if (e != NULL)
+	{
+		const double *row = m->log_theta + (int64) e->id * m->n_classes;
+
+		for (int32 k = 0; k < m->n_classes; k++)
+			st->scores[k] += count * row[k];
+	}
+}
+
+/* log pi-hat_k + sum_w W_w log theta-hat_kw, for every class. */
+static void
+score_document(const GnbModel *m, Datum tokens, bool is_tsvector, double *scores)
+{
+	ScoreState	st = {m, scores};
+
+	for (int32 k = 0; k < m->n_classes; k++)
+		scores[k] = m->log_pi[k];
+	gnb_each_token(tokens, is_tsvector, score_token, &st);
+}
+
+static int32
+best_class(const GnbModel *m, const double *scores)
+{
+	int32		best = 0;
+
+	for (int32 k = 1; k < m->n_classes; k++)
+		if (scores[k] > scores[best])
+			best = k;
+	return best;
+}
+
+static Datum
+predict(FunctionCallInfo fcinfo, bool is_tsvector)
+{
+	GnbModel   *m = get_model(fcinfo, PG_GETARG_TEXT_PP(0));
+	double		stack_scores[16];
+	double	   *scores = m->n_classes <= 16 ? stack_scores : palloc(sizeof(double) * m->n_classes);
+
+	score_document(m, PG_GETARG_DATUM(1), is_tsvector, scores);
+	/* a copy: the cache entry may be evicted before the row is used */
+	return PointerGetDatum(DatumGetTextPCopy(m->class_texts[best_class(m, scores)]));
+}
+
+static Datum
+predict_proba(FunctionCallInfo fcinfo, bool is_tsvector)
+{
+	GnbModel   *m = get_model(fcinfo, PG_GETARG_TEXT_PP(0));
+	double	   *scores = palloc(sizeof(double) * m->n_classes);
+	Datum	   *probs = palloc(sizeof(Datum) * m->n_classes);
+	double		max,
+				total = 0.0;
+
+	score_document(m, PG_GETARG_DATUM(1), is_tsvector, scores);
+	max = scores[best_class(m, scores)];
+	for (int32 k = 0; k < m->n_classes; k++)
+		total += (scores[k] = exp(scores[k] - max));
+	for (int32 k = 0; k < m->n_classes; k++)
+		probs[k] = Float8GetDatum(scores[k] / total);
+	PG_RETURN_ARRAYTYPE_P(construct_array(probs, m->n_classes, FLOAT8OID, sizeof(float8),
+										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_predict_text_array);
+PG_FUNCTION_INFO_V1(gibbs_nb_predict_tsvector);
+PG_FUNCTION_INFO_V1(gibbs_nb_predict_proba_text_array);
+PG_FUNCTION_INFO_V1(gibbs_nb_predict_proba_tsvector);
+PG_FUNCTION_INFO_V1(gibbs_nb_classes);
+PG_FUNCTION_INFO_V1(gibbs_nb_label_trigger);
+
+/*
+ * gibbs_nb_predict(model_name text, tokens text[]) returns text
+ *
+ * The most probable class of a document under the model's latest version.
+ */
+Datum
+gibbs_nb_predict_text_array(PG_FUNCTION_ARGS)
+{
+	return predict(fcinfo, false);
+}
+
+/* gibbs_nb_predict(model_name text, tokens tsvector) returns text */
+Datum
+gibbs_nb_predict_tsvector(PG_FUNCTION_ARGS)
+{
+	return predict(fcinfo, true);
+}
+
+/*
+ * gibbs_nb_predict_proba(model_name text, tokens text[]) returns float8[]
+ *
+ * The probability of each class, in the order of gibbs_nb_classes.
+ */
+Datum
+gibbs_nb_predict_proba_text_array(PG_FUNCTION_ARGS)
+{
+	return predict_proba(fcinfo, false);
+}
+
+/* gibbs_nb_predict_proba(model_name text, tokens tsvector) returns float8[] */
+Datum
+gibbs_nb_predict_proba_tsvector(PG_FUNCTION_ARGS)
+{
+	return predict_proba(fcinfo, true);
+}
+
+/*
+ * gibbs_nb_classes(model_name text) returns text[]
+ *
+ * The classes of the model's latest version, in the order every per-class
+ * array uses.
+ */
+Datum
+gibbs_nb_classes(PG_FUNCTION_ARGS)
+{
+	GnbModel   *m = get_model(fcinfo, PG_GETARG_TEXT_PP(0));
+
+	PG_RETURN_ARRAYTYPE_P(DatumGetArrayTypePCopy(PointerGetDatum(m->classes)));
+}
+
+/*
+ * gibbs_nb_label_trigger(): a BEFORE INSERT OR UPDATE ... FOR EACH ROW
+ * trigger with arguments (model_name, tokens_column, label_column) that sets
+ * the label column to the predicted class (NULL when the tokens are NULL).
+ */
+Datum
+gibbs_nb_label_trigger(PG_FUNCTION_ARGS)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+	Trigger    *trigger;
+	TupleDesc	desc;
+	HeapTuple	tuple;
+	int			tokens_att;
+	int			label_att;
+	Oid			tokens_type;
+	Oid			label_type;
+	Datum		tokens;
+	Datum		label = (Datum) 0;
+	bool		tokens_null;
+	bool		label_null = true;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("gibbs_nb_label_trigger must be called as a trigger")));
+	if (!TRIGGER_FIRED_BEFORE(td->tg_event) || !TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
+		!(TRIGGER_FIRED_BY_INSERT(td->tg_event) || TRIGGER_FIRED_BY_UPDATE(td->tg_event)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("gibbs_nb_label_trigger must be fired BEFORE INSERT OR UPDATE ... FOR EACH ROW")));
+	trigger = td->tg_trigger;
+	if (trigger->tgnargs != 3)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("gibbs_nb_label_trigger takes 3 arguments: model_name, tokens_column, label_column")));
+
+	desc = RelationGetDescr(td->tg_relation);
+	tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? td->tg_newtuple : td->tg_trigtuple;
+	tokens_att = SPI_fnumber(desc, trigger->tgargs[1]);
+	label_att = SPI_fnumber(desc, trigger->tgargs[2]);
+	if (tokens_att <= 0 || label_att <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						tokens_att <= 0 ? trigger->tgargs[1] : trigger->tgargs[2],
+						RelationGetRelationName(td->tg_relation))));
+	tokens_type = getBaseType(SPI_gettypeid(desc, tokens_att));
+	if (tokens_type != TEXTARRAYOID && tokens_type != TSVECTOROID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("tokens column \"%s\" is not of type text[] or tsvector",
+						trigger->tgargs[1])));
+	label_type = SPI_gettypeid(desc, label_att);
+
+	tokens = SPI_getbinval(tuple, desc, tokens_att, &tokens_null);
+	if (!tokens_null)
+	{
+		LOCAL_FCINFO(call, 2);
+		Oid			typinput;
+		Oid			typioparam;
+
+		InitFunctionCallInfoData(*call, fcinfo->flinfo, 2, InvalidOid, NULL, NULL);
+		call->args[0].value = CStringGetTextDatum(trigger->tgargs[0]);
+		call->args[0].isnull = false;
+		call->args[1].value = tokens;
+		call->args[1].isnull = false;
+		label = predict(call, tokens_type == TSVECTOROID);
+		/* the label column may be of any type with a text input */
+		getTypeInputInfo(label_type, &typinput, &typioparam);
+		label = OidInputFunctionCall(typinput, TextDatumGetCString(label), typioparam,
+									 TupleDescAttr(desc, label_att - 1)->atttypmod);
+		label_null = false;
+	}
+	tuple = heap_modify_tuple_by_cols(tuple, desc, 1, &label_att, &label, &label_null);
+	return PointerGetDatum(tuple);
+}
