@@ -11,6 +11,7 @@ OBJS = \
 	src/publish.o \
 	src/model.o \
 	src/predict.o \
+	src/vocab_index.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 

@@ -52,4 +52,17 @@ UNION ALL
 SELECT count(*) AS hidden, sum((l.label = m.truth)::int) AS right,
        round(avg((l.label = m.truth)::int), 3) AS accuracy
 FROM spam_labels l JOIN mail m USING (id) WHERE m.label IS NULL;
+
+\echo Labelling new mail as it arrives, with gibbs_nb_predict in a trigger:
+CREATE TABLE inbox (id serial PRIMARY KEY, body text, tokens text[], predicted text);
+CREATE TRIGGER label_inbox BEFORE INSERT ON inbox
+  FOR EACH ROW EXECUTE FUNCTION gibbs_nb_label_trigger('spam', 'tokens', 'predicted');
+INSERT INTO inbox (body, tokens)
+SELECT b, array(SELECT m[1] FROM regexp_matches(lower(b), '([a-z0-9'']+)', 'g') m)
+FROM (VALUES ('Hi team, the meeting notes from Tuesday are attached; see you at the review.'),
+             ('FREE money!!! Click here to claim your prize, limited offer, act now'),
+             ('Re: patch for the kernel build, works on my machine with gcc 12')) v(b);
+SELECT id, predicted, round(gibbs_nb_predict_proba('spam', tokens)[2]::numeric, 3) AS p_spam,
+       left(body, 60) AS body
+FROM inbox ORDER BY id;
 SQL

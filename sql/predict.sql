@@ -158,6 +158,18 @@ DROP OWNED BY gnb_other;
 DROP ROLE gnb_other;
 
 
+-- many classes (more than are summed in registers): still the right class
+CREATE TABLE many (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO many SELECT i, ARRAY['word' || (i % 17), 'word' || (i % 17), 'common'], 'class' || (i % 17)
+FROM generate_series(1, 68) i;
+SELECT status FROM gibbs_nb_train('many', 'many', 'tokens', 'label', sweeps => 5, seed => 1);
+SELECT cardinality(gibbs_nb_classes('many')) AS classes,
+       count(*) FILTER (WHERE gibbs_nb_predict('many', tokens) = label) AS right, count(*) AS total,
+       bool_and(abs((SELECT sum(p) FROM unnest(gibbs_nb_predict_proba('many', tokens)) p) - 1) < 1e-12) AS sums_to_1
+FROM many;
+SELECT gibbs_nb_drop('many');
+DROP TABLE many;
+
 -- a dropped model: a clear error on the next call
 SELECT gibbs_nb_drop('colors');
 SELECT try($$SELECT gibbs_nb_predict('colors', '{red_1}'::text[])$$);

@@ -11,7 +11,7 @@
  *
  * The cache.  The first call for a model loads its latest version from
  * gibbs_nb.packed (one row: the vocabulary and log theta-hat as arrays) into
- * a memory context of its own, with a simplehash over the vocabulary; later
+ * a memory context of its own, as a vocabulary index (vocab_index.c); later
  * calls reuse it.  Once per statement the cache asks, with the statement's
  * snapshot and as the calling role, which version is current: a new version
  * is loaded from the next statement on, a dropped model (or one the role may
@@ -20,7 +20,7 @@
  * first when the cache grows past gibbs_nb.model_cache_size.
  */
 #include "gibbs_nb.h"
-#include "tokens.h"
+#include "vocab_index.h"
 
 #include <math.h>
 
@@ -47,12 +47,10 @@ typedef struct GnbModel
 	char		name[NAMEDATALEN];	/* hash key */
 	int32		version;
 	int32		n_classes;
-	int32		n_words;
 	Datum	   *class_texts;	/* K text Datums, for gibbs_nb_predict */
 	ArrayType  *classes;		/* for gibbs_nb_classes */
 	double	   *log_pi;			/* K */
-	double	   *log_theta;		/* V x K, word-major */
-	vocab_hash *vocab;
+	GnbVocabIndex *index;		/* token -> log theta-hat */
 	MemoryContext cxt;
 	Size		bytes;
 	/* the statement in which the version was last confirmed current */
@@ -154,18 +152,6 @@ current_version(const char *name)
 	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-/* Add one token of the model's vocabulary (a gnb_token_fn). */
-static void
-add_vocab_token(void *arg, const char *str, int len, int32 count)
-{
-	GnbModel   *m = arg;
-	TokenKey	key = {str, len};
-	bool		found;
-	VocabEntry *e = vocab_insert(m->vocab, key, &found);
-
-	e->id = m->n_words++;
-}
-
 static Datum
 column_copy(HeapTuple tuple, TupleDesc desc, int col)
 {
@@ -226,15 +212,15 @@ load_model(const char *name, int32 version)
 		m->n_classes = nclasses;
 		m->class_texts = class_datums;
 		m->log_pi = (double *) ARR_DATA_PTR(log_pi);
-		m->log_theta = (double *) ARR_DATA_PTR(log_theta);
-		m->n_words = 0;
-		m->vocab = vocab_create(cxt, ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)), NULL);
-		/* keys point into the tokens array, which lives as long as the entry */
-		gnb_each_token(PointerGetDatum(tokens), false, add_vocab_token, m);
 		if (ArrayGetNItems(ARR_NDIM(log_pi), ARR_DIMS(log_pi)) != nclasses ||
-			ArrayGetNItems(ARR_NDIM(log_theta), ARR_DIMS(log_theta)) != (int64) m->n_words * nclasses ||
-			ARR_HASNULL(log_pi) || ARR_HASNULL(log_theta))
+			ArrayGetNItems(ARR_NDIM(log_theta), ARR_DIMS(log_theta)) !=
+			(int64) ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)) * nclasses ||
+			ARR_HASNULL(log_pi) || ARR_HASNULL(log_theta) || ARR_HASNULL(tokens))
 			elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed", name, version);
+		m->index = gnb_vocab_index_build(tokens, (double *) ARR_DATA_PTR(log_theta), nclasses);
+		/* the index holds copies: the arrays themselves are not needed */
+		pfree(tokens);
+		pfree(log_theta);
 	}
 	PG_CATCH();
 	{
@@ -320,39 +306,13 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	return m;
 }
 
-typedef struct ScoreState
-{
-	const GnbModel *model;
-	double	   *scores;
-} ScoreState;
-
-/* Add a token's log theta-hat to the class scores (a gnb_token_fn). */
-static void
-score_token(void *arg, const char *str, int len, int32 count)
-{
-	ScoreState *st = arg;
-	const GnbModel *m = st->model;
-	TokenKey	key = {str, len};
-	VocabEntry *e = vocab_lookup(m->vocab, key);
-
-	if (e != NULL)
-	{
-		const double *row = m->log_theta + (int64) e->id * m->n_classes;
-
-		for (int32 k = 0; k < m->n_classes; k++)
-			st->scores[k] += count * row[k];
-	}
-}
-
 /* log pi-hat_k + sum_w W_w log theta-hat_kw, for every class. */
 static void
 score_document(const GnbModel *m, Datum tokens, bool is_tsvector, double *scores)
 {
-	ScoreState	st = {m, scores};
-
 	for (int32 k = 0; k < m->n_classes; k++)
 		scores[k] = m->log_pi[k];
-	gnb_each_token(tokens, is_tsvector, score_token, &st);
+	gnb_vocab_index_score(m->index, tokens, is_tsvector, scores);
 }
 
 static int32

@@ -21,6 +21,7 @@ corpus=$(test/bench/fetch-corpus.sh)
 
 # shellcheck source=../cluster.sh
 source test/cluster.sh
+export PGOPTIONS="-c client_min_messages=warning"
 cluster_start "$(mktemp -d /tmp/gibbs_nb_bench.XXXXXX)" "shared_buffers = 256MB"
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
@@ -67,3 +68,65 @@ SQL
 done
 psql_q -At -c "SELECT 'vocabulary ' || vocabulary_size || ', tokens ' || n_tokens
                FROM gibbs_nb.models ORDER BY created_at DESC LIMIT 1"
+
+# ---- prediction: gibbs_nb_predict against the same classification as a SQL join ----
+model=bench_$(echo "$SAMPLERS" | awk '{print $1}')
+# ms of each run of a statement, one per line, all in one session
+time_runs() {
+  local sql=$1 runs=$2 args=()
+  for _ in $(seq 1 "$runs"); do args+=(-c "$sql"); done
+  psql -X -q -At -c '\timing on' "${args[@]}" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# The baselines, as MADlib's Naive Bayes classifies: the documents' tokens
+# joined with the class-conditional probabilities, summed in logs per
+# document and class, the best class kept.  "theta join" is that over
+# gibbs_nb.theta itself (its primary key indexes the token); "log-table join"
+# is a stronger variant over a table of precomputed logs indexed on token.
+# Both after ANALYZE: without it the planner expects 10 tokens per document
+# and the theta join ran for over ten minutes.
+psql_q <<SQL
+ANALYZE mail; ANALYZE gibbs_nb.theta; ANALYZE gibbs_nb.pi;
+CREATE VIEW join_theta_labels AS
+  SELECT DISTINCT ON (id) id, class AS label FROM (
+    SELECT m.id, t.class, sum(ln(t.probability)) + max(ln(p.probability)) AS score
+    FROM mail m CROSS JOIN LATERAL unnest(m.tokens) tok
+    JOIN gibbs_nb.theta t ON t.model_name = '$model' AND t.token = tok
+     AND t.version = (SELECT max(version) FROM gibbs_nb.models WHERE model_name = '$model')
+    JOIN gibbs_nb.pi p ON p.model_name = t.model_name AND p.version = t.version AND p.class = t.class
+    GROUP BY m.id, t.class) s
+  ORDER BY id, score DESC;
+CREATE TABLE base_logtheta AS
+  SELECT token, class, ln(probability) AS logp FROM gibbs_nb.theta
+  WHERE model_name = '$model' AND version = (SELECT max(version) FROM gibbs_nb.models WHERE model_name = '$model');
+CREATE INDEX ON base_logtheta (token);
+CREATE TABLE base_logpi AS
+  SELECT class, ln(probability) AS logp FROM gibbs_nb.pi
+  WHERE model_name = '$model' AND version = (SELECT max(version) FROM gibbs_nb.models WHERE model_name = '$model');
+ANALYZE base_logtheta, base_logpi;
+CREATE VIEW join_logtable_labels AS
+  SELECT DISTINCT ON (id) id, class AS label FROM (
+    SELECT m.id, t.class, sum(t.logp) + max(p.logp) AS score
+    FROM mail m CROSS JOIN LATERAL unnest(m.tokens) tok
+    JOIN base_logtheta t ON t.token = tok
+    JOIN base_logpi p ON p.class = t.class
+    GROUP BY m.id, t.class) s
+  ORDER BY id, score DESC;
+SQL
+rows=$(psql_q -At -c "SELECT count(*) FROM mail")
+differing=$(psql_q -At -c "SELECT count(*) FROM join_theta_labels b JOIN mail m USING (id)
+                           WHERE gibbs_nb_predict('$model', m.tokens) <> b.label")
+first_call=$(for _ in 1 2 3 4 5; do time_runs "SELECT gibbs_nb_classes('$model')" 1; done | median)
+warm_call=$(time_runs "SELECT gibbs_nb_classes('$model')" 6 | tail -n 5 | median)
+predict_ms=$(time_runs "SELECT count(gibbs_nb_predict('$model', tokens)) FROM mail" 4 | tail -n 3 | median)
+join_ms=$(time_runs "SELECT count(label) FROM join_theta_labels" 3 | median)
+logjoin_ms=$(time_runs "SELECT count(label) FROM join_logtable_labels" 3 | median)
+echo
+echo "prediction with model $model ($rows e-mails; labels differing between the two methods: $differing)"
+awk -v r="$rows" -v p="$predict_ms" -v j="$join_ms" -v l="$logjoin_ms" -v f="$first_call" -v w="$warm_call" 'BEGIN {
+  printf "  gibbs_nb_predict:  %8.1f ms  %9.0f rows/s   (median of 3, model cached)\n", p, r / p * 1000
+  printf "  theta join:        %8.1f ms  %9.0f rows/s   (median of 3)  ratio %5.1f x\n", j, r / j * 1000, j / p
+  printf "  log-table join:    %8.1f ms  %9.0f rows/s   (median of 3)  ratio %5.1f x\n", l, r / l * 1000, l / p
+  printf "  first call in a fresh backend: %.1f ms (median of 5; library and model load); cached call: %.2f ms\n", f, w
+}'
