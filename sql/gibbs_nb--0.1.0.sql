@@ -200,26 +200,28 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 /*
  * Labelling new documents with a model's latest version.  STABLE, not
  * IMMUTABLE: the model behind a name changes when a new version is published.
+ * COST 1000: scoring a document is hundreds of hash lookups, and saying so
+ * lets the planner run predictions over large tables in parallel workers.
  */
 CREATE FUNCTION gibbs_nb_predict(model_name text, tokens text[])
 RETURNS text
 AS 'MODULE_PATHNAME', 'gibbs_nb_predict_text_array'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
 CREATE FUNCTION gibbs_nb_predict(model_name text, tokens tsvector)
 RETURNS text
 AS 'MODULE_PATHNAME', 'gibbs_nb_predict_tsvector'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
 CREATE FUNCTION gibbs_nb_predict_proba(model_name text, tokens text[])
 RETURNS float8[]
 AS 'MODULE_PATHNAME', 'gibbs_nb_predict_proba_text_array'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
 CREATE FUNCTION gibbs_nb_predict_proba(model_name text, tokens tsvector)
 RETURNS float8[]
 AS 'MODULE_PATHNAME', 'gibbs_nb_predict_proba_tsvector'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
+LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
 CREATE FUNCTION gibbs_nb_classes(model_name text)
 RETURNS text[]

@@ -133,7 +133,8 @@ SET max_parallel_workers_per_gather = 2;
 SET parallel_setup_cost = 0;
 SET parallel_tuple_cost = 0;
 SET min_parallel_table_scan_size = 0;
-EXPLAIN (COSTS OFF)
+-- VERBOSE shows the workers' scan computing gibbs_nb_predict
+EXPLAIN (VERBOSE, COSTS OFF)
 SELECT gibbs_nb_predict('colors', tokens) AS label, count(*), sum(id) FROM new_docs GROUP BY 1;
 SELECT gibbs_nb_predict('colors', tokens) AS label, count(*), sum(id) FROM new_docs GROUP BY 1
 EXCEPT

@@ -122,8 +122,11 @@ warm_call=$(time_runs "SELECT gibbs_nb_classes('$model')" 6 | tail -n 5 | median
 predict_ms=$(time_runs "SELECT count(gibbs_nb_predict('$model', tokens)) FROM mail" 4 | tail -n 3 | median)
 join_ms=$(time_runs "SELECT count(label) FROM join_theta_labels" 3 | median)
 logjoin_ms=$(time_runs "SELECT count(label) FROM join_logtable_labels" 3 | median)
+plans=$(for v in "SELECT count(gibbs_nb_predict('$model', tokens)) FROM mail" "SELECT count(label) FROM join_theta_labels"; do
+          psql_q -At -c "EXPLAIN $v" | grep -o 'Workers Planned: [0-9]*' | head -1 || true; done | tr '\n' ';')
 echo
 echo "prediction with model $model ($rows e-mails; labels differing between the two methods: $differing)"
+echo "  parallel workers planned (predict; theta join): ${plans:-none}"
 awk -v r="$rows" -v p="$predict_ms" -v j="$join_ms" -v l="$logjoin_ms" -v f="$first_call" -v w="$warm_call" 'BEGIN {
   printf "  gibbs_nb_predict:  %8.1f ms  %9.0f rows/s   (median of 3, model cached)\n", p, r / p * 1000
   printf "  theta join:        %8.1f ms  %9.0f rows/s   (median of 3)  ratio %5.1f x\n", j, r / j * 1000, j / p
