@@ -62,7 +62,7 @@ SELECT b, array(SELECT m[1] FROM regexp_matches(lower(b), '([a-z0-9'']+)', 'g') 
 FROM (VALUES ('Hi team, the meeting notes from Tuesday are attached; see you at the review.'),
              ('FREE money!!! Click here to claim your prize, limited offer, act now'),
              ('Re: patch for the kernel build, works on my machine with gcc 12')) v(b);
-SELECT id, predicted, round(gibbs_nb_predict_proba('spam', tokens)[2]::numeric, 3) AS p_spam,
+SELECT id, predicted, round((gibbs_nb_predict_proba('spam', tokens))[2]::numeric, 3) AS p_spam,
        left(body, 60) AS body
 FROM inbox ORDER BY id;
 SQL
