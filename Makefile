@@ -12,6 +12,7 @@ OBJS = \
 	src/model.o \
 	src/predict.o \
 	src/vocab_index.o \
+	src/class_counts.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 

@@ -235,3 +235,62 @@ CREATE FUNCTION gibbs_nb_label_trigger()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'gibbs_nb_label_trigger'
 LANGUAGE C;
+
+/*
+ * gibbs_nb_class_counts(label, tokens): the class x word count matrix of the
+ * rows it sees (rows with a NULL label or NULL tokens skipped), as a compact
+ * bytea; gibbs_nb_class_counts_rows turns it into rows.  A parallel
+ * aggregate: partial states are counted in parallel workers and combined.
+ */
+CREATE FUNCTION gibbs_nb_class_counts_add(internal, text, text[])
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gibbs_nb_class_counts_add_text_array'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_class_counts_add(internal, text, tsvector)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gibbs_nb_class_counts_add_tsvector'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_class_counts_combine(internal, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gibbs_nb_class_counts_combine'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_class_counts_serialize(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_class_counts_serialize'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_class_counts_deserialize(bytea, internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gibbs_nb_class_counts_deserialize'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb_class_counts_final(internal)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_class_counts_final'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE gibbs_nb_class_counts(label text, tokens text[]) (
+    SFUNC = gibbs_nb_class_counts_add,
+    STYPE = internal,
+    FINALFUNC = gibbs_nb_class_counts_final,
+    COMBINEFUNC = gibbs_nb_class_counts_combine,
+    SERIALFUNC = gibbs_nb_class_counts_serialize,
+    DESERIALFUNC = gibbs_nb_class_counts_deserialize,
+    PARALLEL = SAFE);
+
+CREATE AGGREGATE gibbs_nb_class_counts(label text, tokens tsvector) (
+    SFUNC = gibbs_nb_class_counts_add,
+    STYPE = internal,
+    FINALFUNC = gibbs_nb_class_counts_final,
+    COMBINEFUNC = gibbs_nb_class_counts_combine,
+    SERIALFUNC = gibbs_nb_class_counts_serialize,
+    DESERIALFUNC = gibbs_nb_class_counts_deserialize,
+    PARALLEL = SAFE);
+
+CREATE FUNCTION gibbs_nb_class_counts_rows(counts bytea)
+RETURNS TABLE (class text, token text, count bigint)
+AS 'MODULE_PATHNAME', 'gibbs_nb_class_counts_rows'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

@@ -103,10 +103,32 @@ SELECT count(*) FILTER (WHERE abs(a.probability - b.probability) > 1e-12) > 0 AS
 FROM gibbs_nb.theta a JOIN gibbs_nb.theta b USING (class, token)
 WHERE a.model_name = 'arr' AND b.model_name = 'arr_supervised_only';
 
+-- the labelled documents' counts may be taken by parallel workers (the
+-- worker picks up role settings when it connects): the model is the same
+CREATE TABLE par (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO par
+SELECT i, array(SELECT 'w' || ((i * k * 31) % 97) FROM generate_series(1, 3 + i % 9) k),
+       CASE WHEN i % 3 <> 0 THEN (ARRAY['x', 'y'])[1 + i % 2] END
+FROM generate_series(1, 2000) i;
+SELECT status FROM gibbs_nb_train('par_serial', 'par', 'tokens', 'label', sweeps => 30, seed => 4);
+ALTER TABLE par SET (parallel_workers = 3);
+ALTER ROLE CURRENT_USER SET max_parallel_workers_per_gather = 3;
+ALTER ROLE CURRENT_USER SET parallel_setup_cost = 0;
+ALTER ROLE CURRENT_USER SET parallel_tuple_cost = 0;
+ALTER ROLE CURRENT_USER SET min_parallel_table_scan_size = 0;
+SELECT status FROM gibbs_nb_train('par_parallel', 'par', 'tokens', 'label', sweeps => 30, seed => 4);
+ALTER ROLE CURRENT_USER RESET ALL;
+SELECT count(*) AS theta_rows,
+       count(*) FILTER (WHERE a.probability <> b.probability) AS differing
+FROM gibbs_nb.theta a JOIN gibbs_nb.theta b USING (class, token)
+WHERE a.model_name = 'par_serial' AND b.model_name = 'par_parallel';
+SELECT count(*) AS labels_differing FROM par_serial_labels a JOIN par_parallel_labels b USING (id)
+WHERE a.probabilities <> b.probabilities;
+
 -- dropping each model drops the labels tables training created
 SELECT model_name, gibbs_nb_drop(model_name) AS versions
 FROM (SELECT DISTINCT model_name FROM gibbs_nb.models) m ORDER BY 1;
 SELECT relname FROM pg_class WHERE relname LIKE '%\_labels' AND relkind = 'r';
 DROP VIEW tsv_positions, tsv_stripped, tsv_array, same_tsv, same_tsv_counted, arr_labelled;
-DROP TABLE arr, tsv, same, clusters;
+DROP TABLE arr, tsv, same, clusters, par;
 DROP EXTENSION gibbs_nb;

@@ -1,12 +1,17 @@
 /*
  * corpus.c
- *	  Read the source once into the sampler's compressed sparse rows.
+ *	  Read the source into the sampler's input, in one short transaction.
  *
- * Runs in the worker, as the caller, inside one short transaction.  Tokens
- * become integer word ids through a simplehash vocabulary; each document
- * becomes its distinct words with their counts; labels become class ids in
- * sorted class order.  Rows are read in id order when the id type has one, so
- * that the same seed and data give the same model whatever the scan order.
+ * Runs in the worker, as the caller, with one snapshot for three queries:
+ * every row's id and label (tokens are not read), the labelled rows' class x
+ * word counts through gibbs_nb_class_counts (which the planner may run in
+ * parallel workers; labelled documents enter the samplers only through their
+ * counts, so they are not kept one by one), and the unlabelled documents with
+ * their tokens, as compressed sparse rows of word ids and counts.  Labels
+ * become class ids in byte order of the labels, tokens word ids in byte
+ * order of the tokens, and rows are read in id order when the id type has
+ * one: the same seed and data give the same model whatever the scan order
+ * or parallel plan.
  */
 #include "gibbs_nb.h"
 #include "tokens.h"
@@ -52,6 +57,11 @@ typedef struct CorpusBuilder
 	int32	   *count;
 	int64		n_tokens;
 	int32		n_skipped;
+	/* labelled documents: ids and first-seen label ids */
+	int32		n_labeled;
+	int32		labeled_cap;
+	Datum	   *labeled_ids;
+	int32	   *labeled_value;
 	int16		id_typlen;
 	bool		id_typbyval;
 } CorpusBuilder;
@@ -73,7 +83,7 @@ grow(MemoryContext cxt, void *ptr, Size elem, int64 old_n, int64 new_n)
 static int32
 intern(CorpusBuilder *b, vocab_hash *table, const char *str, int len, bool is_label)
 {
-	TokenKey	key = {str, len};
+	TokenKey	key = token_key(str, len);
 	bool		found;
 	VocabEntry *entry = vocab_insert(table, key, &found);
 
@@ -160,23 +170,195 @@ cmp_cstring_ptr(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* Tokens in byte order (a token never holds a NUL: text cannot). */
+static char **sort_tokens;
+
+static int
+cmp_word_id(const void *a, const void *b)
+{
+	return strcmp(sort_tokens[*(const int32 *) a], sort_tokens[*(const int32 *) b]);
+}
+
+static void
+grow_docs(CorpusBuilder *b)
+{
+	int32		cap = b->docs_cap * 2;
+
+	b->doc_start = grow(b->cxt, b->doc_start, sizeof(int64), b->docs_cap + 1, cap + 1);
+	b->label = grow(b->cxt, b->label, sizeof(int32), b->docs_cap, cap);
+	b->ids = grow(b->cxt, b->ids, sizeof(Datum), b->docs_cap, cap);
+	b->docs_cap = cap;
+}
+
+static void
+null_id_error(const GnbJobParams *params)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NOT_NULL_VIOLATION),
+			 errmsg("id column \"%s\" of %s has NULL values",
+					params->id_column, params->source_name)));
+}
+
+/* Run a read-only query through a cursor, calling fn for every row. */
+typedef void (*row_fn) (CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple,
+						TupleDesc desc);
+
+static void
+for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql, row_fn fn)
+{
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb read batch",
+													ALLOCSET_DEFAULT_SIZES);
+	Portal		portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, true,
+												   CURSOR_OPT_NO_SCROLL);
+
+	for (;;)
+	{
+		MemoryContext old;
+
+		SPI_cursor_fetch(portal, true, FETCH_ROWS);
+		if (SPI_processed == 0)
+			break;
+		old = MemoryContextSwitchTo(batch_cxt);
+		for (uint64 r = 0; r < SPI_processed; r++)
+			fn(b, params, SPI_tuptable->vals[r], SPI_tuptable->tupdesc);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(batch_cxt);
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+	MemoryContextDelete(batch_cxt);
+}
+
+/* A row of the ids query: (id, label, tokens IS NULL). */
+static void
+add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, TupleDesc desc)
+{
+	bool		id_null,
+				label_null,
+				isnull;
+	Datum		id = SPI_getbinval(tuple, desc, 1, &id_null);
+	Datum		label = SPI_getbinval(tuple, desc, 2, &label_null);
+	bool		no_tokens = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
+	text	   *t;
+	MemoryContext old;
+
+	if (id_null)
+		null_id_error(params);
+	if (no_tokens)
+	{
+		b->n_skipped++;
+		return;
+	}
+	if (label_null)
+		return;					/* an unlabelled document: read with its tokens */
+	if (b->n_labeled == b->labeled_cap)
+	{
+		int32		cap = b->labeled_cap * 2;
+
+		b->labeled_ids = grow(b->cxt, b->labeled_ids, sizeof(Datum), b->labeled_cap, cap);
+		b->labeled_value = grow(b->cxt, b->labeled_value, sizeof(int32), b->labeled_cap, cap);
+		b->labeled_cap = cap;
+	}
+	t = DatumGetTextPP(label);
+	b->labeled_value[b->n_labeled] = intern(b, b->labels, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), true);
+	old = MemoryContextSwitchTo(b->cxt);
+	b->labeled_ids[b->n_labeled] = datumCopy(id, b->id_typbyval, b->id_typlen);
+	MemoryContextSwitchTo(old);
+	b->n_labeled++;
+}
+
+/* A row of the documents query: (id, tokens), an unlabelled document. */
+static void
+add_document_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, TupleDesc desc)
+{
+	bool		id_null,
+				tokens_null;
+	Datum		id = SPI_getbinval(tuple, desc, 1, &id_null);
+	Datum		tokens = SPI_getbinval(tuple, desc, 2, &tokens_null);
+	MemoryContext old;
+
+	if (id_null)
+		null_id_error(params);
+	if (tokens_null)
+	{
+		b->n_skipped++;
+		return;
+	}
+	if (b->n_docs == PG_INT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many documents")));
+	if (b->n_docs == b->docs_cap)
+		grow_docs(b);
+	b->doc_start[b->n_docs] = b->n_pairs;
+	gnb_each_token(tokens, params->tokens_are_tsvector, add_token, b);
+	b->label[b->n_docs] = -1;
+	old = MemoryContextSwitchTo(b->cxt);
+	b->ids[b->n_docs] = datumCopy(id, b->id_typbyval, b->id_typlen);
+	MemoryContextSwitchTo(old);
+	b->n_docs++;
+}
+
 /*
- * Read the source of a job.  Runs as the caller; SPI must not be connected.
- * Everything the corpus holds is allocated in cxt.
+ * The labelled documents' class x word counts, by gibbs_nb_class_counts: the
+ * planner may count them in parallel workers.  Returns the value, parsed.
+ */
+static void
+read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, GnbParsedCounts *pc)
+{
+	char	   *schema;
+	char	   *sql;
+	bool		isnull;
+	MemoryContext old;
+	bytea	   *value;
+
+	/* the aggregate lives in the extension's schema */
+	if (SPI_execute("SELECT n.nspname FROM pg_catalog.pg_extension e "
+					"JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+					"WHERE e.extname OPERATOR(pg_catalog.=) 'gibbs_nb'", true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not find the schema of extension gibbs_nb");
+	schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	sql = psprintf("SELECT %s.gibbs_nb_class_counts(%s::pg_catalog.text, %s) FROM %s "
+							   "WHERE %s IS NOT NULL",
+							   quote_identifier(schema),
+							   quote_identifier(params->label_column),
+							   quote_identifier(params->tokens_column),
+							   params->source_name,
+							   quote_identifier(params->label_column));
+	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not count the labelled documents of %s", params->source_name);
+	old = MemoryContextSwitchTo(b->cxt);
+	value = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+											 &isnull));
+	MemoryContextSwitchTo(old);
+	gnb_counts_parse(value, pc);
+}
+
+/*
+ * Read the source of a job.  Runs as the caller, with one snapshot for all
+ * its queries; SPI must not be connected.  Everything the corpus holds is
+ * allocated in cxt.
  */
 void
 gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus)
 {
 	CorpusBuilder b;
-	StringInfoData sql;
 	TypeCacheEntry *idtype = lookup_type_cache(params->id_type, TYPECACHE_LT_OPR);
+	const char *order = OidIsValid(idtype->lt_opr) ? " ORDER BY 1" : "";
 	bool		has_label = params->label_column[0] != '\0';
-	MemoryContext batch_cxt;
-	MemoryContext old;
-	Portal		portal;
-	int32	   *class_of_value;
+	const char *id = quote_identifier(params->id_column);
+	const char *tokens = quote_identifier(params->tokens_column);
+	GnbParsedCounts counts;
+	int32	   *class_of_value = NULL;
+	int32	   *count_word = NULL;
+	int32	   *sorted;
+	int32	   *new_id;
+	int32		K;
 
 	memset(&b, 0, sizeof(b));
+	memset(&counts, 0, sizeof(counts));
 	b.cxt = cxt;
 	b.vocab = vocab_create(cxt, 1024, NULL);
 	b.labels = vocab_create(cxt, 16, NULL);
@@ -190,89 +372,46 @@ gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus
 	b.doc_start = MemoryContextAlloc(cxt, sizeof(int64) * (b.docs_cap + 1));
 	b.label = MemoryContextAlloc(cxt, sizeof(int32) * b.docs_cap);
 	b.ids = MemoryContextAlloc(cxt, sizeof(Datum) * b.docs_cap);
+	b.labeled_cap = 1024;
+	b.labeled_ids = MemoryContextAlloc(cxt, sizeof(Datum) * b.labeled_cap);
+	b.labeled_value = MemoryContextAlloc(cxt, sizeof(int32) * b.labeled_cap);
 	b.pairs_cap = 16384;
 	b.word = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
 	b.count = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
 	get_typlenbyval(params->id_type, &b.id_typlen, &b.id_typbyval);
 
-	initStringInfo(&sql);
-	appendStringInfo(&sql, "SELECT %s, %s, %s::pg_catalog.text FROM %s",
-					 quote_identifier(params->id_column),
-					 quote_identifier(params->tokens_column),
-					 has_label ? quote_identifier(params->label_column) : "NULL",
-					 params->source_name);
-	if (OidIsValid(idtype->lt_opr))
-		appendStringInfo(&sql, " ORDER BY 1");
-
-	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb read batch",
-									  ALLOCSET_DEFAULT_SIZES);
 	SPI_connect();
-	portal = SPI_cursor_open_with_args(NULL, sql.data, 0, NULL, NULL, NULL, true,
-									   CURSOR_OPT_NO_SCROLL);
-	for (;;)
+	if (has_label)
 	{
-		SPI_cursor_fetch(portal, true, FETCH_ROWS);
-		if (SPI_processed == 0)
-			break;
-		old = MemoryContextSwitchTo(batch_cxt);
-		for (uint64 r = 0; r < SPI_processed; r++)
+		const char *label = quote_identifier(params->label_column);
+
+		/* 1. every row's id and label, without reading its tokens */
+		for_each_row(&b, params,
+					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL FROM %s%s",
+							  id, label, tokens, params->source_name, order),
+					 add_labeled_row);
+		/* 2. the labelled documents' counts, by the parallel aggregate */
+		if (b.n_labeled > 0)
 		{
-			HeapTuple	tuple = SPI_tuptable->vals[r];
-			TupleDesc	desc = SPI_tuptable->tupdesc;
-			bool		id_null,
-						tokens_null,
-						label_null;
-			Datum		id = SPI_getbinval(tuple, desc, 1, &id_null);
-			Datum		tokens = SPI_getbinval(tuple, desc, 2, &tokens_null);
-			Datum		label = SPI_getbinval(tuple, desc, 3, &label_null);
+			bool		is_new;
 
-			if (id_null)
-				ereport(ERROR,
-						(errcode(ERRCODE_NOT_NULL_VIOLATION),
-						 errmsg("id column \"%s\" of %s has NULL values",
-								params->id_column, params->source_name)));
-			if (tokens_null)
-			{
-				b.n_skipped++;
-				continue;
-			}
-			if (b.n_docs == PG_INT32_MAX - 1)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("too many documents")));
-			if (b.n_docs == b.docs_cap)
-			{
-				int32		cap = b.docs_cap * 2;
-
-				b.doc_start = grow(cxt, b.doc_start, sizeof(int64), b.docs_cap + 1, cap + 1);
-				b.label = grow(cxt, b.label, sizeof(int32), b.docs_cap, cap);
-				b.ids = grow(cxt, b.ids, sizeof(Datum), b.docs_cap, cap);
-				b.docs_cap = cap;
-			}
-			b.doc_start[b.n_docs] = b.n_pairs;
-			gnb_each_token(tokens, params->tokens_are_tsvector, add_token, &b);
-			if (label_null)
-				b.label[b.n_docs] = -1;
-			else
-			{
-				text	   *t = DatumGetTextPP(label);
-
-				b.label[b.n_docs] = intern(&b, b.labels, VARDATA_ANY(t),
-										   VARSIZE_ANY_EXHDR(t), true);
-			}
-			MemoryContextSwitchTo(cxt);
-			b.ids[b.n_docs] = datumCopy(id, b.id_typbyval, b.id_typlen);
-			MemoryContextSwitchTo(batch_cxt);
-			b.n_docs++;
+			read_labeled_counts(&b, params, &counts);
+			count_word = MemoryContextAlloc(cxt, sizeof(int32) * (counts.n_words + 1));
+			for (int32 i = 0; i < counts.n_words; i++)
+				count_word[i] = intern(&b, b.vocab, counts.word_str[i], counts.word_len[i], false);
+			(void) is_new;
 		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(batch_cxt);
-		SPI_freetuptable(SPI_tuptable);
-		CHECK_FOR_INTERRUPTS();
+		/* 3. the unlabelled documents, with their tokens */
+		for_each_row(&b, params,
+					 psprintf("SELECT %s, %s FROM %s WHERE %s IS NULL AND %s IS NOT NULL%s",
+							  id, tokens, params->source_name, label, tokens, order),
+					 add_document_row);
 	}
-	SPI_cursor_close(portal);
+	else
+		for_each_row(&b, params,
+					 psprintf("SELECT %s, %s FROM %s%s", id, tokens, params->source_name, order),
+					 add_document_row);
 	SPI_finish();
-	MemoryContextDelete(batch_cxt);
 	b.doc_start[b.n_docs] = b.n_pairs;
 
 	/*
@@ -286,11 +425,10 @@ gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s has no labelled rows and n_classes was not given",
 							params->source_name)));
-		corpus->n_classes = params->n_classes;
-		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * corpus->n_classes);
-		for (int32 k = 0; k < corpus->n_classes; k++)
+		K = params->n_classes;
+		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
+		for (int32 k = 0; k < K; k++)
 			corpus->classes[k] = MemoryContextStrdup(cxt, psprintf("%d", k + 1));
-		class_of_value = NULL;
 	}
 	else
 	{
@@ -304,24 +442,68 @@ gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("the label column has only one distinct value"),
 					 errhint("A model needs at least 2 classes.")));
-		corpus->n_classes = b.n_label_values;
-		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * corpus->n_classes);
-		memcpy(corpus->classes, b.label_values, sizeof(char *) * corpus->n_classes);
-		qsort(corpus->classes, corpus->n_classes, sizeof(char *), cmp_cstring_ptr);
-		class_of_value = MemoryContextAlloc(cxt, sizeof(int32) * b.n_label_values);
-		for (int32 v = 0; v < b.n_label_values; v++)
-			for (int32 k = 0; k < corpus->n_classes; k++)
+		K = b.n_label_values;
+		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
+		memcpy(corpus->classes, b.label_values, sizeof(char *) * K);
+		qsort(corpus->classes, K, sizeof(char *), cmp_cstring_ptr);
+		class_of_value = MemoryContextAlloc(cxt, sizeof(int32) * K);
+		for (int32 v = 0; v < K; v++)
+			for (int32 k = 0; k < K; k++)
 				if (corpus->classes[k] == b.label_values[v])
 					class_of_value[v] = k;
 	}
+	corpus->n_classes = K;
 
-	corpus->n_labeled = 0;
-	for (int32 j = 0; j < b.n_docs; j++)
-		if (b.label[j] >= 0)
-		{
-			b.label[j] = class_of_value[b.label[j]];
-			corpus->n_labeled++;
-		}
+	/* word ids in byte order of the tokens, whatever order they came in */
+	sorted = MemoryContextAllocExtended(cxt, sizeof(int32) * ((Size) b.n_words + 1), MCXT_ALLOC_HUGE);
+	new_id = MemoryContextAllocExtended(cxt, sizeof(int32) * ((Size) b.n_words + 1), MCXT_ALLOC_HUGE);
+	for (int32 w = 0; w < b.n_words; w++)
+		sorted[w] = w;
+	sort_tokens = b.tokens;
+	qsort(sorted, b.n_words, sizeof(int32), cmp_word_id);
+	corpus->tokens = MemoryContextAllocExtended(cxt, sizeof(char *) * ((Size) b.n_words + 1),
+												MCXT_ALLOC_HUGE);
+	for (int32 i = 0; i < b.n_words; i++)
+	{
+		new_id[sorted[i]] = i;
+		corpus->tokens[i] = b.tokens[sorted[i]];
+	}
+	corpus->n_tokens = 0;
+	for (int64 p = 0; p < b.n_pairs; p++)
+	{
+		b.word[p] = new_id[b.word[p]];
+		corpus->n_tokens += b.count[p];
+	}
+
+	/* the labelled documents, as ids, classes and counts */
+	corpus->n_labeled = b.n_labeled;
+	corpus->labeled_ids = b.labeled_ids;
+	corpus->labeled_class = MemoryContextAlloc(cxt, sizeof(int32) * (b.n_labeled + 1));
+	corpus->labeled_doc_counts = MemoryContextAllocZero(cxt, sizeof(double) * K);
+	corpus->labeled_word_counts = MemoryContextAllocExtended(cxt, sizeof(double) * ((Size) b.n_words * K + 1),
+															 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	for (int32 i = 0; i < b.n_labeled; i++)
+	{
+		corpus->labeled_class[i] = class_of_value[b.labeled_value[i]];
+		corpus->labeled_doc_counts[corpus->labeled_class[i]] += 1;
+	}
+	for (int64 i = 0; i < counts.n_cells; i++)
+	{
+		int32		cls,
+					word;
+		int64		n;
+		TokenKey	key;
+		VocabEntry *e;
+
+		gnb_counts_cell(&counts, i, &cls, &word, &n);
+		/* the counts' classes are labels seen by the ids query: one snapshot */
+		key = token_key(counts.class_str[cls], counts.class_len[cls]);
+		e = vocab_lookup(b.labels, key);
+		if (e == NULL)
+			elog(ERROR, "gibbs_nb_class_counts saw a label the ids query did not");
+		corpus->labeled_word_counts[(int64) new_id[count_word[word]] * K + class_of_value[e->id]] += n;
+		corpus->n_tokens += n;
+	}
 
 	corpus->n_docs = b.n_docs;
 	corpus->n_words = b.n_words;
@@ -330,11 +512,11 @@ gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus
 	corpus->count = b.count;
 	corpus->label = b.label;
 	corpus->ids = b.ids;
-	corpus->tokens = b.tokens;
 	corpus->n_skipped = b.n_skipped;
-	corpus->n_tokens = b.n_tokens;
 	pfree(b.seen_in_doc);
 	pfree(b.pos_in_doc);
+	pfree(sorted);
+	pfree(new_id);
 	vocab_destroy(b.vocab);
 	vocab_destroy(b.labels);
 }

@@ -107,25 +107,53 @@ typedef struct GnbJobOutcome
 extern void gnb_run_job(GnbJobParams *params, bool wait, GnbJobOutcome *outcome);
 
 /* corpus.c: documents of the source, read once, as compressed sparse rows */
+/*
+ * The documents are the unlabelled rows, as compressed sparse rows (label
+ * -1).  Labelled rows enter the samplers only through their counts, read
+ * with gibbs_nb_class_counts (in parallel where the plan allows), so they are
+ * kept as ids and classes only.  Word ids are in byte order of the tokens:
+ * the model does not depend on the order rows were read in.
+ */
 typedef struct GnbCorpus
 {
-	int32		n_docs;
+	int32		n_docs;			/* unlabelled documents */
 	int32		n_words;
 	int32		n_classes;
 	int64	   *doc_start;
 	int32	   *word;
 	int32	   *count;
-	int32	   *label;
+	int32	   *label;			/* all -1 */
 	Datum	   *ids;			/* the source's ids, in its own type */
 	char	  **tokens;			/* word id -> token */
 	char	  **classes;		/* class id -> class name, sorted */
-	int32		n_labeled;
+	int32		n_labeled;		/* labelled documents */
+	Datum	   *labeled_ids;
+	int32	   *labeled_class;
+	double	   *labeled_word_counts;	/* V x K word-major */
+	double	   *labeled_doc_counts; /* K */
 	int32		n_skipped;		/* rows whose tokens are NULL */
 	int64		n_tokens;
 } GnbCorpus;
 
 extern void gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt,
 							GnbCorpus *corpus);
+
+/* class_counts.c: a gibbs_nb_class_counts value, parsed and validated */
+typedef struct GnbParsedCounts
+{
+	int32		n_classes;
+	int32		n_words;
+	int64		n_cells;
+	const char **class_str;
+	int32	   *class_len;
+	const char **word_str;
+	int32	   *word_len;
+	const char *cells;			/* n_cells x (int32 class, int32 word, int64 count) */
+} GnbParsedCounts;
+
+extern void gnb_counts_parse(bytea *value, GnbParsedCounts *pc);
+extern void gnb_counts_cell(const GnbParsedCounts *pc, int64 i, int32 *cls, int32 *word,
+							int64 *count);
 
 /* publish.c: one transaction writes a finished job's model version */
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,

@@ -120,6 +120,7 @@ write_labels(const GnbJobParams *params, const GnbCorpus *corpus,
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"gibbs_nb labels batch",
 													ALLOCSET_DEFAULT_SIZES);
+	int64		total = (int64) corpus->n_labeled + corpus->n_docs;
 	char	   *insert;
 
 	get_typlenbyvalalign(params->id_type, &typlen, &typbyval, &typalign);
@@ -131,30 +132,47 @@ write_labels(const GnbJobParams *params, const GnbCorpus *corpus,
 					  "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) "
 					  "WITH ORDINALITY AS u(id, label, p, o)",
 					  qualified);
-	for (int32 start = 0; start < corpus->n_docs; start += PUBLISH_BATCH)
+	/* rows 0 .. n_labeled - 1 are the labelled documents, then the others */
+	for (int64 start = 0; start < total; start += PUBLISH_BATCH)
 	{
-		int32		n = Min(PUBLISH_BATCH, corpus->n_docs - start);
+		int32		n = (int32) Min(PUBLISH_BATCH, total - start);
 		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		Datum	   *ids = palloc(sizeof(Datum) * n);
 		char	  **labels = palloc(sizeof(char *) * n);
 		double	   *best = palloc(sizeof(double) * n);
+		double	   *probs = palloc0(sizeof(double) * n * K);
 		Datum		values[6];
 
 		for (int32 i = 0; i < n; i++)
 		{
-			const double *p = result->label_prob + (int64) (start + i) * K;
+			int64		row = start + i;
 			int32		arg = 0;
 
-			for (int32 k = 1; k < K; k++)
-				if (p[k] > p[arg])
-					arg = k;
+			if (row < corpus->n_labeled)
+			{
+				arg = corpus->labeled_class[row];
+				ids[i] = corpus->labeled_ids[row];
+				probs[(int64) i * K + arg] = 1.0;
+			}
+			else
+			{
+				int64		j = row - corpus->n_labeled;
+				const double *p = result->label_prob + j * K;
+
+				for (int32 k = 1; k < K; k++)
+					if (p[k] > p[arg])
+						arg = k;
+				ids[i] = corpus->ids[j];
+				memcpy(probs + (int64) i * K, p, sizeof(double) * K);
+			}
 			labels[i] = corpus->classes[arg];
-			best[i] = p[arg];
+			best[i] = probs[(int64) i * K + arg];
 		}
-		values[0] = PointerGetDatum(construct_array(corpus->ids + start, n, params->id_type,
+		values[0] = PointerGetDatum(construct_array(ids, n, params->id_type,
 													typlen, typbyval, typalign));
 		values[1] = PointerGetDatum(text_array(labels, n));
 		values[2] = PointerGetDatum(float8_array(best, n));
-		values[3] = PointerGetDatum(float8_array(result->label_prob + (int64) start * K, n * K));
+		values[3] = PointerGetDatum(float8_array(probs, n * K));
 		values[4] = Int32GetDatum(version);
 		values[5] = Int64GetDatum(K);
 		MemoryContextSwitchTo(old);
@@ -303,7 +321,7 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 	v[2] = ObjectIdGetDatum(params->current_user_id);
 	v[3] = Int64GetDatum(params->job_id);
 	v[4] = PointerGetDatum(text_array(corpus->classes, corpus->n_classes));
-	v[5] = Int32GetDatum(corpus->n_docs);
+	v[5] = Int32GetDatum(corpus->n_docs + corpus->n_labeled);
 	v[6] = Int32GetDatum(corpus->n_labeled);
 	v[7] = Int32GetDatum(corpus->n_skipped);
 	v[8] = Int64GetDatum(corpus->n_tokens);

@@ -14,17 +14,102 @@
 
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "tsearch/ts_type.h"
 #include "utils/array.h"
 #include "utils/arrayaccess.h"
 
-/* A token as it appears in a document: not NUL-terminated, not owned. */
+/* 64 x 64 -> 128-bit multiply, folded: the mixing step of wyhash. */
+static inline uint64
+mix64(uint64 a, uint64 b)
+{
+	PG_INT128_TYPE r = (PG_INT128_TYPE) a * b;
+
+	return (uint64) r ^ (uint64) (r >> 64);
+}
+
+/*
+ * The first min(len, 8) bytes of a token as a little-endian word, zero
+ * padded: without a call to memcpy, which is most of the cost of a short
+ * token otherwise.
+ */
+static inline uint64
+first_word(const char *p, int len)
+{
+	const unsigned char *u = (const unsigned char *) p;
+	uint64		v = 0;
+
+	if (len >= 8)
+	{
+		memcpy(&v, p, 8);		/* constant size: a plain load */
+		return v;
+	}
+	switch (len)
+	{
+		case 7:
+			v |= (uint64) u[6] << 48;
+			/* FALLTHROUGH */
+		case 6:
+			v |= (uint64) u[5] << 40;
+			/* FALLTHROUGH */
+		case 5:
+			v |= (uint64) u[4] << 32;
+			/* FALLTHROUGH */
+		case 4:
+			v |= (uint64) u[3] << 24;
+			/* FALLTHROUGH */
+		case 3:
+			v |= (uint64) u[2] << 16;
+			/* FALLTHROUGH */
+		case 2:
+			v |= (uint64) u[1] << 8;
+			/* FALLTHROUGH */
+		case 1:
+			v |= (uint64) u[0];
+	}
+	return v;
+}
+
+/*
+ * A fast hash of a token whose first word is `first`; quality matters only
+ * for speed (lookups compare the whole token).
+ */
+static inline uint32
+token_hash(const char *p, int len, uint64 first)
+{
+	uint64		h = mix64(first ^ UINT64CONST(0x8ebc6af09c88c6e3),
+						  (uint64) len ^ UINT64CONST(0xe7037ed1a0b428db));
+
+	for (int off = 8; off < len; off += 8)
+		h = mix64(first_word(p + off, len - off) ^ UINT64CONST(0x589965cc75374cc3),
+				  h ^ UINT64CONST(0x1d8e4e27c47d124f));
+	return (uint32) (h ^ (h >> 32));
+}
+
+/*
+ * A token as it appears in a document (not NUL-terminated, not owned), with
+ * its first word: short tokens compare without touching their bytes.
+ */
 typedef struct TokenKey
 {
 	const char *str;
 	int			len;
+	uint64		first;
 } TokenKey;
+
+static inline TokenKey
+token_key(const char *str, int len)
+{
+	TokenKey	key = {str, len, first_word(str, len)};
+
+	return key;
+}
+
+static inline bool
+token_key_equal(TokenKey a, TokenKey b)
+{
+	return a.first == b.first && a.len == b.len &&
+		(a.len <= 8 || memcmp(a.str + 8, b.str + 8, a.len - 8) == 0);
+}
 
 typedef struct VocabEntry
 {
@@ -38,8 +123,8 @@ typedef struct VocabEntry
 #define SH_ELEMENT_TYPE VocabEntry
 #define SH_KEY_TYPE TokenKey
 #define SH_KEY key
-#define SH_HASH_KEY(tb, k) hash_bytes((const unsigned char *) (k).str, (k).len)
-#define SH_EQUAL(tb, a, b) ((a).len == (b).len && memcmp((a).str, (b).str, (a).len) == 0)
+#define SH_HASH_KEY(tb, k) token_hash((k).str, (k).len, (k).first)
+#define SH_EQUAL(tb, a, b) token_key_equal((a), (b))
 #define SH_STORE_HASH
 #define SH_GET_HASH(tb, a) ((a)->hash)
 #define SH_SCOPE static inline

@@ -244,6 +244,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	MemoryContextSwitchTo(job_cxt);
 	read_seconds = seconds_since(phase_start);
 
+	memset(&core, 0, sizeof(core));
 	core.n_docs = corpus.n_docs;
 	core.n_words = corpus.n_words;
 	core.n_classes = corpus.n_classes;
@@ -251,6 +252,11 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	core.word = corpus.word;
 	core.count = corpus.count;
 	core.label = corpus.label;
+	if (corpus.n_labeled > 0)
+	{
+		core.extra_word_counts = corpus.labeled_word_counts;
+		core.extra_doc_counts = corpus.labeled_doc_counts;
+	}
 	problem = gnb_check(&core, &p->sampler);
 	if (problem)
 		ereport(ERROR,

@@ -178,6 +178,17 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 		if (corpus->count[p] <= 0)
 			return "word counts must be positive";
 	}
+	if ((corpus->extra_word_counts == NULL) != (corpus->extra_doc_counts == NULL))
+		return "extra counts need both word and document counts";
+	if (corpus->extra_word_counts)
+	{
+		for (int64_t i = 0; i < (int64_t) corpus->n_words * corpus->n_classes; i++)
+			if (!(corpus->extra_word_counts[i] >= 0.0) || !isfinite(corpus->extra_word_counts[i]))
+				return "extra word counts must be finite and not negative";
+		for (int32_t k = 0; k < corpus->n_classes; k++)
+			if (!(corpus->extra_doc_counts[k] >= 0.0) || !isfinite(corpus->extra_doc_counts[k]))
+				return "extra document counts must be finite and not negative";
+	}
 	return NULL;
 }
 
@@ -547,6 +558,19 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 			st->z[j] = c->label[j];
 			add_doc_counts(sh, st->N, st->Nk, st->C, j, c->label[j], 1.0);
 		}
+	if (c->extra_word_counts)
+	{
+		for (int32_t w = 0; w < V; w++)
+			for (int32_t k = 0; k < K; k++)
+			{
+				double		n = c->extra_word_counts[(int64_t) w * K + k];
+
+				st->N[(int64_t) w * K + k] += n;
+				st->Nk[k] += n;
+			}
+		for (int32_t k = 0; k < K; k++)
+			st->C[k] += c->extra_doc_counts[k];
+	}
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0)
 		theta_step(st, st->N);
 
@@ -779,6 +803,14 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 			sh->unlabeled[sh->n_unlabeled++] = j;
 		else
 			sh->has_labels = 1;
+	}
+	if (corpus->extra_word_counts)
+	{
+		for (int64_t i = 0; i < (int64_t) V * K; i++)
+			labelled_count[i] += corpus->extra_word_counts[i];
+		for (int32_t k = 0; k < K; k++)
+			if (corpus->extra_doc_counts[k] > 0.0)
+				sh->has_labels = 1;
 	}
 	sh->active = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
 	for (int32_t w = 0; w < V; w++)

@@ -33,6 +33,15 @@ typedef struct gnb_corpus
 	const int32_t *word;		/* word ids in [0, n_words) */
 	const int32_t *count;		/* occurrences, > 0 */
 	const int32_t *label;		/* n_docs entries: class or -1 */
+
+	/*
+	 * Optional: clamped documents given only by their counts, not listed
+	 * above (both samplers use clamped documents through their counts
+	 * alone).  extra_word_counts is V x K word-major, extra_doc_counts K
+	 * long; both NULL when there are none.
+	 */
+	const double *extra_word_counts;
+	const double *extra_doc_counts;
 } gnb_corpus;
 
 typedef struct gnb_params

@@ -133,3 +133,22 @@ awk -v r="$rows" -v p="$predict_ms" -v j="$join_ms" -v l="$logjoin_ms" -v f="$fi
   printf "  log-table join:    %8.1f ms  %9.0f rows/s   (median of 3)  ratio %5.1f x\n", l, r / l * 1000, l / p
   printf "  first call in a fresh backend: %.1f ms (median of 5; library and model load); cached call: %.2f ms\n", f, w
 }'
+
+# ---- class word counts: gibbs_nb_class_counts against GROUP BY ----
+# The labelled half's class x word counts, serially and with 2 parallel
+# workers (the table is small enough that the planner would pick 1).
+psql_q -c "ALTER TABLE mail SET (parallel_workers = 2)"
+agg="SELECT length(gibbs_nb_class_counts(label, tokens)) FROM mail"
+grp="SELECT count(*) FROM (SELECT label, tok, count(*) FROM mail, unnest(tokens) tok
+     WHERE label IS NOT NULL GROUP BY 1, 2) s"
+same=$(psql_q -At -c "SELECT count(*) FROM (
+         (SELECT label, tok, count(*) FROM mail, unnest(tokens) tok WHERE label IS NOT NULL GROUP BY 1, 2)
+         EXCEPT SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail))) d")
+echo
+echo "class word counts of the labelled half (rows differing from GROUP BY: $same)"
+for workers in 0 2; do
+  agg_ms=$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=$workers" time_runs "$agg" 4 | tail -n 3 | median)
+  grp_ms=$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=$workers" time_runs "$grp" 3 | median)
+  awk -v w="$workers" -v a="$agg_ms" -v g="$grp_ms" 'BEGIN {
+    printf "  %d parallel workers: gibbs_nb_class_counts %7.1f ms, GROUP BY %7.1f ms, ratio %4.1f x   (medians of 3)\n", w, a, g, g / a }'
+done

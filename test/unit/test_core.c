@@ -992,6 +992,93 @@ test_synthetic_recovery(void)
 	free_synthetic(&s);
 }
 
+/*
+ * Clamped documents given by their counts alone (extra_word_counts) give
+ * the very same model as the documents themselves: both samplers use them
+ * only through their counts, and the random stream does not depend on them.
+ */
+static void
+test_extra_counts(void)
+{
+	synthetic	s;
+	int			K = 3,
+				V = 40,
+				D = 600;
+
+	make_synthetic(&s, D, V, K, 30, 0.4, 91);
+	for (int sm = 0; sm < 2; sm++)
+	{
+		gnb_params	p = {sm ? GNB_SAMPLER_COLLAPSED : GNB_SAMPLER_PAPER, 60, 20, 1, 2,
+		0.8, 0.6, 1.0, 5};
+		gnb_corpus	only_free = s.c;
+		double	   *words = calloc((size_t) V * K, sizeof(double));
+		double		docs[3] = {0, 0, 0};
+		int64_t    *start = calloc(D + 1, sizeof(int64_t));
+		int32_t    *word = calloc((size_t) D * V, sizeof(int32_t));
+		int32_t    *count = calloc((size_t) D * V, sizeof(int32_t));
+		int32_t    *label = calloc(D, sizeof(int32_t));
+		int32_t    *map = calloc(D, sizeof(int32_t));
+		int			n = 0;
+		int64_t		pos = 0;
+		gnb_result	a,
+					b;
+		double		diff = 0.0;
+
+		/* the unlabelled documents as a corpus; the labelled as counts */
+		for (int j = 0; j < D; j++)
+		{
+			if (s.label[j] >= 0)
+			{
+				docs[s.label[j]] += 1;
+				for (int64_t q = s.doc_start[j]; q < s.doc_start[j + 1]; q++)
+					words[(int64_t) s.word[q] * K + s.label[j]] += s.count[q];
+				continue;
+			}
+			start[n] = pos;
+			for (int64_t q = s.doc_start[j]; q < s.doc_start[j + 1]; q++)
+			{
+				word[pos] = s.word[q];
+				count[pos++] = s.count[q];
+			}
+			label[n] = -1;
+			map[n++] = j;
+		}
+		start[n] = pos;
+		only_free.n_docs = n;
+		only_free.doc_start = start;
+		only_free.word = word;
+		only_free.count = count;
+		only_free.label = label;
+		only_free.extra_word_counts = words;
+		only_free.extra_doc_counts = docs;
+		CHECK(gnb_check(&only_free, &p) == NULL, "corpus with extra counts accepted");
+
+		gnb_train(&s.c, &p, NULL, &a);
+		gnb_train(&only_free, &p, NULL, &b);
+		for (int i = 0; i < V * K; i++)
+			diff = fmax(diff, fabs(a.theta[i] - b.theta[i]));
+		for (int k = 0; k < K; k++)
+			diff = fmax(diff, fabs(a.pi[k] - b.pi[k]));
+		for (int i = 0; i < n; i++)
+			for (int k = 0; k < K; k++)
+				diff = fmax(diff, fabs(a.label_prob[(int64_t) map[i] * K + k] -
+									   b.label_prob[(int64_t) i * K + k]));
+		for (int t = 0; t < p.sweeps * p.chains; t++)
+			diff = fmax(diff, fabs(a.log_joint[t] - b.log_joint[t]) / fabs(a.log_joint[t]));
+		CHECK(diff < 1e-9, "%s: clamped documents as counts change the model by %g",
+			  sm ? "collapsed" : "paper", diff);
+		gnb_result_free(&a, NULL);
+		gnb_result_free(&b, NULL);
+		free(words);
+		free(start);
+		free(word);
+		free(count);
+		free(label);
+		free(map);
+	}
+	free_synthetic(&s);
+}
+
 /* ---------- hooks ---------- */
 
 typedef struct hook_counts
@@ -1076,6 +1163,8 @@ main(void)
 	test_supervised_closed_form();
 	printf("synthetic recovery\n");
 	test_synthetic_recovery();
+	printf("clamped documents as counts\n");
+	test_extra_counts();
 	printf("hooks\n");
 	test_hooks();
 	printf("%d passed, %d failed\n", n_passed, n_failed);

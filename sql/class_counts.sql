@@ -1,0 +1,97 @@
+-- gibbs_nb_class_counts: the class x word counts as a parallel aggregate.
+CREATE EXTENSION gibbs_nb;
+
+-- real-looking data: varied lengths and words, repeats, NULL elements,
+-- NULL labels, NULL tokens, empty documents
+CREATE TABLE src (id int PRIMARY KEY, label text, tokens text[]);
+INSERT INTO src
+SELECT i,
+       CASE WHEN i % 7 = 0 THEN NULL ELSE (ARRAY['sport', 'politics', 'tech'])[1 + i % 3] END,
+       CASE WHEN i % 11 = 0 THEN NULL
+            WHEN i % 13 = 0 THEN '{}'::text[]
+            ELSE array(SELECT CASE WHEN (i * k) % 17 = 0 THEN NULL
+                                   ELSE 'w' || ((i * k * 7919) % (50 + i % 400)) END
+                       FROM generate_series(1, 5 + i % 60) k) END
+FROM generate_series(1, 3000) i;
+ANALYZE src;
+
+CREATE VIEW reference AS
+  SELECT label AS class, tok AS token, count(*) AS count
+  FROM src, unnest(tokens) tok
+  WHERE label IS NOT NULL AND tok IS NOT NULL GROUP BY 1, 2;
+
+-- the same rows as GROUP BY, serially
+SET max_parallel_workers_per_gather = 0;
+CREATE TABLE serial_counts AS
+  SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM src));
+SELECT (SELECT count(*) FROM serial_counts) AS cells,
+       (SELECT sum(count) FROM serial_counts) AS tokens,
+       (SELECT count(*) FROM reference) AS reference_cells;
+SELECT count(*) AS differing FROM (
+  (SELECT * FROM reference EXCEPT SELECT * FROM serial_counts)
+  UNION ALL
+  (SELECT * FROM serial_counts EXCEPT SELECT * FROM reference)) d;
+
+-- forced into a parallel plan: partial aggregates combined, the same rows
+SET max_parallel_workers_per_gather = 4;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+ALTER TABLE src SET (parallel_workers = 4);
+EXPLAIN (COSTS OFF) SELECT gibbs_nb_class_counts(label, tokens) FROM src;
+SELECT count(*) AS differing FROM (
+  (SELECT * FROM serial_counts
+   EXCEPT SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM src)))
+  UNION ALL
+  (SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM src))
+   EXCEPT SELECT * FROM serial_counts)) d;
+-- four workers, three rows: workers with no rows give the combine NULL states
+SELECT sum(count) AS tokens FROM gibbs_nb_class_counts_rows(
+  (SELECT gibbs_nb_class_counts(label, tokens) FROM src WHERE id IN (1, 2, 4)));
+SELECT count(*) AS tokens FROM src, unnest(tokens) t
+WHERE id IN (1, 2, 4) AND label IS NOT NULL AND t IS NOT NULL;
+-- grouped, in parallel: one matrix per group
+SELECT id % 2 AS half, sum(c.count) AS tokens
+FROM (SELECT id % 2 AS id, gibbs_nb_class_counts(label, tokens) AS counts FROM src GROUP BY 1) g,
+     gibbs_nb_class_counts_rows(g.counts) c
+GROUP BY 1 ORDER BY 1;
+SELECT id % 2 AS half, count(*) FROM src, unnest(tokens) tok
+WHERE label IS NOT NULL AND tok IS NOT NULL GROUP BY 1 ORDER BY 1;
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+
+-- zero rows: an empty value, not NULL and not an error
+SELECT gibbs_nb_class_counts(label, tokens) IS NOT NULL AS not_null,
+       (SELECT count(*) FROM gibbs_nb_class_counts_rows(gibbs_nb_class_counts(label, tokens))) AS cells
+FROM src WHERE false;
+-- all labels NULL: empty too
+SELECT count(*) FROM gibbs_nb_class_counts_rows(
+  (SELECT gibbs_nb_class_counts(NULL::text, tokens) FROM src));
+-- one class
+SELECT class, count(*) AS tokens_kinds, sum(count) FROM gibbs_nb_class_counts_rows(
+  (SELECT gibbs_nb_class_counts('only', tokens) FROM src WHERE id <= 20)) GROUP BY 1;
+
+-- tsvector: a lexeme counts once per position, once if stripped
+SELECT class, token, count FROM gibbs_nb_class_counts_rows(
+  (SELECT gibbs_nb_class_counts(l, t) FROM (VALUES
+     ('a', 'cat:1,2,3 dog:4'::tsvector),
+     ('a', strip('cat:1,2 bird:5'::tsvector)),
+     ('b', 'cat fish'::tsvector),
+     (NULL, 'cat:1,2'::tsvector),
+     ('b', NULL::tsvector)) v(l, t)))
+ORDER BY 1, 2;
+
+-- a value from elsewhere is checked, not trusted
+SELECT * FROM gibbs_nb_class_counts_rows('\x00'::bytea);
+SELECT * FROM gibbs_nb_class_counts_rows('\x434e4247010000000100000001000000ffffffff00000000'::bytea);
+SELECT * FROM gibbs_nb_class_counts_rows(
+  overlay((SELECT gibbs_nb_class_counts('x', '{a,b}'::text[])) placing '\x09' from 1 for 1));
+SELECT count(*) FROM gibbs_nb_class_counts_rows(
+  (SELECT gibbs_nb_class_counts('x', '{a,b}'::text[])) || '\x00'::bytea);
+SELECT count(*) AS rows_from_null FROM gibbs_nb_class_counts_rows(NULL);
+
+DROP VIEW reference;
+DROP TABLE src, serial_counts;
+DROP EXTENSION gibbs_nb;

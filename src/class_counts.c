@@ -1,0 +1,662 @@
+/*
+ * class_counts.c
+ *	  gibbs_nb_class_counts: the class x word count matrix as a parallel
+ *	  aggregate, and gibbs_nb_class_counts_rows to read it back as rows.
+ *
+ * The transition state holds the words and classes seen (strings interned in
+ * the aggregate's memory context) and one count per (class, word) pair that
+ * occurred, in a hash keyed by the pair: memory grows with the non-zero
+ * cells, never with classes x vocabulary.  Partial states from parallel
+ * workers are serialised to bytea, combined by re-interning the other
+ * state's strings, and the final value is the same serialised form, which
+ * gibbs_nb_class_counts_rows parses, validating everything, because any
+ * bytea can be passed to it.
+ *
+ * Serialised form (all integers little-endian as stored by memcpy on the
+ * server, which never leaves it): uint32 magic, uint32 format, int32
+ * n_classes, int32 n_words, int64 n_cells, then each class and each word as
+ * int32 length + bytes, then each cell as int32 class, int32 word, int64
+ * count.
+ */
+#include "gibbs_nb.h"
+#include "tokens.h"
+
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#define COUNTS_MAGIC 0x47424E43	/* "GNBC" */
+
+/*
+ * Tokens (and a row's cells) are looked up a block at a time: hash them all
+ * and prefetch their buckets, then insert.  The vocabulary does not fit in
+ * cache, and this lets the misses of a block overlap.
+ */
+#define LOOKUP_BLOCK 32
+#define COUNTS_FORMAT 1
+
+/* One non-zero cell: (class << 32 | word) -> count. */
+typedef struct CountCell
+{
+	uint64		key;
+	int64		count;
+	char		status;
+} CountCell;
+
+#define SH_PREFIX cells
+#define SH_ELEMENT_TYPE CountCell
+#define SH_KEY_TYPE uint64
+#define SH_KEY key
+#define SH_CELL_HASH(k) murmurhash32((uint32) (k) ^ murmurhash32((uint32) ((k) >> 32)))
+#define SH_HASH_KEY(tb, k) SH_CELL_HASH(k)
+#define SH_EQUAL(tb, a, b) ((a) == (b))
+#define SH_SCOPE static inline
+#define SH_DECLARE
+#define SH_DEFINE
+#include "lib/simplehash.h"
+
+/* A list of interned strings with ids, for words and for classes. */
+typedef struct StringSet
+{
+	vocab_hash *hash;
+	int32		n;
+	int32		cap;
+	char	  **str;
+	int32	   *len;
+} StringSet;
+
+typedef struct CountsState
+{
+	uint32		magic;			/* COUNTS_MAGIC: a combine input really is one */
+	MemoryContext cxt;
+	StringSet	classes;
+	StringSet	words;
+	cells_hash *cells;
+	/*
+	 * A row's repeated tokens are merged before they reach the cells:
+	 * row_word/row_count hold the row's distinct words, and for a word
+	 * seen_row/seen_pos say whether (and where) it is among them.
+	 */
+	int64		row;
+	int32		row_n;
+	int32		row_cap;
+	int32	   *row_word;
+	int64	   *row_count;
+	int64	   *seen_row;		/* per word id, words.cap long */
+	int32	   *seen_pos;
+	int32		seen_cap;
+	/* tokens queued for lookup: hashed and prefetched a block at a time */
+	int			queued;
+	TokenKey	queue_key[LOOKUP_BLOCK];
+	uint32		queue_hash[LOOKUP_BLOCK];
+	int32		queue_count[LOOKUP_BLOCK];
+} CountsState;
+
+static void
+stringset_init(StringSet *set, MemoryContext cxt, int32 cap)
+{
+	set->hash = vocab_create(cxt, cap, NULL);
+	set->n = 0;
+	set->cap = cap;
+	set->str = MemoryContextAlloc(cxt, sizeof(char *) * cap);
+	set->len = MemoryContextAlloc(cxt, sizeof(int32) * cap);
+}
+
+/* Id of a string whose key and hash are known, interning a copy if new. */
+static int32
+stringset_id_hash(StringSet *set, MemoryContext cxt, TokenKey key, uint32 hash, bool *is_new)
+{
+	const char *str = key.str;
+	int			len = key.len;
+	bool		found;
+	VocabEntry *e = vocab_insert_hash(set->hash, key, hash, &found);
+
+	*is_new = !found;
+	if (!found)
+	{
+		char	   *copy = MemoryContextAlloc(cxt, len + 1);
+
+		memcpy(copy, str, len);
+		copy[len] = '\0';
+		e->key.str = copy;
+		if (set->n == set->cap)
+		{
+			set->cap *= 2;
+			set->str = repalloc_huge(set->str, sizeof(char *) * set->cap);
+			set->len = repalloc_huge(set->len, sizeof(int32) * set->cap);
+		}
+		if (set->n == PG_INT32_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("too many distinct tokens or classes for gibbs_nb_class_counts")));
+		e->id = set->n;
+		set->str[set->n] = copy;
+		set->len[set->n] = len;
+		set->n++;
+	}
+	return e->id;
+}
+
+/* Id of a string, interning a copy if it is new. */
+static int32
+stringset_id(StringSet *set, MemoryContext cxt, const char *str, int len, bool *is_new)
+{
+	TokenKey	key = token_key(str, len);
+
+	return stringset_id_hash(set, cxt, key, token_hash(str, len, key.first), is_new);
+}
+
+static CountsState *
+counts_create(MemoryContext cxt)
+{
+	CountsState *st = MemoryContextAllocZero(cxt, sizeof(CountsState));
+
+	st->magic = COUNTS_MAGIC;
+	st->cxt = cxt;
+	stringset_init(&st->classes, cxt, 8);
+	stringset_init(&st->words, cxt, 1024);
+	st->cells = cells_create(cxt, 1024, NULL);
+	st->row = 0;
+	st->row_cap = 256;
+	st->row_word = MemoryContextAlloc(cxt, sizeof(int32) * st->row_cap);
+	st->row_count = MemoryContextAlloc(cxt, sizeof(int64) * st->row_cap);
+	st->seen_cap = 0;
+	return st;
+}
+
+static inline uint64
+cell_key(int32 class_id, int32 word_id)
+{
+	return ((uint64) class_id << 32) | (uint32) word_id;
+}
+
+static inline void
+counts_add(CountsState *st, int32 class_id, int32 word_id, int64 count)
+{
+	bool		found;
+	CountCell  *c = cells_insert(st->cells, cell_key(class_id, word_id), &found);
+
+	if (!found)
+		c->count = 0;
+	c->count += count;
+}
+
+/* Note one occurrence run of a word in the current row. */
+static void
+row_add_word(CountsState *st, int32 word, int64 count)
+{
+	if (word >= st->seen_cap)
+	{
+		int32		cap = Max(st->words.cap, word + 1);
+
+		st->seen_row = st->seen_cap ? repalloc_huge(st->seen_row, sizeof(int64) * cap)
+			: MemoryContextAllocExtended(st->cxt, sizeof(int64) * cap, MCXT_ALLOC_HUGE);
+		st->seen_pos = st->seen_cap ? repalloc_huge(st->seen_pos, sizeof(int32) * cap)
+			: MemoryContextAllocExtended(st->cxt, sizeof(int32) * cap, MCXT_ALLOC_HUGE);
+		for (int32 w = st->seen_cap; w < cap; w++)
+			st->seen_row[w] = -1;
+		st->seen_cap = cap;
+	}
+	if (st->seen_row[word] == st->row)
+	{
+		st->row_count[st->seen_pos[word]] += count;
+		return;
+	}
+	if (st->row_n == st->row_cap)
+	{
+		st->row_cap *= 2;
+		st->row_word = repalloc_huge(st->row_word, sizeof(int32) * st->row_cap);
+		st->row_count = repalloc_huge(st->row_count, sizeof(int64) * st->row_cap);
+	}
+	st->seen_row[word] = st->row;
+	st->seen_pos[word] = st->row_n;
+	st->row_word[st->row_n] = word;
+	st->row_count[st->row_n] = count;
+	st->row_n++;
+}
+
+/* Look up the queued tokens: hash and prefetch all, then intern each. */
+static void
+flush_queue(CountsState *st)
+{
+	vocab_hash *h = st->words.hash;
+	bool		is_new;
+
+	for (int i = 0; i < st->queued; i++)
+	{
+		st->queue_hash[i] = token_hash(st->queue_key[i].str, st->queue_key[i].len,
+									   st->queue_key[i].first);
+		__builtin_prefetch(&h->data[st->queue_hash[i] & h->sizemask]);
+	}
+	for (int i = 0; i < st->queued; i++)
+		row_add_word(st, stringset_id_hash(&st->words, st->cxt, st->queue_key[i],
+										   st->queue_hash[i], &is_new),
+					 st->queue_count[i]);
+	st->queued = 0;
+}
+
+/* Queue one token of the current row (a gnb_token_fn). */
+static void
+count_token(void *arg, const char *str, int len, int32 count)
+{
+	CountsState *st = arg;
+
+	st->queue_key[st->queued] = token_key(str, len);
+	st->queue_count[st->queued] = count;
+	if (++st->queued == LOOKUP_BLOCK)
+		flush_queue(st);
+}
+
+/* Add the current row's distinct words to the cells of its class. */
+static void
+flush_row(CountsState *st, int32 class_id)
+{
+	uint32		hash[LOOKUP_BLOCK];
+
+	for (int32 start = 0; start < st->row_n; start += LOOKUP_BLOCK)
+	{
+		int32		n = Min(LOOKUP_BLOCK, st->row_n - start);
+
+		for (int32 i = 0; i < n; i++)
+		{
+			uint64		key = cell_key(class_id, st->row_word[start + i]);
+
+			hash[i] = SH_CELL_HASH(key);
+			__builtin_prefetch(&st->cells->data[hash[i] & st->cells->sizemask]);
+		}
+		for (int32 i = 0; i < n; i++)
+		{
+			bool		found;
+			CountCell  *c = cells_insert_hash(st->cells, cell_key(class_id, st->row_word[start + i]),
+											  hash[i], &found);
+
+			if (!found)
+				c->count = 0;
+			c->count += st->row_count[start + i];
+		}
+	}
+}
+
+static MemoryContext
+aggregate_context(FunctionCallInfo fcinfo, const char *fname)
+{
+	MemoryContext cxt;
+
+	if (!AggCheckCallContext(fcinfo, &cxt))
+		elog(ERROR, "%s called in non-aggregate context", fname);
+	return cxt;
+}
+
+static Datum
+class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
+{
+	MemoryContext cxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_add");
+	CountsState *st = PG_ARGISNULL(0) ? NULL : (CountsState *) PG_GETARG_POINTER(0);
+
+	if (st == NULL)
+		st = counts_create(cxt);
+	/* rows with a NULL label or NULL tokens do not count */
+	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
+	{
+		text	   *label = PG_GETARG_TEXT_PP(1);
+		bool		is_new;
+		int32		class_id = stringset_id(&st->classes, cxt, VARDATA_ANY(label),
+											VARSIZE_ANY_EXHDR(label), &is_new);
+
+		st->row++;
+		st->row_n = 0;
+		st->queued = 0;
+		gnb_each_token(PG_GETARG_DATUM(2), is_tsvector, count_token, st);
+		flush_queue(st);
+		flush_row(st, class_id);
+	}
+	PG_RETURN_POINTER(st);
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_add_text_array);
+PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_add_tsvector);
+PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_combine);
+PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_serialize);
+PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_deserialize);
+PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_final);
+PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_rows);
+
+/*
+ * gibbs_nb_class_counts_add(internal, text, text[]) returns internal
+ *
+ * Transition function of gibbs_nb_class_counts over text[] tokens.
+ */
+Datum
+gibbs_nb_class_counts_add_text_array(PG_FUNCTION_ARGS)
+{
+	return class_counts_add(fcinfo, false);
+}
+
+/* gibbs_nb_class_counts_add(internal, text, tsvector): the tsvector one. */
+Datum
+gibbs_nb_class_counts_add_tsvector(PG_FUNCTION_ARGS)
+{
+	return class_counts_add(fcinfo, true);
+}
+
+static void
+check_state(const CountsState *st)
+{
+	if (st->magic != COUNTS_MAGIC)
+		elog(ERROR, "gibbs_nb_class_counts: not a class counts state");
+}
+
+/* Add every cell of `from` into `into`, mapping its strings to into's ids. */
+static void
+counts_merge(CountsState *into, const CountsState *from)
+{
+	int32	   *class_map = palloc(sizeof(int32) * (from->classes.n + 1));
+	int32	   *word_map = palloc_extended(sizeof(int32) * ((Size) from->words.n + 1), MCXT_ALLOC_HUGE);
+	cells_iterator it;
+	CountCell  *c;
+	bool		is_new;
+
+	check_state(into);
+	check_state(from);
+	for (int32 i = 0; i < from->classes.n; i++)
+		class_map[i] = stringset_id(&into->classes, into->cxt, from->classes.str[i],
+									from->classes.len[i], &is_new);
+	for (int32 i = 0; i < from->words.n; i++)
+		word_map[i] = stringset_id(&into->words, into->cxt, from->words.str[i],
+								   from->words.len[i], &is_new);
+	cells_start_iterate(from->cells, &it);
+	while ((c = cells_iterate(from->cells, &it)) != NULL)
+	{
+		uint32		cls = (uint32) (c->key >> 32);
+		uint32		word = (uint32) c->key;
+
+		if (cls >= (uint32) from->classes.n || word >= (uint32) from->words.n || c->count <= 0)
+			elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
+		counts_add(into, class_map[cls], word_map[word], c->count);
+	}
+	pfree(class_map);
+	pfree(word_map);
+}
+
+/*
+ * gibbs_nb_class_counts_combine(internal, internal) returns internal
+ *
+ * Combine function: merges two partial states.  Not strict: either may be
+ * NULL (a worker that saw no rows).
+ */
+Datum
+gibbs_nb_class_counts_combine(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_combine");
+	CountsState *a = PG_ARGISNULL(0) ? NULL : (CountsState *) PG_GETARG_POINTER(0);
+	CountsState *b = PG_ARGISNULL(1) ? NULL : (CountsState *) PG_GETARG_POINTER(1);
+
+	if (b == NULL)
+	{
+		if (a == NULL)
+			PG_RETURN_NULL();
+		PG_RETURN_POINTER(a);
+	}
+	if (a == NULL)
+	{
+		/* the result must live in the aggregate context: copy b */
+		a = counts_create(cxt);
+	}
+	counts_merge(a, b);
+	PG_RETURN_POINTER(a);
+}
+
+/* The serialised form of a state (NULL: an empty one). */
+static bytea *
+counts_serialize(const CountsState *st)
+{
+	StringInfoData buf;
+	uint32		header[2] = {COUNTS_MAGIC, COUNTS_FORMAT};
+	int32		n_classes = st ? st->classes.n : 0;
+	int32		n_words = st ? st->words.n : 0;
+	int64		n_cells = st ? (int64) st->cells->members : 0;
+
+	initStringInfo(&buf);
+	appendStringInfoSpaces(&buf, VARHDRSZ);
+	appendBinaryStringInfo(&buf, (char *) header, sizeof(header));
+	appendBinaryStringInfo(&buf, (char *) &n_classes, sizeof(int32));
+	appendBinaryStringInfo(&buf, (char *) &n_words, sizeof(int32));
+	appendBinaryStringInfo(&buf, (char *) &n_cells, sizeof(int64));
+	if (st)
+	{
+		cells_iterator it;
+		CountCell  *c;
+
+		check_state(st);
+		for (int32 i = 0; i < n_classes; i++)
+		{
+			appendBinaryStringInfo(&buf, (char *) &st->classes.len[i], sizeof(int32));
+			appendBinaryStringInfo(&buf, st->classes.str[i], st->classes.len[i]);
+		}
+		for (int32 i = 0; i < n_words; i++)
+		{
+			appendBinaryStringInfo(&buf, (char *) &st->words.len[i], sizeof(int32));
+			appendBinaryStringInfo(&buf, st->words.str[i], st->words.len[i]);
+		}
+		cells_start_iterate(st->cells, &it);
+		while ((c = cells_iterate(st->cells, &it)) != NULL)
+		{
+			int32		cell[2] = {(int32) (c->key >> 32), (int32) (uint32) c->key};
+
+			appendBinaryStringInfo(&buf, (char *) cell, sizeof(cell));
+			appendBinaryStringInfo(&buf, (char *) &c->count, sizeof(int64));
+		}
+	}
+	SET_VARSIZE(buf.data, buf.len);
+	return (bytea *) buf.data;
+}
+
+#define CELL_SIZE (2 * sizeof(int32) + sizeof(int64))
+
+typedef GnbParsedCounts ParsedCounts;
+
+/* Cell i of a parsed value. */
+void
+gnb_counts_cell(const GnbParsedCounts *pc, int64 i, int32 *cls, int32 *word, int64 *count)
+{
+	int32		cell[2];
+
+	memcpy(cell, pc->cells + i * CELL_SIZE, sizeof(cell));
+	memcpy(count, pc->cells + i * CELL_SIZE + sizeof(cell), sizeof(int64));
+	*cls = cell[0];
+	*word = cell[1];
+}
+
+static void
+invalid_counts(const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+			 errmsg("invalid gibbs_nb_class_counts value: %s", why)));
+}
+
+static void
+read_strings(const char **p, const char *end, int32 n, const char **str, int32 *len)
+{
+	for (int32 i = 0; i < n; i++)
+	{
+		if (end - *p < (ptrdiff_t) sizeof(int32))
+			invalid_counts("truncated");
+		memcpy(&len[i], *p, sizeof(int32));
+		*p += sizeof(int32);
+		if (len[i] < 0 || end - *p < len[i])
+			invalid_counts("bad string length");
+		str[i] = *p;
+		*p += len[i];
+	}
+}
+
+/*
+ * Parse and validate a gibbs_nb_class_counts value in place: strings must be
+ * distinct, cells in range and positive.
+ */
+void
+gnb_counts_parse(bytea *value, GnbParsedCounts *pc)
+{
+	const char *p = VARDATA_ANY(value);
+	const char *end = p + VARSIZE_ANY_EXHDR(value);
+	uint32		header[2];
+	vocab_hash *seen;
+	bool		found;
+
+	if (end - p < (ptrdiff_t) (sizeof(header) + 2 * sizeof(int32) + sizeof(int64)))
+		invalid_counts("too short");
+	memcpy(header, p, sizeof(header));
+	p += sizeof(header);
+	if (header[0] != COUNTS_MAGIC || header[1] != COUNTS_FORMAT)
+		invalid_counts("not produced by gibbs_nb_class_counts");
+	memcpy(&pc->n_classes, p, sizeof(int32));
+	memcpy(&pc->n_words, p + sizeof(int32), sizeof(int32));
+	memcpy(&pc->n_cells, p + 2 * sizeof(int32), sizeof(int64));
+	p += 2 * sizeof(int32) + sizeof(int64);
+	/* every string takes at least 4 bytes, every cell 16: bound the counts */
+	if (pc->n_classes < 0 || pc->n_words < 0 || pc->n_cells < 0 ||
+		(int64) pc->n_classes + pc->n_words > (end - p) / (int64) sizeof(int32) ||
+		pc->n_cells > (end - p) / (int64) CELL_SIZE)
+		invalid_counts("bad sizes");
+	pc->class_str = palloc(sizeof(char *) * (pc->n_classes + 1));
+	pc->class_len = palloc(sizeof(int32) * (pc->n_classes + 1));
+	pc->word_str = palloc_extended(sizeof(char *) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
+	pc->word_len = palloc_extended(sizeof(int32) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
+	read_strings(&p, end, pc->n_classes, pc->class_str, pc->class_len);
+	read_strings(&p, end, pc->n_words, pc->word_str, pc->word_len);
+	if (end - p != pc->n_cells * (int64) CELL_SIZE)
+		invalid_counts("bad length");
+	pc->cells = p;
+
+	seen = vocab_create(CurrentMemoryContext, pc->n_words + 1, NULL);
+	for (int32 i = 0; i < pc->n_words; i++)
+	{
+		TokenKey	key = token_key(pc->word_str[i], pc->word_len[i]);
+
+		(void) vocab_insert(seen, key, &found);
+		if (found)
+			invalid_counts("a token occurs twice");
+	}
+	vocab_destroy(seen);
+	seen = vocab_create(CurrentMemoryContext, pc->n_classes + 1, NULL);
+	for (int32 i = 0; i < pc->n_classes; i++)
+	{
+		TokenKey	key = token_key(pc->class_str[i], pc->class_len[i]);
+
+		(void) vocab_insert(seen, key, &found);
+		if (found)
+			invalid_counts("a class occurs twice");
+	}
+	vocab_destroy(seen);
+	for (int64 i = 0; i < pc->n_cells; i++)
+	{
+		int32		cls,
+					word;
+		int64		count;
+
+		gnb_counts_cell(pc, i, &cls, &word, &count);
+		if (cls < 0 || cls >= pc->n_classes || word < 0 || word >= pc->n_words || count <= 0)
+			invalid_counts("bad cell");
+	}
+}
+
+/*
+ * gibbs_nb_class_counts_serialize(internal) returns bytea
+ *
+ * Serialise function: a partial state, for the leader.
+ */
+Datum
+gibbs_nb_class_counts_serialize(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BYTEA_P(counts_serialize((CountsState *) PG_GETARG_POINTER(0)));
+}
+
+/*
+ * gibbs_nb_class_counts_deserialize(bytea, internal) returns internal
+ *
+ * Deserialise function: a worker's partial state, checked, back in memory.
+ */
+Datum
+gibbs_nb_class_counts_deserialize(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_deserialize");
+	ParsedCounts pc;
+	CountsState *st = counts_create(cxt);
+	int32	   *class_ids;
+	int32	   *word_ids;
+	bool		is_new;
+
+	gnb_counts_parse(PG_GETARG_BYTEA_PP(0), &pc);
+	class_ids = palloc(sizeof(int32) * (pc.n_classes + 1));
+	word_ids = palloc_extended(sizeof(int32) * ((Size) pc.n_words + 1), MCXT_ALLOC_HUGE);
+	for (int32 i = 0; i < pc.n_classes; i++)
+		class_ids[i] = stringset_id(&st->classes, cxt, pc.class_str[i], pc.class_len[i], &is_new);
+	for (int32 i = 0; i < pc.n_words; i++)
+		word_ids[i] = stringset_id(&st->words, cxt, pc.word_str[i], pc.word_len[i], &is_new);
+	for (int64 i = 0; i < pc.n_cells; i++)
+	{
+		int32		cls,
+					word;
+		int64		count;
+
+		gnb_counts_cell(&pc, i, &cls, &word, &count);
+		counts_add(st, class_ids[cls], word_ids[word], count);
+	}
+	PG_RETURN_POINTER(st);
+}
+
+/*
+ * gibbs_nb_class_counts_final(internal) returns bytea
+ *
+ * Final function: the serialised counts; an empty value, not NULL, when no
+ * row was counted.
+ */
+Datum
+gibbs_nb_class_counts_final(PG_FUNCTION_ARGS)
+{
+	(void) aggregate_context(fcinfo, "gibbs_nb_class_counts_final");
+	PG_RETURN_BYTEA_P(counts_serialize(PG_ARGISNULL(0) ? NULL
+									   : (CountsState *) PG_GETARG_POINTER(0)));
+}
+
+/*
+ * gibbs_nb_class_counts_rows(counts bytea) returns table (class text,
+ * token text, count bigint)
+ *
+ * The non-zero cells of a gibbs_nb_class_counts value, one row each.
+ */
+Datum
+gibbs_nb_class_counts_rows(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ParsedCounts pc;
+	Datum	   *class_texts;
+
+	InitMaterializedSRF(fcinfo, 0);
+	gnb_counts_parse(PG_GETARG_BYTEA_PP(0), &pc);
+	class_texts = palloc(sizeof(Datum) * (pc.n_classes + 1));
+	for (int32 i = 0; i < pc.n_classes; i++)
+		class_texts[i] = PointerGetDatum(cstring_to_text_with_len(pc.class_str[i], pc.class_len[i]));
+	for (int64 i = 0; i < pc.n_cells; i++)
+	{
+		int32		cls,
+					word;
+		int64		count;
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+		text	   *token;
+
+		gnb_counts_cell(&pc, i, &cls, &word, &count);
+		token = cstring_to_text_with_len(pc.word_str[word], pc.word_len[word]);
+		values[0] = class_texts[cls];
+		values[1] = PointerGetDatum(token);
+		values[2] = Int64GetDatum(count);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		pfree(token);
+	}
+	return (Datum) 0;
+}
