@@ -72,6 +72,12 @@ typedef struct CountsState
 {
 	uint32		magic;			/* COUNTS_MAGIC: a combine input really is one */
 	MemoryContext cxt;
+	/*
+	 * A deserialised partial state is kept as its validated bytes (parsed)
+	 * and merged from them by the combine function: building hash tables
+	 * only to empty them into another would double the leader's work.
+	 */
+	GnbParsedCounts *parsed;
 	StringSet	classes;
 	StringSet	words;
 	cells_hash *cells;
@@ -361,6 +367,8 @@ counts_merge(CountsState *into, const CountsState *from)
 
 	check_state(into);
 	check_state(from);
+	if (from->parsed)
+		elog(ERROR, "gibbs_nb_class_counts: unexpected parsed state in combine");
 	for (int32 i = 0; i < from->classes.n; i++)
 		class_map[i] = stringset_id(&into->classes, into->cxt, from->classes.str[i],
 									from->classes.len[i], &is_new);
@@ -379,6 +387,61 @@ counts_merge(CountsState *into, const CountsState *from)
 	}
 	pfree(class_map);
 	pfree(word_map);
+}
+
+/* Add every cell of a parsed value into `into`. */
+static void
+counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
+{
+	int32	   *class_map = palloc(sizeof(int32) * (pc->n_classes + 1));
+	int32	   *word_map = palloc_extended(sizeof(int32) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
+	bool		is_new;
+
+	check_state(into);
+	for (int32 i = 0; i < pc->n_classes; i++)
+		class_map[i] = stringset_id(&into->classes, into->cxt, pc->class_str[i],
+									pc->class_len[i], &is_new);
+	/* words a block at a time: hash and prefetch, then intern */
+	for (int32 start = 0; start < pc->n_words; start += LOOKUP_BLOCK)
+	{
+		int32		n = Min(LOOKUP_BLOCK, pc->n_words - start);
+		TokenKey	keys[LOOKUP_BLOCK];
+		uint32		hashes[LOOKUP_BLOCK];
+
+		for (int32 i = 0; i < n; i++)
+		{
+			keys[i] = token_key(pc->word_str[start + i], pc->word_len[start + i]);
+			hashes[i] = token_hash(keys[i].str, keys[i].len, keys[i].first);
+			__builtin_prefetch(&into->words.hash->data[hashes[i] & into->words.hash->sizemask]);
+		}
+		for (int32 i = 0; i < n; i++)
+			word_map[start + i] = stringset_id_hash(&into->words, into->cxt, keys[i], hashes[i],
+													&is_new);
+	}
+	for (int64 i = 0; i < pc->n_cells; i++)
+	{
+		int32		cls,
+					word;
+		int64		count;
+
+		gnb_counts_cell(pc, i, &cls, &word, &count);
+		counts_add(into, class_map[cls], word_map[word], count);
+	}
+	pfree(class_map);
+	pfree(word_map);
+}
+
+/* Make a state that is still in parsed form a hashed one. */
+static void
+counts_materialize(CountsState *st)
+{
+	GnbParsedCounts *pc = st->parsed;
+
+	if (pc != NULL)
+	{
+		st->parsed = NULL;
+		counts_merge_parsed(st, pc);
+	}
 }
 
 /*
@@ -405,19 +468,29 @@ gibbs_nb_class_counts_combine(PG_FUNCTION_ARGS)
 		/* the result must live in the aggregate context: copy b */
 		a = counts_create(cxt);
 	}
-	counts_merge(a, b);
+	counts_materialize(a);
+	if (b->parsed)
+		counts_merge_parsed(a, b->parsed);
+	else
+		counts_merge(a, b);
 	PG_RETURN_POINTER(a);
 }
 
 /* The serialised form of a state (NULL: an empty one). */
 static bytea *
-counts_serialize(const CountsState *st)
+counts_serialize(CountsState *st)
 {
 	StringInfoData buf;
 	uint32		header[2] = {COUNTS_MAGIC, COUNTS_FORMAT};
-	int32		n_classes = st ? st->classes.n : 0;
-	int32		n_words = st ? st->words.n : 0;
-	int64		n_cells = st ? (int64) st->cells->members : 0;
+	int32		n_classes;
+	int32		n_words;
+	int64		n_cells;
+
+	if (st)
+		counts_materialize(st);
+	n_classes = st ? st->classes.n : 0;
+	n_words = st ? st->words.n : 0;
+	n_cells = st ? (int64) st->cells->members : 0;
 
 	initStringInfo(&buf);
 	appendStringInfoSpaces(&buf, VARHDRSZ);
@@ -495,11 +568,14 @@ read_strings(const char **p, const char *end, int32 n, const char **str, int32 *
 }
 
 /*
- * Parse and validate a gibbs_nb_class_counts value in place: strings must be
- * distinct, cells in range and positive.
+ * Parse and validate a gibbs_nb_class_counts value in place: sizes and cells
+ * in range, counts positive, and with check_distinct no string twice.  The
+ * deserialise function skips that last check: it only ever sees what the
+ * serialise function wrote (SQL cannot pass it an internal), and a repeated
+ * string would merely be merged.
  */
 void
-gnb_counts_parse(bytea *value, GnbParsedCounts *pc)
+gnb_counts_parse(bytea *value, GnbParsedCounts *pc, bool check_distinct)
 {
 	const char *p = VARDATA_ANY(value);
 	const char *end = p + VARSIZE_ANY_EXHDR(value);
@@ -532,6 +608,8 @@ gnb_counts_parse(bytea *value, GnbParsedCounts *pc)
 		invalid_counts("bad length");
 	pc->cells = p;
 
+	if (!check_distinct)
+		goto check_cells;
 	seen = vocab_create(CurrentMemoryContext, pc->n_words + 1, NULL);
 	for (int32 i = 0; i < pc->n_words; i++)
 	{
@@ -552,6 +630,7 @@ gnb_counts_parse(bytea *value, GnbParsedCounts *pc)
 			invalid_counts("a class occurs twice");
 	}
 	vocab_destroy(seen);
+check_cells:
 	for (int64 i = 0; i < pc->n_cells; i++)
 	{
 		int32		cls,
@@ -584,28 +663,13 @@ Datum
 gibbs_nb_class_counts_deserialize(PG_FUNCTION_ARGS)
 {
 	MemoryContext cxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_deserialize");
-	ParsedCounts pc;
+	MemoryContext old = MemoryContextSwitchTo(cxt);
 	CountsState *st = counts_create(cxt);
-	int32	   *class_ids;
-	int32	   *word_ids;
-	bool		is_new;
 
-	gnb_counts_parse(PG_GETARG_BYTEA_PP(0), &pc);
-	class_ids = palloc(sizeof(int32) * (pc.n_classes + 1));
-	word_ids = palloc_extended(sizeof(int32) * ((Size) pc.n_words + 1), MCXT_ALLOC_HUGE);
-	for (int32 i = 0; i < pc.n_classes; i++)
-		class_ids[i] = stringset_id(&st->classes, cxt, pc.class_str[i], pc.class_len[i], &is_new);
-	for (int32 i = 0; i < pc.n_words; i++)
-		word_ids[i] = stringset_id(&st->words, cxt, pc.word_str[i], pc.word_len[i], &is_new);
-	for (int64 i = 0; i < pc.n_cells; i++)
-	{
-		int32		cls,
-					word;
-		int64		count;
-
-		gnb_counts_cell(&pc, i, &cls, &word, &count);
-		counts_add(st, class_ids[cls], word_ids[word], count);
-	}
+	/* checked now, merged by the combine function straight from the bytes */
+	st->parsed = palloc(sizeof(GnbParsedCounts));
+	gnb_counts_parse(PG_GETARG_BYTEA_P_COPY(0), st->parsed, false);
+	MemoryContextSwitchTo(old);
 	PG_RETURN_POINTER(st);
 }
 
@@ -637,7 +701,7 @@ gibbs_nb_class_counts_rows(PG_FUNCTION_ARGS)
 	Datum	   *class_texts;
 
 	InitMaterializedSRF(fcinfo, 0);
-	gnb_counts_parse(PG_GETARG_BYTEA_PP(0), &pc);
+	gnb_counts_parse(PG_GETARG_BYTEA_PP(0), &pc, true);
 	class_texts = palloc(sizeof(Datum) * (pc.n_classes + 1));
 	for (int32 i = 0; i < pc.n_classes; i++)
 		class_texts[i] = PointerGetDatum(cstring_to_text_with_len(pc.class_str[i], pc.class_len[i]));

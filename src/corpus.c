@@ -333,7 +333,7 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, GnbParsedCount
 	value = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 											 &isnull));
 	MemoryContextSwitchTo(old);
-	gnb_counts_parse(value, pc);
+	gnb_counts_parse(value, pc, true);
 }
 
 /*

@@ -151,7 +151,7 @@ typedef struct GnbParsedCounts
 	const char *cells;			/* n_cells x (int32 class, int32 word, int64 count) */
 } GnbParsedCounts;
 
-extern void gnb_counts_parse(bytea *value, GnbParsedCounts *pc);
+extern void gnb_counts_parse(bytea *value, GnbParsedCounts *pc, bool check_distinct);
 extern void gnb_counts_cell(const GnbParsedCounts *pc, int64 i, int32 *cls, int32 *word,
 							int64 *count);
 
