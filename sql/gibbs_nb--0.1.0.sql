@@ -145,13 +145,27 @@ BEGIN
     END LOOP;
 END $$;
 
--- Jobs, as their owners see them.
+-- Jobs, as their owners see them.  A job whose worker is gone (the server
+-- restarted, or the worker crashed) shows as failed even before its row is
+-- put right: a job never shows 'running' without a live worker.  The worker
+-- is recognised by its pid, its backend type and a start before the job's.
 CREATE VIEW gibbs_nb_jobs AS
-    SELECT j.job_id, j.model_name, j.owner::pg_catalog.regrole AS owner, j.status,
+    SELECT j.job_id, j.model_name, j.owner::pg_catalog.regrole AS owner,
+           CASE WHEN j.status IN ('queued', 'running') AND NOT w.alive THEN 'failed'
+                ELSE j.status END AS status,
            j.sweep, j.sweeps, j.chain, j.chains, j.source, j.started_at, j.finished_at,
-           j.log_likelihood, j.version, j.message, j.sqlstate, j.worker_pid, j.worker_user,
-           j.created_at, j.read_seconds, j.sample_seconds, j.publish_seconds
+           j.log_likelihood, j.version,
+           CASE WHEN j.status IN ('queued', 'running') AND NOT w.alive
+                THEN 'the job''s worker exited without finishing it (server restart or crash)'
+                ELSE j.message END AS message,
+           j.sqlstate, j.worker_pid, j.worker_user, j.created_at,
+           j.read_seconds, j.sample_seconds, j.publish_seconds
       FROM gibbs_nb.jobs j
+     CROSS JOIN LATERAL (
+           SELECT j.worker_pid IS NOT NULL AND EXISTS (
+                      SELECT 1 FROM pg_catalog.pg_stat_get_activity(j.worker_pid) a
+                       WHERE a.backend_type OPERATOR(pg_catalog.=) 'gibbs_nb worker'
+                         AND a.backend_start OPERATOR(pg_catalog.<=) j.started_at)) w(alive)
      WHERE pg_catalog.pg_has_role(j.owner, 'USAGE');
 GRANT SELECT ON gibbs_nb_jobs TO PUBLIC;
 
@@ -296,3 +310,114 @@ CREATE FUNCTION gibbs_nb_class_counts_rows(counts bytea)
 RETURNS TABLE (class text, token text, count bigint)
 AS 'MODULE_PATHNAME', 'gibbs_nb_class_counts_rows'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+/*
+ * gibbs_nb_wait: the job's row once it has ended (or, after `timeout`, as it
+ * is then).  Polls the job's row, which its worker keeps up to date.
+ */
+CREATE FUNCTION gibbs_nb_wait(job_id bigint, timeout interval DEFAULT NULL)
+RETURNS @extschema@.gibbs_nb_jobs
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r @extschema@.gibbs_nb_jobs;
+    deadline timestamptz := clock_timestamp() + timeout;
+BEGIN
+    IF job_id IS NULL THEN
+        RAISE EXCEPTION 'job_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    LOOP
+        SELECT * INTO r FROM @extschema@.gibbs_nb_jobs j WHERE j.job_id = gibbs_nb_wait.job_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'gibbs_nb job % does not exist', job_id USING ERRCODE = '42704';
+        END IF;
+        IF r.status NOT IN ('queued', 'running')
+           OR (deadline IS NOT NULL AND clock_timestamp() >= deadline) THEN
+            RETURN r;
+        END IF;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+END $$;
+
+/*
+ * gibbs_nb_cancel: stop a running job (its worker records it as cancelled,
+ * publishing nothing).  True if the job was running and was told to stop.
+ */
+CREATE FUNCTION gibbs_nb_cancel(job_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r @extschema@.gibbs_nb_jobs;
+BEGIN
+    SELECT * INTO r FROM @extschema@.gibbs_nb_jobs j WHERE j.job_id = gibbs_nb_cancel.job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'gibbs_nb job % does not exist', job_id USING ERRCODE = '42704';
+    END IF;
+    IF r.status NOT IN ('queued', 'running') THEN
+        RETURN false;
+    END IF;
+    -- the view said the worker is alive: its pid is the job's worker
+    RETURN pg_terminate_backend(r.worker_pid);
+END $$;
+
+/*
+ * gibbs_nb_retrain: train again with the parameters (seed included) of the
+ * model's latest version, reading the source afresh.  Meant for pg_cron.
+ */
+CREATE TYPE gibbs_nb.train_result AS (
+    job_id bigint, model_name text, version int, status text,
+    sweeps_done int, seconds float8, log_likelihood float8);
+
+CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true)
+RETURNS SETOF gibbs_nb.train_result
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    m gibbs_nb.models;
+BEGIN
+    SELECT * INTO m FROM gibbs_nb.models x
+     WHERE x.model_name = gibbs_nb_retrain.model_name ORDER BY x.version DESC LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'model "%" does not exist', gibbs_nb_retrain.model_name
+            USING ERRCODE = '42704';
+    END IF;
+    RETURN QUERY SELECT * FROM @extschema@.gibbs_nb_train(
+        m.model_name, m.source::regclass, m.tokens_column, m.label_column, m.id_column,
+        m.n_classes, m.sweeps, m.burn_in, m.lag, m.chains, m.sampler, m.gamma_pi,
+        m.gamma_theta, m.unlabeled_weight, m.seed, m.labels_table, wait);
+END $$;
+
+/*
+ * gibbs_nb_trace_plot: a job's chains drawn for a terminal, one line of
+ * block characters per chain (its log joint over the sweeps, scaled between
+ * the chain's min and max), to see convergence at a glance.
+ */
+CREATE FUNCTION gibbs_nb_trace_plot(job_id bigint, width int DEFAULT 60)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH t AS (
+        SELECT chain, sweep, log_likelihood,
+               ntile(greatest(least(gibbs_nb_trace_plot.width, 1000), 1))
+                   OVER (PARTITION BY chain ORDER BY sweep) AS bucket
+          FROM gibbs_nb.trace WHERE trace.job_id = gibbs_nb_trace_plot.job_id),
+    b AS (
+        SELECT chain, bucket, avg(log_likelihood) AS v FROM t GROUP BY chain, bucket),
+    r AS (
+        SELECT chain, bucket, v, min(v) OVER w AS lo, max(v) OVER w AS hi
+          FROM b WINDOW w AS (PARTITION BY chain))
+    SELECT string_agg(line, E'\n' ORDER BY chain) FROM (
+        SELECT chain,
+               format('chain %s  %s  min %s  max %s', chain,
+                      string_agg(substr('▁▂▃▄▅▆▇█',
+                                        1 + CASE WHEN hi > lo
+                                                 THEN least(7, floor(8 * (v - lo) / (hi - lo)))::int
+                                                 ELSE 0 END, 1), '' ORDER BY bucket),
+                      round(min(lo)::numeric, 1), round(max(hi)::numeric, 1)) AS line
+          FROM r GROUP BY chain) l
+$$;

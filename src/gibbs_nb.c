@@ -14,6 +14,9 @@ PG_MODULE_MAGIC;
 /* gibbs_nb.progress_interval: ms between progress NOTICEs of a waiting call */
 int			gnb_progress_interval_ms = 5000;
 
+/* gibbs_nb.max_jobs: training jobs that may run at once, 0 for no bound */
+int			gnb_max_jobs = 4;
+
 void		_PG_init(void);
 
 void
@@ -33,6 +36,14 @@ _PG_init(void)
 							&gnb_model_cache_kb,
 							256 * 1024, 0, INT_MAX,
 							PGC_USERSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.max_jobs",
+							"Training jobs that may run at the same time.",
+							"A training started beyond it fails at once; 0 means no bound "
+							"(max_worker_processes still applies).",
+							&gnb_max_jobs,
+							4, 0, 1024,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");
 }

@@ -27,6 +27,7 @@
 /* GUCs (gibbs_nb.c, predict.c) */
 extern int	gnb_progress_interval_ms;
 extern int	gnb_model_cache_kb;
+extern int	gnb_max_jobs;
 
 /*
  * What a training job needs to run: fixed-size so that it travels to the
@@ -173,6 +174,7 @@ extern void gnb_restore_user(GnbPrivilegeState *state);
 extern Oid	gnb_model_owner(const char *model_name);
 extern void gnb_check_model_access(const char *model_name, Oid role, bool missing_ok);
 extern Oid	gnb_registered_labels_table(const char *model_name, Oid relid);
-extern int64 gnb_running_job(const char *model_name);
+extern void gnb_reconcile_jobs(void);
+extern int64 gnb_running_job(const char *model_name, int64 *n_running);
 
 #endif							/* GIBBS_NB_H */

@@ -78,7 +78,8 @@ internal_query_value(const char *sql, int nargs, Oid *argtypes, Datum *values,
 	int			rc;
 
 	gnb_become_internal(&priv);
-	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, true, 1);
+	/* not read-only: it must see what this transaction just wrote */
+	rc = SPI_execute_with_args(sql, nargs, argtypes, values, NULL, false, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "internal query failed: %s", SPI_result_code_string(rc));
 	*isnull = true;
@@ -156,24 +157,56 @@ gnb_registered_labels_table(const char *model_name, Oid relid)
 }
 
 /*
- * The job that is training this model now, or 0.  A job row left 'running'
- * by a worker that is gone does not count.  SPI must be connected.
+ * Mark failed the jobs left 'queued' or 'running' by a worker that is gone
+ * (an immediate shutdown, a crash): their worker never recorded an outcome.
+ * The gibbs_nb_jobs view already shows them so; this puts the rows right.
+ * SPI must be connected.
+ */
+void
+gnb_reconcile_jobs(void)
+{
+	GnbPrivilegeState priv;
+
+	gnb_become_internal(&priv);
+	if (SPI_execute("UPDATE gibbs_nb.jobs j SET status = 'failed', "
+					"finished_at = pg_catalog.now(), sqlstate = '57P01', "
+					"message = 'the job''s worker exited without finishing it (server restart or crash)' "
+					"WHERE j.status OPERATOR(pg_catalog.=) ANY ('{queued,running}') "
+					"AND NOT (j.worker_pid IS NOT NULL AND EXISTS ("
+					"  SELECT 1 FROM pg_catalog.pg_stat_get_activity(j.worker_pid) a "
+					"  WHERE a.backend_type OPERATOR(pg_catalog.=) 'gibbs_nb worker' "
+					"  AND a.backend_start OPERATOR(pg_catalog.<=) j.started_at))",
+					false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not reconcile gibbs_nb.jobs");
+	gnb_restore_user(&priv);
+}
+
+/*
+ * The job that is training this model now, or 0; and in *n_running how many
+ * jobs of any model run.  Call after gnb_reconcile_jobs.  SPI connected.
  */
 int64
-gnb_running_job(const char *model_name)
+gnb_running_job(const char *model_name, int64 *n_running)
 {
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(model_name)};
 	bool		isnull;
 	Datum		job;
+	GnbPrivilegeState priv;
 
 	job = internal_query_value("SELECT j.job_id FROM gibbs_nb.jobs j "
 							   "WHERE j.model_name OPERATOR(pg_catalog.=) $1 "
 							   "AND j.status OPERATOR(pg_catalog.=) ANY ('{queued,running}') "
-							   "AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_get_activity(j.worker_pid) a "
-							   "            WHERE a.backend_type OPERATOR(pg_catalog.=) 'gibbs_nb worker') "
 							   "ORDER BY j.job_id LIMIT 1",
 							   1, argtypes, values, &isnull);
+	gnb_become_internal(&priv);
+	if (SPI_execute("SELECT pg_catalog.count(*) FROM gibbs_nb.jobs "
+					"WHERE status OPERATOR(pg_catalog.=) ANY ('{queued,running}')",
+					false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not count the running gibbs_nb jobs");
+	*n_running = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+											 &(bool){false}));
+	gnb_restore_user(&priv);
 	return isnull ? 0 : DatumGetInt64(job);
 }
 

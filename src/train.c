@@ -385,16 +385,24 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 	gnb_check_model_access(p->model_name, p->current_user_id, true);
 	{
 		int64		running;
+		int64		n_running;
 
 		SPI_connect();
-		running = gnb_running_job(p->model_name);
+		gnb_reconcile_jobs();
+		running = gnb_running_job(p->model_name, &n_running);
 		SPI_finish();
 		if (running != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
 					 errmsg("model \"%s\" is being trained by job " INT64_FORMAT,
 							p->model_name, running),
-					 errhint("Wait for that job to end, or cancel it.")));
+					 errhint("Wait for that job to end (gibbs_nb_wait), or cancel it (gibbs_nb_cancel).")));
+		if (gnb_max_jobs > 0 && n_running >= gnb_max_jobs)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("%lld gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
+							(long long) n_running),
+					 errhint("Wait for a job to end, or raise gibbs_nb.max_jobs.")));
 	}
 
 	resolve_labels_table(fcinfo, p);

@@ -1,0 +1,78 @@
+-- Jobs: gibbs_nb_wait, gibbs_nb_cancel, gibbs_nb_retrain, gibbs_nb_trace_plot,
+-- and jobs whose worker is gone.
+CREATE EXTENSION gibbs_nb;
+CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE sql;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO docs
+SELECT i, CASE WHEN i % 2 = 0 THEN '{cheap,pills}'::text[] ELSE '{meeting,notes}' END,
+       CASE WHEN i <= 10 THEN (CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END) END
+FROM generate_series(1, 30) i;
+
+-- wait => false returns at once; gibbs_nb_wait returns the job's row once it ended
+SELECT job_id AS started_job, status, version IS NULL AS no_version_yet
+FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 50, chains => 2, seed => 3,
+                    wait => false) \gset
+SELECT :'status' AS status_at_start, :'no_version_yet' AS no_version_yet;
+SELECT model_name, status, version, sweep, sweeps, message
+FROM gibbs_nb_wait(:started_job);
+SELECT status FROM gibbs_nb_wait(:started_job, '1 second');
+SELECT try($$SELECT gibbs_nb_wait(424242)$$);
+SELECT try($$SELECT gibbs_nb_wait(NULL)$$);
+
+-- cancelling a job that has ended does nothing
+SELECT gibbs_nb_cancel(:started_job);
+SELECT try($$SELECT gibbs_nb_cancel(424242)$$);
+
+-- the trace, drawn: one line per chain
+SELECT line ~ '^chain [12]  [▁▂▃▄▅▆▇█]+  min -?[0-9.]+  max -?[0-9.]+$' AS well_formed, count(*)
+FROM regexp_split_to_table(gibbs_nb_trace_plot(:started_job, 20), E'\n') line GROUP BY 1;
+SELECT length(split_part(gibbs_nb_trace_plot(:started_job, 20), '  ', 2)) AS width;
+SELECT gibbs_nb_trace_plot(424242) IS NULL AS no_trace;
+
+-- retraining: the latest version's parameters, seed included, the source read afresh
+SELECT version, status FROM gibbs_nb_retrain('m');
+SELECT a.sweeps = b.sweeps AND a.chains = b.chains AND a.seed = b.seed
+       AND a.labels_table = b.labels_table AS same_parameters
+FROM gibbs_nb.models a JOIN gibbs_nb.models b USING (model_name)
+WHERE a.version = 1 AND b.version = 2;
+SELECT count(*) FILTER (WHERE a.probability <> b.probability) AS differing_theta
+FROM gibbs_nb.theta a JOIN gibbs_nb.theta b USING (model_name, class, token)
+WHERE a.version = 1 AND b.version = 2;
+INSERT INTO docs VALUES (31, '{cheap,offer}', 'spam');
+SELECT version, status FROM gibbs_nb_retrain('m');
+SELECT n_documents FROM gibbs_nb.models WHERE model_name = 'm' ORDER BY version;
+SELECT try($$SELECT gibbs_nb_retrain('nope')$$);
+-- a retraining whose source is gone fails with the reason
+ALTER TABLE docs RENAME TO docs_moved;
+SELECT try($$SELECT gibbs_nb_retrain('m')$$);
+ALTER TABLE docs_moved RENAME TO docs;
+
+-- a job whose worker is gone (a crash, an immediate shutdown) shows as failed,
+-- and the next training puts its row right
+INSERT INTO gibbs_nb.jobs (job_id, model_name, owner, status, sweeps, chains, source,
+                           worker_pid, started_at)
+VALUES (900, 'm', 'postgres'::regrole, 'running', 10, 1, 'public.docs', pg_backend_pid(), now());
+SELECT status, message FROM gibbs_nb_jobs WHERE job_id = 900;
+SELECT status FROM gibbs_nb.jobs WHERE job_id = 900;
+SELECT version FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, seed => 1);
+SELECT status, sqlstate, message FROM gibbs_nb.jobs WHERE job_id = 900;
+
+-- the bound on concurrent jobs is a superuser setting
+SHOW gibbs_nb.max_jobs;
+CREATE ROLE gnb_plain;
+SET ROLE gnb_plain;
+SELECT try($$SET gibbs_nb.max_jobs = 100$$);
+RESET ROLE;
+DROP ROLE gnb_plain;
+
+SELECT gibbs_nb_drop('m');
+DROP TABLE docs;
+DROP FUNCTION try(text);
+DROP EXTENSION gibbs_nb;

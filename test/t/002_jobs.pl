@@ -1,0 +1,100 @@
+# Jobs a DBA can trust: gibbs_nb_cancel, an immediate shutdown in the middle
+# of a job, different models at once, the bound on concurrent jobs.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('jobs');
+$node->init;
+$node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
+$node->start;
+$node->safe_psql('postgres', q{
+  CREATE EXTENSION gibbs_nb;
+  CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text);
+  INSERT INTO docs
+  SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 500) FROM generate_series(1, 50) k),
+         CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END
+  FROM generate_series(1, 3000) i;
+  SET gibbs_nb.progress_interval = 0;
+  SELECT status FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, seed => 1);
+});
+
+sub start_long_job
+{
+	my ($model) = @_;
+	return $node->safe_psql('postgres', qq{
+	  SELECT job_id FROM gibbs_nb_train('$model', 'docs', 'tokens', 'label',
+	                                    sweeps => 1000000, seed => 1, wait => false)});
+}
+
+sub wait_for_sweeps
+{
+	my ($job) = @_;
+	return $node->poll_query_until('postgres',
+		"SELECT sweep > 0 FROM gibbs_nb_jobs WHERE job_id = $job");
+}
+
+# --- gibbs_nb_cancel ---
+my $job = start_long_job('m');
+ok(wait_for_sweeps($job), 'the long job runs');
+is($node->safe_psql('postgres', "SELECT gibbs_nb_cancel($job)"), 't', 'gibbs_nb_cancel says it stopped the job');
+ok($node->poll_query_until('postgres', "SELECT status FROM gibbs_nb_jobs WHERE job_id = $job", 'cancelled'),
+	'the job ends as cancelled');
+is($node->safe_psql('postgres', "SELECT max(version) FROM gibbs_nb.models WHERE model_name = 'm'"),
+	'1', 'nothing of it was published');
+is($node->safe_psql('postgres', "SELECT gibbs_nb_cancel($job)"), 'f', 'cancelling it again does nothing');
+is($node->safe_psql('postgres', "SELECT gibbs_nb_predict('m', '{w1}'::text[]) IS NOT NULL"),
+	't', 'the previous version keeps serving predictions');
+
+# --- an immediate shutdown in the middle of a job ---
+$job = start_long_job('m');
+ok(wait_for_sweeps($job), 'another long job runs');
+$node->stop('immediate');
+$node->start;
+is( $node->safe_psql('postgres', "SELECT status || ': ' || message FROM gibbs_nb_jobs WHERE job_id = $job"),
+	"failed: the job's worker exited without finishing it (server restart or crash)",
+	'after the restart the job shows as failed, not running');
+is($node->safe_psql('postgres', "SELECT count(*) FROM gibbs_nb.models WHERE model_name = 'm'"),
+	'1', 'the previous version is intact');
+is($node->safe_psql('postgres', "SELECT count(*) FROM gibbs_nb.theta WHERE model_name = 'm' AND version > 1"),
+	'0', 'no leftover theta rows');
+is($node->safe_psql('postgres', "SELECT DISTINCT version FROM m_labels"),
+	'1', 'the labels table still holds version 1');
+my $row = $node->safe_psql('postgres', q{
+  SET gibbs_nb.progress_interval = 0;
+  SELECT version FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, seed => 2)});
+is($row, '2', 'the model can be trained again (the stale job does not block it)');
+is($node->safe_psql('postgres', "SELECT status, sqlstate FROM gibbs_nb.jobs WHERE job_id = $job"),
+	'failed|57P01', 'and the stale job row has been put right');
+
+# --- different models at once; the bound on concurrent jobs ---
+my $a = start_long_job('a');
+my $b = start_long_job('b');
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'"),
+	'two models train at the same time');
+my ($rc, $out, $err) = $node->psql('postgres', q{
+  SET gibbs_nb.max_jobs = 2;
+  SELECT gibbs_nb_train('c', 'docs', 'tokens', 'label', sweeps => 10)});
+like($err, qr/2 gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows/,
+	'a job over gibbs_nb.max_jobs fails at once, with the reason');
+($rc, $out, $err) = $node->psql('postgres', q{
+  SELECT gibbs_nb_train('a', 'docs', 'tokens', 'label', sweeps => 10)});
+like($err, qr/model "a" is being trained by job $a/, 'a second training of a running model names the job');
+$node->safe_psql('postgres', "SELECT gibbs_nb_cancel($a), gibbs_nb_cancel($b)");
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'"),
+	'both are stopped');
+
+# --- gibbs_nb_wait with a timeout returns the job as it is ---
+$job = start_long_job('a');
+is($node->safe_psql('postgres', "SELECT status FROM gibbs_nb_wait($job, '200 milliseconds')"),
+	'running', 'gibbs_nb_wait with a timeout returns a running job as running');
+$node->safe_psql('postgres', "SELECT gibbs_nb_cancel($job)");
+is($node->safe_psql('postgres', "SELECT status FROM gibbs_nb_wait($job)"),
+	'cancelled', 'gibbs_nb_wait returns once the job has ended');
+
+$node->stop;
+done_testing();
