@@ -34,6 +34,9 @@ SET gibbs_nb.progress_interval = '1s';
 SELECT * FROM gibbs_nb_train('spam', 'mail', 'tokens', label_column => 'label',
                              sweeps => 500, seed => 42);
 
+\echo The chain, drawn (log joint per sweep):
+SELECT gibbs_nb_trace_plot(job_id, 50) FROM gibbs_nb_jobs WHERE model_name = 'spam';
+
 \echo The model:
 SELECT model_name, version, classes, n_documents, n_labeled, vocabulary_size, sampler, seconds
 FROM gibbs_nb.models WHERE model_name = 'spam';
