@@ -17,7 +17,7 @@
 /* Tokens hashed and prefetched together. */
 #define SCORE_BLOCK 32
 
-/* Up to this many classes are summed in locals. */
+/* Up to this many classes are summed in a local array; more in palloc'd memory. */
 #define GNB_SCORE_LOCAL_CLASSES 16
 
 /*
@@ -147,6 +147,7 @@ typedef struct ScorePipeline
 {
 	const GnbVocabIndex *index;
 	double	   *scores;
+	double	   *acc;			/* K doubles of scratch for stage 3 */
 	int			cur;			/* the block being filled */
 	TokenBlock	blocks[3];
 } ScorePipeline;
@@ -193,15 +194,16 @@ stage_probe(const GnbVocabIndex *index, TokenBlock *b)
 
 /*
  * Stage 3: compare the records with the tokens, add the matches' scores.
- * Sums go to locals first, not through scores[] (a load-add-store chain on
- * the same addresses for every token); inlined with K = 2, the common case,
- * they stay in registers.
+ * Sums go to acc[] (K zeroed doubles of the caller's) first, not through
+ * scores[] (a load-add-store chain on the same addresses for every token);
+ * inlined with K = 2, the common case, they stay in registers.
  */
 static inline void
-stage_score_k(const GnbVocabIndex *index, TokenBlock *b, double *scores, const int32 K)
+stage_score_k(const GnbVocabIndex *index, TokenBlock *b, double *scores, const int32 K,
+			  double *acc)
 {
-	double		acc[GNB_SCORE_LOCAL_CLASSES] = {0};
-
+	for (int32 k = 0; k < K; k++)
+		acc[k] = 0.0;
 	for (int t = 0; t < b->n; t++)
 	{
 		const char *rec = b->rec[t];
@@ -229,38 +231,16 @@ stage_score_k(const GnbVocabIndex *index, TokenBlock *b, double *scores, const i
 }
 
 static void
-stage_score(const GnbVocabIndex *index, TokenBlock *b, double *scores)
+stage_score(const GnbVocabIndex *index, TokenBlock *b, double *scores, double *acc)
 {
-	const int32 K = index->n_classes;
-
-	if (K == 2)
-		stage_score_k(index, b, scores, 2);
-	else if (K <= GNB_SCORE_LOCAL_CLASSES)
-		stage_score_k(index, b, scores, K);
-	else
+	if (index->n_classes == 2)
 	{
-		/* many classes: add straight into scores[] */
-		for (int t = 0; t < b->n; t++)
-		{
-			const char *rec = b->rec[t];
-			uint32		i = b->pos[t];
+		double		acc2[2];
 
-			while (rec != NULL)
-			{
-				if (record_matches(index, rec, b->str[t], b->len[t], b->first[t]))
-				{
-					const double *lt = (const double *) rec;
-
-					for (int32 k = 0; k < K; k++)
-						scores[k] += b->count[t] * lt[k];
-					break;
-				}
-				i = (i + 1) & index->mask;
-				rec = probe(index, b->hash[t], &i);
-			}
-		}
-		b->n = 0;
+		stage_score_k(index, b, scores, 2, acc2);
 	}
+	else
+		stage_score_k(index, b, scores, index->n_classes, acc);
 }
 
 /* Move every block one stage on; the block after `cur` becomes free. */
@@ -273,7 +253,7 @@ advance(ScorePipeline *p)
 
 	stage_hash(p->index, cur);
 	stage_probe(p->index, prev);
-	stage_score(p->index, prev2, p->scores);
+	stage_score(p->index, prev2, p->scores, p->acc);
 	p->cur = (p->cur + 1) % 3;
 }
 
@@ -296,9 +276,12 @@ gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector
 					  double *scores)
 {
 	ScorePipeline p;
+	double		local_acc[GNB_SCORE_LOCAL_CLASSES];
 
 	p.index = index;
 	p.scores = scores;
+	p.acc = index->n_classes <= GNB_SCORE_LOCAL_CLASSES ? local_acc
+		: palloc(sizeof(double) * index->n_classes);
 	p.cur = 0;
 	for (int i = 0; i < 3; i++)
 		p.blocks[i].n = 0;

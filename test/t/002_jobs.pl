@@ -97,4 +97,33 @@ is($node->safe_psql('postgres', "SELECT status FROM gibbs_nb_wait($job)"),
 	'cancelled', 'gibbs_nb_wait returns once the job has ended');
 
 $node->stop;
+
+# --- no background worker slot free: an error with a hint, never a hang ---
+# max_worker_processes = 2: the logical replication launcher takes one, the
+# first job the other.
+my $small = PostgreSQL::Test::Cluster->new('small');
+$small->init;
+$small->append_conf('postgresql.conf', "max_worker_processes = 2\ngibbs_nb.max_jobs = 0\n");
+$small->start;
+$small->safe_psql('postgres', q{
+  CREATE EXTENSION gibbs_nb;
+  CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text);
+  INSERT INTO docs
+  SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 500) FROM generate_series(1, 50) k),
+         CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END
+  FROM generate_series(1, 3000) i;
+});
+my $first = $small->safe_psql('postgres', q{
+  SELECT job_id FROM gibbs_nb_train('one', 'docs', 'tokens', 'label', sweeps => 1000000, wait => false)});
+($rc, $out, $err) = $small->psql('postgres', q{
+  SELECT gibbs_nb_train('two', 'docs', 'tokens', 'label', sweeps => 10)},
+	timeout => $PostgreSQL::Test::Utils::timeout_default);
+like($err, qr/could not start a gibbs_nb worker: no background worker slot is free/,
+	'with no worker slot free, training fails at once');
+like($err, qr/HINT:  .*raise max_worker_processes \(currently 2\)/, 'with a hint');
+is($small->safe_psql('postgres', "SELECT count(*) FROM gibbs_nb.jobs WHERE model_name = 'two'"),
+	'0', 'and leaves no job behind');
+$small->safe_psql('postgres', "SELECT gibbs_nb_cancel($first)");
+$small->stop;
+
 done_testing();
