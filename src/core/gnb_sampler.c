@@ -123,6 +123,13 @@ typedef struct chain_state
 	double	   *N;				/* V x K weighted word counts */
 	double	   *Nk;				/* K: sum over w of N */
 	double	   *S;				/* K: sum over w of lgamma(N + g) - lgamma(g) */
+	/*
+	 * The prior term of the conditionals, kept up to date as documents
+	 * move rather than recomputed for every class of every document:
+	 * log(C_k + g_pi), and log(C_k - lambda + g_pi) for a document's own class.
+	 */
+	double	   *log_prior;		/* K */
+	double	   *log_prior_own;	/* K */
 	double	   *log_theta;		/* V x K, paper sampler only */
 	double	   *scores;			/* K scratch */
 	double	   *scratch;		/* K scratch */
@@ -283,9 +290,18 @@ gnb_log_joint(const gnb_corpus *corpus, const gnb_params *params,
 	return lj;
 }
 
+static inline void
+refresh_prior(chain_state *st, int32_t k)
+{
+	const double gp = st->sh->params->gamma_pi;
+
+	st->log_prior[k] = log(st->C[k] + gp);
+	st->log_prior_own[k] = log(st->C[k] - st->sh->params->unlabeled_weight + gp);
+}
+
 /*
- * Move unlabelled document j from class a to class b, keeping N, Nk, C and
- * the word terms S up to date.  With lambda = 1 the change of S is a log of
+ * Move unlabelled document j from class a to class b, keeping N, Nk, C, the
+ * prior terms and the word terms S up to date.  With lambda = 1 the change of S is a log of
  * rising factorials, taken as running products; otherwise lgamma.
  */
 static void
@@ -342,6 +358,8 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 	st->Nk[b] += lambda * sh->doc_length[j];
 	st->C[a] -= lambda;
 	st->C[b] += lambda;
+	refresh_prior(st, a);
+	refresh_prior(st, b);
 }
 
 /*
@@ -403,8 +421,6 @@ label_step_paper(chain_state *st)
 	const run_shared *sh = st->sh;
 	const gnb_corpus *c = sh->corpus;
 	const int32_t K = sh->K;
-	const double gp = sh->params->gamma_pi;
-	const double lambda = sh->params->unlabeled_weight;
 	double	   *s = st->scores;
 	int32_t		changed = 0;
 
@@ -416,7 +432,8 @@ label_step_paper(chain_state *st)
 
 		maybe_check_interrupts(sh, i);
 		for (int32_t k = 0; k < K; k++)
-			s[k] = log(st->C[k] - (k == a ? lambda : 0.0) + gp);
+			s[k] = st->log_prior[k];
+		s[a] = st->log_prior_own[a];
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
 			const double *row = st->log_theta + (int64_t) c->word[p] * K;
@@ -450,7 +467,6 @@ label_step_collapsed(chain_state *st)
 	const run_shared *sh = st->sh;
 	const gnb_corpus *c = sh->corpus;
 	const int32_t K = sh->K;
-	const double gp = sh->params->gamma_pi;
 	const double g = sh->params->gamma_theta;
 	const double vg = sh->V * g;
 	const double lambda = sh->params->unlabeled_weight;
@@ -471,7 +487,8 @@ label_step_collapsed(chain_state *st)
 			double		own = (k == a) ? lambda : 0.0;
 			double		nk = st->Nk[k] - own * R + vg;
 
-			s[k] = log(st->C[k] - own + gp) - (lgamma(nk + R) - lgamma(nk));
+			s[k] = (k == a ? st->log_prior_own[k] : st->log_prior[k]) -
+				(lgamma(nk + R) - lgamma(nk));
 			log_product_init(&prod[k]);
 		}
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
@@ -590,6 +607,8 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 	}
 	compute_word_terms(V, K, params->gamma_theta, st->N, st->S);
+	for (int32_t k = 0; k < K; k++)
+		refresh_prior(st, k);
 
 	for (int32_t t = 1; t <= params->sweeps; t++)
 	{
@@ -866,6 +885,8 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 	st.N = xalloc(hooks, vk + 1, sizeof(double));
 	st.Nk = xalloc(hooks, K, sizeof(double));
 	st.S = xalloc(hooks, K, sizeof(double));
+	st.log_prior = xalloc(hooks, K, sizeof(double));
+	st.log_prior_own = xalloc(hooks, K, sizeof(double));
 	if (params->sampler == GNB_SAMPLER_PAPER)
 		st.log_theta = xalloc(hooks, vk + 1, sizeof(double));
 	st.scores = xalloc(hooks, K, sizeof(double));
@@ -940,6 +961,8 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 	hooks->release(st.N, hooks->arg);
 	hooks->release(st.Nk, hooks->arg);
 	hooks->release(st.S, hooks->arg);
+	hooks->release(st.log_prior, hooks->arg);
+	hooks->release(st.log_prior_own, hooks->arg);
 	if (st.log_theta)
 		hooks->release(st.log_theta, hooks->arg);
 	hooks->release(st.scores, hooks->arg);
