@@ -168,6 +168,17 @@ SELECT cardinality(gibbs_nb_classes('many')) AS classes,
        count(*) FILTER (WHERE gibbs_nb_predict('many', tokens) = label) AS right, count(*) AS total,
        bool_and(abs((SELECT sum(p) FROM unnest(gibbs_nb_predict_proba('many', tokens)) p) - 1) < 1e-12) AS sums_to_1
 FROM many;
+-- a cache too small for two models: each load evicts the other, the model in
+-- use is always kept, and the answers do not change
+CREATE TABLE cache_check AS
+  SELECT id, gibbs_nb_predict('colors', tokens) AS c, gibbs_nb_predict('many', tokens) AS m
+  FROM new_docs;
+SET gibbs_nb.model_cache_size = '1kB';
+SELECT count(*) AS differing FROM new_docs d JOIN cache_check x USING (id)
+WHERE gibbs_nb_predict('colors', d.tokens) <> x.c OR gibbs_nb_predict('many', d.tokens) <> x.m;
+SELECT gibbs_nb_classes('colors') = gibbs_nb_classes('colors') AS stable_across_evictions;
+RESET gibbs_nb.model_cache_size;
+DROP TABLE cache_check;
 SELECT gibbs_nb_drop('many');
 DROP TABLE many;
 
