@@ -6,6 +6,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use GibbsNbTest;
 
 my $node = PostgreSQL::Test::Cluster->new('main');
 $node->init;
@@ -17,15 +18,7 @@ $node->safe_psql('postgres', q{
   CREATE ROLE alice LOGIN;
   CREATE SCHEMA alice AUTHORIZATION alice;
 });
-# 3,000 documents of 50 words, a quarter labelled: enough work that a job of
-# many sweeps runs until it is stopped.
-$node->safe_psql('postgres', q{
-  CREATE TABLE alice.docs (id int PRIMARY KEY, tokens text[], label text);
-  INSERT INTO alice.docs
-  SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 500) FROM generate_series(1, 50) k),
-         CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END
-  FROM generate_series(1, 3000) i;
-}, extra_params => [ '-U', 'alice' ]);
+create_docs($node, 'alice.docs', extra_params => [ '-U', 'alice' ]);
 
 # Start a long job as alice without waiting; returns its job id.
 sub start_long_job

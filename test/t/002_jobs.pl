@@ -5,18 +5,15 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use GibbsNbTest;
 
 my $node = PostgreSQL::Test::Cluster->new('jobs');
 $node->init;
 $node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
 $node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION gibbs_nb');
+create_docs($node, 'docs');
 $node->safe_psql('postgres', q{
-  CREATE EXTENSION gibbs_nb;
-  CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text);
-  INSERT INTO docs
-  SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 500) FROM generate_series(1, 50) k),
-         CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END
-  FROM generate_series(1, 3000) i;
   SET gibbs_nb.progress_interval = 0;
   SELECT status FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, seed => 1);
 });
@@ -105,14 +102,8 @@ my $small = PostgreSQL::Test::Cluster->new('small');
 $small->init;
 $small->append_conf('postgresql.conf', "max_worker_processes = 2\ngibbs_nb.max_jobs = 0\n");
 $small->start;
-$small->safe_psql('postgres', q{
-  CREATE EXTENSION gibbs_nb;
-  CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text);
-  INSERT INTO docs
-  SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 500) FROM generate_series(1, 50) k),
-         CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END
-  FROM generate_series(1, 3000) i;
-});
+$small->safe_psql('postgres', 'CREATE EXTENSION gibbs_nb');
+create_docs($small, 'docs');
 my $first = $small->safe_psql('postgres', q{
   SELECT job_id FROM gibbs_nb_train('one', 'docs', 'tokens', 'label', sweeps => 1000000, wait => false)});
 ($rc, $out, $err) = $small->psql('postgres', q{
