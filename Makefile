@@ -10,6 +10,8 @@ OBJS = \
 	src/corpus.o \
 	src/publish.o \
 	src/model.o \
+	src/store.o \
+	src/source.o \
 	src/predict.o \
 	src/vocab_index.o \
 	src/class_counts.o \

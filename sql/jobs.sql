@@ -49,16 +49,21 @@ INSERT INTO docs VALUES (31, '{cheap,offer}', 'spam');
 SELECT version, status FROM gibbs_nb_retrain('m');
 SELECT n_documents FROM gibbs_nb.models WHERE model_name = 'm' ORDER BY version;
 SELECT try($$SELECT gibbs_nb_retrain('nope')$$);
--- a retraining whose source is gone fails with the reason
+-- retraining follows the source by OID: a renamed source is still the source
 ALTER TABLE docs RENAME TO docs_moved;
-SELECT try($$SELECT gibbs_nb_retrain('m')$$);
+SELECT version, status FROM gibbs_nb_retrain('m');
 ALTER TABLE docs_moved RENAME TO docs;
+-- and a dropped one is gone, whatever now has its name
+CREATE TABLE docs_copy AS SELECT * FROM docs;
+DROP TABLE docs;
+ALTER TABLE docs_copy RENAME TO docs;
+SELECT try($$SELECT gibbs_nb_retrain('m')$$);
 
 -- a job whose worker is gone (a crash, an immediate shutdown) shows as failed,
 -- and the next training puts its row right
 INSERT INTO gibbs_nb.jobs (job_id, model_name, owner, status, sweeps, chains, source,
                            worker_pid, started_at)
-VALUES (900, 'm', 'postgres'::regrole, 'running', 10, 1, 'public.docs', pg_backend_pid(), now());
+VALUES (900, 'm', 'postgres', 'running', 10, 1, 'public.docs', pg_backend_pid(), now());
 SELECT status, message FROM gibbs_nb_jobs WHERE job_id = 900;
 SELECT status FROM gibbs_nb.jobs WHERE job_id = 900;
 SELECT version FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, seed => 1);

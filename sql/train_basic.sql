@@ -38,7 +38,7 @@ SELECT obj_description('toy_labels'::regclass);
 SELECT model_name, version, classes, n_documents, n_labeled, n_skipped, vocabulary_size,
        source, tokens_column, label_column, id_column, sweeps, burn_in, lag, chains, sampler,
        gamma_pi, gamma_theta, unlabeled_weight, seed, labels_table, r_hat,
-       owner = 'postgres'::regrole AS owned, status
+       owner = 'postgres' AS owned, status
 FROM gibbs_nb.models;
 
 -- theta-hat: a distribution over the vocabulary per class; pi-hat sums to 1

@@ -110,7 +110,7 @@ SET ROLE gnb_intruder;
 SELECT try($$INSERT INTO gibbs_nb.models (model_name, version, owner, classes) VALUES ('x', 1, 1, '{}')$$);
 SELECT try($$DELETE FROM gibbs_nb.theta$$);
 SELECT try($$UPDATE gibbs_nb.jobs SET status = 'failed'$$);
-SELECT try($$SELECT count(*) FROM gibbs_nb.jobs$$);
+SELECT count(*) AS jobs_the_intruder_sees FROM gibbs_nb.jobs;
 SELECT try($$SELECT nextval('gibbs_nb.job_id_seq')$$);
 RESET ROLE;
 DROP ROLE gnb_intruder;

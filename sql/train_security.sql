@@ -27,7 +27,7 @@ SELECT model_name, version, status
 FROM gibbs_nb_train('alice_spam', 'alice.mail', 'tokens', 'label', sweeps => 50, seed => 1);
 -- the worker acted as alice, not as a superuser
 SELECT worker_user, owner FROM gibbs_nb_jobs;
-SELECT pg_get_userbyid(owner) FROM gibbs_nb.models;
+SELECT owner, trained_by FROM gibbs_nb.models;
 -- the labels table is alice's, in the source's schema
 SELECT tableowner FROM pg_tables WHERE schemaname = 'alice' AND tablename = 'alice_spam_labels';
 SELECT count(*) FROM alice.alice_spam_labels;
@@ -47,7 +47,11 @@ SELECT count(*) AS jobs FROM gibbs_nb_jobs;
 SELECT try($$SELECT gibbs_nb_drop('alice_spam')$$);
 CREATE TABLE bob.mail (id int PRIMARY KEY, tokens text[], label text);
 INSERT INTO bob.mail VALUES (1, '{a}', 'x'), (2, '{b}', 'y'), (3, '{a,b}', NULL);
-SELECT try($$SELECT gibbs_nb_train('alice_spam', 'bob.mail', 'tokens', 'label', sweeps => 10)$$);
+-- a model name is per owner: bob's own "alice_spam" is another model, and
+-- bob learns nothing of alice's
+SELECT model_name, version, status
+FROM gibbs_nb_train('alice_spam', 'bob.mail', 'tokens', 'label', sweeps => 10, seed => 1);
+SELECT owner, version FROM gibbs_nb.models WHERE model_name = 'alice_spam';
 RESET ROLE;
 
 -- column privileges are enough when they cover the columns used

@@ -196,15 +196,20 @@ null_id_error(const GnbJobParams *params)
 	ereport(ERROR,
 			(errcode(ERRCODE_NOT_NULL_VIOLATION),
 			 errmsg("id column \"%s\" of %s has NULL values",
-					params->id_column, params->source_name)));
+					params->source.id_column, params->source_display)));
 }
 
-/* Run a read-only query through a cursor, calling fn for every row. */
+/*
+ * Run a read-only query through a cursor, calling fn for every row.  The
+ * query's columns must have the types in `types` (ncols of them): fn takes
+ * their values as such.
+ */
 typedef void (*row_fn) (CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple,
 						TupleDesc desc);
 
 static void
-for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql, row_fn fn)
+for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
+			 int ncols, const Oid *types, row_fn fn)
 {
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb read batch",
 													ALLOCSET_DEFAULT_SIZES);
@@ -218,6 +223,9 @@ for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql, row_
 		SPI_cursor_fetch(portal, true, FETCH_ROWS);
 		if (SPI_processed == 0)
 			break;
+		for (int c = 0; c < ncols; c++)
+			gnb_check_result_column(SPI_tuptable->tupdesc, c + 1, types[c],
+									c == 0 ? "id" : "tokens or label");
 		old = MemoryContextSwitchTo(batch_cxt);
 		for (uint64 r = 0; r < SPI_processed; r++)
 			fn(b, params, SPI_tuptable->vals[r], SPI_tuptable->tupdesc);
@@ -292,7 +300,7 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, 
 	if (b->n_docs == b->docs_cap)
 		grow_docs(b);
 	b->doc_start[b->n_docs] = b->n_pairs;
-	gnb_each_token(tokens, params->tokens_are_tsvector, add_token, b);
+	gnb_each_token(tokens, params->source.tokens_base == TSVECTOROID, add_token, b);
 	b->label[b->n_docs] = -1;
 	old = MemoryContextSwitchTo(b->cxt);
 	b->ids[b->n_docs] = datumCopy(id, b->id_typbyval, b->id_typlen);
@@ -303,53 +311,63 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, 
 /*
  * The labelled documents' class x word counts, by gibbs_nb_class_counts: the
  * planner may count them in parallel workers.  Returns the value, parsed.
+ * The aggregate is named with its schema and called with arguments of
+ * exactly its argument types (a domain over text[] is cast to text[]), so
+ * that no aggregate another role created, in any schema, can match better.
  */
 static void
-read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, GnbParsedCounts *pc)
+read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
+					GnbParsedCounts *pc)
 {
-	char	   *schema;
+	const GnbSourceDesc *src = &params->source;
+	char	   *schema = get_namespace_name(params->extension_schema);
 	char	   *sql;
 	bool		isnull;
 	MemoryContext old;
 	bytea	   *value;
 
-	/* the aggregate lives in the extension's schema */
-	if (SPI_execute("SELECT n.nspname FROM pg_catalog.pg_extension e "
-					"JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
-					"WHERE e.extname OPERATOR(pg_catalog.=) 'gibbs_nb'", true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not find the schema of extension gibbs_nb");
-	schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	sql = psprintf("SELECT %s.gibbs_nb_class_counts(%s::pg_catalog.text, %s) FROM %s "
-							   "WHERE %s IS NOT NULL",
-							   quote_identifier(schema),
-							   quote_identifier(params->label_column),
-							   quote_identifier(params->tokens_column),
-							   params->source_name,
-							   quote_identifier(params->label_column));
+	if (schema == NULL)
+		elog(ERROR, "the schema of extension gibbs_nb is gone");
+	sql = psprintf("SELECT %s.gibbs_nb_class_counts(%s::pg_catalog.text, %s::pg_catalog.%s) "
+				   "FROM %s WHERE %s IS NOT NULL",
+				   quote_identifier(schema),
+				   quote_identifier(src->label_column),
+				   quote_identifier(src->tokens_column),
+				   src->tokens_base == TSVECTOROID ? "tsvector" : "text[]",
+				   source_sql,
+				   quote_identifier(src->label_column));
 	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not count the labelled documents of %s", params->source_name);
+		elog(ERROR, "could not count the labelled documents of %s", source_sql);
+	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "class counts");
+	value = (bytea *) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		elog(ERROR, "gibbs_nb_class_counts returned NULL");
 	old = MemoryContextSwitchTo(b->cxt);
-	value = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-											 &isnull));
+	value = DatumGetByteaPCopy(PointerGetDatum(value));
 	MemoryContextSwitchTo(old);
 	gnb_counts_parse(value, pc, true);
 }
 
 /*
  * Read the source of a job.  Runs as the caller, with one snapshot for all
- * its queries; SPI must not be connected.  Everything the corpus holds is
- * allocated in cxt.
+ * its queries, in a transaction that holds the source's lock (see
+ * gnb_lock_source, which gives source_sql); SPI must not be connected.
+ * Everything the corpus holds is allocated in cxt.
  */
 void
-gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus)
+gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContext cxt,
+				GnbCorpus *corpus)
 {
+	const GnbSourceDesc *src = &params->source;
 	CorpusBuilder b;
-	TypeCacheEntry *idtype = lookup_type_cache(params->id_type, TYPECACHE_LT_OPR);
+	TypeCacheEntry *idtype = lookup_type_cache(src->id_type, TYPECACHE_LT_OPR);
 	const char *order = OidIsValid(idtype->lt_opr) ? " ORDER BY 1" : "";
-	bool		has_label = params->label_column[0] != '\0';
-	const char *id = quote_identifier(params->id_column);
-	const char *tokens = quote_identifier(params->tokens_column);
+	bool		has_label = src->label_attnum != 0;
+	const char *id = quote_identifier(src->id_column);
+	const char *tokens = quote_identifier(src->tokens_column);
+	Oid			labeled_types[3] = {src->id_type, TEXTOID, BOOLOID};
+	Oid			document_types[2] = {src->id_type, src->tokens_type};
 	GnbParsedCounts counts;
 	int32	   *class_of_value = NULL;
 	int32	   *count_word = NULL;
@@ -378,24 +396,24 @@ gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus
 	b.pairs_cap = 16384;
 	b.word = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
 	b.count = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
-	get_typlenbyval(params->id_type, &b.id_typlen, &b.id_typbyval);
+	get_typlenbyval(src->id_type, &b.id_typlen, &b.id_typbyval);
 
 	SPI_connect();
 	if (has_label)
 	{
-		const char *label = quote_identifier(params->label_column);
+		const char *label = quote_identifier(src->label_column);
 
 		/* 1. every row's id and label, without reading its tokens */
 		for_each_row(&b, params,
 					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL FROM %s%s",
-							  id, label, tokens, params->source_name, order),
-					 add_labeled_row);
+							  id, label, tokens, source_sql, order),
+					 3, labeled_types, add_labeled_row);
 		/* 2. the labelled documents' counts, by the parallel aggregate */
 		if (b.n_labeled > 0)
 		{
 			bool		is_new;
 
-			read_labeled_counts(&b, params, &counts);
+			read_labeled_counts(&b, params, source_sql, &counts);
 			count_word = MemoryContextAlloc(cxt, sizeof(int32) * (counts.n_words + 1));
 			for (int32 i = 0; i < counts.n_words; i++)
 				count_word[i] = intern(&b, b.vocab, counts.word_str[i], counts.word_len[i], false);
@@ -404,13 +422,13 @@ gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus
 		/* 3. the unlabelled documents, with their tokens */
 		for_each_row(&b, params,
 					 psprintf("SELECT %s, %s FROM %s WHERE %s IS NULL AND %s IS NOT NULL%s",
-							  id, tokens, params->source_name, label, tokens, order),
-					 add_document_row);
+							  id, tokens, source_sql, label, tokens, order),
+					 2, document_types, add_document_row);
 	}
 	else
 		for_each_row(&b, params,
-					 psprintf("SELECT %s, %s FROM %s%s", id, tokens, params->source_name, order),
-					 add_document_row);
+					 psprintf("SELECT %s, %s FROM %s%s", id, tokens, source_sql, order),
+					 2, document_types, add_document_row);
 	SPI_finish();
 	b.doc_start[b.n_docs] = b.n_pairs;
 
@@ -424,7 +442,7 @@ gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt, GnbCorpus *corpus
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s has no labelled rows and n_classes was not given",
-							params->source_name)));
+							source_sql)));
 		K = params->n_classes;
 		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
 		for (int32 k = 0; k < K; k++)

@@ -12,7 +12,9 @@
 
 #include "gnb_sampler.h"
 #include "storage/dsm.h"
+#include "fmgr.h"
 #include "storage/spin.h"
+#include "access/tupdesc.h"
 #include "utils/timestamp.h"
 
 /* The schema that holds the extension's tables. */
@@ -28,6 +30,35 @@
 extern int	gnb_progress_interval_ms;
 extern int	gnb_model_cache_kb;
 extern int	gnb_max_jobs;
+
+/*
+ * A training source as checked: the relation and the columns used.  Types
+ * are the columns' declared types (a domain stays a domain); tokens_base is
+ * text[] or tsvector.  Label attnum 0 means no label column.
+ */
+typedef struct GnbSourceDesc
+{
+	Oid			relid;
+	char		relkind;
+	char		tokens_column[NAMEDATALEN];
+	char		label_column[NAMEDATALEN];	/* "" for none */
+	char		id_column[NAMEDATALEN];
+	AttrNumber	tokens_attnum;
+	AttrNumber	label_attnum;
+	AttrNumber	id_attnum;
+	Oid			tokens_type;
+	Oid			tokens_base;
+	Oid			label_type;
+	Oid			id_type;
+	int32		id_typmod;
+} GnbSourceDesc;
+
+/* source.c: the one definition of a valid source, for caller and worker */
+extern void gnb_describe_source(Oid relid, const char *tokens_column,
+								const char *label_column, const char *id_column,
+								GnbSourceDesc *desc);
+extern char *gnb_lock_source(const GnbSourceDesc *checked, int64 job_id);
+extern void gnb_check_result_column(TupleDesc desc, int col, Oid type, const char *what);
 
 /*
  * What a training job needs to run: fixed-size so that it travels to the
@@ -47,19 +78,23 @@ typedef struct GnbJobParams
 	Oid			current_user_id;
 	int			sec_context;
 
+	/* the model: (owner, name); the owner is a role name, see store.c */
 	char		model_name[NAMEDATALEN];
-	Oid			source_relid;
-	char		source_name[2 * NAMEDATALEN + 8];	/* qualified, quoted */
-	char		tokens_column[NAMEDATALEN];
-	char		label_column[NAMEDATALEN];	/* "" for none */
-	char		id_column[NAMEDATALEN];
-	bool		tokens_are_tsvector;
-	Oid			id_type;
-	int32		id_typmod;
+	char		model_owner[NAMEDATALEN];
+
+	/*
+	 * The source as the caller checked it: a relation OID and its columns'
+	 * numbers and types.  The worker locks the OID and checks these again
+	 * (gnb_check_source) before it reads; no name is ever carried over.
+	 */
+	GnbSourceDesc source;
+	Oid			extension_schema;	/* where gibbs_nb_class_counts lives */
 	int32		n_classes;		/* 0: from the labels */
 	gnb_params	sampler;		/* sweeps, burn_in, ..., the resolved seed */
 	char		labels_schema[NAMEDATALEN];
 	char		labels_table[NAMEDATALEN];
+	/* for messages only, never for SQL: the source's name at call time */
+	char		source_display[2 * (2 * NAMEDATALEN + 2) + 2];
 } GnbJobParams;
 
 /* Where a job is; the worker moves it forward, the caller reads it. */
@@ -136,8 +171,8 @@ typedef struct GnbCorpus
 	int64		n_tokens;
 } GnbCorpus;
 
-extern void gnb_read_corpus(const GnbJobParams *params, MemoryContext cxt,
-							GnbCorpus *corpus);
+extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
+							MemoryContext cxt, GnbCorpus *corpus);
 
 /* class_counts.c: a gibbs_nb_class_counts value, parsed and validated */
 typedef struct GnbParsedCounts
@@ -160,7 +195,7 @@ extern void gnb_counts_cell(const GnbParsedCounts *pc, int64 i, int32 *cls, int3
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 						 const gnb_result *result, double seconds_so_far);
 
-/* model.c: the extension's tables, and who may touch which model */
+/* store.c: the extension's tables, model names, job liveness */
 typedef struct GnbPrivilegeState
 {
 	Oid			save_user;
@@ -168,13 +203,28 @@ typedef struct GnbPrivilegeState
 	int			save_nestlevel;
 } GnbPrivilegeState;
 
+typedef enum GnbRunAs
+{
+	GNB_AS_CALLER,				/* the current user, row security applies */
+	GNB_AS_INTERNAL				/* the extension's owner */
+} GnbRunAs;
+
 extern Oid	gnb_internal_owner(void);
 extern void gnb_become_internal(GnbPrivilegeState *state);
 extern void gnb_restore_user(GnbPrivilegeState *state);
-extern Oid	gnb_model_owner(const char *model_name);
-extern void gnb_check_model_access(const char *model_name, Oid role, bool missing_ok);
-extern Oid	gnb_registered_labels_table(const char *model_name, Oid relid);
+extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
+						const char *nulls, GnbRunAs as, int expected, long limit);
+extern Datum gnb_result_value(int col, bool *isnull);
+extern char *gnb_current_role_name(void);
+extern const char *gnb_choose_owner(const char *model_name, char **owners, int n);
+extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_ok);
+extern bool gnb_labels_table_registered(const char *owner, const char *model_name, Oid relid);
+extern void gnb_hold_job_lock(int64 job_id);
+extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
-extern int64 gnb_running_job(const char *model_name, int64 *n_running);
+extern int64 gnb_running_job(const char *owner, const char *model_name, int64 *n_running);
+
+/* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
+extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);
 
 #endif							/* GIBBS_NB_H */

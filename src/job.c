@@ -10,10 +10,15 @@
  */
 #include "gibbs_nb.h"
 
+#include <signal.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
+#include "storage/procarray.h"
 #include "utils/builtins.h"
 
 /* How often the caller looks at its worker when nothing wakes it. */
@@ -55,7 +60,7 @@ report_progress(const GnbJobShared *state)
 	{
 		ereport(NOTICE,
 				(errmsg("gibbs_nb job " INT64_FORMAT ": reading %s",
-						state->params.job_id, state->params.source_name)));
+						state->params.job_id, state->params.source_display)));
 		return;
 	}
 	TimestampDifference(state->sampling_started, GetCurrentTimestamp(), &secs, &usecs);
@@ -174,4 +179,64 @@ gnb_run_job(GnbJobParams *params, bool wait, GnbJobOutcome *outcome)
 	outcome->sweeps_done = state.sweeps_done;
 	outcome->seconds = state.seconds;
 	outcome->log_likelihood = state.log_likelihood;
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_cancel);
+
+/*
+ * gibbs_nb_cancel(job_id bigint) returns boolean
+ *
+ * Tells a running job's worker to stop; the worker records the job as
+ * cancelled and publishes nothing.  Any role that may see the job (row
+ * security on gibbs_nb.jobs: its model's owner, and roles with the owner's
+ * privileges) may cancel it, also when the worker's session belongs to
+ * another login role (a job started after SET ROLE, or from a SECURITY
+ * DEFINER function).  False if the job had already ended.
+ */
+Datum
+gibbs_nb_cancel(PG_FUNCTION_ARGS)
+{
+	int64		job_id;
+	Oid			types[1] = {INT8OID};
+	Datum		values[1];
+	bool		running;
+	bool		isnull;
+	int			pid;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("job_id must not be NULL")));
+	job_id = PG_GETARG_INT64(0);
+	values[0] = Int64GetDatum(job_id);
+
+	SPI_connect();
+	gnb_execute("SELECT status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[]), "
+				"worker_pid FROM gibbs_nb.jobs WHERE job_id OPERATOR(pg_catalog.=) $1",
+				1, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("gibbs_nb job " INT64_FORMAT " does not exist", job_id)));
+	running = DatumGetBool(gnb_result_value(1, &isnull));
+	pid = DatumGetInt32(gnb_result_value(2, &isnull));
+	SPI_finish();
+	if (!running || isnull)
+		PG_RETURN_BOOL(false);
+
+	/*
+	 * While the job's lock is held its worker lives, and worker_pid is that
+	 * worker's: it wrote the pid itself, after taking the lock.  Between this
+	 * check and the signal the worker may exit; pg_terminate_backend has the
+	 * same window.
+	 */
+	if (!gnb_job_worker_alive(job_id) || BackendPidGetProc(pid) == NULL)
+		PG_RETURN_BOOL(false);
+#ifdef HAVE_SETSID
+	if (kill(-pid, SIGTERM) != 0)
+#else
+	if (kill(pid, SIGTERM) != 0)
+#endif
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(true);
 }

@@ -9,15 +9,17 @@
  * computed in logs; unknown words are ignored, so a document with no known
  * word gets the class prior.
  *
- * The cache.  The first call for a model loads its latest version from
- * gibbs_nb.packed (one row: the vocabulary and log theta-hat as arrays) into
- * a memory context of its own, as a vocabulary index (vocab_index.c); later
- * calls reuse it.  Once per statement the cache asks, with the statement's
- * snapshot and as the calling role, which version is current: a new version
- * is loaded from the next statement on, a dropped model (or one the role may
- * not see) is evicted and reported as not existing, and within a statement
- * every call uses one whole version.  Models are evicted least recently used
- * first when the cache grows past gibbs_nb.model_cache_size.
+ * The cache.  Loaded versions are kept by their version_id, an identity no
+ * other version ever has (not after a drop, not under another owner), each
+ * as a vocabulary index (vocab_index.c) in a memory context of its own,
+ * loaded from one gibbs_nb.packed row.  Which version a name means is asked
+ * as the calling role, under the active snapshot, with row security: once
+ * per call site for as long as the statement, the snapshot and the role stay
+ * the same (see CheckStamp), and again whenever one of them changes.  So a
+ * role never gets a model it may not see from what another role loaded, a
+ * new version is used from the next statement (snapshot) on, and a dropped
+ * model is "does not exist" from then on.  Models are evicted least recently
+ * used first when the cache grows past gibbs_nb.model_cache_size.
  */
 #include "gibbs_nb.h"
 #include "vocab_index.h"
@@ -38,13 +40,16 @@
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 /* gibbs_nb.model_cache_size, in kB */
 int			gnb_model_cache_kb = 256 * 1024;
 
 typedef struct GnbModel
 {
-	char		name[NAMEDATALEN];	/* hash key */
+	int64		version_id;		/* hash key: a version's identity, never reused */
+	char		owner[NAMEDATALEN];
+	char		name[NAMEDATALEN];
 	int32		version;
 	int32		n_classes;
 	Datum	   *class_texts;	/* K text Datums, for gibbs_nb_predict */
@@ -53,10 +58,7 @@ typedef struct GnbModel
 	GnbVocabIndex *index;		/* token -> log theta-hat */
 	MemoryContext cxt;
 	Size		bytes;
-	/* the statement in which the version was last confirmed current */
-	LocalTransactionId checked_lxid;
-	TimestampTz checked_statement;
-	dlist_node lru;				/* most recently used at the head */
+	dlist_node	lru;			/* most recently used at the head */
 } GnbModel;
 
 static HTAB *model_cache = NULL;
@@ -67,27 +69,62 @@ static uint64 cache_generation = 0;
 static SPIPlanPtr current_version_plan = NULL;
 static SPIPlanPtr load_plan = NULL;
 
+/*
+ * When a name was last resolved to a version: the statement, the snapshot
+ * (as much of it as decides what is visible) and the role.  The answer holds
+ * for as long as all of these are the same; a role switched within a
+ * statement (a SECURITY DEFINER function, SET ROLE between statements of one
+ * message) or a new snapshot asks again.
+ */
+typedef struct CheckStamp
+{
+	bool		valid;
+	LocalTransactionId lxid;
+	TimestampTz statement;
+	Oid			userid;
+	TransactionId xmin;
+	TransactionId xmax;
+	uint32		xcnt;
+	int32		subxcnt;
+	CommandId	curcid;
+} CheckStamp;
+
 /* What a call site remembers between rows (flinfo->fn_extra). */
 typedef struct CallCache
 {
+	char		name[NAMEDATALEN];
+	CheckStamp	stamp;
 	GnbModel   *model;
 	uint64		generation;
-	char		name[NAMEDATALEN];
 } CallCache;
 
-static bool
-checked_this_statement(const GnbModel *m)
+static void
+take_stamp(CheckStamp *st)
 {
-	return m->checked_lxid == MyProc->lxid &&
-		m->checked_statement == GetCurrentStatementStartTimestamp();
+	memset(st, 0, sizeof(*st));
+	if (!ActiveSnapshotSet())
+		return;					/* never equal to anything: always check */
+	{
+		Snapshot	snap = GetActiveSnapshot();
+
+		st->valid = true;
+		st->lxid = MyProc->lxid;
+		st->statement = GetCurrentStatementStartTimestamp();
+		st->userid = GetUserId();
+		st->xmin = snap->xmin;
+		st->xmax = snap->xmax;
+		st->xcnt = snap->xcnt;
+		st->subxcnt = snap->subxcnt;
+		st->curcid = snap->curcid;
+	}
 }
 
-static void
-mark_checked(GnbModel *m)
+static bool
+same_stamp(const CheckStamp *a, const CheckStamp *b)
 {
-	m->checked_lxid = MyProc->lxid;
-	m->checked_statement = GetCurrentStatementStartTimestamp();
-	dlist_move_head(&model_lru, &m->lru);
+	return a->valid && b->valid && a->lxid == b->lxid && a->statement == b->statement &&
+		a->userid == b->userid && a->xmin == b->xmin && a->xmax == b->xmax &&
+		a->xcnt == b->xcnt && a->subxcnt == b->subxcnt && a->curcid == b->curcid;
 }
 
 static void
@@ -98,7 +135,7 @@ evict(GnbModel *m)
 	cache_bytes -= m->bytes;
 	dlist_delete(&m->lru);
 	MemoryContextDelete(m->cxt);
-	(void) hash_search(model_cache, m->name, HASH_REMOVE, &found);
+	(void) hash_search(model_cache, &m->version_id, HASH_REMOVE, &found);
 	cache_generation++;
 }
 
@@ -116,6 +153,22 @@ enforce_cache_bound(GnbModel *keep)
 	}
 }
 
+/* Older versions of the same model are of no more use: free them. */
+static void
+evict_other_versions(const GnbModel *current)
+{
+	dlist_mutable_iter iter;
+
+	dlist_foreach_modify(iter, &model_lru)
+	{
+		GnbModel   *m = dlist_container(GnbModel, lru, iter.cur);
+
+		if (m != current && strcmp(m->name, current->name) == 0 &&
+			strcmp(m->owner, current->owner) == 0)
+			evict(m);
+	}
+}
+
 static SPIPlanPtr
 keep_plan(const char *sql, int nargs, Oid *types)
 {
@@ -128,28 +181,43 @@ keep_plan(const char *sql, int nargs, Oid *types)
 }
 
 /*
- * The current version of a model as the calling role sees it (row security
- * hides other roles' models), or 0.  SPI must be connected.
+ * The version_id of the version the name means now, for the calling role and
+ * under the current snapshot: the latest version of the model that
+ * gnb_choose_owner picks among those row security lets the role see.  An
+ * error if there is none.  SPI must be connected.
  */
-static int32
-current_version(const char *name)
+static int64
+current_version_id(const char *name)
 {
 	Datum		arg = CStringGetTextDatum(name);
+	char	  **owners;
+	const char *owner;
 	bool		isnull;
 
 	if (current_version_plan == NULL)
 	{
 		Oid			types[1] = {TEXTOID};
 
-		current_version_plan = keep_plan("SELECT version FROM gibbs_nb.packed "
+		current_version_plan = keep_plan("SELECT DISTINCT ON (owner) owner, version_id "
+										 "FROM gibbs_nb.packed "
 										 "WHERE model_name OPERATOR(pg_catalog.=) $1 "
-										 "ORDER BY version DESC LIMIT 1", 1, types);
+										 "ORDER BY owner, version DESC", 1, types);
 	}
-	if (SPI_execute_plan(current_version_plan, &arg, NULL, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_plan(current_version_plan, &arg, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the version of model \"%s\"", name);
-	if (SPI_processed == 0)
-		return 0;
-	return DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	owners = palloc(sizeof(char *) * (SPI_processed + 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+		owners[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+	owner = gnb_choose_owner(name, owners, (int) SPI_processed);
+	if (owner == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name)));
+	for (uint64 i = 0; i < SPI_processed; i++)
+		if (owners[i] == owner)
+			return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2,
+											   &isnull));
+	pg_unreachable();
 }
 
 static Datum
@@ -163,11 +231,14 @@ column_copy(HeapTuple tuple, TupleDesc desc, int col)
 	return PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
 }
 
-/* Load version `version` of a model into a new cache entry.  SPI connected. */
+/*
+ * Load a version into a new cache entry.  Read as the caller: row security
+ * applies here too.  SPI connected.
+ */
 static GnbModel *
-load_model(const char *name, int32 version)
+load_model(int64 version_id)
 {
-	Datum		args[2] = {CStringGetTextDatum(name), Int32GetDatum(version)};
+	Datum		args[1] = {Int64GetDatum(version_id)};
 	MemoryContext cxt;
 	MemoryContext old;
 	GnbModel   *m;
@@ -179,29 +250,35 @@ load_model(const char *name, int32 version)
 	TupleDesc	desc;
 	int			nclasses;
 	Datum	   *class_datums;
+	char	   *name;
+	bool		isnull;
 
 	if (load_plan == NULL)
 	{
-		Oid			types[2] = {TEXTOID, INT4OID};
+		Oid			types[1] = {INT8OID};
 
-		load_plan = keep_plan("SELECT classes, log_pi, tokens, log_theta FROM gibbs_nb.packed "
-							  "WHERE model_name OPERATOR(pg_catalog.=) $1 "
-							  "AND version OPERATOR(pg_catalog.=) $2", 2, types);
+		load_plan = keep_plan("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version "
+							  "FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
+							  1, types);
 	}
 	if (SPI_execute_plan(load_plan, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not load version %d of model \"%s\"", version, name);
+		elog(ERROR, "could not load model version " INT64_FORMAT, version_id);
 	tuple = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
+	name = SPI_getvalue(tuple, desc, 6);
 
 	cxt = AllocSetContextCreate(CacheMemoryContext, "gibbs_nb model", ALLOCSET_DEFAULT_SIZES);
 	MemoryContextCopyAndSetIdentifier(cxt, name);
 	old = MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		m = hash_search(model_cache, name, HASH_ENTER, &found);
+		m = hash_search(model_cache, &version_id, HASH_ENTER, &found);
 		Assert(!found);
 		m->cxt = cxt;
-		m->version = version;
+		m->index = NULL;
+		strlcpy(m->owner, SPI_getvalue(tuple, desc, 5), NAMEDATALEN);
+		strlcpy(m->name, name, NAMEDATALEN);
+		m->version = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
 		m->classes = DatumGetArrayTypeP(column_copy(tuple, desc, 1));
 		log_pi = DatumGetArrayTypeP(column_copy(tuple, desc, 2));
 		tokens = DatumGetArrayTypeP(column_copy(tuple, desc, 3));
@@ -216,7 +293,8 @@ load_model(const char *name, int32 version)
 			ArrayGetNItems(ARR_NDIM(log_theta), ARR_DIMS(log_theta)) !=
 			(int64) ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)) * nclasses ||
 			ARR_HASNULL(log_pi) || ARR_HASNULL(log_theta) || ARR_HASNULL(tokens))
-			elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed", name, version);
+			elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
+				 m->name, m->version);
 		m->index = gnb_vocab_index_build(tokens, (double *) ARR_DATA_PTR(log_theta), nclasses);
 		/* the index holds copies: the arrays themselves are not needed */
 		pfree(tokens);
@@ -224,7 +302,7 @@ load_model(const char *name, int32 version)
 	}
 	PG_CATCH();
 	{
-		(void) hash_search(model_cache, name, HASH_REMOVE, NULL);
+		(void) hash_search(model_cache, &version_id, HASH_REMOVE, NULL);
 		MemoryContextSwitchTo(old);
 		MemoryContextDelete(cxt);
 		PG_RE_THROW();
@@ -239,9 +317,9 @@ load_model(const char *name, int32 version)
 }
 
 /*
- * The model to use for this statement, loading or refreshing it as needed.
- * A model that does not exist, or that the calling role may not see, is an
- * error.
+ * The model to use: the version the name means for the calling role, under
+ * the current snapshot, loading it as needed.  A model that does not exist,
+ * or that the calling role may not see, is an error.
  */
 static GnbModel *
 get_model(FunctionCallInfo fcinfo, text *name_text)
@@ -249,8 +327,9 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	CallCache  *cc = fcinfo->flinfo->fn_extra;
 	char		name[NAMEDATALEN];
 	int			len = VARSIZE_ANY_EXHDR(name_text);
+	CheckStamp	now;
 	GnbModel   *m;
-	int32		version;
+	int64		version_id;
 
 	if (len >= NAMEDATALEN)
 		ereport(ERROR,
@@ -259,49 +338,43 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	memcpy(name, VARDATA_ANY(name_text), len);
 	name[len] = '\0';
 
-	/* the common case: same call site, same model, same statement */
+	/* the common case: same call site, model, statement, snapshot and role */
+	take_stamp(&now);
 	if (cc && cc->generation == cache_generation && strcmp(cc->name, name) == 0 &&
-		checked_this_statement(cc->model))
+		same_stamp(&cc->stamp, &now))
+	{
+		dlist_move_head(&model_lru, &cc->model->lru);
 		return cc->model;
+	}
 
 	if (model_cache == NULL)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = NAMEDATALEN;
+		ctl.keysize = sizeof(int64);
 		ctl.entrysize = sizeof(GnbModel);
 		ctl.hcxt = CacheMemoryContext;
 		model_cache = hash_create("gibbs_nb model cache", 16, &ctl,
-								  HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
-	m = hash_search(model_cache, name, HASH_FIND, NULL);
-	if (m == NULL || !checked_this_statement(m))
+	SPI_connect();
+	version_id = current_version_id(name);
+	m = hash_search(model_cache, &version_id, HASH_FIND, NULL);
+	if (m == NULL)
 	{
-		SPI_connect();
-		version = current_version(name);
-		if (m != NULL && m->version != version)
-		{
-			evict(m);
-			m = NULL;
-		}
-		if (version == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("model \"%s\" does not exist", name)));
-		if (m == NULL)
-			m = load_model(name, version);
-		SPI_finish();
-		mark_checked(m);
-		enforce_cache_bound(m);
+		m = load_model(version_id);
+		evict_other_versions(m);
 	}
-	else
-		dlist_move_head(&model_lru, &m->lru);
+	SPI_finish();
+	dlist_move_head(&model_lru, &m->lru);
+	enforce_cache_bound(m);
 
 	if (cc == NULL)
 		cc = fcinfo->flinfo->fn_extra =
 			MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(CallCache));
 	cc->model = m;
 	cc->generation = cache_generation;
+	cc->stamp = now;
 	strlcpy(cc->name, name, NAMEDATALEN);
 	return m;
 }

@@ -24,8 +24,10 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/regproc.h"
 #include "utils/typcache.h"
+#include "storage/lmgr.h"
 
 /* Upper bounds that keep memory and the trace table sane. */
 #define GNB_MAX_SWEEPS 10000000
@@ -70,37 +72,16 @@ positive_finite(FunctionCallInfo fcinfo, int arg)
 	return v;
 }
 
-/* A column name argument: its attribute number in the source, or an error. */
-static AttrNumber
-source_column(Oid relid, const char *column, const char *role)
-{
-	AttrNumber	attnum = get_attnum(relid, column);
-
-	if (attnum == InvalidAttrNumber)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of %s does not exist", column, get_rel_name(relid)),
-				 errhint("%s names the %s column.", role, role)));
-	if (attnum < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-				 errmsg("system column \"%s\" cannot be used as %s", column, role)));
-	/* column grants count only where the table itself is not readable */
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK &&
-		pg_attribute_aclcheck(relid, attnum, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
-					   get_rel_name(relid));
-	return attnum;
-}
-
-/* Run a query as the caller; return the first column of its first row as text. */
+/*
+ * Run a query as the caller (search_path pinned); return the first column of
+ * its first row as text.
+ */
 static char *
 first_value(const char *sql, bool *found)
 {
 	char	   *value = NULL;
 
-	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "could not run: %s", sql);
+	gnb_execute(sql, 0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	*found = SPI_processed > 0;
 	if (*found)
 	{
@@ -130,51 +111,53 @@ has_unique_index_on(Oid relid, AttrNumber attnum)
 /*
  * Checks on the data itself, as the caller: ids present and unique, and the
  * labels consistent with n_classes.  One scan for the labels; the id checks
- * use a unique index when there is one.
+ * use a unique index when there is one.  The source is locked (by OID) and
+ * `source_sql` its name made from the catalogs under that lock.
  */
 static void
-check_source_data(GnbJobParams *p, AttrNumber id_attnum, bool has_label)
+check_source_data(GnbJobParams *p, const char *source_sql)
 {
-	const char *id = quote_identifier(p->id_column);
-	TypeCacheEntry *idtype = lookup_type_cache(p->id_type,
+	const GnbSourceDesc *src = &p->source;
+	const char *id = quote_identifier(src->id_column);
+	TypeCacheEntry *idtype = lookup_type_cache(src->id_type,
 											   TYPECACHE_HASH_PROC | TYPECACHE_CMP_PROC);
 	bool		found;
 	char	   *value;
 
 	SPI_connect();
 	(void) first_value(psprintf("SELECT 1 FROM %s WHERE %s IS NULL LIMIT 1",
-								p->source_name, id), &found);
+								source_sql, id), &found);
 	if (found)
 		ereport(ERROR,
 				(errcode(ERRCODE_NOT_NULL_VIOLATION),
-				 errmsg("id column \"%s\" of %s has NULL values", p->id_column, p->source_name)));
-	if (!has_unique_index_on(p->source_relid, id_attnum) &&
+				 errmsg("id column \"%s\" of %s has NULL values", src->id_column, source_sql)));
+	if (!has_unique_index_on(src->relid, src->id_attnum) &&
 		(OidIsValid(idtype->hash_proc) || OidIsValid(idtype->cmp_proc)))
 	{
 		value = first_value(psprintf("SELECT %s::pg_catalog.text FROM %s GROUP BY %s "
 									 "HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 LIMIT 1",
-									 id, p->source_name, id), &found);
+									 id, source_sql, id), &found);
 		if (found)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNIQUE_VIOLATION),
-					 errmsg("id column \"%s\" of %s is not unique", p->id_column, p->source_name),
+					 errmsg("id column \"%s\" of %s is not unique", src->id_column, source_sql),
 					 errdetail("Id %s occurs more than once.", value ? value : "?")));
 	}
-	if (has_label)
+	if (src->label_attnum != 0)
 	{
-		const char *label = quote_identifier(p->label_column);
+		const char *label = quote_identifier(src->label_column);
 		int			n_values;
 
 		value = first_value(psprintf("SELECT pg_catalog.count(*) FROM (SELECT DISTINCT %s::pg_catalog.text "
 									 "FROM %s WHERE %s IS NOT NULL LIMIT %d) v",
-									 label, p->source_name, label, GNB_MAX_CLASSES + 1), &found);
+									 label, source_sql, label, GNB_MAX_CLASSES + 1), &found);
 		n_values = pg_strtoint32(value);
 		if (n_values > GNB_MAX_CLASSES)
 			invalid_argument("the label column has more than %d distinct values", GNB_MAX_CLASSES);
 		if (n_values == 0 && p->n_classes == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s has no labelled rows and n_classes was not given", p->source_name),
+					 errmsg("%s has no labelled rows and n_classes was not given", source_sql),
 					 errhint("Pass n_classes to cluster the documents without labels.")));
 		if (n_values == 1 && p->n_classes == 0)
 			ereport(ERROR,
@@ -197,7 +180,7 @@ check_source_data(GnbJobParams *p, AttrNumber id_attnum, bool has_label)
 static void
 resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 {
-	Oid			source_nsp = get_rel_namespace(p->source_relid);
+	Oid			source_nsp = get_rel_namespace(p->source.relid);
 	char	   *schema = get_namespace_name(source_nsp);
 	char	   *table;
 	Oid			nspid;
@@ -231,12 +214,12 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 	relid = get_relname_relid(table, nspid);
 	if (OidIsValid(relid))
 	{
-		Oid			registered;
+		bool		registered;
 
 		SPI_connect();
-		registered = gnb_registered_labels_table(p->model_name, relid);
+		registered = gnb_labels_table_registered(p->model_owner, p->model_name, relid);
 		SPI_finish();
-		if (!OidIsValid(registered))
+		if (!registered)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_TABLE),
 					 errmsg("table %s already exists and was not created for model \"%s\"",
@@ -247,18 +230,19 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA, schema);
 }
 
-/* Fill the job's parameters from the call, checking each. */
+/*
+ * Fill the job's parameters from the call, checking each.  model_owner is
+ * the role that owns the model the job trains (NULL: the current role's).
+ */
 static void
-resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
+resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_owner)
 {
 	char	   *model_name;
 	char	   *sampler;
-	char		relkind;
-	Oid			tokens_type;
-	AttrNumber	id_attnum;
 	bool		has_label = !PG_ARGISNULL(ARG_LABEL_COLUMN);
 	gnb_params *sp = &p->sampler;
 	Oid			outer;
+	char	   *source_sql;
 
 	memset(p, 0, sizeof(*p));
 	for (int arg = 0; arg <= ARG_WAIT; arg++)
@@ -275,6 +259,7 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 				(errcode(ERRCODE_NAME_TOO_LONG),
 				 errmsg("model name \"%s\" is longer than %d bytes", model_name, GNB_MODEL_NAME_MAX)));
 	strlcpy(p->model_name, model_name, NAMEDATALEN);
+	strlcpy(p->model_owner, model_owner ? model_owner : gnb_current_role_name(), NAMEDATALEN);
 
 	/* the sampler's numbers */
 	sp->sweeps = PG_GETARG_INT32(ARG_SWEEPS);
@@ -321,55 +306,22 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("n_classes is required when there is no label column")));
 
-	/* the source and its columns */
-	p->source_relid = PG_GETARG_OID(ARG_SOURCE);
-	relkind = get_rel_relkind(p->source_relid);
-	if (relkind == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", p->source_relid)));
-	if (relkind != RELKIND_RELATION && relkind != RELKIND_VIEW && relkind != RELKIND_MATVIEW &&
-		relkind != RELKIND_PARTITIONED_TABLE && relkind != RELKIND_FOREIGN_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table or view", get_rel_name(p->source_relid))));
-	strlcpy(p->source_name,
-			quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->source_relid)),
-									   get_rel_name(p->source_relid)),
-			sizeof(p->source_name));
-
-	strlcpy(p->tokens_column, text_to_cstring(PG_GETARG_TEXT_PP(ARG_TOKENS_COLUMN)), NAMEDATALEN);
-	tokens_type = getBaseType(get_atttype(p->source_relid,
-										  source_column(p->source_relid, p->tokens_column,
-														"tokens_column")));
-	if (tokens_type != TEXTARRAYOID && tokens_type != TSVECTOROID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("tokens column \"%s\" is of type %s, not text[] or tsvector",
-						p->tokens_column, format_type_be(tokens_type)),
-				 errhint("Cast it in a view, e.g. tokens::text[], or use to_tsvector().")));
-	p->tokens_are_tsvector = tokens_type == TSVECTOROID;
-
-	strlcpy(p->id_column, text_to_cstring(PG_GETARG_TEXT_PP(ARG_ID_COLUMN)), NAMEDATALEN);
-	id_attnum = source_column(p->source_relid, p->id_column, "id_column");
-	get_atttypetypmodcoll(p->source_relid, id_attnum, &p->id_type, &p->id_typmod,
-						  &(Oid){InvalidOid});
-	if (!OidIsValid(lookup_type_cache(p->id_type, TYPECACHE_EQ_OPR)->eq_opr))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_FUNCTION),
-				 errmsg("id column \"%s\" is of type %s, which has no equality operator",
-						p->id_column, format_type_be(p->id_type))));
-	if (!OidIsValid(get_array_type(p->id_type)))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("id column \"%s\" is of type %s, which has no array type",
-						p->id_column, format_type_be(p->id_type))));
-
-	if (has_label)
-	{
-		strlcpy(p->label_column, text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABEL_COLUMN)), NAMEDATALEN);
-		(void) source_column(p->source_relid, p->label_column, "label_column");
-	}
+	/*
+	 * The source and its columns, by OID.  The lock keeps the relation as it
+	 * is checked while the data is checked; it is released before the job
+	 * starts, so that a long training does not block DDL on the source.  The
+	 * worker locks and checks it again before it reads.
+	 */
+	LockRelationOid(PG_GETARG_OID(ARG_SOURCE), AccessShareLock);
+	gnb_describe_source(PG_GETARG_OID(ARG_SOURCE),
+						text_to_cstring(PG_GETARG_TEXT_PP(ARG_TOKENS_COLUMN)),
+						has_label ? text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABEL_COLUMN)) : NULL,
+						text_to_cstring(PG_GETARG_TEXT_PP(ARG_ID_COLUMN)),
+						&p->source);
+	source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->source.relid)),
+											get_rel_name(p->source.relid));
+	strlcpy(p->source_display, source_sql, sizeof(p->source_display));
+	p->extension_schema = get_func_namespace(fcinfo->flinfo->fn_oid);
 
 	/* who runs it: the worker takes on exactly this identity */
 	p->database_id = MyDatabaseId;
@@ -381,15 +333,14 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 	p->outer_user_is_superuser = OidIsValid(outer) && superuser_arg(outer);
 	GetUserIdAndSecContext(&p->current_user_id, &p->sec_context);
 
-	/* the model name is ours to use, and nobody is training it now */
-	gnb_check_model_access(p->model_name, p->current_user_id, true);
+	/* nobody is training this model now */
 	{
 		int64		running;
 		int64		n_running;
 
 		SPI_connect();
 		gnb_reconcile_jobs();
-		running = gnb_running_job(p->model_name, &n_running);
+		running = gnb_running_job(p->model_owner, p->model_name, &n_running);
 		SPI_finish();
 		if (running != 0)
 			ereport(ERROR,
@@ -406,22 +357,17 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 	}
 
 	resolve_labels_table(fcinfo, p);
-	check_source_data(p, id_attnum, has_label);
+	check_source_data(p, source_sql);
+	UnlockRelationOid(p->source.relid, AccessShareLock);
 }
 
-PG_FUNCTION_INFO_V1(gibbs_nb_train);
-
 /*
- * gibbs_nb_train(model_name, source, tokens_column, label_column, id_column,
- *				  n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi,
- *				  gamma_theta, unlabeled_weight, seed, labels_table, wait)
- *
- * Trains a new version of a model in a background worker that runs as the
- * caller; see README.md for every argument.  Returns one row: the job, and
- * with wait => true its outcome.
+ * The training path of gibbs_nb_train and gibbs_nb_retrain: fcinfo holds
+ * gibbs_nb_train's arguments; model_owner is the owner of the model to train
+ * (NULL: the current role).  Fills fcinfo's result set with one row.
  */
-Datum
-gibbs_nb_train(PG_FUNCTION_ARGS)
+void
+gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	GnbJobParams params;
@@ -431,7 +377,7 @@ gibbs_nb_train(PG_FUNCTION_ARGS)
 	bool		nulls[7] = {false, false, false, false, false, false, false};
 
 	InitMaterializedSRF(fcinfo, 0);
-	resolve_arguments(fcinfo, &params);
+	resolve_arguments(fcinfo, &params, model_owner);
 	wait = PG_GETARG_BOOL(ARG_WAIT);
 	params.job_id = nextval_internal(get_relname_relid("job_id_seq",
 													   get_namespace_oid(GNB_SCHEMA, false)),
@@ -457,5 +403,95 @@ gibbs_nb_train(PG_FUNCTION_ARGS)
 		nulls[2] = nulls[5] = nulls[6] = true;
 	}
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_train);
+
+/*
+ * gibbs_nb_train(model_name, source, tokens_column, label_column, id_column,
+ *				  n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi,
+ *				  gamma_theta, unlabeled_weight, seed, labels_table, wait)
+ *
+ * Trains a new version of the current role's model of that name in a
+ * background worker that runs as the caller; see README.md for every
+ * argument.  Returns one row: the job, and with wait => true its outcome.
+ */
+Datum
+gibbs_nb_train(PG_FUNCTION_ARGS)
+{
+	gnb_train_call(fcinfo, NULL);
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
+
+/*
+ * gibbs_nb_retrain(model_name text, wait boolean DEFAULT true)
+ *		returns setof gibbs_nb.train_result
+ *
+ * Trains a new version of a model with every parameter of its latest version
+ * (the seed included), reading its source afresh.  The source is the
+ * relation the model was trained on, by OID: if it is gone the retrain fails
+ * (42P01), whatever now has its name.  The new version belongs to the
+ * model's owner, also when a member of that role retrains it; the job runs
+ * as the caller, as every job does.
+ */
+Datum
+gibbs_nb_retrain(PG_FUNCTION_ARGS)
+{
+	LOCAL_FCINFO(call, ARG_WAIT + 1);
+	char	   *model_name;
+	const char *owner;
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2];
+	HeapTuple	row;
+	TupleDesc	desc;
+	bool		isnull;
+	Oid			source;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", PG_ARGISNULL(0) ? "model_name" : "wait")));
+	model_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+
+	SPI_connect();
+	owner = gnb_resolve_model_owner(model_name, false);
+	values[0] = CStringGetTextDatum(owner);
+	values[1] = CStringGetTextDatum(model_name);
+	gnb_execute("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
+				"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi, "
+				"gamma_theta, unlabeled_weight, seed, labels_table, source "
+				"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+				"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
+				2, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", model_name)));
+	row = SPI_copytuple(SPI_tuptable->vals[0]);
+	desc = CreateTupleDescCopy(SPI_tuptable->tupdesc);
+	owner = pstrdup(owner);
+	source = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
+	if (isnull || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the source of model \"%s\" no longer exists", model_name),
+				 errdetail("The model was trained on %s (OID %u), which has been dropped.",
+						   SPI_getvalue(row, desc, 17), source),
+				 errhint("Train the model again with gibbs_nb_train on the new source.")));
+	SPI_finish();
+
+	/*
+	 * gibbs_nb_train's arguments: the query's first 16 columns are its first
+	 * 16 arguments, in order (source_relid for source).
+	 */
+	InitFunctionCallInfoData(*call, fcinfo->flinfo, ARG_WAIT + 1, InvalidOid, NULL,
+							 fcinfo->resultinfo);
+	for (int arg = 0; arg < ARG_WAIT; arg++)
+		call->args[arg].value = heap_getattr(row, arg + 1, desc, &call->args[arg].isnull);
+	call->args[ARG_WAIT].value = PG_GETARG_DATUM(1);
+	call->args[ARG_WAIT].isnull = false;
+	gnb_train_call(call, owner);
 	return (Datum) 0;
 }

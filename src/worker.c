@@ -102,8 +102,6 @@ job_row_statement(const char *sql, int nargs, Oid *types, Datum *values, const c
 {
 	bool		own_xact = !IsTransactionState();
 	MemoryContext caller_cxt = CurrentMemoryContext;
-	GnbPrivilegeState priv;
-	int			rc;
 
 	if (own_xact)
 	{
@@ -111,11 +109,8 @@ job_row_statement(const char *sql, int nargs, Oid *types, Datum *values, const c
 		PushActiveSnapshot(GetTransactionSnapshot());
 	}
 	SPI_connect();
-	gnb_become_internal(&priv);
-	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-	if (rc < 0)
-		elog(ERROR, "could not update gibbs_nb.jobs: %s", SPI_result_code_string(rc));
-	gnb_restore_user(&priv);
+	gnb_execute(sql, nargs, types, values, nulls, GNB_AS_INTERNAL,
+				strncmp(sql, "INSERT", 6) == 0 ? SPI_OK_INSERT : SPI_OK_UPDATE, 0);
 	SPI_finish();
 	if (own_xact)
 	{
@@ -129,17 +124,17 @@ static void
 register_job(GnbJobShared *job)
 {
 	GnbJobParams *p = &job->params;
-	Oid			types[8] = {INT8OID, TEXTOID, OIDOID, INT4OID, INT4OID, TEXTOID, INT4OID, TEXTOID};
+	Oid			types[8] = {INT8OID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, TEXTOID};
 	Datum		values[8];
 
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	values[0] = Int64GetDatum(p->job_id);
 	values[1] = CStringGetTextDatum(p->model_name);
-	values[2] = ObjectIdGetDatum(p->current_user_id);
+	values[2] = CStringGetTextDatum(p->model_owner);
 	values[3] = Int32GetDatum(p->sampler.sweeps);
 	values[4] = Int32GetDatum(p->sampler.chains);
-	values[5] = CStringGetTextDatum(p->source_name);
+	values[5] = CStringGetTextDatum(p->source_display);
 	values[6] = Int32GetDatum(MyProcPid);
 	/* the role this worker acts as: what the job's reads are checked against */
 	values[7] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
@@ -223,6 +218,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	TimestampTz phase_start;
 	double		read_seconds;
 	double		sample_seconds;
+	char	   *source_sql;
 
 	memset(&ws, 0, sizeof(ws));
 	ws.job = job;
@@ -237,8 +233,10 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	pgstat_report_activity(STATE_RUNNING, activity);
 	phase_start = GetCurrentTimestamp();
 	StartTransactionCommand();
+	/* the lock first, then the snapshot: the read sees the source as locked */
+	source_sql = gnb_lock_source(&p->source, p->job_id);
 	PushActiveSnapshot(GetTransactionSnapshot());
-	gnb_read_corpus(p, job_cxt, &corpus);
+	gnb_read_corpus(p, source_sql, job_cxt, &corpus);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
@@ -261,7 +259,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	if (problem)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot train on %s: %s", p->source_name, problem)));
+				 errmsg("cannot train on %s: %s", p->source_display, problem)));
 
 	SpinLockAcquire(&job->mutex);
 	job->sampling_started = GetCurrentTimestamp();
@@ -341,7 +339,7 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	{
 		/* an upsert: the row does not exist if registering it failed */
 		GnbJobParams *p = &job->params;
-		Oid			types[10] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, OIDOID,
+		Oid			types[10] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
 		INT4OID, INT4OID, TEXTOID, INT4OID};
 		Datum		values[10];
 
@@ -350,10 +348,10 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 		values[2] = CStringGetTextDatum(edata->message ? edata->message : "unknown error");
 		values[3] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
 		values[4] = CStringGetTextDatum(p->model_name);
-		values[5] = ObjectIdGetDatum(p->current_user_id);
+		values[5] = CStringGetTextDatum(p->model_owner);
 		values[6] = Int32GetDatum(p->sampler.sweeps);
 		values[7] = Int32GetDatum(p->sampler.chains);
-		values[8] = CStringGetTextDatum(p->source_name);
+		values[8] = CStringGetTextDatum(p->source_display);
 		values[9] = Int32GetDatum(MyProcPid);
 		job_row_statement("INSERT INTO gibbs_nb.jobs (job_id, status, message, sqlstate, "
 						  "model_name, owner, sweeps, chains, source, worker_pid, finished_at) "
@@ -415,6 +413,8 @@ gibbs_nb_worker_main(Datum main_arg)
 	SetUserIdAndSecContext(p->current_user_id, p->sec_context);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("application_name", "gibbs_nb worker", PGC_USERSET, PGC_S_SESSION);
+	/* held until this process exits: what says the job's worker is alive */
+	gnb_hold_job_lock(p->job_id);
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb job", ALLOCSET_DEFAULT_SIZES);
 	PG_TRY();

@@ -1,0 +1,174 @@
+/* gibbs_nb--0.1.0--0.2.0.sql: models in per-role namespaces, owners by name */
+
+\echo Use "ALTER EXTENSION gibbs_nb UPDATE TO '0.2.0'" to load this file. \quit
+
+-- There is no gibbs_nb--0.2.0.sql: CREATE EXTENSION runs the 0.1.0 script and
+-- then this one, so a new database and an upgraded one are the same.
+
+--
+-- Who may see what: one function decides, for every table and view.
+--
+-- A role sees the rows of a model whose owner is itself or a role whose
+-- privileges it has.  Owners are stored by name (a restore or another node
+-- gives the same role another OID); a name that is no role (dropped, or not
+-- restored) is nobody's.
+CREATE FUNCTION gibbs_nb.has_privileges_of(owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_has_privileges_of'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+-- Is the job's worker running?  True while the worker holds the job's lock,
+-- which it takes before it registers the job and keeps until it exits (a
+-- crash or restart releases it).  It does not depend on who asks.
+CREATE FUNCTION gibbs_nb.job_worker_alive(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_job_worker_alive'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+DROP FUNCTION gibbs_nb_wait(bigint, interval);
+DROP FUNCTION gibbs_nb_cancel(bigint);
+DROP FUNCTION gibbs_nb_retrain(text, boolean);
+DROP VIEW gibbs_nb_jobs;
+DROP POLICY owner_sees ON gibbs_nb.models;
+DROP POLICY owner_sees ON gibbs_nb.theta;
+DROP POLICY owner_sees ON gibbs_nb.pi;
+DROP POLICY owner_sees ON gibbs_nb.trace;
+DROP POLICY owner_sees ON gibbs_nb.packed;
+
+--
+-- Owners by name; a model is (owner, model_name): two roles may each have a
+-- model "spam", and neither learns of the other's.
+--
+ALTER TABLE gibbs_nb.models
+    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
+    ALTER COLUMN labels_relid TYPE pg_catalog.regclass,
+    ADD COLUMN trained_by text,
+    ADD COLUMN source_relid pg_catalog.regclass,
+    ADD COLUMN version_id bigint;
+ALTER TABLE gibbs_nb.theta ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
+ALTER TABLE gibbs_nb.pi ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
+ALTER TABLE gibbs_nb.trace ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
+ALTER TABLE gibbs_nb.packed
+    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
+    ADD COLUMN version_id bigint;
+ALTER TABLE gibbs_nb.jobs ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
+
+-- A version's identity, never reused (not after a drop, not across models):
+-- what the per-backend prediction cache is keyed on.
+CREATE SEQUENCE gibbs_nb.version_id_seq;
+REVOKE ALL ON SEQUENCE gibbs_nb.version_id_seq FROM PUBLIC;
+UPDATE gibbs_nb.models SET version_id = pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass),
+                           trained_by = owner,
+                           -- 0.1.0 kept only the name: the best that can be done once
+                           source_relid = pg_catalog.to_regclass(source);
+UPDATE gibbs_nb.packed p SET version_id = m.version_id
+  FROM gibbs_nb.models m
+ WHERE m.model_name OPERATOR(pg_catalog.=) p.model_name
+   AND m.version OPERATOR(pg_catalog.=) p.version;
+ALTER TABLE gibbs_nb.models ALTER COLUMN version_id SET NOT NULL,
+                            ALTER COLUMN trained_by SET NOT NULL,
+                            ADD UNIQUE (version_id);
+ALTER TABLE gibbs_nb.packed ALTER COLUMN version_id SET NOT NULL,
+                            ADD UNIQUE (version_id);
+
+ALTER TABLE gibbs_nb.models DROP CONSTRAINT models_pkey,
+                            ADD PRIMARY KEY (model_name, owner, version);
+ALTER TABLE gibbs_nb.theta DROP CONSTRAINT theta_pkey,
+                           ADD PRIMARY KEY (model_name, owner, version, token, class);
+ALTER TABLE gibbs_nb.pi DROP CONSTRAINT pi_pkey,
+                        ADD PRIMARY KEY (model_name, owner, version, class);
+ALTER TABLE gibbs_nb.packed DROP CONSTRAINT packed_pkey,
+                            ADD PRIMARY KEY (model_name, owner, version);
+DROP INDEX gibbs_nb.jobs_model_idx;
+CREATE INDEX jobs_model_idx ON gibbs_nb.jobs (model_name, owner, status);
+
+--
+-- Row security on every table, jobs included.  The policy compares a column
+-- of the row (the InitPlan runs once per query and short-cuts one's own
+-- rows); policies are applied before any condition of the user's query, so a
+-- leaky function in a WHERE clause never sees a row the policy hides.
+--
+ALTER TABLE gibbs_nb.jobs ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON gibbs_nb.jobs TO PUBLIC;
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['models', 'theta', 'pi', 'trace', 'packed', 'jobs'] LOOP
+        EXECUTE pg_catalog.format(
+            'CREATE POLICY owner_sees ON gibbs_nb.%I FOR SELECT USING ('
+            'owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.text) '
+            'OR gibbs_nb.has_privileges_of(owner))', t);
+    END LOOP;
+END $$;
+
+-- Jobs, as the roles that may see them see them: security_invoker, so the row
+-- security of gibbs_nb.jobs applies to whoever queries the view.  A job whose
+-- worker is gone (a restart, a crash) shows as failed before its row is put
+-- right: a job never shows 'running' without a live worker.
+CREATE VIEW gibbs_nb_jobs WITH (security_invoker = true, security_barrier = true) AS
+    SELECT j.job_id, j.model_name, j.owner,
+           CASE WHEN w.dead THEN 'failed' ELSE j.status END AS status,
+           j.sweep, j.sweeps, j.chain, j.chains, j.source, j.started_at, j.finished_at,
+           j.log_likelihood, j.version,
+           CASE WHEN w.dead
+                THEN 'the job''s worker exited without finishing it (server restart or crash)'
+                ELSE j.message END AS message,
+           CASE WHEN w.dead THEN '57P01' ELSE j.sqlstate END AS sqlstate,
+           j.worker_pid, j.worker_user, j.created_at,
+           j.read_seconds, j.sample_seconds, j.publish_seconds
+      FROM gibbs_nb.jobs j
+     CROSS JOIN LATERAL (
+           SELECT j.status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[])
+                  AND NOT gibbs_nb.job_worker_alive(j.job_id)) w(dead);
+GRANT SELECT ON gibbs_nb_jobs TO PUBLIC;
+
+/*
+ * gibbs_nb_wait: the job's row once it has ended (or, after `timeout`, as it
+ * is then).  Polls the job's row, which its worker keeps up to date.
+ */
+CREATE FUNCTION gibbs_nb_wait(job_id bigint, timeout interval DEFAULT NULL)
+RETURNS @extschema@.gibbs_nb_jobs
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r @extschema@.gibbs_nb_jobs;
+    deadline timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+BEGIN
+    IF job_id IS NULL THEN
+        RAISE EXCEPTION 'job_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    LOOP
+        SELECT * INTO r FROM @extschema@.gibbs_nb_jobs j
+         WHERE j.job_id OPERATOR(pg_catalog.=) gibbs_nb_wait.job_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'gibbs_nb job % does not exist', job_id USING ERRCODE = '42704';
+        END IF;
+        IF r.status OPERATOR(pg_catalog.<>) ALL ('{queued,running}'::pg_catalog.text[])
+           OR (deadline IS NOT NULL AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline) THEN
+            RETURN r;
+        END IF;
+        PERFORM pg_catalog.pg_sleep(0.1);
+    END LOOP;
+END $$;
+
+/*
+ * gibbs_nb_cancel: stop a running job that the caller may see (its worker
+ * records it as cancelled, publishing nothing).  True if it was told to stop.
+ */
+CREATE FUNCTION gibbs_nb_cancel(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_cancel'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+/*
+ * gibbs_nb_retrain: train again with the parameters (seed included) of the
+ * model's latest version, reading its source afresh: the relation the model
+ * was trained on, followed by OID, never found again by name.  Meant for
+ * pg_cron.
+ */
+CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true)
+RETURNS SETOF gibbs_nb.train_result
+AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
