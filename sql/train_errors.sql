@@ -45,12 +45,22 @@ CREATE TABLE oneclass (id int PRIMARY KEY, tokens text[], label text);
 INSERT INTO oneclass VALUES (1, '{a}', 'x'), (2, '{b}', 'x'), (3, '{b}', NULL);
 SELECT try($$SELECT gibbs_nb_train('m', 'oneclass', 'tokens', 'label')$$);
 
+-- a source with no documents is an error, not an empty model
+CREATE TABLE nodocs (id int PRIMARY KEY, tokens text[]);
+SELECT try($$SELECT gibbs_nb_train('m', 'nodocs', 'tokens', n_classes => 2)$$);
+INSERT INTO nodocs VALUES (1, NULL), (2, NULL);
+SELECT try($$SELECT gibbs_nb_train('m', 'nodocs', 'tokens', n_classes => 2)$$);
+SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'm';
+
 -- the sampler's numbers
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 0)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => -5)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, burn_in => 10)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', burn_in => -1)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', lag => 0)$$);
+-- a lag past the kept window keeps no sweep: 0.1.0 published a NaN model
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, burn_in => 5, lag => 6)$$);
+SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'm';
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', chains => 0)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', chains => 65)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sampler => 'lda')$$);
@@ -117,6 +127,6 @@ DROP ROLE gnb_intruder;
 
 DROP VIEW flaky;
 DROP FUNCTION fail_in_worker(), try(text);
-DROP TABLE docs, dup, nullid, unlabelled, oneclass, m_labels;
+DROP TABLE docs, dup, nullid, unlabelled, oneclass, nodocs, m_labels;
 DROP SEQUENCE not_a_table;
 DROP EXTENSION gibbs_nb;

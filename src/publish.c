@@ -380,6 +380,16 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 				MODEL_COLUMNS, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 }
 
+/* Are n doubles all finite? */
+static bool
+all_finite(const double *v, int64 n)
+{
+	for (int64 i = 0; i < n; i++)
+		if (!isfinite(v[i]))
+			return false;
+	return true;
+}
+
 /*
  * Publish a finished job as a new version of its model; returns the version.
  * Must run inside a transaction with a snapshot; the caller commits.
@@ -401,6 +411,15 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	bool		isnull;
 	long		secs;
 	int			usecs;
+
+	/* a version whose estimates are not numbers would label with garbage */
+	if (!all_finite(result->theta, (int64) corpus->n_words * corpus->n_classes) ||
+		!all_finite(result->pi, corpus->n_classes) ||
+		!all_finite(result->label_prob, (int64) corpus->n_docs * corpus->n_classes))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("gibbs_nb job " INT64_FORMAT " produced estimates that are not finite; nothing was published",
+						params->job_id)));
 
 	/*
 	 * The job may write this owner's model only if the role it runs as has

@@ -272,6 +272,13 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	sp->lag = PG_GETARG_INT32(ARG_LAG);
 	if (sp->lag < 1)
 		invalid_argument("lag must be at least 1, not %d", sp->lag);
+	/* the estimates average the kept sweeps: at least one must be kept */
+	if (sp->lag > sp->sweeps - sp->burn_in)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lag (%d) is larger than sweeps - burn_in (%d): no sweep would be kept",
+						sp->lag, sp->sweeps - sp->burn_in),
+				 errhint("Lower lag or burn_in, or raise sweeps.")));
 	sp->chains = PG_GETARG_INT32(ARG_CHAINS);
 	if (sp->chains < 1 || sp->chains > GNB_MAX_CHAINS)
 		invalid_argument("chains must be between 1 and %d, not %d", GNB_MAX_CHAINS, sp->chains);

@@ -242,6 +242,12 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	MemoryContextSwitchTo(job_cxt);
 	read_seconds = seconds_since(phase_start);
 
+	if (corpus.n_docs + corpus.n_labeled == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot train on %s: it has no documents", p->source_display),
+				 errdetail("%d rows have NULL tokens.", corpus.n_skipped)));
+
 	memset(&core, 0, sizeof(core));
 	core.n_docs = corpus.n_docs;
 	core.n_words = corpus.n_words;

@@ -157,6 +157,8 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 		return "burn_in must be at least 0 and less than sweeps";
 	if (params->lag < 1)
 		return "lag must be at least 1";
+	if (params->lag > params->sweeps - params->burn_in)
+		return "lag must not exceed sweeps - burn_in: no sweep would be kept";
 	if (params->chains < 1)
 		return "chains must be at least 1";
 	if (!(params->gamma_pi > 0.0) || !isfinite(params->gamma_pi))

@@ -25,6 +25,7 @@ $node->safe_psql('postgres', q{
   CREATE TABLE docs (id int PRIMARY KEY, tokens text[]);
   INSERT INTO docs SELECT i, ARRAY['w' || i % 7, 'w' || i % 3] FROM generate_series(1, 60) i;
   CREATE TABLE docs2 AS SELECT * FROM docs;
+  CREATE TABLE docs3 AS SELECT * FROM docs;
   CREATE VIEW v AS SELECT id, tokens FROM docs2;
 });
 my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
@@ -77,10 +78,22 @@ is( attack(
 	'failed 42P01',
 	'a view replaced under the worker fails the job with 42P01');
 
-# The server never went down, and nothing was published.
+# A table rewritten (same columns) while the worker waits for its lock: the
+# worker takes its snapshot after the lock, so it reads the rewritten rows.
+# 0.1.0 took the snapshot first, saw none of them, and published an empty
+# model as a success.
+is( attack(
+		'docs3', 'ALTER TABLE docs3 ADD COLUMN noise float8 DEFAULT random();', 'rewritten'),
+	'succeeded ',
+	'a table rewritten under the worker trains');
+is($node->safe_psql('postgres', q{SELECT n_documents FROM gibbs_nb.models WHERE model_name = 'rewritten'}),
+	'60', 'on every row of it');
+
+# The server never went down, and nothing else was published.
 is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started,
 	'the server did not restart');
-is($node->safe_psql('postgres', 'SELECT count(*) FROM gibbs_nb.models'), '0', 'nothing was published');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM gibbs_nb.models WHERE model_name <> 'rewritten'}),
+	'0', 'nothing else was published');
 unlike(slurp_file($node->logfile), qr/terminated by signal/, 'no process crashed');
 
 # And with nothing in the way, the same sources train.
