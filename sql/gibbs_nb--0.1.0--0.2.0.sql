@@ -172,3 +172,19 @@ CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true)
 RETURNS SETOF gibbs_nb.train_result
 AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+--
+-- Backups carry models: pg_dump dumps the rows of these tables and the
+-- sequences' positions (CREATE EXTENSION recreates the tables themselves).
+-- The rows restore anywhere: owners are role names, and source_relid and
+-- labels_relid are regclass, which pg_dump writes as qualified names and a
+-- restore resolves to the new OIDs.
+--
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.models', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.theta', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.pi', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.packed', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.trace', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.version_id_seq', '');

@@ -1,0 +1,101 @@
+# Backups carry models: pg_dump of a database with trained models (two roles,
+# several versions, labels tables), pg_restore into a new database on another
+# cluster where the roles were created in another order (so they have other
+# OIDs) gives the same models: the same probabilities, labels tables linked
+# to their models, retraining that works, and job ids and version ids that
+# go on from where they were.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $old = PostgreSQL::Test::Cluster->new('dump_source');
+$old->init;
+$old->append_conf('postgresql.conf', "max_worker_processes = 16\ngibbs_nb.progress_interval = 0\n");
+$old->start;
+$old->safe_psql('postgres', q{
+  CREATE ROLE alice; CREATE ROLE bob;
+  CREATE DATABASE shop;
+});
+$old->safe_psql('shop', q{
+  CREATE EXTENSION gibbs_nb;
+  CREATE SCHEMA alice AUTHORIZATION alice;
+  CREATE SCHEMA bob AUTHORIZATION bob;
+  SET ROLE alice;
+  CREATE TABLE alice.mail (id int PRIMARY KEY, tokens text[], label text);
+  INSERT INTO alice.mail
+  SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 40) FROM generate_series(1, 12) k)
+              || CASE WHEN i % 2 = 0 THEN '{cheap,pills}'::text[] ELSE '{agenda}' END,
+         CASE WHEN i <= 60 THEN (CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END) END
+  FROM generate_series(1, 200) i;
+  SELECT status FROM gibbs_nb_train('spam', 'alice.mail', 'tokens', 'label', sweeps => 50, seed => 1);
+  SELECT status FROM gibbs_nb_retrain('spam');
+  RESET ROLE;
+  SET ROLE bob;
+  CREATE TABLE bob.notes (id int PRIMARY KEY, tokens text[]);
+  INSERT INTO bob.notes SELECT i, ARRAY['n' || i % 5, 'm' || i % 3] FROM generate_series(1, 50) i;
+  SELECT status FROM gibbs_nb_train('spam', 'bob.notes', 'tokens', n_classes => 3, sweeps => 20, seed => 2);
+  RESET ROLE;
+});
+
+my $probe = q{SELECT string_agg(gibbs_nb_predict_proba('spam', tokens)::text, ';' ORDER BY id)
+              FROM (VALUES (1, '{cheap,w3}'::text[]), (2, '{agenda,w5}'), (3, '{n1,m2}')) d(id, tokens)};
+my %before;
+for my $role ('alice', 'bob')
+{
+	$before{$role} = $old->safe_psql('shop', "SET ROLE $role; $probe");
+}
+my $state = q{SELECT string_agg(format('%s/%s v%s id%s %s', owner, model_name, version, version_id,
+                                      labels_relid), ', ' ORDER BY owner, version)
+              FROM gibbs_nb.models};
+my $models_before = $old->safe_psql('shop', $state);
+my $max_job = $old->safe_psql('shop', 'SELECT max(job_id) FROM gibbs_nb.jobs');
+my $max_version_id = $old->safe_psql('shop', 'SELECT max(version_id) FROM gibbs_nb.models');
+
+like($models_before, qr{^alice/spam v1 id\d+ alice\.spam_labels, alice/spam v2 id\d+ alice\.spam_labels, bob/spam v1 },
+	'before: two versions of alice\'s model, one of bob\'s');
+like($before{alice}, qr/^\{[0-9.e-]+,[0-9.e-]+\};/, 'before: alice\'s probabilities');
+
+my $dump = $old->basedir . '/shop.dump';
+$old->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $old->connstr('shop') ], 'pg_dump runs');
+
+# Another cluster: the roles exist, created in another order after others.
+my $new = PostgreSQL::Test::Cluster->new('dump_target');
+$new->init;
+$new->append_conf('postgresql.conf', "max_worker_processes = 16\ngibbs_nb.progress_interval = 0\n");
+$new->start;
+$new->safe_psql('postgres', q{
+  CREATE ROLE filler1; CREATE ROLE filler2; CREATE ROLE bob; CREATE ROLE filler3; CREATE ROLE alice;
+  CREATE DATABASE shop;
+});
+isnt($new->safe_psql('postgres', q{SELECT 'alice'::regrole::oid}),
+	$old->safe_psql('postgres', q{SELECT 'alice'::regrole::oid}), 'alice has another OID there');
+$new->command_ok([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('shop'), $dump ],
+	'pg_restore runs');
+
+is($new->safe_psql('shop', $state), $models_before, 'the same models, versions and labels tables');
+for my $role ('alice', 'bob')
+{
+	is($new->safe_psql('shop', "SET ROLE $role; $probe"), $before{$role},
+		"$role\'s model predicts the same probabilities");
+}
+is($new->safe_psql('shop', q{SET ROLE bob; SELECT count(*) FROM gibbs_nb.models}), '1',
+	'row security holds after the restore: bob sees only his model');
+is($new->safe_psql('shop', q{SELECT count(*) FROM alice.spam_labels}), '200',
+	'the labels table came back');
+
+# Retraining works: the source and the labels table are found by their new OIDs.
+my $retrain = $new->safe_psql('shop', q{
+  SET ROLE alice; SELECT version || ' ' || status || ' ' || (job_id > } . $max_job . q{)
+                  FROM gibbs_nb_retrain('spam')});
+is($retrain, '3 succeeded true', 'alice retrains: version 3, a job id that goes on from the dump');
+is($new->safe_psql('shop', q{SELECT DISTINCT version FROM alice.spam_labels}), '3',
+	'the retrain wrote the restored labels table');
+is($new->safe_psql('shop', qq{SELECT version_id > $max_version_id FROM gibbs_nb.models
+                               WHERE owner = 'alice' AND version = 3}),
+	't', 'version ids go on from the dump: none is reused');
+
+$old->stop;
+$new->stop;
+done_testing();
