@@ -17,6 +17,9 @@ int			gnb_progress_interval_ms = 5000;
 /* gibbs_nb.max_jobs: training jobs that may run at once, 0 for no bound */
 int			gnb_max_jobs = 4;
 
+/* gibbs_nb.max_jobs_per_role: jobs one role may run at once, 0 for no bound */
+int			gnb_max_jobs_per_role = 2;
+
 void		_PG_init(void);
 
 void
@@ -39,10 +42,18 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("gibbs_nb.max_jobs",
 							"Training jobs that may run at the same time.",
-							"A training started beyond it fails at once; 0 means no bound "
-							"(max_worker_processes still applies).",
+							"Counted over the whole cluster.  A training started beyond it fails "
+							"at once; 0 means no bound (max_worker_processes still applies).",
 							&gnb_max_jobs,
 							4, 0, 1024,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.max_jobs_per_role",
+							"Training jobs one role may run at the same time.",
+							"So that one role cannot take every job slot; 0 means no bound "
+							"(gibbs_nb.max_jobs still applies).  Settable per role by a superuser.",
+							&gnb_max_jobs_per_role,
+							2, 0, 1024,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");

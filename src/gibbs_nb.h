@@ -30,6 +30,7 @@
 extern int	gnb_progress_interval_ms;
 extern int	gnb_model_cache_kb;
 extern int	gnb_max_jobs;
+extern int	gnb_max_jobs_per_role;
 
 /*
  * A training source as checked: the relation and the columns used.  Types
@@ -222,7 +223,11 @@ extern bool gnb_labels_table_registered(const char *owner, const char *model_nam
 extern void gnb_hold_job_lock(int64 job_id);
 extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
-extern int64 gnb_running_job(const char *owner, const char *model_name, int64 *n_running);
+extern int64 gnb_running_job(const char *owner, const char *model_name);
+extern void gnb_launch_lock_acquire(void);
+extern void gnb_launch_lock_release(void);
+extern int	gnb_count_live_jobs(void);
+extern int64 gnb_count_role_jobs(const char *role);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
 extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);

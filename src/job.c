@@ -90,6 +90,9 @@ follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
 		/* look at the worker's liveness first, then at what it reported */
 		stopped = GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED;
 		snapshot_job(job, state);
+		/* registered (or failed): the next launch may count it */
+		if (state->phase != GNB_PHASE_STARTING)
+			gnb_launch_lock_release();
 		if (state->phase == GNB_PHASE_FAILED || state->phase == GNB_PHASE_SUCCEEDED ||
 			(state->phase == GNB_PHASE_RUNNING && !wait))
 			return;

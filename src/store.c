@@ -39,6 +39,8 @@
  * so no SQL call can take or fake this one.
  */
 #define JOB_LOCK_CLASS 0x474E
+/* ... and of the lock that makes checking the job limits and launching one step */
+#define LAUNCH_LOCK_CLASS 0x474F
 
 /* The owner of schema gibbs_nb: the role that created the extension. */
 Oid
@@ -304,21 +306,17 @@ gnb_reconcile_jobs(void)
 }
 
 /*
- * The job that is training this model now, or 0; and in *n_running how many
- * jobs of any model run.  Call after gnb_reconcile_jobs.  SPI connected.
+ * The job that is training this model now, or 0.  Call after
+ * gnb_reconcile_jobs.  SPI connected.
  */
 int64
-gnb_running_job(const char *owner, const char *model_name, int64 *n_running)
+gnb_running_job(const char *owner, const char *model_name)
 {
 	Oid			types[2] = {TEXTOID, TEXTOID};
 	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
 	bool		isnull;
 	Datum		job;
 
-	gnb_execute("SELECT pg_catalog.count(*) FROM gibbs_nb.jobs "
-				"WHERE status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[])",
-				0, NULL, NULL, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-	*n_running = DatumGetInt64(gnb_result_value(1, &isnull));
 	gnb_execute("SELECT j.job_id FROM gibbs_nb.jobs j "
 				"WHERE j.owner OPERATOR(pg_catalog.=) $1 "
 				"AND j.model_name OPERATOR(pg_catalog.=) $2 "
@@ -327,4 +325,84 @@ gnb_running_job(const char *owner, const char *model_name, int64 *n_running)
 				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	job = gnb_result_value(1, &isnull);
 	return isnull ? 0 : DatumGetInt64(job);
+}
+
+/*
+ * The launch lock: one cluster-wide lock that a caller holds from checking
+ * the job limits until its worker has registered its job (or failed to
+ * start), so that two calls at the same instant cannot both pass a bound
+ * that has room for one.  A session lock, because the caller's transaction
+ * may go on waiting for the job; released explicitly, on errors too.
+ */
+static bool launch_lock_held = false;
+
+static void
+launch_lock_tag(LOCKTAG *tag)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, 0, 0, LAUNCH_LOCK_CLASS);
+}
+
+void
+gnb_launch_lock_acquire(void)
+{
+	LOCKTAG		tag;
+
+	launch_lock_tag(&tag);
+	(void) LockAcquire(&tag, ExclusiveLock, true, false);
+	launch_lock_held = true;
+}
+
+void
+gnb_launch_lock_release(void)
+{
+	LOCKTAG		tag;
+
+	if (!launch_lock_held)
+		return;
+	launch_lock_tag(&tag);
+	LockRelease(&tag, ExclusiveLock, true);
+	launch_lock_held = false;
+}
+
+/*
+ * Jobs whose worker is alive, in every database of the cluster: the holders
+ * of job locks.  Counted from the lock table, so that it needs no table and
+ * no other database.
+ */
+int
+gnb_count_live_jobs(void)
+{
+	LockData   *data = GetLockStatusData();
+	int			n = 0;
+
+	for (int i = 0; i < data->nelements; i++)
+	{
+		const LockInstanceData *l = &data->locks[i];
+
+		if (l->locktag.locktag_type == LOCKTAG_ADVISORY &&
+			l->locktag.locktag_lockmethodid == USER_LOCKMETHOD &&
+			l->locktag.locktag_field4 == JOB_LOCK_CLASS &&
+			(l->holdMask & LOCKBIT_ON(ExclusiveLock)) != 0)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * Jobs of this database that run as `role` and whose worker is alive.
+ * SPI connected.
+ */
+int64
+gnb_count_role_jobs(const char *role)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(role)};
+	bool		isnull;
+
+	gnb_execute("SELECT pg_catalog.count(*) FROM gibbs_nb.jobs "
+				"WHERE worker_user OPERATOR(pg_catalog.=) $1::pg_catalog.name "
+				"AND status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[]) "
+				"AND gibbs_nb.job_worker_alive(job_id)",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	return DatumGetInt64(gnb_result_value(1, &isnull));
 }

@@ -340,32 +340,48 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	p->outer_user_is_superuser = OidIsValid(outer) && superuser_arg(outer);
 	GetUserIdAndSecContext(&p->current_user_id, &p->sec_context);
 
-	/* nobody is training this model now */
-	{
-		int64		running;
-		int64		n_running;
-
-		SPI_connect();
-		gnb_reconcile_jobs();
-		running = gnb_running_job(p->model_owner, p->model_name, &n_running);
-		SPI_finish();
-		if (running != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("model \"%s\" is being trained by job " INT64_FORMAT,
-							p->model_name, running),
-					 errhint("Wait for that job to end (gibbs_nb_wait), or cancel it (gibbs_nb_cancel).")));
-		if (gnb_max_jobs > 0 && n_running >= gnb_max_jobs)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("%lld gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
-							(long long) n_running),
-					 errhint("Wait for a job to end, or raise gibbs_nb.max_jobs.")));
-	}
-
 	resolve_labels_table(fcinfo, p);
 	check_source_data(p, source_sql);
 	UnlockRelationOid(p->source.relid, AccessShareLock);
+}
+
+/*
+ * The bounds on running jobs: one job per model, gibbs_nb.max_jobs in the
+ * cluster, gibbs_nb.max_jobs_per_role for the role the job runs as.  Called
+ * under the launch lock.
+ */
+static void
+check_job_limits(const GnbJobParams *p)
+{
+	int64		running;
+	int			n_running;
+	int64		n_role;
+	const char *role = gnb_current_role_name();
+
+	SPI_connect();
+	gnb_reconcile_jobs();
+	running = gnb_running_job(p->model_owner, p->model_name);
+	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(role) : 0;
+	SPI_finish();
+	if (running != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("model \"%s\" is being trained by job " INT64_FORMAT,
+						p->model_name, running),
+				 errhint("Wait for that job to end (gibbs_nb_wait), or cancel it (gibbs_nb_cancel).")));
+	n_running = gnb_count_live_jobs();
+	if (gnb_max_jobs > 0 && n_running >= gnb_max_jobs)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("%d gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
+						n_running),
+				 errhint("Wait for a job to end, or raise gibbs_nb.max_jobs.")));
+	if (gnb_max_jobs_per_role > 0 && n_role >= gnb_max_jobs_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("role \"%s\" runs %lld gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
+						role, (long long) n_role),
+				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_role.")));
 }
 
 /*
@@ -390,8 +406,23 @@ gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner)
 													   get_namespace_oid(GNB_SCHEMA, false)),
 									 false);
 
+	/*
+	 * The limits are checked, and the job launched, under the launch lock,
+	 * which gnb_run_job releases as soon as the worker has registered the
+	 * job: the next caller's count includes it.
+	 */
 	memset(&outcome, 0, sizeof(outcome));
-	gnb_run_job(&params, wait, &outcome);
+	gnb_launch_lock_acquire();
+	PG_TRY();
+	{
+		check_job_limits(&params);
+		gnb_run_job(&params, wait, &outcome);
+	}
+	PG_FINALLY();
+	{
+		gnb_launch_lock_release();
+	}
+	PG_END_TRY();
 
 	values[0] = Int64GetDatum(params.job_id);
 	values[1] = CStringGetTextDatum(params.model_name);
