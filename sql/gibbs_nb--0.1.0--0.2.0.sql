@@ -188,3 +188,12 @@ SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.trace', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.version_id_seq', '');
+
+-- DROP EXTENSION gibbs_nb waits for no job: it is refused while jobs run.
+CREATE FUNCTION gibbs_nb.guard_drop_extension()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'gibbs_nb_guard_drop_extension'
+LANGUAGE C;
+CREATE EVENT TRIGGER gibbs_nb_guard_drop ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION gibbs_nb.guard_drop_extension();

@@ -77,6 +77,15 @@ SELECT try($$SET gibbs_nb.max_jobs = 100$$);
 RESET ROLE;
 DROP ROLE gnb_plain;
 
+-- DROP EXTENSION is refused while a job runs (0.1.0 killed the worker and
+-- left its labels table behind); other extensions' drops are not affected
+SELECT job_id AS long_job FROM gibbs_nb_train('long', 'docs', 'tokens', 'label',
+                                              sweeps => 5000000, seed => 1, wait => false) \gset
+SELECT try($$DROP EXTENSION gibbs_nb$$);
+SELECT try($$DROP EXTENSION IF EXISTS no_such_extension$$);
+SELECT gibbs_nb_cancel(:long_job);
+SELECT status FROM gibbs_nb_wait(:long_job);
+
 SELECT gibbs_nb_drop('m');
 DROP TABLE docs;
 DROP FUNCTION try(text);

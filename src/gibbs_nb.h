@@ -226,7 +226,7 @@ extern void gnb_reconcile_jobs(void);
 extern int64 gnb_running_job(const char *owner, const char *model_name);
 extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);
-extern int	gnb_count_live_jobs(void);
+extern int	gnb_count_live_jobs(Oid dbid);
 extern int64 gnb_count_role_jobs(const char *role);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */

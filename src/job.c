@@ -13,13 +13,22 @@
 #include <signal.h>
 
 #include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"
+
+/*
+ * From libpq/libpq.h (PostgreSQL 14 and later), which cannot be included
+ * here: it pulls in libpq-be.h and with it the GSSAPI headers, which a
+ * server built without GSSAPI support does not need and may not have.
+ */
+extern bool pq_check_connection(void);
 
 /* How often the caller looks at its worker when nothing wakes it. */
 #define FOLLOW_POLL_MS 100
@@ -73,8 +82,22 @@ report_progress(const GnbJobShared *state)
 }
 
 /*
+ * Run on ERROR and on FATAL (PG_ENSURE_ERROR_CLEANUP) while the caller
+ * follows its job: a job nobody waits for any more is one that nobody asked
+ * to leave running, whether the query was cancelled, the session was
+ * terminated or the client went away.
+ */
+static void
+stop_worker_on_exit(int code, Datum arg)
+{
+	TerminateBackgroundWorker((BackgroundWorkerHandle *) DatumGetPointer(arg));
+}
+
+/*
  * Follow the worker until the job has ended (wait) or is registered (not
- * wait), and leave its state in *state.  Errors out if the worker vanishes.
+ * wait), and leave its state in *state.  Errors out if the worker vanishes;
+ * ends the session if the waiting client has gone (the cleanup stops the
+ * job), without waiting for client_connection_check_interval.
  */
 static void
 follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
@@ -109,6 +132,11 @@ follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
 			report_progress(state);
 			last_notice = GetCurrentTimestamp();
 		}
+		if (wait && MyProcPort != NULL && !pq_check_connection())
+			ereport(FATAL,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("connection to client lost while waiting for gibbs_nb job " INT64_FORMAT,
+							job->params.job_id)));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 FOLLOW_POLL_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -157,7 +185,7 @@ gnb_run_job(GnbJobParams *params, bool wait, GnbJobOutcome *outcome)
 				 errhint("Wait for running jobs to end, or raise max_worker_processes "
 						 "(currently %d) and restart the server.", max_worker_processes)));
 
-	PG_TRY();
+	PG_ENSURE_ERROR_CLEANUP(stop_worker_on_exit, PointerGetDatum(handle));
 	{
 		status = WaitForBackgroundWorkerStartup(handle, &pid);
 		if (status == BGWH_POSTMASTER_DIED)
@@ -167,12 +195,7 @@ gnb_run_job(GnbJobParams *params, bool wait, GnbJobOutcome *outcome)
 		/* a worker that is already gone may have finished: follow_job tells */
 		follow_job(job, handle, wait, &state);
 	}
-	PG_CATCH();
-	{
-		TerminateBackgroundWorker(handle);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	PG_END_ENSURE_ERROR_CLEANUP(stop_worker_on_exit, PointerGetDatum(handle));
 	dsm_detach(seg);
 
 	if (state.phase == GNB_PHASE_FAILED)
@@ -242,4 +265,46 @@ gibbs_nb_cancel(PG_FUNCTION_ARGS)
 #endif
 		PG_RETURN_BOOL(false);
 	PG_RETURN_BOOL(true);
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_guard_drop_extension);
+
+/*
+ * gibbs_nb.guard_drop_extension() returns event_trigger
+ *
+ * On ddl_command_start of DROP EXTENSION: refuse to drop gibbs_nb while jobs
+ * of this database run.  Dropping it under them would kill their workers
+ * mid-publish and leave labels tables that no model owns; cancel them first.
+ */
+Datum
+gibbs_nb_guard_drop_extension(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	DropStmt   *stmt;
+	ListCell   *lc;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("gibbs_nb.guard_drop_extension must be called as an event trigger")));
+	trigdata = (EventTriggerData *) fcinfo->context;
+	if (!IsA(trigdata->parsetree, DropStmt))
+		PG_RETURN_VOID();
+	stmt = (DropStmt *) trigdata->parsetree;
+	if (stmt->removeType != OBJECT_EXTENSION)
+		PG_RETURN_VOID();
+	foreach(lc, stmt->objects)
+	{
+		int			n;
+
+		if (!IsA(lfirst(lc), String) || strcmp(strVal(lfirst(lc)), "gibbs_nb") != 0)
+			continue;
+		n = gnb_count_live_jobs(MyDatabaseId);
+		if (n > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("cannot drop extension gibbs_nb while %d of its jobs run", n),
+					 errhint("Cancel them (gibbs_nb_cancel) or wait for them to end.")));
+	}
+	PG_RETURN_VOID();
 }

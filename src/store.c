@@ -365,12 +365,12 @@ gnb_launch_lock_release(void)
 }
 
 /*
- * Jobs whose worker is alive, in every database of the cluster: the holders
- * of job locks.  Counted from the lock table, so that it needs no table and
- * no other database.
+ * Jobs whose worker is alive, in database dbid or (InvalidOid) in every
+ * database of the cluster: the holders of job locks.  Counted from the lock
+ * table, so that it needs no table and no other database.
  */
 int
-gnb_count_live_jobs(void)
+gnb_count_live_jobs(Oid dbid)
 {
 	LockData   *data = GetLockStatusData();
 	int			n = 0;
@@ -382,6 +382,7 @@ gnb_count_live_jobs(void)
 		if (l->locktag.locktag_type == LOCKTAG_ADVISORY &&
 			l->locktag.locktag_lockmethodid == USER_LOCKMETHOD &&
 			l->locktag.locktag_field4 == JOB_LOCK_CLASS &&
+			(!OidIsValid(dbid) || l->locktag.locktag_field1 == dbid) &&
 			(l->holdMask & LOCKBIT_ON(ExclusiveLock)) != 0)
 			n++;
 	}

@@ -364,7 +364,11 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.clock_timestamp()) "
 						  "ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, "
 						  "message = excluded.message, sqlstate = excluded.sqlstate, "
-						  "finished_at = excluded.finished_at",
+						  "finished_at = excluded.finished_at "
+						  /* only this worker's own row, never another job's */
+						  "WHERE gibbs_nb.jobs.worker_pid OPERATOR(pg_catalog.=) excluded.worker_pid "
+						  "AND gibbs_nb.jobs.owner OPERATOR(pg_catalog.=) excluded.owner "
+						  "AND gibbs_nb.jobs.model_name OPERATOR(pg_catalog.=) excluded.model_name",
 						  10, types, values, NULL);
 	}
 	PG_CATCH();

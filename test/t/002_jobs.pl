@@ -2,6 +2,7 @@
 # of a job, different models at once, the bound on concurrent jobs.
 use strict;
 use warnings;
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -84,6 +85,39 @@ $node->safe_psql('postgres', "SELECT gibbs_nb_cancel($a), gibbs_nb_cancel($b)");
 ok( $node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'"),
 	'both are stopped');
+
+# --- a waiting caller that goes away stops its job ---
+# A client killed outright (no cancel request) while its wait => true call
+# runs, and a waiting session terminated with pg_terminate_backend (a FATAL,
+# which no PG_CATCH sees): in 0.1.0 both left the job running, to publish.
+for my $how ('client killed', 'session terminated')
+{
+	my $model = $how eq 'client killed' ? 'gone' : 'term';
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-c',
+		  "SELECT gibbs_nb_train('$model', 'docs', 'tokens', 'label', sweeps => 10000000, seed => 1)" ],
+		'>', \$out, '2>', \$err);
+	ok( $node->poll_query_until('postgres',
+			"SELECT count(*) = 1 FROM gibbs_nb_jobs WHERE model_name = '$model' AND status = 'running' AND sweep > 0"),
+		"$how: the job runs");
+	if ($how eq 'client killed')
+	{
+		$h->signal('KILL');
+	}
+	else
+	{
+		$node->safe_psql('postgres', qq{
+		  SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		  WHERE query LIKE '%gibbs_nb_train(''$model''%' AND backend_type = 'client backend'});
+	}
+	eval { $h->finish };
+	ok( $node->poll_query_until('postgres',
+			"SELECT status FROM gibbs_nb_jobs WHERE model_name = '$model'", 'cancelled'),
+		"$how: the job is cancelled");
+	is($node->safe_psql('postgres', "SELECT count(*) FROM gibbs_nb.models WHERE model_name = '$model'"),
+		'0', "$how: nothing was published");
+}
 
 # --- gibbs_nb_wait with a timeout returns the job as it is ---
 $job = start_long_job('a');
