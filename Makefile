@@ -31,6 +31,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks header dependencies only in servers built with --enable-depend:
+# every object depends on every header, so a changed struct is never read
+# with two layouts by two objects.
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/core/*.h)
+
 # ---- the sampler core on its own: unit tests, sanitizers, valgrind ----
 
 CORE_SRC = src/core/gnb_rng.c src/core/gnb_sampler.c

@@ -52,6 +52,17 @@ INSERT INTO nodocs VALUES (1, NULL), (2, NULL);
 SELECT try($$SELECT gibbs_nb_train('m', 'nodocs', 'tokens', n_classes => 2)$$);
 SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'm';
 
+-- a memory cap: the trace of 64 chains of 10,000,000 sweeps (10 GB) is
+-- refused before a worker starts; 0.1.0 let the OOM killer end it
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', chains => 64, sweeps => 10000000)$$);
+-- what depends on the corpus is checked by the worker once it has read it
+SET gibbs_nb.max_job_memory = '1MB';
+\set VERBOSITY default
+SELECT * FROM gibbs_nb_train('m', 'docs', 'tokens', n_classes => 1000, sweeps => 10);
+\set VERBOSITY terse
+RESET gibbs_nb.max_job_memory;
+SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'm';
+
 -- the sampler's numbers
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 0)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => -5)$$);
@@ -117,6 +128,9 @@ SELECT to_regclass('f_labels');
 -- the internal tables are not writable by the public
 CREATE ROLE gnb_intruder;
 SET ROLE gnb_intruder;
+-- nor are the limits a role's to raise
+SELECT try($$SET gibbs_nb.max_job_memory = '100GB'$$);
+SELECT try($$SET gibbs_nb.max_jobs_per_role = 100$$);
 SELECT try($$INSERT INTO gibbs_nb.models (model_name, version, owner, classes) VALUES ('x', 1, 1, '{}')$$);
 SELECT try($$DELETE FROM gibbs_nb.theta$$);
 SELECT try($$UPDATE gibbs_nb.jobs SET status = 'failed'$$);

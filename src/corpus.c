@@ -66,10 +66,17 @@ typedef struct CorpusBuilder
 	bool		id_typbyval;
 } CorpusBuilder;
 
+/* The job being read: its memory budget is checked as the corpus grows. */
+static const GnbJobParams *reading_job;
+
 static void *
 grow(MemoryContext cxt, void *ptr, Size elem, int64 old_n, int64 new_n)
 {
-	void	   *p = MemoryContextAllocExtended(cxt, elem * new_n, MCXT_ALLOC_HUGE);
+	void	   *p;
+
+	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(cxt, true),
+						 (double) elem * new_n, "reading the source");
+	p = MemoryContextAllocExtended(cxt, elem * new_n, MCXT_ALLOC_HUGE);
 
 	if (ptr)
 	{
@@ -377,6 +384,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 
 	memset(&b, 0, sizeof(b));
 	memset(&counts, 0, sizeof(counts));
+	reading_job = params;
 	b.cxt = cxt;
 	b.vocab = vocab_create(cxt, 1024, NULL);
 	b.labels = vocab_create(cxt, 16, NULL);
@@ -498,8 +506,16 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->labeled_ids = b.labeled_ids;
 	corpus->labeled_class = MemoryContextAlloc(cxt, sizeof(int32) * (b.n_labeled + 1));
 	corpus->labeled_doc_counts = MemoryContextAllocZero(cxt, sizeof(double) * K);
-	corpus->labeled_word_counts = MemoryContextAllocExtended(cxt, sizeof(double) * ((Size) b.n_words * K + 1),
-															 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	/* the labelled documents' V x K counts: only when there are any */
+	corpus->labeled_word_counts = NULL;
+	if (b.n_labeled > 0)
+	{
+		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
+							 (double) sizeof(double) * ((double) b.n_words * K + 1),
+							 "the labelled documents' counts");
+		corpus->labeled_word_counts = MemoryContextAllocExtended(cxt, sizeof(double) * ((Size) b.n_words * K + 1),
+																 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	}
 	for (int32 i = 0; i < b.n_labeled; i++)
 	{
 		corpus->labeled_class[i] = class_of_value[b.labeled_value[i]];

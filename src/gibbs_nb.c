@@ -17,6 +17,9 @@ int			gnb_progress_interval_ms = 5000;
 /* gibbs_nb.max_jobs: training jobs that may run at once, 0 for no bound */
 int			gnb_max_jobs = 4;
 
+/* gibbs_nb.max_job_memory: what one job may allocate, in kB */
+int			gnb_max_job_memory_kb = 1024 * 1024;
+
 /* gibbs_nb.max_jobs_per_role: jobs one role may run at once, 0 for no bound */
 int			gnb_max_jobs_per_role = 2;
 
@@ -55,6 +58,15 @@ _PG_init(void)
 							&gnb_max_jobs_per_role,
 							2, 0, 1024,
 							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.max_job_memory",
+							"Memory one training job may use.",
+							"The worker estimates what a job needs from the corpus it read and "
+							"the parameters, and fails at once when it is more.  Settable per "
+							"role by a superuser.",
+							&gnb_max_job_memory_kb,
+							1024 * 1024, 1024, INT_MAX,
+							PGC_SUSET, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");
 }

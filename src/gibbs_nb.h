@@ -31,6 +31,7 @@ extern int	gnb_progress_interval_ms;
 extern int	gnb_model_cache_kb;
 extern int	gnb_max_jobs;
 extern int	gnb_max_jobs_per_role;
+extern int	gnb_max_job_memory_kb;
 
 /*
  * A training source as checked: the relation and the columns used.  Types
@@ -90,6 +91,7 @@ typedef struct GnbJobParams
 	 */
 	GnbSourceDesc source;
 	Oid			extension_schema;	/* where gibbs_nb_class_counts lives */
+	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
 	int32		n_classes;		/* 0: from the labels */
 	gnb_params	sampler;		/* sweeps, burn_in, ..., the resolved seed */
 	char		labels_schema[NAMEDATALEN];
@@ -142,6 +144,10 @@ typedef struct GnbJobOutcome
 
 /* job.c: launch a worker for a job and follow it */
 extern void gnb_run_job(GnbJobParams *params, bool wait, GnbJobOutcome *outcome);
+
+/* worker.c: the job's memory budget */
+extern void gnb_check_job_memory(const GnbJobParams *params, double in_use, double more,
+								 const char *what);
 
 /* corpus.c: documents of the source, read once, as compressed sparse rows */
 /*

@@ -69,6 +69,7 @@ handle_sigterm(SIGNAL_ARGS)
 typedef struct WorkerState
 {
 	GnbJobShared *job;
+	MemoryContext job_cxt;
 	MemoryContext sample_cxt;
 	TimestampTz started;
 	TimestampTz last_row_update;
@@ -188,10 +189,35 @@ check_interrupts_hook(void *arg)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/*
+ * Error out (53200) if a job that holds in_use bytes would go past its
+ * budget by allocating `more`.  Doubles: the sizes asked for can be far
+ * beyond what Size arithmetic should be trusted with.
+ */
+void
+gnb_check_job_memory(const GnbJobParams *params, double in_use, double more, const char *what)
+{
+	if (in_use + more <= (double) params->max_job_memory)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("gibbs_nb job " INT64_FORMAT " would need %.0f MB, more than gibbs_nb.max_job_memory (%.0f MB)",
+					params->job_id, (in_use + more) / (1024.0 * 1024.0),
+					params->max_job_memory / (1024.0 * 1024.0)),
+			 errdetail("%s: %.0f MB on top of %.0f MB in use.", what,
+					   more / (1024.0 * 1024.0), in_use / (1024.0 * 1024.0)),
+			 errhint("Use fewer sweeps, chains or classes, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).")));
+}
+
 static void *
 alloc_hook(size_t size, void *arg)
 {
 	WorkerState *ws = arg;
+
+	/* a backstop: gnb_memory_needed was checked before sampling began */
+	gnb_check_job_memory(&ws->job->params,
+						 (double) MemoryContextMemAllocated(ws->job_cxt, true), (double) size,
+						 "the sampler");
 
 	return MemoryContextAllocExtended(ws->sample_cxt, size,
 									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
@@ -223,6 +249,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	memset(&ws, 0, sizeof(ws));
 	ws.job = job;
 	ws.started = GetCurrentTimestamp();
+	ws.job_cxt = job_cxt;
 	ws.sample_cxt = AllocSetContextCreate(job_cxt, "gibbs_nb sampler", ALLOCSET_DEFAULT_SIZES);
 
 	register_job(job);
@@ -266,6 +293,19 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot train on %s: %s", p->source_display, problem)));
+
+	/*
+	 * What sampling and publishing will take, on top of the corpus: checked
+	 * now, before any of it is allocated.  Publishing holds the vocabulary
+	 * and log theta-hat as arrays (about three copies of V x K doubles and
+	 * two of the tokens).
+	 */
+	gnb_check_job_memory(p, (double) MemoryContextMemAllocated(job_cxt, true),
+						 (double) gnb_memory_needed(corpus.n_docs, corpus.n_words, corpus.n_classes,
+													&p->sampler) +
+						 3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
+						 64.0 * corpus.n_words,
+						 "sampling and publishing");
 
 	SpinLockAcquire(&job->mutex);
 	job->sampling_started = GetCurrentTimestamp();

@@ -146,6 +146,44 @@ xalloc(const gnb_hooks *hooks, size_t n, size_t size)
 	return hooks->alloc(n * size, hooks->arg);
 }
 
+/*
+ * Keep in step with the allocations of derive_shared, gnb_train and the
+ * chain alignment: every array sized by the corpus or the parameters is
+ * counted once, as if all were alive together (some are released earlier,
+ * so this bounds the peak from above).
+ */
+uint64_t
+gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_params *params)
+{
+	uint64_t	D = (uint64_t) (n_docs > 0 ? n_docs : 1);
+	uint64_t	V = (uint64_t) (n_words > 0 ? n_words : 1);
+	uint64_t	K = (uint64_t) n_classes;
+	uint64_t	vk = V * K + 1;
+	uint64_t	trace = (uint64_t) params->chains * (uint64_t) params->sweeps;
+	uint64_t	doubles = 0;
+	uint64_t	bytes;
+
+	/*
+	 * V x K: labelled counts (shared), N, log theta (paper), theta sums, theta
+	 * totals over chains, the reference chain's theta, the result's theta.
+	 */
+	doubles += 7 * vk;
+	/* D x K: label probability sums and the result's */
+	doubles += 2 * (D * K + 1);
+	/* the trace: log joint and share changed per sweep and chain */
+	doubles += 2 * trace;
+	/* per document: lengths; per class pair: the alignment's cost matrix */
+	doubles += D + K * K;
+	/* K-sized vectors (C, Nk, S, priors, scores, sums, alignment scratch) */
+	doubles += 24 * (K + 1);
+	bytes = doubles * sizeof(double);
+	/* int32 per document (labels, last labels, unlabelled index), per word */
+	bytes += 3 * D * sizeof(int32_t) + V * sizeof(int32_t) + V;
+	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
+	/* one allocation header each, generously */
+	return bytes + 64 * 64;
+}
+
 const char *
 gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 {

@@ -67,5 +67,28 @@ $node->safe_psql('postgres',
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'}),
 	'all stopped');
+# A memory cap: 1,000 classes over a 300,000-word vocabulary asks for about
+# 24 GB (0.1.0 allocated 10-14 GB and the OOM killer ended the worker, and
+# with it every session).  The worker estimates it from the corpus it read
+# and fails at once with 53200; no process dies.
+$node->safe_psql('postgres', q{
+  CREATE TABLE wide AS
+  SELECT i AS id, array(SELECT 'w' || (i * 100 + k) FROM generate_series(1, 100) k) AS tokens
+  FROM generate_series(1, 3000) i;
+  ALTER TABLE wide ADD PRIMARY KEY (id);
+});
+my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+my ($rc, $out, $err) = $node->psql('postgres',
+	q{SELECT gibbs_nb_train('wide', 'wide', 'tokens', n_classes => 1000, sweeps => 10)});
+like($err, qr/ERROR:  gibbs_nb job \d+ would need (\d+) MB, more than gibbs_nb.max_job_memory \(1024 MB\)/,
+	'a job that needs more than gibbs_nb.max_job_memory fails with the reason');
+note("asked for: $1 MB, cap 1024 MB") if $err =~ /would need (\d+) MB/;
+like($err, qr/HINT:  .*gibbs_nb.max_job_memory/, 'the hint names the setting');
+is($node->safe_psql('postgres', q{SELECT sqlstate FROM gibbs_nb_jobs WHERE model_name = 'wide'}),
+	'53200', 'the job is recorded as failed with 53200');
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started,
+	'no process was killed: the server did not restart');
+unlike(slurp_file($node->logfile), qr/terminated by signal|out of memory/i, 'nothing crashed');
+
 $node->stop;
 done_testing();

@@ -1140,6 +1140,77 @@ test_hooks(void)
 	free_synthetic(&s);
 }
 
+/* An allocator that knows its live bytes and their peak. */
+typedef struct byte_counts
+{
+	size_t		live;
+	size_t		peak;
+} byte_counts;
+
+static void *
+bytes_alloc(size_t size, void *arg)
+{
+	byte_counts *b = arg;
+	size_t	   *p = calloc(1, sizeof(size_t) + (size ? size : 1));
+
+	p[0] = size;
+	b->live += size;
+	if (b->live > b->peak)
+		b->peak = b->live;
+	return p + 1;
+}
+
+static void
+bytes_release(void *ptr, void *arg)
+{
+	size_t	   *p = (size_t *) ptr - 1;
+
+	((byte_counts *) arg)->live -= p[0];
+	free(p);
+}
+
+/*
+ * gnb_memory_needed bounds what gnb_train allocates, and not loosely: the
+ * peak of every run is below it and above half of it.
+ */
+static void
+test_memory_estimate(void)
+{
+	static const struct
+	{
+		int			D, V, K;
+		double		labelled;
+		gnb_sampler_kind sampler;
+		int			sweeps, chains;
+	}			cases[] = {
+		{2000, 300, 2, 0.5, GNB_SAMPLER_PAPER, 20, 1},
+		{2000, 300, 2, 0.0, GNB_SAMPLER_PAPER, 20, 3},
+		{500, 2000, 5, 0.2, GNB_SAMPLER_COLLAPSED, 10, 2},
+		{50, 100, 8, 0.0, GNB_SAMPLER_COLLAPSED, 5000, 4},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+	{
+		synthetic	s;
+		byte_counts b = {0, 0};
+		gnb_hooks	hooks = {bytes_alloc, bytes_release, NULL, NULL, &b};
+		gnb_params	p = {cases[i].sampler, cases[i].sweeps, cases[i].sweeps / 2, 1,
+		cases[i].chains, 1.0, 1.0, 1.0, 11};
+		gnb_result	r;
+		uint64_t	needed;
+
+		make_synthetic(&s, cases[i].D, cases[i].V, cases[i].K, 8, cases[i].labelled, 5 + i);
+		needed = gnb_memory_needed(s.c.n_docs, s.c.n_words, s.c.n_classes, &p);
+		gnb_train(&s.c, &p, &hooks, &r);
+		CHECK(b.peak <= needed, "case %zu: peak %zu bytes within the estimate %llu",
+			  i, b.peak, (unsigned long long) needed);
+		CHECK(needed <= 2 * b.peak, "case %zu: estimate %llu at most twice the peak %zu",
+			  i, (unsigned long long) needed, b.peak);
+		gnb_result_free(&r, &hooks);
+		free_synthetic(&s);
+	}
+}
+
 int
 main(void)
 {
@@ -1167,6 +1238,8 @@ main(void)
 	test_extra_counts();
 	printf("hooks\n");
 	test_hooks();
+	printf("memory estimate\n");
+	test_memory_estimate();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }
