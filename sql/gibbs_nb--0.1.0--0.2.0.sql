@@ -73,10 +73,16 @@ ALTER TABLE gibbs_nb.packed ALTER COLUMN version_id SET NOT NULL,
 
 ALTER TABLE gibbs_nb.models DROP CONSTRAINT models_pkey,
                             ADD PRIMARY KEY (model_name, owner, version);
-ALTER TABLE gibbs_nb.theta DROP CONSTRAINT theta_pkey,
-                           ADD PRIMARY KEY (model_name, owner, version, token, class);
-ALTER TABLE gibbs_nb.pi DROP CONSTRAINT pi_pkey,
-                        ADD PRIMARY KEY (model_name, owner, version, class);
+-- Tokens and classes may be as long as text allows (a base64 blob in a mail
+-- is an ordinary token): a btree entry is limited to about 2,700 bytes, so
+-- they are in no btree.  theta and pi are found by version, and theta by
+-- token through a hash index, which has no such limit.  Each version's rows
+-- are unique by construction (one writer, one statement per class).
+ALTER TABLE gibbs_nb.theta DROP CONSTRAINT theta_pkey;
+CREATE INDEX theta_version_idx ON gibbs_nb.theta (model_name, owner, version);
+CREATE INDEX theta_token_idx ON gibbs_nb.theta USING hash (token);
+ALTER TABLE gibbs_nb.pi DROP CONSTRAINT pi_pkey;
+CREATE INDEX pi_version_idx ON gibbs_nb.pi (model_name, owner, version);
 ALTER TABLE gibbs_nb.packed DROP CONSTRAINT packed_pkey,
                             ADD PRIMARY KEY (model_name, owner, version);
 DROP INDEX gibbs_nb.jobs_model_idx;
@@ -197,3 +203,70 @@ LANGUAGE C;
 CREATE EVENT TRIGGER gibbs_nb_guard_drop ON ddl_command_start
     WHEN TAG IN ('DROP EXTENSION')
     EXECUTE FUNCTION gibbs_nb.guard_drop_extension();
+
+--
+-- Nothing grows without bound.
+--
+-- Versions: each model keeps its newest keep_versions versions (older ones
+-- are dropped when a new one is published); gibbs_nb_set_retention changes
+-- it for a model, and a new version inherits its model's setting.
+ALTER TABLE gibbs_nb.models ADD COLUMN keep_versions int NOT NULL DEFAULT 5
+    CHECK (keep_versions >= 1);
+
+/*
+ * gibbs_nb_set_retention: how many of a model's newest versions to keep;
+ * applied now and at every publish.  Returns the number of versions dropped.
+ */
+CREATE FUNCTION gibbs_nb_set_retention(model_name text, keep_versions int)
+RETURNS int
+AS 'MODULE_PATHNAME', 'gibbs_nb_set_retention'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Jobs: finished jobs older than gibbs_nb.job_retention are pruned as new
+-- jobs start, and a model's owner may delete its finished jobs' rows.
+GRANT DELETE ON gibbs_nb.jobs TO PUBLIC;
+CREATE POLICY owner_deletes_finished ON gibbs_nb.jobs FOR DELETE USING (
+    (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.text)
+     OR gibbs_nb.has_privileges_of(owner))
+    AND status OPERATOR(pg_catalog.<>) ALL ('{queued,running}'::pg_catalog.text[]));
+
+--
+-- What \dx+, \df+ and \d+ say.
+--
+COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
+                                   float8, float8, float8, bigint, text, boolean)
+    IS 'train a version of one of your models in a background worker that runs as you';
+COMMENT ON FUNCTION gibbs_nb_retrain(text, boolean)
+    IS 'train a model again with its latest version''s parameters, on its source (by OID)';
+COMMENT ON FUNCTION gibbs_nb_drop(text, int)
+    IS 'drop a model (and the labels table training made for it), or one version';
+COMMENT ON FUNCTION gibbs_nb_set_retention(text, int)
+    IS 'keep only a model''s newest versions, now and at every publish';
+COMMENT ON FUNCTION gibbs_nb_predict(text, text[]) IS 'the most probable class of a document (text[] tokens)';
+COMMENT ON FUNCTION gibbs_nb_predict(text, tsvector) IS 'the most probable class of a document (tsvector)';
+COMMENT ON FUNCTION gibbs_nb_predict_proba(text, text[]) IS 'P(class | document) per class, in gibbs_nb_classes order (text[] tokens)';
+COMMENT ON FUNCTION gibbs_nb_predict_proba(text, tsvector) IS 'P(class | document) per class, in gibbs_nb_classes order (tsvector)';
+COMMENT ON FUNCTION gibbs_nb_classes(text) IS 'the classes of a model, in the order of every per-class array';
+COMMENT ON FUNCTION gibbs_nb_label_trigger() IS 'trigger: sets a label column to the predicted class (args: model, tokens column, label column)';
+COMMENT ON AGGREGATE gibbs_nb_class_counts(text, text[]) IS 'class x word count matrix of the rows it sees (parallel)';
+COMMENT ON AGGREGATE gibbs_nb_class_counts(text, tsvector) IS 'class x word count matrix of the rows it sees (parallel)';
+COMMENT ON FUNCTION gibbs_nb_class_counts_rows(bytea) IS 'the cells of a gibbs_nb_class_counts value as (class, token, count) rows';
+COMMENT ON FUNCTION gibbs_nb_class_counts_add(internal, text, text[]) IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb_class_counts_add(internal, text, tsvector) IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb_class_counts_combine(internal, internal) IS 'internal: combine function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb_class_counts_serialize(internal) IS 'internal: serialise function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb_class_counts_deserialize(bytea, internal) IS 'internal: deserialise function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb_class_counts_final(internal) IS 'internal: final function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb_wait(bigint, interval) IS 'a job''s row once it has ended (or after timeout, as it is then)';
+COMMENT ON FUNCTION gibbs_nb_cancel(bigint) IS 'tell a running job''s worker to stop; it publishes nothing';
+COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn for a terminal, one line per chain';
+COMMENT ON VIEW gibbs_nb_jobs IS 'training jobs of the models you may see, a dead worker''s shown as failed';
+COMMENT ON FUNCTION gibbs_nb.has_privileges_of(text) IS 'internal: row security of the gibbs_nb tables';
+COMMENT ON FUNCTION gibbs_nb.job_worker_alive(bigint) IS 'internal: whether a job''s worker holds its lock';
+COMMENT ON FUNCTION gibbs_nb.guard_drop_extension() IS 'internal: refuses DROP EXTENSION gibbs_nb while jobs run';
+COMMENT ON TABLE gibbs_nb.models IS 'one row per model version (row security: your models)';
+COMMENT ON TABLE gibbs_nb.theta IS 'theta-hat: P(word | class) per model version';
+COMMENT ON TABLE gibbs_nb.pi IS 'pi-hat: P(class) per model version';
+COMMENT ON TABLE gibbs_nb.packed IS 'a model version as prediction loads it';
+COMMENT ON TABLE gibbs_nb.trace IS 'each chain''s log joint and share of labels changed, per sweep';
+COMMENT ON TABLE gibbs_nb.jobs IS 'training jobs, written by their workers (row security: your models'' jobs)';

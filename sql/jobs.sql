@@ -77,6 +77,51 @@ SELECT try($$SET gibbs_nb.max_jobs = 100$$);
 RESET ROLE;
 DROP ROLE gnb_plain;
 
+-- retention: a model keeps its newest 5 versions (the default), or as many
+-- as gibbs_nb_set_retention says; the rest go at publish
+SELECT count(*) FROM (SELECT gibbs_nb_retrain('m') FROM generate_series(1, 4)) r;
+SELECT array_agg(version ORDER BY version) AS versions, min(keep_versions), max(keep_versions)
+FROM gibbs_nb.models WHERE model_name = 'm';
+SELECT gibbs_nb_set_retention('m', 2) AS dropped_now;
+SELECT version FROM gibbs_nb_retrain('m');
+SELECT array_agg(version ORDER BY version) AS versions FROM gibbs_nb.models WHERE model_name = 'm';
+SELECT count(DISTINCT version) AS theta_versions FROM gibbs_nb.theta WHERE model_name = 'm';
+SELECT count(DISTINCT version) AS packed_versions FROM gibbs_nb.packed WHERE model_name = 'm';
+SELECT try($$SELECT gibbs_nb_set_retention('m', 0)$$);
+SELECT try($$SELECT gibbs_nb_set_retention('nope', 3)$$);
+
+-- finished jobs' rows are pruned after gibbs_nb.job_retention (7 days)
+SHOW gibbs_nb.job_retention;
+UPDATE gibbs_nb.jobs SET finished_at = now() - interval '8 days' WHERE job_id = 900;
+SELECT version FROM gibbs_nb_retrain('m');
+SELECT count(*) AS pruned_job_left FROM gibbs_nb.jobs WHERE job_id = 900;
+-- and a model's owner may delete its finished jobs' rows, not running ones,
+-- not another role's
+CREATE ROLE gnb_jobowner;
+CREATE ROLE gnb_other;
+GRANT SELECT ON docs TO gnb_jobowner;
+GRANT CREATE ON SCHEMA public TO gnb_jobowner;
+SET ROLE gnb_jobowner;
+SELECT status FROM gibbs_nb_train('own', 'docs', 'tokens', 'label', sweeps => 10, seed => 1);
+SELECT job_id AS own_running FROM gibbs_nb_train('own2', 'docs', 'tokens', 'label', sweeps => 5000000,
+                                                 seed => 1, wait => false) \gset
+RESET ROLE;
+SELECT count(*) AS rows_before FROM gibbs_nb.jobs \gset
+SET ROLE gnb_other;
+DELETE FROM gibbs_nb.jobs;
+RESET ROLE;
+SELECT count(*) = :rows_before AS nothing_deleted_by_another_role FROM gibbs_nb.jobs;
+SET ROLE gnb_jobowner;
+DELETE FROM gibbs_nb.jobs;
+SELECT model_name, status FROM gibbs_nb_jobs;
+SELECT gibbs_nb_cancel(:own_running);
+SELECT status FROM gibbs_nb_wait(:own_running);
+SELECT gibbs_nb_drop('own');
+RESET ROLE;
+REVOKE CREATE ON SCHEMA public FROM gnb_jobowner;
+DROP OWNED BY gnb_jobowner;
+DROP ROLE gnb_jobowner, gnb_other;
+
 -- DROP EXTENSION is refused while a job runs (0.1.0 killed the worker and
 -- left its labels table behind); other extensions' drops are not affected
 SELECT job_id AS long_job FROM gibbs_nb_train('long', 'docs', 'tokens', 'label',

@@ -20,6 +20,9 @@ int			gnb_max_jobs = 4;
 /* gibbs_nb.max_job_memory: what one job may allocate, in kB */
 int			gnb_max_job_memory_kb = 1024 * 1024;
 
+/* gibbs_nb.job_retention: seconds finished jobs' rows are kept, 0 for ever */
+int			gnb_job_retention_s = 7 * 24 * 3600;
+
 /* gibbs_nb.max_jobs_per_role: jobs one role may run at once, 0 for no bound */
 int			gnb_max_jobs_per_role = 2;
 
@@ -67,6 +70,13 @@ _PG_init(void)
 							&gnb_max_job_memory_kb,
 							1024 * 1024, 1024, INT_MAX,
 							PGC_SUSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.job_retention",
+							"How long the rows of finished training jobs are kept.",
+							"Older ones are deleted when a job starts; 0 keeps them for ever.",
+							&gnb_job_retention_s,
+							7 * 24 * 3600, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");
 }

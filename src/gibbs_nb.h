@@ -15,6 +15,7 @@
 #include "fmgr.h"
 #include "storage/spin.h"
 #include "access/tupdesc.h"
+#include "nodes/pg_list.h"
 #include "utils/timestamp.h"
 
 /* The schema that holds the extension's tables. */
@@ -32,6 +33,7 @@ extern int	gnb_model_cache_kb;
 extern int	gnb_max_jobs;
 extern int	gnb_max_jobs_per_role;
 extern int	gnb_max_job_memory_kb;
+extern int	gnb_job_retention_s;
 
 /*
  * A training source as checked: the relation and the columns used.  Types
@@ -234,6 +236,13 @@ extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);
 extern int	gnb_count_live_jobs(Oid dbid);
 extern int64 gnb_count_role_jobs(const char *role);
+
+/* model.c: dropping versions */
+extern int	gnb_delete_versions(const char *owner, const char *model_name, const char *filter,
+								int32 arg, List **labels_tables);
+extern int	gnb_apply_retention(const char *owner, const char *model_name, int32 newest,
+								int32 keep);
+extern void gnb_prune_jobs(void);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
 extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);

@@ -306,12 +306,12 @@ sampler_name(gnb_sampler_kind kind)
 	return kind == GNB_SAMPLER_COLLAPSED ? "collapsed" : "paper";
 }
 
-#define MODEL_COLUMNS 32
+#define MODEL_COLUMNS 33
 
 static void
 write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 				const gnb_result *result, int32 version, int64 version_id,
-				Oid labels_relid, double seconds)
+				Oid labels_relid, int32 keep_versions, double seconds)
 {
 	const gnb_params *sp = &params->sampler;
 	const GnbSourceDesc *src = &params->source;
@@ -322,7 +322,7 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 		INT4OID, INT4OID, INT4OID, INT4OID, TEXTOID,
 		FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, TEXTOID,
 		OIDOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID,
-		OIDOID, INT8OID
+		OIDOID, INT8OID, INT4OID
 	};
 	Datum		v[MODEL_COLUMNS];
 	char		nulls[MODEL_COLUMNS];
@@ -367,16 +367,17 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 	v[29] = CStringGetTextDatum(gnb_current_role_name());
 	v[30] = ObjectIdGetDatum(src->relid);
 	v[31] = Int64GetDatum(version_id);
+	v[32] = Int32GetDatum(keep_versions);
 	gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, job_id, classes, "
 				"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
 				"source, tokens_column, label_column, id_column, n_classes, "
 				"sweeps, burn_in, lag, chains, sampler, "
 				"gamma_pi, gamma_theta, unlabeled_weight, seed, labels_table, "
 				"labels_relid, log_likelihood, r_hat, seconds, trained_by, "
-				"source_relid, version_id) VALUES "
+				"source_relid, version_id, keep_versions) VALUES "
 				"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
 				"$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26::pg_catalog.regclass, "
-				"$27, $28, $29, $30, $31::pg_catalog.regclass, $32)",
+				"$27, $28, $29, $30, $31::pg_catalog.regclass, $32, $33)",
 				MODEL_COLUMNS, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 }
 
@@ -408,6 +409,7 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	Oid			labels_relid;
 	int32		version;
 	int64		version_id;
+	int32		keep_versions;
 	bool		isnull;
 	long		secs;
 	int			usecs;
@@ -439,12 +441,14 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 				"pg_catalog.hashtext($2))",
 				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
 	gnb_execute("SELECT COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1, "
-				"pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass) "
+				"pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass), "
+				"COALESCE((pg_catalog.array_agg(keep_versions ORDER BY version DESC))[1], 5) "
 				"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 				"AND model_name OPERATOR(pg_catalog.=) $2",
 				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
 	version = DatumGetInt32(gnb_result_value(1, &isnull));
 	version_id = DatumGetInt64(gnb_result_value(2, &isnull));
+	keep_versions = DatumGetInt32(gnb_result_value(3, &isnull));
 
 	/* the labels table is the caller's: create and fill it as the caller */
 	labels_relid = prepare_labels_table(params, &labels_sql);
@@ -454,8 +458,10 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	write_pi_and_trace(params, corpus, result, version);
 	write_packed(params, corpus, result, version, version_id);
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
-	write_model_row(params, corpus, result, version, version_id, labels_relid,
+	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
 					seconds_so_far + secs + usecs / 1e6);
+	/* the model keeps its newest keep_versions versions, this one included */
+	(void) gnb_apply_retention(params->model_owner, params->model_name, version, keep_versions);
 
 	SPI_finish();
 	return version;

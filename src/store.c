@@ -407,3 +407,23 @@ gnb_count_role_jobs(const char *role)
 				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	return DatumGetInt64(gnb_result_value(1, &isnull));
 }
+
+/*
+ * Delete the rows of jobs that ended more than gibbs_nb.job_retention ago
+ * (their traces went with their versions, or never existed).  SPI connected.
+ */
+void
+gnb_prune_jobs(void)
+{
+	Oid			types[1] = {FLOAT8OID};
+	Datum		values[1] = {Float8GetDatum((double) gnb_job_retention_s)};
+
+	if (gnb_job_retention_s <= 0)
+		return;
+	gnb_execute("DELETE FROM gibbs_nb.jobs "
+				"WHERE status OPERATOR(pg_catalog.<>) ALL ('{queued,running}'::pg_catalog.text[]) "
+				/* OPERATOR() gives every operator one precedence: parenthesise */
+				"AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) "
+				"pg_catalog.make_interval(secs => $1))",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
+}

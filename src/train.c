@@ -374,6 +374,7 @@ check_job_limits(const GnbJobParams *p)
 
 	SPI_connect();
 	gnb_reconcile_jobs();
+	gnb_prune_jobs();
 	running = gnb_running_job(p->model_owner, p->model_name);
 	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(role) : 0;
 	SPI_finish();

@@ -34,6 +34,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "mb/pg_wchar.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -354,6 +355,24 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
 
+/* Longest error message kept in a job's row, in bytes. */
+#define JOB_MESSAGE_MAX 1000
+
+/*
+ * A message cut to at most max bytes, on a character boundary: a failing
+ * job's message may be as long as the data that caused it, and a row of
+ * gibbs_nb.jobs must not be.
+ */
+static const char *
+capped(const char *message, int max)
+{
+	int			len = strlen(message);
+
+	if (len <= max)
+		return message;
+	return psprintf("%s...", pnstrdup(message, pg_mbcliplen(message, len, max - 3)));
+}
+
 /*
  * Record a failed or cancelled job: in shared memory for a waiting caller,
  * in the job row for everyone else.  Called with the error state set.
@@ -391,7 +410,8 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 
 		values[0] = Int64GetDatum(p->job_id);
 		values[1] = CStringGetTextDatum(status);
-		values[2] = CStringGetTextDatum(edata->message ? edata->message : "unknown error");
+		values[2] = CStringGetTextDatum(capped(edata->message ? edata->message : "unknown error",
+												  JOB_MESSAGE_MAX));
 		values[3] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
 		values[4] = CStringGetTextDatum(p->model_name);
 		values[5] = CStringGetTextDatum(p->model_owner);
@@ -423,9 +443,12 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	/* last, so that a caller who sees this finds the job row written */
 	SpinLockAcquire(&job->mutex);
 	job->sqlerrcode = edata->sqlerrcode;
-	strlcpy(job->message, edata->message ? edata->message : "unknown error", sizeof(job->message));
-	strlcpy(job->detail, edata->detail ? edata->detail : "", sizeof(job->detail));
-	strlcpy(job->hint, edata->hint ? edata->hint : "", sizeof(job->hint));
+	strlcpy(job->message, capped(edata->message ? edata->message : "unknown error",
+								 sizeof(job->message) - 1), sizeof(job->message));
+	strlcpy(job->detail, capped(edata->detail ? edata->detail : "", sizeof(job->detail) - 1),
+			sizeof(job->detail));
+	strlcpy(job->hint, capped(edata->hint ? edata->hint : "", sizeof(job->hint) - 1),
+			sizeof(job->hint));
 	job->phase = GNB_PHASE_FAILED;
 	SpinLockRelease(&job->mutex);
 	SetLatch(job->caller_latch);

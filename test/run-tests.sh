@@ -2,7 +2,8 @@
 # The whole test suite (the README's test command; .ci/run calls it).
 # Installs what is missing, builds with -Werror, installs the extension,
 # then runs: the sampler core's unit tests (plain and under ASan/UBSan),
-# pg_regress and the isolation specs on throwaway instances, and the TAP tests.
+# pg_regress and the isolation specs on throwaway instances, the TAP tests,
+# and the upgrade from the released 0.1.0 (test/upgrade.sh).
 # Ends with "N passed, N failed" over the suites.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,6 +75,7 @@ suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-a
 suite "SQL: pg_regress" regress
 suite "SQL: isolation specs" isolation
 suite "server: TAP tests" tap
+suite "upgrade from 0.1.0 (ALTER EXTENSION UPDATE)" test/upgrade.sh
 
 rm -rf "$work"
 echo "$passed passed, $failed failed"

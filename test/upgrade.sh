@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The upgrade test: a database that trained a model under the released 0.1.0
+# (built from its git commit) is upgraded with ALTER EXTENSION gibbs_nb UPDATE
+# to this build, and the model must still predict the same probabilities,
+# belong to the same role, retrain, and keep its labels table.
+#
+# Neither version touches the system's PostgreSQL installation: both are
+# installed into a private copy of it (PostgreSQL finds its library and
+# extension directories relative to its binaries), on a throwaway cluster.
+# Run as root from test/run-tests.sh, after `make` has built this version.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+release=11a2f3f   # gibbs_nb 0.1.0
+
+work=$(mktemp -d /tmp/gibbs_nb_upgrade.XXXXXX)
+bin=$work/root/usr/lib/postgresql/15/bin
+stop_cluster() {
+  [ -f "$work/data/postmaster.pid" ] &&
+    runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -m fast -w stop >/dev/null || true
+}
+trap 'stop_cluster; rm -rf "$work"' EXIT
+
+if ! git -C "$repo" cat-file -e "$release^{commit}" 2>/dev/null; then
+  echo "upgrade test: commit $release (0.1.0) is not in this clone's history" >&2
+  exit 1
+fi
+
+# 0.1.0, built with the system's PGXS
+mkdir -p "$work/old"
+git -C "$repo" archive "$release" | tar -x -C "$work/old"
+make -C "$work/old" -s >/dev/null
+
+# a private copy of PostgreSQL 15
+libdir=$(pg_config --pkglibdir)
+sharedir=$(pg_config --sharedir)
+mkdir -p "$work/root$(dirname "$libdir")" "$work/root$(dirname "$sharedir")"
+cp -a "$(dirname "$libdir")" "$work/root$(dirname "$(dirname "$libdir")")/"
+cp -a "$sharedir" "$work/root$(dirname "$sharedir")/"
+pkglib=$("$bin/pg_config" --pkglibdir)
+extdir=$("$bin/pg_config" --sharedir)/extension
+[ "$pkglib" != "$libdir" ] || { echo "upgrade test: the copy is not relocatable" >&2; exit 1; }
+rm -f "$extdir"/gibbs_nb*
+
+install_version() {   # $1: a built tree
+  cp "$1/gibbs_nb.so" "$pkglib/"
+  cp "$1/gibbs_nb.control" "$1"/sql/gibbs_nb--*.sql "$extdir/"
+}
+
+chown -R postgres "$work"
+runuser -u postgres -- "$bin/initdb" -D "$work/data" -A trust -U postgres >/dev/null
+cat >> "$work/data/postgresql.conf" <<EOF
+listen_addresses = ''
+unix_socket_directories = '$work'
+max_worker_processes = 16
+gibbs_nb.progress_interval = 0
+EOF
+start_cluster() {
+  runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -l "$work/server.log" -w start >/dev/null
+}
+q() { "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -U postgres -d postgres "$@"; }
+
+# --- under 0.1.0: a model trained by a non-superuser, two versions ---
+install_version "$work/old"
+start_cluster
+q <<'SQL'
+CREATE EXTENSION gibbs_nb;
+CREATE ROLE alice;
+CREATE SCHEMA alice AUTHORIZATION alice;
+SET ROLE alice;
+CREATE TABLE alice.mail (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO alice.mail
+SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 40) FROM generate_series(1, 12) k)
+            || CASE WHEN i % 2 = 0 THEN '{cheap,pills}'::text[] ELSE '{agenda}' END,
+       CASE WHEN i <= 60 THEN (CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END) END
+FROM generate_series(1, 200) i;
+SELECT gibbs_nb_train('spam', 'alice.mail', 'tokens', 'label', sweeps => 50, seed => 1);
+SELECT gibbs_nb_retrain('spam');
+SQL
+probe="SET ROLE alice; SELECT string_agg(gibbs_nb_predict_proba('spam', tokens)::text, ';' ORDER BY id)
+       FROM (VALUES (1, '{cheap,w3}'::text[]), (2, '{agenda,w5}')) d(id, tokens)"
+before=$(q -c "$probe")
+versions_before=$(q -c "SELECT string_agg(version::text, ',' ORDER BY version) FROM gibbs_nb.models")
+[ "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'")" = 0.1.0 ]
+stop_cluster
+
+# --- this build, then ALTER EXTENSION ... UPDATE ---
+install_version "$repo"
+start_cluster
+q -c "ALTER EXTENSION gibbs_nb UPDATE"
+fail=0
+check() {   # $1: what, $2: expected, $3: got
+  if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected '$2', got '$3'"; fail=1; fi
+}
+check "the extension is at the new version" \
+  "$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$repo/gibbs_nb.control")" \
+  "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'")"
+check "the versions are kept" "$versions_before" \
+  "$(q -c "SELECT string_agg(version::text, ',' ORDER BY version) FROM gibbs_nb.models")"
+check "the model belongs to alice, by name" "alice" \
+  "$(q -c "SELECT DISTINCT owner FROM gibbs_nb.models")"
+check "the model predicts the same probabilities" "$before" "$(q -c "$probe")"
+check "the source is known by OID" "alice.mail" \
+  "$(q -c "SELECT DISTINCT source_relid FROM gibbs_nb.models")"
+check "alice retrains it" "3 succeeded" \
+  "$(q -c "SET ROLE alice; SELECT version || ' ' || status FROM gibbs_nb_retrain('spam')")"
+check "into the labels table 0.1.0 created" "3 200" \
+  "$(q -c "SELECT max(version) || ' ' || count(*) FROM alice.spam_labels")"
+check "a new database gets the same objects" "$(q -c "SELECT count(*) FROM pg_depend d
+    JOIN pg_extension e ON d.refobjid = e.oid WHERE e.extname = 'gibbs_nb' AND d.deptype = 'e'")" \
+  "$(q -c "CREATE DATABASE fresh" >/dev/null; "$bin/psql" -X -At -h "$work" -U postgres -d fresh \
+       -c "CREATE EXTENSION gibbs_nb" -c "SELECT count(*) FROM pg_depend d
+    JOIN pg_extension e ON d.refobjid = e.oid WHERE e.extname = 'gibbs_nb' AND d.deptype = 'e'" | tail -1)"
+if [ "$fail" -ne 0 ]; then
+  tail -n 30 "$work/server.log"
+  exit 1
+fi
