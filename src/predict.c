@@ -23,6 +23,7 @@
  */
 #include "gibbs_nb.h"
 #include "vocab_index.h"
+#include "compat.h"
 
 #include <math.h>
 
@@ -108,7 +109,7 @@ take_stamp(CheckStamp *st)
 		Snapshot	snap = GetActiveSnapshot();
 
 		st->valid = true;
-		st->lxid = MyProc->lxid;
+		st->lxid = GNB_MY_LXID();
 		st->statement = GetCurrentStatementStartTimestamp();
 		st->userid = GetUserId();
 		st->xmin = snap->xmin;

@@ -8,6 +8,7 @@
  * changed in between (the data) and reports through the same error path.
  */
 #include "gibbs_nb.h"
+#include "compat.h"
 
 #include <math.h>
 
@@ -190,7 +191,7 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 		table = psprintf("%s_labels", p->model_name);
 	else
 	{
-		List	   *names = stringToQualifiedNameList(text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABELS_TABLE)));
+		List	   *names = gnb_qualified_name_list(text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABELS_TABLE)));
 
 		if (list_length(names) == 2)
 		{

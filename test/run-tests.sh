@@ -11,7 +11,7 @@ cd "$repo"
 
 scripts/install-deps.sh || exit 1
 make -s clean >/dev/null
-make -s >/dev/null || { echo "build failed"; exit 1; }
+make -s EXTRA_CFLAGS=-Werror >/dev/null || { echo "build failed"; exit 1; }
 make -s install >/dev/null || { echo "install failed"; exit 1; }
 
 bindir=$(pg_config --bindir)
