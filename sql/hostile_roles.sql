@@ -268,6 +268,8 @@ SET ROLE gnb_member;
 SELECT model_name, version, status FROM gibbs_nb_retrain('tm');
 RESET ROLE;
 SET ROLE gnb_team;
+-- (0.1.0: 1, the member's version was the member's and hidden from the owner)
+SELECT max(version) AS newest_the_owner_sees FROM gibbs_nb.models WHERE model_name = 'tm';
 SELECT version, owner, trained_by FROM gibbs_nb.models WHERE model_name = 'tm' ORDER BY version;
 SELECT DISTINCT version FROM public.tm_labels;
 SELECT gibbs_nb_drop('tm', 2);
