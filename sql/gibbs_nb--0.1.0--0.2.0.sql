@@ -52,6 +52,11 @@ ALTER TABLE gibbs_nb.packed
     ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
     ADD COLUMN version_id bigint;
 ALTER TABLE gibbs_nb.jobs ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
+-- Jobs start at once or fail: nothing ever wrote 'queued'.
+UPDATE gibbs_nb.jobs SET status = 'failed' WHERE status OPERATOR(pg_catalog.=) 'queued';
+ALTER TABLE gibbs_nb.jobs DROP CONSTRAINT jobs_status_check,
+    ADD CONSTRAINT jobs_status_check
+        CHECK (status OPERATOR(pg_catalog.=) ANY ('{running,succeeded,failed,cancelled}'::pg_catalog.text[]));
 
 -- A version's identity, never reused (not after a drop, not across models):
 -- what the per-backend prediction cache is keyed on.
@@ -125,7 +130,7 @@ CREATE VIEW gibbs_nb_jobs WITH (security_invoker = true, security_barrier = true
            j.read_seconds, j.sample_seconds, j.publish_seconds
       FROM gibbs_nb.jobs j
      CROSS JOIN LATERAL (
-           SELECT j.status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[])
+           SELECT j.status OPERATOR(pg_catalog.=) 'running'
                   AND NOT gibbs_nb.job_worker_alive(j.job_id)) w(dead);
 GRANT SELECT ON gibbs_nb_jobs TO PUBLIC;
 
@@ -151,7 +156,7 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION 'gibbs_nb job % does not exist', job_id USING ERRCODE = '42704';
         END IF;
-        IF r.status OPERATOR(pg_catalog.<>) ALL ('{queued,running}'::pg_catalog.text[])
+        IF r.status OPERATOR(pg_catalog.<>) 'running'
            OR (deadline IS NOT NULL AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline) THEN
             RETURN r;
         END IF;
@@ -228,7 +233,7 @@ GRANT DELETE ON gibbs_nb.jobs TO PUBLIC;
 CREATE POLICY owner_deletes_finished ON gibbs_nb.jobs FOR DELETE USING (
     (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.text)
      OR gibbs_nb.has_privileges_of(owner))
-    AND status OPERATOR(pg_catalog.<>) ALL ('{queued,running}'::pg_catalog.text[]));
+    AND status OPERATOR(pg_catalog.<>) 'running');
 
 --
 -- What \dx+, \df+ and \d+ say.

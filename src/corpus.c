@@ -444,13 +444,9 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	 * Classes: the distinct labels in byte order (a fixed order that does not
 	 * depend on the database's collation), or 1..n_classes without labels.
 	 */
+	gnb_check_label_values(b.n_label_values, params->n_classes, source_sql);
 	if (b.n_label_values == 0)
 	{
-		if (params->n_classes == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s has no labelled rows and n_classes was not given",
-							source_sql)));
 		K = params->n_classes;
 		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
 		for (int32 k = 0; k < K; k++)
@@ -458,16 +454,6 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	}
 	else
 	{
-		if (params->n_classes != 0 && params->n_classes != b.n_label_values)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("n_classes is %d but the label column has %d distinct values",
-							params->n_classes, b.n_label_values)));
-		if (b.n_label_values < 2)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the label column has only one distinct value"),
-					 errhint("A model needs at least 2 classes.")));
 		K = b.n_label_values;
 		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
 		memcpy(corpus->classes, b.label_values, sizeof(char *) * K);

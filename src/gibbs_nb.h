@@ -63,6 +63,7 @@ extern void gnb_describe_source(Oid relid, const char *tokens_column,
 								GnbSourceDesc *desc);
 extern char *gnb_lock_source(const GnbSourceDesc *checked, int64 job_id);
 extern void gnb_check_result_column(TupleDesc desc, int col, Oid type, const char *what);
+extern void gnb_check_label_values(int n_values, int n_classes, const char *source);
 
 /*
  * What a training job needs to run: fixed-size so that it travels to the

@@ -237,7 +237,7 @@ gibbs_nb_cancel(PG_FUNCTION_ARGS)
 	values[0] = Int64GetDatum(job_id);
 
 	SPI_connect();
-	gnb_execute("SELECT status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[]), "
+	gnb_execute("SELECT status OPERATOR(pg_catalog.=) 'running', "
 				"worker_pid FROM gibbs_nb.jobs WHERE job_id OPERATOR(pg_catalog.=) $1",
 				1, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)

@@ -163,3 +163,36 @@ gnb_check_result_column(TupleDesc desc, int col, Oid type, const char *what)
 						format_type_be(TupleDescAttr(desc, col - 1)->atttypid),
 						format_type_be(type))));
 }
+
+/*
+ * The number of distinct labels against n_classes (0: not given), with
+ * `source` naming the relation: the one definition of a usable labelling,
+ * for gibbs_nb_train's check and for the worker's read of the same rows.
+ */
+void
+gnb_check_label_values(int n_values, int n_classes, const char *source)
+{
+	if (n_values > GNB_MAX_CLASSES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the label column has more than %d distinct values", GNB_MAX_CLASSES)));
+	if (n_values == 0)
+	{
+		if (n_classes == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s has no labelled rows and n_classes was not given", source),
+					 errhint("Pass n_classes to cluster the documents without labels.")));
+		return;
+	}
+	if (n_classes != 0 && n_values != n_classes)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n_classes is %d but the label column has %d distinct values",
+						n_classes, n_values)));
+	if (n_values < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the label column has only one distinct value"),
+				 errhint("A model needs at least 2 classes.")));
+}

@@ -289,7 +289,7 @@ gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
 }
 
 /*
- * Mark failed the jobs left 'queued' or 'running' by a worker that is gone
+ * Mark failed the jobs left 'running' by a worker that is gone
  * (an immediate shutdown, a crash): their worker never recorded an outcome.
  * The gibbs_nb_jobs view already shows them so; this puts the rows right.
  * SPI must be connected.
@@ -300,7 +300,7 @@ gnb_reconcile_jobs(void)
 	gnb_execute("UPDATE gibbs_nb.jobs j SET status = 'failed', "
 				"finished_at = pg_catalog.now(), sqlstate = '57P01', "
 				"message = 'the job''s worker exited without finishing it (server restart or crash)' "
-				"WHERE j.status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[]) "
+				"WHERE j.status OPERATOR(pg_catalog.=) 'running' "
 				"AND NOT gibbs_nb.job_worker_alive(j.job_id)",
 				0, NULL, NULL, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
 }
@@ -320,7 +320,7 @@ gnb_running_job(const char *owner, const char *model_name)
 	gnb_execute("SELECT j.job_id FROM gibbs_nb.jobs j "
 				"WHERE j.owner OPERATOR(pg_catalog.=) $1 "
 				"AND j.model_name OPERATOR(pg_catalog.=) $2 "
-				"AND j.status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[]) "
+				"AND j.status OPERATOR(pg_catalog.=) 'running' "
 				"ORDER BY j.job_id LIMIT 1",
 				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	job = gnb_result_value(1, &isnull);
@@ -402,7 +402,7 @@ gnb_count_role_jobs(const char *role)
 
 	gnb_execute("SELECT pg_catalog.count(*) FROM gibbs_nb.jobs "
 				"WHERE worker_user OPERATOR(pg_catalog.=) $1::pg_catalog.name "
-				"AND status OPERATOR(pg_catalog.=) ANY ('{queued,running}'::pg_catalog.text[]) "
+				"AND status OPERATOR(pg_catalog.=) 'running' "
 				"AND gibbs_nb.job_worker_alive(job_id)",
 				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	return DatumGetInt64(gnb_result_value(1, &isnull));
@@ -421,7 +421,7 @@ gnb_prune_jobs(void)
 	if (gnb_job_retention_s <= 0)
 		return;
 	gnb_execute("DELETE FROM gibbs_nb.jobs "
-				"WHERE status OPERATOR(pg_catalog.<>) ALL ('{queued,running}'::pg_catalog.text[]) "
+				"WHERE status OPERATOR(pg_catalog.<>) 'running' "
 				/* OPERATOR() gives every operator one precedence: parenthesise */
 				"AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) "
 				"pg_catalog.make_interval(secs => $1))",

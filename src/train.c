@@ -153,21 +153,7 @@ check_source_data(GnbJobParams *p, const char *source_sql)
 									 "FROM %s WHERE %s IS NOT NULL LIMIT %d) v",
 									 label, source_sql, label, GNB_MAX_CLASSES + 1), &found);
 		n_values = pg_strtoint32(value);
-		if (n_values > GNB_MAX_CLASSES)
-			invalid_argument("the label column has more than %d distinct values", GNB_MAX_CLASSES);
-		if (n_values == 0 && p->n_classes == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s has no labelled rows and n_classes was not given", source_sql),
-					 errhint("Pass n_classes to cluster the documents without labels.")));
-		if (n_values == 1 && p->n_classes == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the label column has only one distinct value"),
-					 errhint("A model needs at least 2 classes.")));
-		if (n_values > 0 && p->n_classes != 0 && n_values != p->n_classes)
-			invalid_argument("n_classes is %d but the label column has %d distinct values",
-							 p->n_classes, n_values);
+		gnb_check_label_values(n_values, p->n_classes, source_sql);
 	}
 	SPI_finish();
 }
