@@ -237,6 +237,23 @@ extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);
 extern int	gnb_count_live_jobs(Oid dbid);
 extern int64 gnb_count_role_jobs(const char *role);
+extern void gnb_store_job_started(const GnbJobParams *p, int pid);
+extern void gnb_store_job_progress(int64 job_id, int32 chain, int32 sweep, double log_joint);
+extern void gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double log_likelihood,
+									double read_seconds, double sample_seconds,
+									double publish_seconds);
+extern void gnb_store_job_ended(const GnbJobParams *p, const char *status, const char *message,
+								const char *sqlstate, int pid);
+extern bool gnb_store_job_lookup(int64 job_id, bool *running, int *pid);
+extern int64 gnb_store_next_job_id(void);
+extern void gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
+									 int64 *version_id, int32 *keep_versions);
+extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus,
+							  const gnb_result *result, int32 version, int64 version_id,
+							  Oid labels_relid, int32 keep_versions, double seconds);
+extern struct ArrayType *gnb_float8_array(const double *values, int n);
+extern struct ArrayType *gnb_text_array(char **values, int n);
+extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 
 /* model.c: dropping versions */
 extern int	gnb_delete_versions(const char *owner, const char *model_name, const char *filter,

@@ -223,10 +223,7 @@ Datum
 gibbs_nb_cancel(PG_FUNCTION_ARGS)
 {
 	int64		job_id;
-	Oid			types[1] = {INT8OID};
-	Datum		values[1];
 	bool		running;
-	bool		isnull;
 	int			pid;
 
 	if (PG_ARGISNULL(0))
@@ -234,20 +231,14 @@ gibbs_nb_cancel(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("job_id must not be NULL")));
 	job_id = PG_GETARG_INT64(0);
-	values[0] = Int64GetDatum(job_id);
 
 	SPI_connect();
-	gnb_execute("SELECT status OPERATOR(pg_catalog.=) 'running', "
-				"worker_pid FROM gibbs_nb.jobs WHERE job_id OPERATOR(pg_catalog.=) $1",
-				1, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
-	if (SPI_processed == 0)
+	if (!gnb_store_job_lookup(job_id, &running, &pid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("gibbs_nb job " INT64_FORMAT " does not exist", job_id)));
-	running = DatumGetBool(gnb_result_value(1, &isnull));
-	pid = DatumGetInt32(gnb_result_value(2, &isnull));
 	SPI_finish();
-	if (!running || isnull)
+	if (!running || pid == 0)
 		PG_RETURN_BOOL(false);
 
 	/*

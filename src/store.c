@@ -20,7 +20,10 @@
  */
 #include "gibbs_nb.h"
 
+#include <math.h>
+
 #include "access/xact.h"
+#include "commands/sequence.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
@@ -30,8 +33,11 @@
 #include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/array.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 /*
@@ -426,4 +432,427 @@ gnb_prune_jobs(void)
 				"AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) "
 				"pg_catalog.make_interval(secs => $1))",
 				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
+}
+
+/* ---------- a job's row, written by its worker ---------- */
+
+/*
+ * Run one statement on a job's row as the extension's owner, in a
+ * transaction of its own unless one is open (the worker samples with none).
+ */
+static void
+job_row_statement(const char *sql, int nargs, Oid *types, Datum *values, int expected)
+{
+	bool		own_xact = !IsTransactionState();
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	if (own_xact)
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+	}
+	SPI_connect();
+	gnb_execute(sql, nargs, types, values, NULL, GNB_AS_INTERNAL, expected, 0);
+	SPI_finish();
+	if (own_xact)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		MemoryContextSwitchTo(caller_cxt);
+	}
+}
+
+/* The job's row, status running, as its worker (pid) starts it. */
+void
+gnb_store_job_started(const GnbJobParams *p, int pid)
+{
+	Oid			types[8] = {INT8OID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, TEXTOID};
+	Datum		values[8];
+
+	values[0] = Int64GetDatum(p->job_id);
+	values[1] = CStringGetTextDatum(p->model_name);
+	values[2] = CStringGetTextDatum(p->model_owner);
+	values[3] = Int32GetDatum(p->sampler.sweeps);
+	values[4] = Int32GetDatum(p->sampler.chains);
+	values[5] = CStringGetTextDatum(p->source_display);
+	values[6] = Int32GetDatum(pid);
+	/* the role the worker acts as: what the job's reads are checked against */
+	values[7] = CStringGetTextDatum(gnb_current_role_name());
+	job_row_statement("INSERT INTO gibbs_nb.jobs (job_id, model_name, owner, status, sweeps, chains, "
+					  "source, worker_pid, worker_user, started_at) "
+					  "VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8::pg_catalog.name, pg_catalog.now())",
+					  8, types, values, SPI_OK_INSERT);
+}
+
+/* Where a running job is (chain, sweep) and its log joint. */
+void
+gnb_store_job_progress(int64 job_id, int32 chain, int32 sweep, double log_joint)
+{
+	Oid			types[4] = {INT8OID, INT4OID, INT4OID, FLOAT8OID};
+	Datum		values[4] = {Int64GetDatum(job_id), Int32GetDatum(chain), Int32GetDatum(sweep),
+	Float8GetDatum(log_joint)};
+
+	job_row_statement("UPDATE gibbs_nb.jobs SET chain = $2, sweep = $3, log_likelihood = $4 "
+					  "WHERE job_id OPERATOR(pg_catalog.=) $1", 4, types, values, SPI_OK_UPDATE);
+}
+
+/* A job that published `version`: in the publishing transaction. */
+void
+gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double log_likelihood,
+						double read_seconds, double sample_seconds, double publish_seconds)
+{
+	Oid			types[8] = {INT8OID, INT4OID, FLOAT8OID, INT4OID, INT4OID,
+	FLOAT8OID, FLOAT8OID, FLOAT8OID};
+	Datum		values[8];
+
+	values[0] = Int64GetDatum(p->job_id);
+	values[1] = Int32GetDatum(version);
+	values[2] = Float8GetDatum(log_likelihood);
+	values[3] = Int32GetDatum(p->sampler.sweeps);
+	values[4] = Int32GetDatum(p->sampler.chains - 1);
+	values[5] = Float8GetDatum(read_seconds);
+	values[6] = Float8GetDatum(sample_seconds);
+	values[7] = Float8GetDatum(publish_seconds);
+	job_row_statement("UPDATE gibbs_nb.jobs SET status = 'succeeded', version = $2, "
+					  "log_likelihood = $3, sweep = $4, chain = $5, read_seconds = $6, "
+					  "sample_seconds = $7, publish_seconds = $8, "
+					  "finished_at = pg_catalog.clock_timestamp() WHERE job_id OPERATOR(pg_catalog.=) $1",
+					  8, types, values, SPI_OK_UPDATE);
+}
+
+/*
+ * A job that failed or was cancelled: an upsert, since the row does not
+ * exist if registering it failed; it touches only this worker's own row.
+ */
+void
+gnb_store_job_ended(const GnbJobParams *p, const char *status, const char *message,
+					const char *sqlstate, int pid)
+{
+	Oid			types[10] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+	INT4OID, INT4OID, TEXTOID, INT4OID};
+	Datum		values[10];
+
+	values[0] = Int64GetDatum(p->job_id);
+	values[1] = CStringGetTextDatum(status);
+	values[2] = CStringGetTextDatum(message);
+	values[3] = CStringGetTextDatum(sqlstate);
+	values[4] = CStringGetTextDatum(p->model_name);
+	values[5] = CStringGetTextDatum(p->model_owner);
+	values[6] = Int32GetDatum(p->sampler.sweeps);
+	values[7] = Int32GetDatum(p->sampler.chains);
+	values[8] = CStringGetTextDatum(p->source_display);
+	values[9] = Int32GetDatum(pid);
+	job_row_statement("INSERT INTO gibbs_nb.jobs (job_id, status, message, sqlstate, "
+					  "model_name, owner, sweeps, chains, source, worker_pid, finished_at) "
+					  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.clock_timestamp()) "
+					  "ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, "
+					  "message = excluded.message, sqlstate = excluded.sqlstate, "
+					  "finished_at = excluded.finished_at "
+					  "WHERE gibbs_nb.jobs.worker_pid OPERATOR(pg_catalog.=) excluded.worker_pid "
+					  "AND gibbs_nb.jobs.owner OPERATOR(pg_catalog.=) excluded.owner "
+					  "AND gibbs_nb.jobs.model_name OPERATOR(pg_catalog.=) excluded.model_name",
+					  10, types, values, SPI_OK_INSERT);
+}
+
+/*
+ * A job as the caller may see it (row security): false if it may not;
+ * else whether it runs and its worker's pid (0 if none).  SPI connected.
+ */
+bool
+gnb_store_job_lookup(int64 job_id, bool *running, int *pid)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	bool		isnull;
+	Datum		d;
+
+	gnb_execute("SELECT status OPERATOR(pg_catalog.=) 'running', worker_pid "
+				"FROM gibbs_nb.jobs WHERE job_id OPERATOR(pg_catalog.=) $1",
+				1, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		return false;
+	*running = DatumGetBool(gnb_result_value(1, &isnull));
+	d = gnb_result_value(2, &isnull);
+	*pid = isnull ? 0 : DatumGetInt32(d);
+	return true;
+}
+
+/* A new job's id. */
+int64
+gnb_store_next_job_id(void)
+{
+	return nextval_internal(get_relname_relid("job_id_seq", get_namespace_oid(GNB_SCHEMA, false)),
+							false);
+}
+
+/* ---------- a model version's rows ---------- */
+
+/* Rows of theta per INSERT statement. */
+#define VERSION_BATCH 50000
+
+/* Arrays to pass many rows' values as one statement parameter. */
+ArrayType *
+gnb_float8_array(const double *values, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Float8GetDatum(values[i]);
+	return construct_array(d, n, FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+}
+
+ArrayType *
+gnb_text_array(char **values, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(values[i]);
+	return construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT);
+}
+
+ArrayType *
+gnb_int4_array(const int32 *values, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int32GetDatum(values[i]);
+	return construct_array(d, n, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+}
+
+
+/* theta-hat rows, batched over words, one statement per class and batch. */
+static void
+write_theta(const GnbJobParams *params, const GnbCorpus *corpus,
+			const gnb_result *result, int32 version)
+{
+	int32		V = corpus->n_words;
+	Oid			types[6] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"gibbs_nb theta batch",
+													ALLOCSET_DEFAULT_SIZES);
+	Datum		values[6];
+
+	values[0] = CStringGetTextDatum(params->model_name);
+	values[1] = Int32GetDatum(version);
+	values[5] = CStringGetTextDatum(params->model_owner);
+	for (int32 start = 0; start < V; start += VERSION_BATCH)
+	{
+		int32		n = Min(VERSION_BATCH, V - start);
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+
+		values[3] = PointerGetDatum(gnb_text_array(corpus->tokens + start, n));
+		MemoryContextSwitchTo(old);
+		for (int32 k = 0; k < corpus->n_classes; k++)
+		{
+			old = MemoryContextSwitchTo(batch_cxt);
+			values[2] = CStringGetTextDatum(corpus->classes[k]);
+			values[4] = PointerGetDatum(gnb_float8_array(result->theta + (int64) k * V + start, n));
+			MemoryContextSwitchTo(old);
+			gnb_execute("INSERT INTO gibbs_nb.theta (model_name, version, class, token, probability, owner) "
+						"SELECT $1, $2, $3, u.t, u.p, $6 FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(t, p)",
+						6, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+		}
+		MemoryContextReset(batch_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextDelete(batch_cxt);
+}
+
+static void
+write_pi_and_trace(const GnbJobParams *params, const GnbCorpus *corpus,
+				   const gnb_result *result, int32 version)
+{
+	int32		rows = result->chains * result->sweeps;
+	int32	   *chain = palloc(sizeof(int32) * rows);
+	int32	   *sweep = palloc(sizeof(int32) * rows);
+	Oid			pi_types[5] = {TEXTOID, INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
+	Datum		pi_values[5];
+	Oid			trace_types[6] = {INT8OID, INT4ARRAYOID, INT4ARRAYOID, FLOAT8ARRAYOID,
+	FLOAT8ARRAYOID, TEXTOID};
+	Datum		trace_values[6];
+
+	pi_values[0] = CStringGetTextDatum(params->model_name);
+	pi_values[1] = Int32GetDatum(version);
+	pi_values[2] = PointerGetDatum(gnb_text_array(corpus->classes, corpus->n_classes));
+	pi_values[3] = PointerGetDatum(gnb_float8_array(result->pi, corpus->n_classes));
+	pi_values[4] = CStringGetTextDatum(params->model_owner);
+	gnb_execute("INSERT INTO gibbs_nb.pi (model_name, version, class, probability, owner) "
+				"SELECT $1, $2, u.c, u.p, $5 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(c, p)",
+				5, pi_types, pi_values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+
+	for (int32 c = 0; c < result->chains; c++)
+		for (int32 t = 0; t < result->sweeps; t++)
+		{
+			chain[c * result->sweeps + t] = c + 1;
+			sweep[c * result->sweeps + t] = t + 1;
+		}
+	trace_values[0] = Int64GetDatum(params->job_id);
+	trace_values[1] = PointerGetDatum(gnb_int4_array(chain, rows));
+	trace_values[2] = PointerGetDatum(gnb_int4_array(sweep, rows));
+	trace_values[3] = PointerGetDatum(gnb_float8_array(result->log_joint, rows));
+	trace_values[4] = PointerGetDatum(gnb_float8_array(result->changed, rows));
+	trace_values[5] = CStringGetTextDatum(params->model_owner);
+	gnb_execute("INSERT INTO gibbs_nb.trace (job_id, chain, sweep, log_likelihood, changed, owner) "
+					 "SELECT $1, u.c, u.s, u.l, u.x, $6 "
+					 "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), "
+					 "pg_catalog.unnest($5)) AS u(c, s, l, x)",
+					 6, trace_types, trace_values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+}
+
+/* The packed row prediction loads: vocabulary and log theta-hat as arrays. */
+static void
+write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
+			 const gnb_result *result, int32 version, int64 version_id)
+{
+	int32		V = corpus->n_words;
+	int32		K = corpus->n_classes;
+	double	   *log_theta = palloc_extended(sizeof(double) * ((Size) V * K + 1), MCXT_ALLOC_HUGE);
+	double	   *log_pi = palloc(sizeof(double) * K);
+	Oid			types[8] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID};
+	Datum		values[8];
+
+	for (int32 w = 0; w < V; w++)
+		for (int32 k = 0; k < K; k++)
+			log_theta[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
+	for (int32 k = 0; k < K; k++)
+		log_pi[k] = log(result->pi[k]);
+	values[0] = CStringGetTextDatum(params->model_name);
+	values[1] = Int32GetDatum(version);
+	values[2] = CStringGetTextDatum(params->model_owner);
+	values[3] = PointerGetDatum(gnb_text_array(corpus->classes, K));
+	values[4] = PointerGetDatum(gnb_float8_array(log_pi, K));
+	values[5] = PointerGetDatum(gnb_text_array(corpus->tokens, V));
+	values[6] = PointerGetDatum(gnb_float8_array(log_theta, V * K));
+	values[7] = Int64GetDatum(version_id);
+	gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
+				"tokens, log_theta, version_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+				8, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+}
+
+static const char *
+sampler_name(gnb_sampler_kind kind)
+{
+	return kind == GNB_SAMPLER_COLLAPSED ? "collapsed" : "paper";
+}
+
+#define MODEL_COLUMNS 33
+
+static void
+write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
+				const gnb_result *result, int32 version, int64 version_id,
+				Oid labels_relid, int32 keep_versions, double seconds)
+{
+	const gnb_params *sp = &params->sampler;
+	const GnbSourceDesc *src = &params->source;
+	Oid			types[MODEL_COLUMNS] = {
+		TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTARRAYOID,
+		INT4OID, INT4OID, INT4OID, INT8OID, INT4OID,
+		TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID,
+		INT4OID, INT4OID, INT4OID, INT4OID, TEXTOID,
+		FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, TEXTOID,
+		OIDOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID,
+		OIDOID, INT8OID, INT4OID
+	};
+	Datum		v[MODEL_COLUMNS];
+	char		nulls[MODEL_COLUMNS];
+
+	memset(nulls, ' ', sizeof(nulls));
+	v[0] = CStringGetTextDatum(params->model_name);
+	v[1] = Int32GetDatum(version);
+	v[2] = CStringGetTextDatum(params->model_owner);
+	v[3] = Int64GetDatum(params->job_id);
+	v[4] = PointerGetDatum(gnb_text_array(corpus->classes, corpus->n_classes));
+	v[5] = Int32GetDatum(corpus->n_docs + corpus->n_labeled);
+	v[6] = Int32GetDatum(corpus->n_labeled);
+	v[7] = Int32GetDatum(corpus->n_skipped);
+	v[8] = Int64GetDatum(corpus->n_tokens);
+	v[9] = Int32GetDatum(corpus->n_words);
+	v[10] = CStringGetTextDatum(params->source_display);
+	v[11] = CStringGetTextDatum(src->tokens_column);
+	v[12] = CStringGetTextDatum(src->label_column);
+	if (src->label_attnum == 0)
+		nulls[12] = 'n';
+	v[13] = CStringGetTextDatum(src->id_column);
+	v[14] = Int32GetDatum(params->n_classes);
+	if (params->n_classes == 0)
+		nulls[14] = 'n';
+	v[15] = Int32GetDatum(sp->sweeps);
+	v[16] = Int32GetDatum(sp->burn_in);
+	v[17] = Int32GetDatum(sp->lag);
+	v[18] = Int32GetDatum(sp->chains);
+	v[19] = CStringGetTextDatum(sampler_name(sp->sampler));
+	v[20] = Float8GetDatum(sp->gamma_pi);
+	v[21] = Float8GetDatum(sp->gamma_theta);
+	v[22] = Float8GetDatum(sp->unlabeled_weight);
+	v[23] = Int64GetDatum((int64) sp->seed);
+	v[24] = CStringGetTextDatum(quote_qualified_identifier(params->labels_schema,
+														   params->labels_table));
+	v[25] = ObjectIdGetDatum(labels_relid);
+	v[26] = Float8GetDatum(result->final_log_joint);
+	v[27] = Float8GetDatum(result->r_hat);
+	if (isnan(result->r_hat))
+		nulls[27] = 'n';
+	v[28] = Float8GetDatum(seconds);
+	v[29] = CStringGetTextDatum(gnb_current_role_name());
+	v[30] = ObjectIdGetDatum(src->relid);
+	v[31] = Int64GetDatum(version_id);
+	v[32] = Int32GetDatum(keep_versions);
+	gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, job_id, classes, "
+				"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
+				"source, tokens_column, label_column, id_column, n_classes, "
+				"sweeps, burn_in, lag, chains, sampler, "
+				"gamma_pi, gamma_theta, unlabeled_weight, seed, labels_table, "
+				"labels_relid, log_likelihood, r_hat, seconds, trained_by, "
+				"source_relid, version_id, keep_versions) VALUES "
+				"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
+				"$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26::pg_catalog.regclass, "
+				"$27, $28, $29, $30, $31::pg_catalog.regclass, $32, $33)",
+				MODEL_COLUMNS, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+}
+
+/*
+ * Lock the model (owner, model_name) against other publishers until the
+ * transaction ends, and number its next version: the version, a version_id
+ * no version ever had, and the retention it inherits (5 for a new model).
+ * SPI connected.
+ */
+void
+gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
+						 int64 *version_id, int32 *keep_versions)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
+	bool		isnull;
+
+	gnb_execute("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1), "
+				"pg_catalog.hashtext($2))",
+				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	gnb_execute("SELECT COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1, "
+				"pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass), "
+				"COALESCE((pg_catalog.array_agg(keep_versions ORDER BY version DESC))[1], 5) "
+				"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+				"AND model_name OPERATOR(pg_catalog.=) $2",
+				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	*version = DatumGetInt32(gnb_result_value(1, &isnull));
+	*version_id = DatumGetInt64(gnb_result_value(2, &isnull));
+	*keep_versions = DatumGetInt32(gnb_result_value(3, &isnull));
+}
+
+/*
+ * Write a version's rows: theta, pi, trace, packed and the model row, as
+ * the extension's owner, in the caller's transaction.  SPI connected.
+ */
+void
+gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *result,
+				  int32 version, int64 version_id, Oid labels_relid, int32 keep_versions,
+				  double seconds)
+{
+	write_theta(params, corpus, result, version);
+	write_pi_and_trace(params, corpus, result, version);
+	write_packed(params, corpus, result, version, version_id);
+	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
+					seconds);
 }

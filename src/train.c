@@ -404,9 +404,7 @@ gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner)
 	InitMaterializedSRF(fcinfo, 0);
 	resolve_arguments(fcinfo, &params, model_owner);
 	wait = PG_GETARG_BOOL(ARG_WAIT);
-	params.job_id = nextval_internal(get_relname_relid("job_id_seq",
-													   get_namespace_oid(GNB_SCHEMA, false)),
-									 false);
+	params.job_id = gnb_store_next_job_id();
 
 	/*
 	 * The limits are checked, and the job launched, under the launch lock,

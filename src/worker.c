@@ -95,55 +95,12 @@ seconds_since(TimestampTz start)
 	return secs + usecs / 1e6;
 }
 
-/*
- * Run one statement on the job row as the extension's owner, in a
- * transaction of its own unless one is open.
- */
-static void
-job_row_statement(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
-{
-	bool		own_xact = !IsTransactionState();
-	MemoryContext caller_cxt = CurrentMemoryContext;
-
-	if (own_xact)
-	{
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-	}
-	SPI_connect();
-	gnb_execute(sql, nargs, types, values, nulls, GNB_AS_INTERNAL,
-				strncmp(sql, "INSERT", 6) == 0 ? SPI_OK_INSERT : SPI_OK_UPDATE, 0);
-	SPI_finish();
-	if (own_xact)
-	{
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-		MemoryContextSwitchTo(caller_cxt);
-	}
-}
-
 static void
 register_job(GnbJobShared *job)
 {
-	GnbJobParams *p = &job->params;
-	Oid			types[8] = {INT8OID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, TEXTOID};
-	Datum		values[8];
-
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	values[0] = Int64GetDatum(p->job_id);
-	values[1] = CStringGetTextDatum(p->model_name);
-	values[2] = CStringGetTextDatum(p->model_owner);
-	values[3] = Int32GetDatum(p->sampler.sweeps);
-	values[4] = Int32GetDatum(p->sampler.chains);
-	values[5] = CStringGetTextDatum(p->source_display);
-	values[6] = Int32GetDatum(MyProcPid);
-	/* the role this worker acts as: what the job's reads are checked against */
-	values[7] = CStringGetTextDatum(GetUserNameFromId(GetUserId(), false));
-	job_row_statement("INSERT INTO gibbs_nb.jobs (job_id, model_name, owner, status, sweeps, chains, "
-					  "source, worker_pid, worker_user, started_at) "
-					  "VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8::pg_catalog.name, pg_catalog.now())",
-					  8, types, values, NULL);
+	gnb_store_job_started(&job->params, MyProcPid);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
@@ -166,16 +123,9 @@ progress_hook(void *arg, int chain, int sweep, double log_joint, double changed)
 	now = GetCurrentTimestamp();
 	if (TimestampDifferenceExceeds(ws->last_row_update, now, PROGRESS_ROW_MS))
 	{
-		Oid			types[4] = {INT8OID, INT4OID, INT4OID, FLOAT8OID};
-		Datum		values[4];
 		char		activity[128];
 
-		values[0] = Int64GetDatum(job->params.job_id);
-		values[1] = Int32GetDatum(chain);
-		values[2] = Int32GetDatum(sweep);
-		values[3] = Float8GetDatum(log_joint);
-		job_row_statement("UPDATE gibbs_nb.jobs SET chain = $2, sweep = $3, log_likelihood = $4 "
-						  "WHERE job_id = $1", 4, types, values, NULL);
+		gnb_store_job_progress(job->params.job_id, chain, sweep, log_joint);
 		snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": chain %d/%d, sweep %d/%d",
 				 job->params.job_id, chain + 1, job->params.sampler.chains, sweep,
 				 job->params.sampler.sweeps);
@@ -321,25 +271,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	version = gnb_publish(p, &corpus, &result, seconds_since(ws.started));
-	{
-		Oid			types[8] = {INT8OID, INT4OID, FLOAT8OID, INT4OID, INT4OID,
-		FLOAT8OID, FLOAT8OID, FLOAT8OID};
-		Datum		values[8];
-
-		values[0] = Int64GetDatum(p->job_id);
-		values[1] = Int32GetDatum(version);
-		values[2] = Float8GetDatum(result.final_log_joint);
-		values[3] = Int32GetDatum(p->sampler.sweeps);
-		values[4] = Int32GetDatum(p->sampler.chains - 1);
-		values[5] = Float8GetDatum(read_seconds);
-		values[6] = Float8GetDatum(sample_seconds);
-		values[7] = Float8GetDatum(seconds_since(phase_start));
-		job_row_statement("UPDATE gibbs_nb.jobs SET status = 'succeeded', version = $2, "
-						  "log_likelihood = $3, sweep = $4, chain = $5, read_seconds = $6, "
-						  "sample_seconds = $7, publish_seconds = $8, "
-						  "finished_at = pg_catalog.clock_timestamp() WHERE job_id = $1",
-						  8, types, values, NULL);
-	}
+	gnb_store_job_succeeded(p, version, result.final_log_joint, read_seconds, sample_seconds,
+							seconds_since(phase_start));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
@@ -402,34 +335,10 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	status = cancelled ? "cancelled" : "failed";
 	PG_TRY();
 	{
-		/* an upsert: the row does not exist if registering it failed */
-		GnbJobParams *p = &job->params;
-		Oid			types[10] = {INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
-		INT4OID, INT4OID, TEXTOID, INT4OID};
-		Datum		values[10];
-
-		values[0] = Int64GetDatum(p->job_id);
-		values[1] = CStringGetTextDatum(status);
-		values[2] = CStringGetTextDatum(capped(edata->message ? edata->message : "unknown error",
-												  JOB_MESSAGE_MAX));
-		values[3] = CStringGetTextDatum(unpack_sql_state(edata->sqlerrcode));
-		values[4] = CStringGetTextDatum(p->model_name);
-		values[5] = CStringGetTextDatum(p->model_owner);
-		values[6] = Int32GetDatum(p->sampler.sweeps);
-		values[7] = Int32GetDatum(p->sampler.chains);
-		values[8] = CStringGetTextDatum(p->source_display);
-		values[9] = Int32GetDatum(MyProcPid);
-		job_row_statement("INSERT INTO gibbs_nb.jobs (job_id, status, message, sqlstate, "
-						  "model_name, owner, sweeps, chains, source, worker_pid, finished_at) "
-						  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.clock_timestamp()) "
-						  "ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, "
-						  "message = excluded.message, sqlstate = excluded.sqlstate, "
-						  "finished_at = excluded.finished_at "
-						  /* only this worker's own row, never another job's */
-						  "WHERE gibbs_nb.jobs.worker_pid OPERATOR(pg_catalog.=) excluded.worker_pid "
-						  "AND gibbs_nb.jobs.owner OPERATOR(pg_catalog.=) excluded.owner "
-						  "AND gibbs_nb.jobs.model_name OPERATOR(pg_catalog.=) excluded.model_name",
-						  10, types, values, NULL);
+		gnb_store_job_ended(&job->params, status,
+							capped(edata->message ? edata->message : "unknown error",
+								   JOB_MESSAGE_MAX),
+							unpack_sql_state(edata->sqlerrcode), MyProcPid);
 	}
 	PG_CATCH();
 	{
