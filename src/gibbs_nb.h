@@ -14,6 +14,7 @@
 #include "storage/dsm.h"
 #include "fmgr.h"
 #include "storage/spin.h"
+#include "access/htup.h"
 #include "access/tupdesc.h"
 #include "nodes/pg_list.h"
 #include "utils/timestamp.h"
@@ -254,8 +255,14 @@ extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpu
 extern struct ArrayType *gnb_float8_array(const double *values, int n);
 extern struct ArrayType *gnb_text_array(char **values, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
+extern int64 gnb_store_current_version_id(const char *name);
+extern HeapTuple gnb_store_packed_row(int64 version_id, TupleDesc *desc);
+extern int32 gnb_store_newest_version(const char *owner, const char *model_name);
+extern void gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 keep);
+extern HeapTuple gnb_store_latest_version(const char *owner, const char *model_name,
+										  TupleDesc *desc);
 
-/* model.c: dropping versions */
+/* model.c and store.c: dropping versions */
 extern int	gnb_delete_versions(const char *owner, const char *model_name, const char *filter,
 								int32 arg, List **labels_tables);
 extern int	gnb_apply_retention(const char *owner, const char *model_name, int32 newest,

@@ -15,47 +15,6 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-/*
- * Delete the versions of model (owner, model_name) that `filter` selects from
- * every gibbs_nb table; filter may use $1 (owner), $2 (model_name) and $3
- * (arg, an int4).  Returns how many versions; with labels_tables, appends the
- * OIDs of their labels tables.  Runs as the extension's owner: the caller
- * must have checked that the current role may drop them.  SPI connected.
- */
-int
-gnb_delete_versions(const char *owner, const char *model_name, const char *filter,
-					int32 arg, List **labels_tables)
-{
-	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
-	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
-	Int32GetDatum(arg)};
-	static const char *const estimates[] = {"theta", "pi", "packed"};
-	bool		isnull;
-	int			dropped;
-
-	if (labels_tables)
-	{
-		gnb_execute(psprintf("SELECT DISTINCT labels_relid::pg_catalog.oid FROM gibbs_nb.models "
-							 "WHERE %s", filter),
-					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
-		for (uint64 i = 0; i < SPI_processed; i++)
-			*labels_tables = lappend_oid(*labels_tables,
-										 DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-																		SPI_tuptable->tupdesc,
-																		1, &isnull)));
-	}
-	gnb_execute(psprintf("DELETE FROM gibbs_nb.trace WHERE job_id OPERATOR(pg_catalog.=) ANY "
-						 "(SELECT job_id FROM gibbs_nb.models WHERE %s)", filter),
-				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
-	gnb_execute(psprintf("DELETE FROM gibbs_nb.models WHERE %s", filter),
-				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
-	dropped = (int) SPI_processed;
-	for (int i = 0; i < lengthof(estimates); i++)
-		gnb_execute(psprintf("DELETE FROM gibbs_nb.%s WHERE %s", estimates[i], filter),
-					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
-	return dropped;
-}
-
 /* The versions beyond a model's newest keep_versions. */
 #define OLDER_THAN_KEPT \
 	"owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 " \
@@ -93,8 +52,6 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 	const char *owner;
 	bool		all_versions = PG_ARGISNULL(1);
 	int32		version = all_versions ? 0 : PG_GETARG_INT32(1);
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
 	List	   *labels_tables = NIL;
 	int			dropped;
 	ListCell   *lc;
@@ -119,12 +76,7 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 	/* dropping the last version drops the model: its labels table goes too */
 	if (!all_versions)
 	{
-		values[0] = CStringGetTextDatum(owner);
-		values[1] = CStringGetTextDatum(model_name);
-		gnb_execute("SELECT 1 FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
-					"AND model_name OPERATOR(pg_catalog.=) $2",
-					2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-		all_versions = SPI_processed == 0;
+		all_versions = gnb_store_newest_version(owner, model_name) == 0;
 	}
 
 	/*
@@ -169,9 +121,6 @@ gibbs_nb_set_retention(PG_FUNCTION_ARGS)
 	char	   *model_name;
 	const char *owner;
 	int32		keep;
-	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
-	Datum		values[3];
-	bool		isnull;
 	int32		newest;
 	int			dropped;
 
@@ -188,16 +137,8 @@ gibbs_nb_set_retention(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
-	values[0] = CStringGetTextDatum(owner);
-	values[1] = CStringGetTextDatum(model_name);
-	values[2] = Int32GetDatum(keep);
-	gnb_execute("UPDATE gibbs_nb.models SET keep_versions = $3 "
-				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2",
-				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
-	gnb_execute("SELECT pg_catalog.max(version) FROM gibbs_nb.models "
-				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2",
-				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-	newest = DatumGetInt32(gnb_result_value(1, &isnull));
+	gnb_store_set_keep_versions(owner, model_name, keep);
+	newest = gnb_store_newest_version(owner, model_name);
 	dropped = gnb_apply_retention(owner, model_name, newest, keep);
 	SPI_finish();
 	PG_RETURN_INT32(dropped);

@@ -67,8 +67,6 @@ static dlist_head model_lru = DLIST_STATIC_INIT(model_lru);
 static Size cache_bytes = 0;
 /* bumped whenever an entry is evicted: invalidates fn_extra pointers */
 static uint64 cache_generation = 0;
-static SPIPlanPtr current_version_plan = NULL;
-static SPIPlanPtr load_plan = NULL;
 
 /*
  * When a name was last resolved to a version: the statement, the snapshot
@@ -170,57 +168,6 @@ evict_other_versions(const GnbModel *current)
 	}
 }
 
-static SPIPlanPtr
-keep_plan(const char *sql, int nargs, Oid *types)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
-
-	if (plan == NULL)
-		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	return plan;
-}
-
-/*
- * The version_id of the version the name means now, for the calling role and
- * under the current snapshot: the latest version of the model that
- * gnb_choose_owner picks among those row security lets the role see.  An
- * error if there is none.  SPI must be connected.
- */
-static int64
-current_version_id(const char *name)
-{
-	Datum		arg = CStringGetTextDatum(name);
-	char	  **owners;
-	const char *owner;
-	bool		isnull;
-
-	if (current_version_plan == NULL)
-	{
-		Oid			types[1] = {TEXTOID};
-
-		current_version_plan = keep_plan("SELECT DISTINCT ON (owner) owner, version_id "
-										 "FROM gibbs_nb.packed "
-										 "WHERE model_name OPERATOR(pg_catalog.=) $1 "
-										 "ORDER BY owner, version DESC", 1, types);
-	}
-	if (SPI_execute_plan(current_version_plan, &arg, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not look up the version of model \"%s\"", name);
-	owners = palloc(sizeof(char *) * (SPI_processed + 1));
-	for (uint64 i = 0; i < SPI_processed; i++)
-		owners[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-	owner = gnb_choose_owner(name, owners, (int) SPI_processed);
-	if (owner == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("model \"%s\" does not exist", name)));
-	for (uint64 i = 0; i < SPI_processed; i++)
-		if (owners[i] == owner)
-			return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2,
-											   &isnull));
-	pg_unreachable();
-}
-
 static Datum
 column_copy(HeapTuple tuple, TupleDesc desc, int col)
 {
@@ -233,13 +180,12 @@ column_copy(HeapTuple tuple, TupleDesc desc, int col)
 }
 
 /*
- * Load a version into a new cache entry.  Read as the caller: row security
- * applies here too.  SPI connected.
+ * Load a version into a new cache entry (gnb_store_packed_row reads it as
+ * the caller: row security applies here too).  SPI connected.
  */
 static GnbModel *
 load_model(int64 version_id)
 {
-	Datum		args[1] = {Int64GetDatum(version_id)};
 	MemoryContext cxt;
 	MemoryContext old;
 	GnbModel   *m;
@@ -254,18 +200,7 @@ load_model(int64 version_id)
 	char	   *name;
 	bool		isnull;
 
-	if (load_plan == NULL)
-	{
-		Oid			types[1] = {INT8OID};
-
-		load_plan = keep_plan("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version "
-							  "FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
-							  1, types);
-	}
-	if (SPI_execute_plan(load_plan, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not load model version " INT64_FORMAT, version_id);
-	tuple = SPI_tuptable->vals[0];
-	desc = SPI_tuptable->tupdesc;
+	tuple = gnb_store_packed_row(version_id, &desc);
 	name = SPI_getvalue(tuple, desc, 6);
 
 	cxt = AllocSetContextCreate(CacheMemoryContext, "gibbs_nb model", ALLOCSET_DEFAULT_SIZES);
@@ -359,7 +294,7 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	}
 	SPI_connect();
-	version_id = current_version_id(name);
+	version_id = gnb_store_current_version_id(name);
 	m = hash_search(model_cache, &version_id, HASH_FIND, NULL);
 	if (m == NULL)
 	{

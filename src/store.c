@@ -1,7 +1,11 @@
 /*
  * store.c
- *	  The extension's tables: who may see which model, how a model name is
- *	  resolved, whether a job's worker lives, and the privilege switch.
+ *	  The extension's tables: every statement against them is here, with the
+ *	  one SPI helper (gnb_execute), the privilege switch, how a model name is
+ *	  resolved, whether a job's worker lives, and the job limits' counts.
+ *	  Training, the worker, publishing, prediction and dropping only
+ *	  coordinate.  The schema is named GNB_SCHEMA in C and "gibbs_nb" in
+ *	  the statements' text.
  *
  * The tables in schema gibbs_nb are owned by the extension's owner and are
  * not writable by anyone else.  Code that writes them (or must see other
@@ -855,4 +859,181 @@ gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb
 	write_packed(params, corpus, result, version, version_id);
 	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
 					seconds);
+}
+
+/* ---------- what prediction reads ---------- */
+
+static SPIPlanPtr current_version_plan = NULL;
+static SPIPlanPtr load_plan = NULL;
+
+static SPIPlanPtr
+keep_plan(const char *sql, int nargs, Oid *types)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, types);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	return plan;
+}
+
+/*
+ * The version_id of the version a model name means now, for the calling role and
+ * under the current snapshot: the latest version of the model that
+ * gnb_choose_owner picks among those row security lets the role see.  An
+ * error if there is none.  SPI must be connected.
+ */
+int64
+gnb_store_current_version_id(const char *name)
+{
+	Datum		arg = CStringGetTextDatum(name);
+	char	  **owners;
+	const char *owner;
+	bool		isnull;
+
+	if (current_version_plan == NULL)
+	{
+		Oid			types[1] = {TEXTOID};
+
+		current_version_plan = keep_plan("SELECT DISTINCT ON (owner) owner, version_id "
+										 "FROM gibbs_nb.packed "
+										 "WHERE model_name OPERATOR(pg_catalog.=) $1 "
+										 "ORDER BY owner, version DESC", 1, types);
+	}
+	if (SPI_execute_plan(current_version_plan, &arg, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not look up the version of model \"%s\"", name);
+	owners = palloc(sizeof(char *) * (SPI_processed + 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+		owners[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+	owner = gnb_choose_owner(name, owners, (int) SPI_processed);
+	if (owner == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" does not exist", name)));
+	for (uint64 i = 0; i < SPI_processed; i++)
+		if (owners[i] == owner)
+			return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2,
+											   &isnull));
+	pg_unreachable();
+}
+
+/*
+ * The gibbs_nb.packed row of a version, read as the caller: (classes,
+ * log_pi, tokens, log_theta, owner, model_name, version).  Valid until
+ * SPI_finish.  SPI connected.
+ */
+HeapTuple
+gnb_store_packed_row(int64 version_id, TupleDesc *desc)
+{
+	Datum		args[1] = {Int64GetDatum(version_id)};
+
+	if (load_plan == NULL)
+	{
+		Oid			types[1] = {INT8OID};
+
+		load_plan = keep_plan("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version "
+							  "FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
+							  1, types);
+	}
+	if (SPI_execute_plan(load_plan, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not load model version " INT64_FORMAT, version_id);
+	*desc = SPI_tuptable->tupdesc;
+	return SPI_tuptable->vals[0];
+}
+
+/* ---------- dropping versions, retention ---------- */
+
+/*
+ * Delete the versions of model (owner, model_name) that `filter` selects from
+ * every gibbs_nb table; filter may use $1 (owner), $2 (model_name) and $3
+ * (arg, an int4).  Returns how many versions; with labels_tables, appends the
+ * OIDs of their labels tables.  Runs as the extension's owner: the caller
+ * must have checked that the current role may drop them.  SPI connected.
+ */
+int
+gnb_delete_versions(const char *owner, const char *model_name, const char *filter,
+					int32 arg, List **labels_tables)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+	Int32GetDatum(arg)};
+	static const char *const estimates[] = {"theta", "pi", "packed"};
+	bool		isnull;
+	int			dropped;
+
+	if (labels_tables)
+	{
+		gnb_execute(psprintf("SELECT DISTINCT labels_relid::pg_catalog.oid FROM gibbs_nb.models "
+							 "WHERE %s", filter),
+					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+		for (uint64 i = 0; i < SPI_processed; i++)
+			*labels_tables = lappend_oid(*labels_tables,
+										 DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+																		SPI_tuptable->tupdesc,
+																		1, &isnull)));
+	}
+	gnb_execute(psprintf("DELETE FROM gibbs_nb.trace WHERE job_id OPERATOR(pg_catalog.=) ANY "
+						 "(SELECT job_id FROM gibbs_nb.models WHERE %s)", filter),
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
+	gnb_execute(psprintf("DELETE FROM gibbs_nb.models WHERE %s", filter),
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
+	dropped = (int) SPI_processed;
+	for (int i = 0; i < lengthof(estimates); i++)
+		gnb_execute(psprintf("DELETE FROM gibbs_nb.%s WHERE %s", estimates[i], filter),
+					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
+	return dropped;
+}
+
+/* The newest version of a model, or 0 if it has none.  SPI connected. */
+int32
+gnb_store_newest_version(const char *owner, const char *model_name)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
+	bool		isnull;
+	Datum		d;
+
+	gnb_execute("SELECT pg_catalog.max(version) FROM gibbs_nb.models "
+				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2",
+				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	d = gnb_result_value(1, &isnull);
+	return isnull ? 0 : DatumGetInt32(d);
+}
+
+/* A model's retention, on every version (a new one inherits it).  SPI connected. */
+void
+gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 keep)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+	Int32GetDatum(keep)};
+
+	gnb_execute("UPDATE gibbs_nb.models SET keep_versions = $3 "
+				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2",
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+}
+
+/*
+ * What gibbs_nb_retrain needs of a model's latest version, read as the
+ * caller: its first 16 columns are gibbs_nb_train's first 16 arguments, in
+ * order (source_relid as an oid for source); the 17th is the source's name
+ * when trained.  NULL if the caller sees no version.  A copy: valid after
+ * SPI_finish.  SPI connected.
+ */
+HeapTuple
+gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *desc)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
+
+	gnb_execute("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
+				"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi, "
+				"gamma_theta, unlabeled_weight, seed, labels_table, source "
+				"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+				"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
+				2, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return NULL;
+	*desc = CreateTupleDescCopy(SPI_tuptable->tupdesc);
+	return SPI_copytuple(SPI_tuptable->vals[0]);
 }

@@ -480,8 +480,6 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	LOCAL_FCINFO(call, ARG_WAIT + 1);
 	char	   *model_name;
 	const char *owner;
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2];
 	HeapTuple	row;
 	TupleDesc	desc;
 	bool		isnull;
@@ -495,20 +493,11 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
-	values[0] = CStringGetTextDatum(owner);
-	values[1] = CStringGetTextDatum(model_name);
-	gnb_execute("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
-				"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi, "
-				"gamma_theta, unlabeled_weight, seed, labels_table, source "
-				"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
-				"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
-				2, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
-	if (SPI_processed != 1)
+	row = gnb_store_latest_version(owner, model_name, &desc);
+	if (row == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", model_name)));
-	row = SPI_copytuple(SPI_tuptable->vals[0]);
-	desc = CreateTupleDescCopy(SPI_tuptable->tupdesc);
 	owner = pstrdup(owner);
 	source = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
 	if (isnull || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source)))
