@@ -4,14 +4,6 @@
 -- attacker may not see.  gnb_mallory is the attacker: CREATE on public and
 -- on a schema of its own, nothing else.
 CREATE EXTENSION gibbs_nb;
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 CREATE ROLE gnb_victim;
 CREATE ROLE gnb_mallory;
 CREATE ROLE gnb_team;
@@ -296,7 +288,6 @@ DROP SCHEMA sharedws CASCADE;
 DROP AGGREGATE public.gibbs_nb_class_counts(text, public.victim_tokens);
 DROP FUNCTION public.steal(bytea, text, public.victim_tokens);
 DROP DOMAIN public.victim_tokens;
-DROP FUNCTION try(text);
 DROP EXTENSION gibbs_nb;
 REVOKE CREATE ON SCHEMA public FROM gnb_victim, gnb_mallory, gnb_team, gnb_team2, gnb_member;
 DROP ROLE gnb_victim, gnb_mallory, gnb_team, gnb_team2, gnb_member;

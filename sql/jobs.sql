@@ -1,14 +1,6 @@
 -- Jobs: gibbs_nb_wait, gibbs_nb_cancel, gibbs_nb_retrain, gibbs_nb_trace_plot,
 -- and jobs whose worker is gone.
 CREATE EXTENSION gibbs_nb;
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text);
 INSERT INTO docs
 SELECT i, CASE WHEN i % 2 = 0 THEN '{cheap,pills}'::text[] ELSE '{meeting,notes}' END,
@@ -133,5 +125,4 @@ SELECT status FROM gibbs_nb_wait(:long_job);
 
 SELECT gibbs_nb_drop('m');
 DROP TABLE docs;
-DROP FUNCTION try(text);
 DROP EXTENSION gibbs_nb;

@@ -1,14 +1,6 @@
 -- Labelling new documents: gibbs_nb_predict, gibbs_nb_predict_proba,
 -- gibbs_nb_classes, the model cache, and gibbs_nb_label_trigger.
 CREATE EXTENSION gibbs_nb;
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 -- 300 documents over 3 classes, each a mix of its class's words and shared
 -- words, a third of them labelled
 CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text);
@@ -191,5 +183,4 @@ DROP TABLE inbox, badinbox, serial_labels;
 DROP TYPE color;
 DROP VIEW reference, docs_flipped;
 DROP TABLE docs, new_docs;
-DROP FUNCTION try(text);
 DROP EXTENSION gibbs_nb;

@@ -3,14 +3,6 @@
 CREATE EXTENSION gibbs_nb;
 
 -- show an error's SQLSTATE and message
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 CREATE TABLE docs (id int PRIMARY KEY, tokens text[], label text, body text, meta json);
 INSERT INTO docs VALUES (1, '{a,b}', 'x', 'a b', '{}'), (2, '{c,d}', 'y', 'c d', '{}'),
                         (3, '{a,c}', NULL, 'a c', '{}');
@@ -154,7 +146,7 @@ RESET ROLE;
 DROP ROLE gnb_intruder;
 
 DROP VIEW flaky, flaky_long;
-DROP FUNCTION fail_in_worker(), fail_long_in_worker(), try(text);
+DROP FUNCTION fail_in_worker(), fail_long_in_worker();
 DROP TABLE docs, dup, nullid, unlabelled, oneclass, nodocs, m_labels;
 DROP SEQUENCE not_a_table;
 DROP EXTENSION gibbs_nb;

@@ -1,14 +1,6 @@
 -- The worker runs as the calling role; a model belongs to the role that
 -- trained it, and other roles neither see nor touch it.
 CREATE EXTENSION gibbs_nb;
-CREATE FUNCTION try(sql text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE sql;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
-
 CREATE ROLE gnb_alice;
 CREATE ROLE gnb_bob;
 CREATE ROLE gnb_team;
@@ -81,5 +73,4 @@ RESET ROLE;
 DROP SCHEMA alice, bob CASCADE;
 DROP OWNED BY gnb_alice, gnb_bob, gnb_team;
 DROP ROLE gnb_alice, gnb_bob, gnb_team;
-DROP FUNCTION try(text);
 DROP EXTENSION gibbs_nb;

@@ -136,6 +136,20 @@ gnb_result_value(int col, bool *isnull)
 	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, isnull);
 }
 
+/*
+ * Run a statement whose $1 and $2 are a model's owner and name.  SPI
+ * connected.
+ */
+static void
+model_statement(const char *sql, const char *owner, const char *model_name, GnbRunAs as,
+				int expected, long limit)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
+
+	gnb_execute(sql, 2, types, values, NULL, as, expected, limit);
+}
+
 /* The current user's name: what a model's owner column holds. */
 char *
 gnb_current_role_name(void)
@@ -322,17 +336,15 @@ gnb_reconcile_jobs(void)
 int64
 gnb_running_job(const char *owner, const char *model_name)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
 	bool		isnull;
 	Datum		job;
 
-	gnb_execute("SELECT j.job_id FROM gibbs_nb.jobs j "
-				"WHERE j.owner OPERATOR(pg_catalog.=) $1 "
-				"AND j.model_name OPERATOR(pg_catalog.=) $2 "
-				"AND j.status OPERATOR(pg_catalog.=) 'running' "
-				"ORDER BY j.job_id LIMIT 1",
-				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	model_statement("SELECT j.job_id FROM gibbs_nb.jobs j "
+					"WHERE j.owner OPERATOR(pg_catalog.=) $1 "
+					"AND j.model_name OPERATOR(pg_catalog.=) $2 "
+					"AND j.status OPERATOR(pg_catalog.=) 'running' "
+					"ORDER BY j.job_id LIMIT 1",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	job = gnb_result_value(1, &isnull);
 	return isnull ? 0 : DatumGetInt64(job);
 }
@@ -827,19 +839,17 @@ void
 gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
 						 int64 *version_id, int32 *keep_versions)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
 	bool		isnull;
 
-	gnb_execute("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1), "
-				"pg_catalog.hashtext($2))",
-				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
-	gnb_execute("SELECT COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1, "
-				"pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass), "
-				"COALESCE((pg_catalog.array_agg(keep_versions ORDER BY version DESC))[1], 5) "
-				"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
-				"AND model_name OPERATOR(pg_catalog.=) $2",
-				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	model_statement("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1), "
+					"pg_catalog.hashtext($2))",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	model_statement("SELECT COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1, "
+					"pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass), "
+					"COALESCE((pg_catalog.array_agg(keep_versions ORDER BY version DESC))[1], 5) "
+					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+					"AND model_name OPERATOR(pg_catalog.=) $2",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
 	*version = DatumGetInt32(gnb_result_value(1, &isnull));
 	*version_id = DatumGetInt64(gnb_result_value(2, &isnull));
 	*keep_versions = DatumGetInt32(gnb_result_value(3, &isnull));
@@ -988,14 +998,12 @@ gnb_delete_versions(const char *owner, const char *model_name, const char *filte
 int32
 gnb_store_newest_version(const char *owner, const char *model_name)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
 	bool		isnull;
 	Datum		d;
 
-	gnb_execute("SELECT pg_catalog.max(version) FROM gibbs_nb.models "
-				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2",
-				2, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	model_statement("SELECT pg_catalog.max(version) FROM gibbs_nb.models "
+					"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	d = gnb_result_value(1, &isnull);
 	return isnull ? 0 : DatumGetInt32(d);
 }
@@ -1023,15 +1031,12 @@ gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 kee
 HeapTuple
 gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *desc)
 {
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name)};
-
-	gnb_execute("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
-				"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi, "
-				"gamma_theta, unlabeled_weight, seed, labels_table, source "
-				"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
-				"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
-				2, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	model_statement("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
+					"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi, "
+					"gamma_theta, unlabeled_weight, seed, labels_table, source "
+					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
+					owner, model_name, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	if (SPI_processed != 1)
 		return NULL;
 	*desc = CreateTupleDescCopy(SPI_tuptable->tupdesc);

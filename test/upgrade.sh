@@ -66,16 +66,8 @@ q <<'SQL'
 CREATE EXTENSION gibbs_nb;
 CREATE ROLE alice;
 CREATE SCHEMA alice AUTHORIZATION alice;
-SET ROLE alice;
-CREATE TABLE alice.mail (id int PRIMARY KEY, tokens text[], label text);
-INSERT INTO alice.mail
-SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 40) FROM generate_series(1, 12) k)
-            || CASE WHEN i % 2 = 0 THEN '{cheap,pills}'::text[] ELSE '{agenda}' END,
-       CASE WHEN i <= 60 THEN (CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END) END
-FROM generate_series(1, 200) i;
-SELECT gibbs_nb_train('spam', 'alice.mail', 'tokens', 'label', sweeps => 50, seed => 1);
-SELECT gibbs_nb_retrain('spam');
 SQL
+q -f "$repo/test/alice_spam.sql" >/dev/null
 probe="SET ROLE alice; SELECT string_agg(gibbs_nb_predict_proba('spam', tokens)::text, ';' ORDER BY id)
        FROM (VALUES (1, '{cheap,w3}'::text[]), (2, '{agenda,w5}')) d(id, tokens)"
 before=$(q -c "$probe")

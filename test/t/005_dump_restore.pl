@@ -9,6 +9,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use File::Basename qw(dirname);
 
 my $old = PostgreSQL::Test::Cluster->new('dump_source');
 $old->init;
@@ -22,16 +23,9 @@ $old->safe_psql('shop', q{
   CREATE EXTENSION gibbs_nb;
   CREATE SCHEMA alice AUTHORIZATION alice;
   CREATE SCHEMA bob AUTHORIZATION bob;
-  SET ROLE alice;
-  CREATE TABLE alice.mail (id int PRIMARY KEY, tokens text[], label text);
-  INSERT INTO alice.mail
-  SELECT i, array(SELECT 'w' || ((i * 7 + k * 13) % 40) FROM generate_series(1, 12) k)
-              || CASE WHEN i % 2 = 0 THEN '{cheap,pills}'::text[] ELSE '{agenda}' END,
-         CASE WHEN i <= 60 THEN (CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END) END
-  FROM generate_series(1, 200) i;
-  SELECT status FROM gibbs_nb_train('spam', 'alice.mail', 'tokens', 'label', sweeps => 50, seed => 1);
-  SELECT status FROM gibbs_nb_retrain('spam');
-  RESET ROLE;
+});
+$old->safe_psql('shop', slurp_file(dirname(__FILE__) . '/../alice_spam.sql'));
+$old->safe_psql('shop', q{
   SET ROLE bob;
   CREATE TABLE bob.notes (id int PRIMARY KEY, tokens text[]);
   INSERT INTO bob.notes SELECT i, ARRAY['n' || i % 5, 'm' || i % 3] FROM generate_series(1, 50) i;
