@@ -18,10 +18,24 @@ OBJS = \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 
+# sql/ holds the install and upgrade scripts, and nothing else
 DATA = $(wildcard sql/gibbs_nb--*.sql)
 
-# every sql/<test>.sql but the install scripts is a pg_regress test
-REGRESS = $(sort $(patsubst sql/%.sql,%,$(filter-out sql/gibbs_nb--%,$(wildcard sql/*.sql))))
+# Tests against an installed extension and a running server (PGHOST,
+# PGPORT, PGUSER), the PGXS way:
+#   make installcheck        pg_regress (test/sql, test/expected) and the
+#                            isolation specs (test/isolation)
+#   make isolationcheck      the isolation specs alone
+#   make prove_installcheck  the TAP tests (test/t; they start their own
+#                            clusters, so run them as a user that may:
+#                            not root); TAP_OUTPUT is where they write
+# test/run-tests.sh (the README's test command) starts a throwaway server
+# and calls these.  The server needs max_worker_processes >= 16.
+REGRESS = $(sort $(patsubst test/sql/%.sql,%,$(wildcard test/sql/*.sql)))
+REGRESS_OPTS = --inputdir=test
+ISOLATION = $(sort $(patsubst test/isolation/specs/%.spec,%,$(wildcard test/isolation/specs/*.spec)))
+ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
+EXTRA_CLEAN = results output_iso regression.diffs regression.out
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core
 # -Werror is not here: a newer compiler's new warning must not break a
@@ -52,7 +66,17 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench
+.PHONY: unit unit-asan unit-valgrind bench isolationcheck prove_installcheck
+
+isolationcheck:
+	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
+
+TAP_OUTPUT ?= $(CURDIR)/tmp_check
+prove_installcheck:
+	rm -rf '$(TAP_OUTPUT)' && mkdir -p '$(TAP_OUTPUT)'
+	cd $(srcdir) && TESTDIR='$(TAP_OUTPUT)' PATH="$(bindir):$$PATH" \
+		PG_REGRESS='$(pgxsdir)/src/test/regress/pg_regress' \
+		$(PROVE) -I $(pgxsdir)/src/test/perl -I test $(PROVE_FLAGS) test/t/*.pl
 unit: test/unit/test_core
 	test/unit/test_core
 
@@ -65,4 +89,4 @@ unit-valgrind: test/unit/test_core
 bench:
 	test/bench/run-bench.sh
 
-EXTRA_CLEAN = test/unit/test_core test/unit/test_core_asan
+EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command; .ci/run calls it).
 # Installs what is missing, builds with -Werror, installs the extension,
-# then runs: the sampler core's unit tests (plain and under ASan/UBSan),
-# pg_regress and the isolation specs on throwaway instances, the TAP tests,
-# and the upgrade from the released 0.1.0 (test/upgrade.sh).
-# Ends with "N passed, N failed" over the suites.
+# starts a throwaway server, and runs the Makefile's test targets against
+# it: the sampler core's unit tests (plain and under ASan/UBSan), `make
+# installcheck` (pg_regress and the isolation specs), `make
+# prove_installcheck` (the TAP tests), and the upgrade from the released
+# 0.1.0 (test/upgrade.sh).  Ends with "N passed, N failed" over the suites.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -14,14 +15,17 @@ make -s clean >/dev/null
 make -s EXTRA_CFLAGS=-Werror >/dev/null || { echo "build failed"; exit 1; }
 make -s install >/dev/null || { echo "install failed"; exit 1; }
 
-bindir=$(pg_config --bindir)
-pgxs_src=$(dirname "$(pg_config --pgxs)")/..
 work=$(mktemp -d /tmp/gibbs_nb_test.XXXXXX)
 chown postgres "$work"
 chmod 755 "$work"
+
+# the server installcheck runs against: test/regress.conf's settings
+. test/cluster.sh
+mapfile -t conf < <(grep -v '^#' test/regress.conf)
+cluster_start "$work/server" "${conf[@]}"
+
 passed=0
 failed=0
-
 suite() {
   local name=$1; shift
   echo "=== $name"
@@ -33,36 +37,18 @@ suite() {
   fi
 }
 
-regress() {
-  local tests
-  tests=$(ls sql/*.sql | grep -v 'sql/gibbs_nb--' | sed 's|sql/||; s|\.sql$||' | sort)
-  # shellcheck disable=SC2086
-  runuser -u postgres -- "$pgxs_src/test/regress/pg_regress" \
-    --temp-instance="$work/regress_instance" --temp-config="$repo/test/regress.conf" \
-    --bindir="$bindir" --inputdir="$repo" --outputdir="$work/regress" \
-    --dbname=gibbs_nb_regression $tests
+installcheck() {
+  make -s installcheck
   local rc=$?
-  [ $rc -ne 0 ] && [ -f "$work/regress/regression.diffs" ] && cat "$work/regress/regression.diffs"
-  return $rc
-}
-
-isolation() {
-  local specs
-  specs=$(ls test/isolation/specs/*.spec | sed 's|.*/||; s|\.spec$||' | sort)
-  # shellcheck disable=SC2086
-  runuser -u postgres -- "$pgxs_src/test/isolation/pg_isolation_regress" \
-    --temp-instance="$work/isolation_instance" --temp-config="$repo/test/regress.conf" \
-    --bindir="$bindir" --inputdir="$repo/test/isolation" --outputdir="$work/isolation" $specs
-  local rc=$?
-  [ $rc -ne 0 ] && [ -f "$work/isolation/regression.diffs" ] && cat "$work/isolation/regression.diffs"
+  if [ $rc -ne 0 ]; then
+    for f in regression.diffs output_iso/regression.diffs; do [ -f "$f" ] && cat "$f"; done
+  fi
   return $rc
 }
 
 tap() {
-  mkdir -p "$work/tap" && chown postgres "$work/tap"
-  runuser -u postgres -- env PATH="$bindir:$PATH" TESTDIR="$work/tap" \
-    PG_REGRESS="$pgxs_src/test/regress/pg_regress" \
-    prove -I "$pgxs_src/test/perl" -I "$repo/test" "$repo"/test/t/*.pl
+  # TAP tests start their own clusters: not as root
+  runuser -u postgres -- make -s prove_installcheck TAP_OUTPUT="$work/tap"
   local rc=$?
   if [ $rc -ne 0 ]; then
     for f in "$work"/tap/tmp_check/log/*; do echo "----- $f"; tail -n 60 "$f"; done
@@ -72,11 +58,11 @@ tap() {
 
 suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
-suite "SQL: pg_regress" regress
-suite "SQL: isolation specs" isolation
-suite "server: TAP tests" tap
+suite "SQL: pg_regress and isolation specs (make installcheck)" installcheck
+suite "server: TAP tests (make prove_installcheck)" tap
 suite "upgrade from 0.1.0 (ALTER EXTENSION UPDATE)" test/upgrade.sh
 
+cluster_stop
 rm -rf "$work"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
