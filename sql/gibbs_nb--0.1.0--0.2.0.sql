@@ -236,6 +236,17 @@ CREATE POLICY owner_deletes_finished ON gibbs_nb.jobs FOR DELETE USING (
     AND status OPERATOR(pg_catalog.<>) 'running');
 
 --
+-- The aggregate's support functions are no user's business: out of the
+-- user's schema, into the extension's (the aggregate keeps them by OID).
+--
+ALTER FUNCTION gibbs_nb_class_counts_add(internal, text, text[]) SET SCHEMA gibbs_nb;
+ALTER FUNCTION gibbs_nb_class_counts_add(internal, text, tsvector) SET SCHEMA gibbs_nb;
+ALTER FUNCTION gibbs_nb_class_counts_combine(internal, internal) SET SCHEMA gibbs_nb;
+ALTER FUNCTION gibbs_nb_class_counts_serialize(internal) SET SCHEMA gibbs_nb;
+ALTER FUNCTION gibbs_nb_class_counts_deserialize(bytea, internal) SET SCHEMA gibbs_nb;
+ALTER FUNCTION gibbs_nb_class_counts_final(internal) SET SCHEMA gibbs_nb;
+
+--
 -- What \dx+, \df+ and \d+ say.
 --
 COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
@@ -256,12 +267,12 @@ COMMENT ON FUNCTION gibbs_nb_label_trigger() IS 'trigger: sets a label column to
 COMMENT ON AGGREGATE gibbs_nb_class_counts(text, text[]) IS 'class x word count matrix of the rows it sees (parallel)';
 COMMENT ON AGGREGATE gibbs_nb_class_counts(text, tsvector) IS 'class x word count matrix of the rows it sees (parallel)';
 COMMENT ON FUNCTION gibbs_nb_class_counts_rows(bytea) IS 'the cells of a gibbs_nb_class_counts value as (class, token, count) rows';
-COMMENT ON FUNCTION gibbs_nb_class_counts_add(internal, text, text[]) IS 'internal: transition function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb_class_counts_add(internal, text, tsvector) IS 'internal: transition function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb_class_counts_combine(internal, internal) IS 'internal: combine function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb_class_counts_serialize(internal) IS 'internal: serialise function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb_class_counts_deserialize(bytea, internal) IS 'internal: deserialise function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb_class_counts_final(internal) IS 'internal: final function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(internal, text, text[]) IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(internal, text, tsvector) IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(internal, internal) IS 'internal: combine function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_serialize(internal) IS 'internal: serialise function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_deserialize(bytea, internal) IS 'internal: deserialise function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_final(internal) IS 'internal: final function of gibbs_nb_class_counts';
 COMMENT ON FUNCTION gibbs_nb_wait(bigint, interval) IS 'a job''s row once it has ended (or after timeout, as it is then)';
 COMMENT ON FUNCTION gibbs_nb_cancel(bigint) IS 'tell a running job''s worker to stop; it publishes nothing';
 COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn for a terminal, one line per chain';
