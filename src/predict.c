@@ -5,7 +5,7 @@
  *	  the per-backend model cache behind them.
  *
  * P(L = k | W) is proportional to pi-hat_k * prod_w theta-hat_kw ^ W_w over the
- * words of the model's vocabulary (model.md, "Labelling a new document"),
+ * words of the model's vocabulary (docs/model.md, "Labelling a new document"),
  * computed in logs; unknown words are ignored, so a document with no known
  * word gets the class prior.
  *

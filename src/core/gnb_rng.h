@@ -66,7 +66,7 @@ extern double gnb_rng_normal(gnb_rng *rng);
 /*
  * Gamma(shape, 1) draws.  gnb_rng_gamma is for shape >= 1, where a draw
  * never underflows; gnb_rng_log_gamma returns the log of a draw for any
- * shape > 0 and stays finite for tiny shapes (model.md: plain draws with
+ * shape > 0 and stays finite for tiny shapes (docs/model.md: plain draws with
  * shape 0.01 are exactly 0 about once in 2,000 draws).
  */
 extern double gnb_rng_gamma(gnb_rng *rng, double shape);

@@ -1,6 +1,6 @@
 /*
  * gnb_sampler.c
- *	  The "paper" and "collapsed" Gibbs samplers of model.md, their estimates,
+ *	  The "paper" and "collapsed" Gibbs samplers of docs/model.md, their estimates,
  *	  and the exact log joint used by tests.
  *
  * Counts are kept word-major (N[w * K + k]) so that scoring a document reads
@@ -273,7 +273,7 @@ compute_word_terms(int32_t V, int32_t K, double g, const double *N, double *S)
 			S[i % K] += lgamma(N[i] + g) - lg;
 }
 
-/* log P(L, W) from the class totals and S (model.md, the exact posterior). */
+/* log P(L, W) from the class totals and S (docs/model.md, the exact posterior). */
 static double
 log_joint_from_counts(int32_t K, int32_t V, const gnb_params *params,
 					  const double *C, const double *Nk, const double *S)
@@ -493,7 +493,7 @@ label_step_paper(chain_state *st)
 }
 
 /*
- * The collapsed label step (model.md):
+ * The collapsed label step (docs/model.md):
  *   s_k = log(C_k^-j + g_pi)
  *       + sum_w [lgamma(N_kw^-j + W_jw + g) - lgamma(N_kw^-j + g)]
  *       - [lgamma(N_k^-j + R_j + Vg) - lgamma(N_k^-j + Vg)]

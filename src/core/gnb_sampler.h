@@ -1,6 +1,6 @@
 /*
  * gnb_sampler.h
- *	  The Gibbs samplers of model.md over a corpus in compressed sparse rows.
+ *	  The Gibbs samplers of docs/model.md over a corpus in compressed sparse rows.
  *
  * Pure C, no PostgreSQL headers: the same code runs in the background worker,
  * the unit tests and the benchmarks.  Memory comes from the caller's
@@ -116,7 +116,7 @@ extern void gnb_result_free(gnb_result *result, const gnb_hooks *hooks);
 
 /*
  * log P(L, W) up to a constant that does not depend on L, with theta and pi
- * integrated out (model.md, "The exact posterior"), for the full labelling
+ * integrated out (docs/model.md, "The exact posterior"), for the full labelling
  * `labels` (every entry a class).  Counts of unlabelled documents are
  * weighted by params->unlabeled_weight, as in the samplers.
  */
