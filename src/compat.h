@@ -6,7 +6,9 @@
 #ifndef GNB_COMPAT_H
 #define GNB_COMPAT_H
 
+#include "catalog/pg_namespace.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
 
 /* PostgreSQL 17 moved the local transaction id into PGPROC's vxid. */
 #if PG_VERSION_NUM >= 170000
@@ -20,6 +22,14 @@
 #define gnb_qualified_name_list(str) stringToQualifiedNameList((str), NULL)
 #else
 #define gnb_qualified_name_list(str) stringToQualifiedNameList(str)
+#endif
+
+/* PostgreSQL 16 folded pg_namespace_aclcheck and friends into object_aclcheck. */
+#if PG_VERSION_NUM >= 160000
+#define gnb_namespace_aclcheck(nsp, role, mode) \
+	object_aclcheck(NamespaceRelationId, (nsp), (role), (mode))
+#else
+#define gnb_namespace_aclcheck(nsp, role, mode) pg_namespace_aclcheck((nsp), (role), (mode))
 #endif
 
 #endif							/* GNB_COMPAT_H */

@@ -213,7 +213,7 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 							quote_qualified_identifier(schema, table), p->model_name),
 					 errhint("Drop or rename the table, or pass another labels_table.")));
 	}
-	else if (pg_namespace_aclcheck(nspid, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+	else if (gnb_namespace_aclcheck(nspid, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA, schema);
 }
 
