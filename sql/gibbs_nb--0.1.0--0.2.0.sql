@@ -185,6 +185,21 @@ AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 --
+-- Version numbers are never issued twice for a model, not after its newest
+-- version is dropped, not after the whole model is: the last one issued is
+-- kept here (and a version's identity, version_id, is never reused at all).
+--
+CREATE TABLE gibbs_nb.versions_issued (
+    owner         text NOT NULL,
+    model_name    text NOT NULL,
+    last_version  int NOT NULL,
+    PRIMARY KEY (model_name, owner)
+);
+REVOKE ALL ON gibbs_nb.versions_issued FROM PUBLIC;
+INSERT INTO gibbs_nb.versions_issued (owner, model_name, last_version)
+SELECT owner, model_name, pg_catalog.max(version) FROM gibbs_nb.models GROUP BY owner, model_name;
+
+--
 -- Backups carry models: pg_dump dumps the rows of these tables and the
 -- sequences' positions (CREATE EXTENSION recreates the tables themselves).
 -- The rows restore anywhere: owners are role names, and source_relid and
@@ -197,6 +212,7 @@ SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.pi', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.packed', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.trace', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.versions_issued', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.job_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.version_id_seq', '');
 
@@ -285,4 +301,5 @@ COMMENT ON TABLE gibbs_nb.theta IS 'theta-hat: P(word | class) per model version
 COMMENT ON TABLE gibbs_nb.pi IS 'pi-hat: P(class) per model version';
 COMMENT ON TABLE gibbs_nb.packed IS 'a model version as prediction loads it';
 COMMENT ON TABLE gibbs_nb.trace IS 'each chain''s log joint and share of labels changed, per sweep';
+COMMENT ON TABLE gibbs_nb.versions_issued IS 'internal: the last version number issued per model, so none is issued twice';
 COMMENT ON TABLE gibbs_nb.jobs IS 'training jobs, written by their workers (row security: your models'' jobs)';

@@ -831,8 +831,9 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 
 /*
  * Lock the model (owner, model_name) against other publishers until the
- * transaction ends, and number its next version: the version, a version_id
- * no version ever had, and the retention it inherits (5 for a new model).
+ * transaction ends, and number its next version: a version number never
+ * issued for it before, a version_id no version ever had, and the retention
+ * it inherits (5 for a new model).
  * SPI connected.
  */
 void
@@ -844,15 +845,20 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 	model_statement("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1), "
 					"pg_catalog.hashtext($2))",
 					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
-	model_statement("SELECT COALESCE(pg_catalog.max(version), 0) OPERATOR(pg_catalog.+) 1, "
-					"pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass), "
+	/* the next number after the last ever issued, even if it was dropped */
+	model_statement("INSERT INTO gibbs_nb.versions_issued AS v (owner, model_name, last_version) "
+					"VALUES ($1, $2, 1) ON CONFLICT (model_name, owner) "
+					"DO UPDATE SET last_version = v.last_version OPERATOR(pg_catalog.+) 1 "
+					"RETURNING v.last_version",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_INSERT_RETURNING, 0);
+	*version = DatumGetInt32(gnb_result_value(1, &isnull));
+	model_statement("SELECT pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass), "
 					"COALESCE((pg_catalog.array_agg(keep_versions ORDER BY version DESC))[1], 5) "
 					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 					"AND model_name OPERATOR(pg_catalog.=) $2",
 					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
-	*version = DatumGetInt32(gnb_result_value(1, &isnull));
-	*version_id = DatumGetInt64(gnb_result_value(2, &isnull));
-	*keep_versions = DatumGetInt32(gnb_result_value(3, &isnull));
+	*version_id = DatumGetInt64(gnb_result_value(1, &isnull));
+	*keep_versions = DatumGetInt32(gnb_result_value(2, &isnull));
 }
 
 /*

@@ -97,14 +97,20 @@ SELECT gibbs_nb_drop('toy');
 SELECT gibbs_nb_drop(NULL);
 
 -- dropping the last version one by one drops the model and its labels table,
--- so that the name can be trained again
+-- so that the name can be trained again.  Version numbers go on: the model
+-- had versions 1 to 4, so these are 5 and 6 (0.1.0 started again at 1, and
+-- reissued the number of a dropped newest version)
 SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
                                    sweeps => 20, seed => 1);
 SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
                                    sweeps => 20, seed => 1);
-SELECT gibbs_nb_drop('toy', 1);
+-- the newest dropped, the next training is 7, not 6 again
+SELECT gibbs_nb_drop('toy', 6);
+SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
+                                   sweeps => 20, seed => 1);
+SELECT gibbs_nb_drop('toy', 5);
 SELECT to_regclass('toy_labels') IS NOT NULL AS labels_table_kept;
-SELECT gibbs_nb_drop('toy', 2);
+SELECT gibbs_nb_drop('toy', 7);
 SELECT to_regclass('toy_labels') IS NULL AS labels_table_dropped;
 SELECT count(*) AS trace_rows FROM gibbs_nb.trace;
 SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
