@@ -442,6 +442,15 @@ gnb_prune_jobs(void)
 
 	if (gnb_job_retention_s <= 0)
 		return;
+	/* the traces of jobs pruned below that no version needs (failed ones) */
+	gnb_execute("DELETE FROM gibbs_nb.trace t USING gibbs_nb.jobs j "
+				"WHERE t.job_id OPERATOR(pg_catalog.=) j.job_id "
+				"AND j.status OPERATOR(pg_catalog.<>) 'running' "
+				"AND j.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) "
+				"pg_catalog.make_interval(secs => $1)) "
+				"AND NOT EXISTS (SELECT 1 FROM gibbs_nb.models m "
+				"WHERE m.job_id OPERATOR(pg_catalog.=) j.job_id)",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
 	gnb_execute("DELETE FROM gibbs_nb.jobs "
 				"WHERE status OPERATOR(pg_catalog.<>) 'running' "
 				/* OPERATOR() gives every operator one precedence: parenthesise */
@@ -676,45 +685,51 @@ write_theta(const GnbJobParams *params, const GnbCorpus *corpus,
 	MemoryContextDelete(batch_cxt);
 }
 
+/* pi-hat rows: K of them. */
 static void
-write_pi_and_trace(const GnbJobParams *params, const GnbCorpus *corpus,
-				   const gnb_result *result, int32 version)
+write_pi(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *result,
+		 int32 version)
 {
-	int32		rows = result->chains * result->sweeps;
-	int32	   *chain = palloc(sizeof(int32) * rows);
-	int32	   *sweep = palloc(sizeof(int32) * rows);
-	Oid			pi_types[5] = {TEXTOID, INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
-	Datum		pi_values[5];
-	Oid			trace_types[6] = {INT8OID, INT4ARRAYOID, INT4ARRAYOID, FLOAT8ARRAYOID,
-	FLOAT8ARRAYOID, TEXTOID};
-	Datum		trace_values[6];
+	Oid			types[5] = {TEXTOID, INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
+	Datum		values[5];
 
-	pi_values[0] = CStringGetTextDatum(params->model_name);
-	pi_values[1] = Int32GetDatum(version);
-	pi_values[2] = PointerGetDatum(gnb_text_array(corpus->classes, corpus->n_classes));
-	pi_values[3] = PointerGetDatum(gnb_float8_array(result->pi, corpus->n_classes));
-	pi_values[4] = CStringGetTextDatum(params->model_owner);
+	values[0] = CStringGetTextDatum(params->model_name);
+	values[1] = Int32GetDatum(version);
+	values[2] = PointerGetDatum(gnb_text_array(corpus->classes, corpus->n_classes));
+	values[3] = PointerGetDatum(gnb_float8_array(result->pi, corpus->n_classes));
+	values[4] = CStringGetTextDatum(params->model_owner);
 	gnb_execute("INSERT INTO gibbs_nb.pi (model_name, version, class, probability, owner) "
 				"SELECT $1, $2, u.c, u.p, $5 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(c, p)",
-				5, pi_types, pi_values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+				5, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+}
 
-	for (int32 c = 0; c < result->chains; c++)
-		for (int32 t = 0; t < result->sweeps; t++)
-		{
-			chain[c * result->sweeps + t] = c + 1;
-			sweep[c * result->sweeps + t] = t + 1;
-		}
-	trace_values[0] = Int64GetDatum(params->job_id);
-	trace_values[1] = PointerGetDatum(gnb_int4_array(chain, rows));
-	trace_values[2] = PointerGetDatum(gnb_int4_array(sweep, rows));
-	trace_values[3] = PointerGetDatum(gnb_float8_array(result->log_joint, rows));
-	trace_values[4] = PointerGetDatum(gnb_float8_array(result->changed, rows));
-	trace_values[5] = CStringGetTextDatum(params->model_owner);
-	gnb_execute("INSERT INTO gibbs_nb.trace (job_id, chain, sweep, log_likelihood, changed, owner) "
-					 "SELECT $1, u.c, u.s, u.l, u.x, $6 "
-					 "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), "
-					 "pg_catalog.unnest($5)) AS u(c, s, l, x)",
-					 6, trace_types, trace_values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+/*
+ * Rows of a job's trace, as its worker samples: n of them, (chain, sweep,
+ * log joint, share of labels changed) each.  In a transaction of its own
+ * unless one is open, so that the trace is there while the job runs (and
+ * stays when it fails).
+ */
+void
+gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, const int32 *sweep,
+					 const double *log_joint, const double *changed)
+{
+	Oid			types[6] = {INT8OID, INT4ARRAYOID, INT4ARRAYOID, FLOAT8ARRAYOID,
+	FLOAT8ARRAYOID, TEXTOID};
+	Datum		values[6];
+
+	if (n == 0)
+		return;
+	values[0] = Int64GetDatum(params->job_id);
+	values[1] = PointerGetDatum(gnb_int4_array(chain, n));
+	values[2] = PointerGetDatum(gnb_int4_array(sweep, n));
+	values[3] = PointerGetDatum(gnb_float8_array(log_joint, n));
+	values[4] = PointerGetDatum(gnb_float8_array(changed, n));
+	values[5] = CStringGetTextDatum(params->model_owner);
+	job_row_statement("INSERT INTO gibbs_nb.trace (job_id, chain, sweep, log_likelihood, changed, owner) "
+					  "SELECT $1, u.c, u.s, u.l, u.x, $6 "
+					  "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), "
+					  "pg_catalog.unnest($5)) AS u(c, s, l, x)",
+					  6, types, values, SPI_OK_INSERT);
 }
 
 /* The packed row prediction loads: vocabulary and log theta-hat as arrays. */
@@ -862,7 +877,8 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 }
 
 /*
- * Write a version's rows: theta, pi, trace, packed and the model row, as
+ * Write a version's rows: theta, pi, packed and the model row (the trace was
+ * written as the job sampled, gnb_store_trace_rows), as
  * the extension's owner, in the caller's transaction.  SPI connected.
  */
 void
@@ -871,7 +887,7 @@ gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb
 				  double seconds)
 {
 	write_theta(params, corpus, result, version);
-	write_pi_and_trace(params, corpus, result, version);
+	write_pi(params, corpus, result, version);
 	write_packed(params, corpus, result, version, version_id);
 	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
 					seconds);

@@ -285,19 +285,12 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	if (!(sp->unlabeled_weight >= 0.0 && sp->unlabeled_weight <= 1.0))
 		invalid_argument("unlabeled_weight must be between 0 and 1, not %g", sp->unlabeled_weight);
 	/*
-	 * The trace alone (two doubles per sweep and chain) is known now: a job
-	 * it cannot hold fails before a worker starts.  The rest depends on the
-	 * corpus; the worker checks it once it has read it.
+	 * The worker takes the trace from the progress hook and writes it as it
+	 * goes: the sampler keeps no chains x sweeps arrays.  The memory budget
+	 * is checked by the worker, from the corpus it read.
 	 */
+	sp->no_trace = 1;
 	p->max_job_memory = (int64) gnb_max_job_memory_kb * 1024;
-	if (2.0 * sizeof(double) * sp->chains * sp->sweeps > (double) p->max_job_memory)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("the trace of %d chains of %d sweeps needs %.0f MB, more than gibbs_nb.max_job_memory (%d MB)",
-						sp->chains, sp->sweeps,
-						2.0 * sizeof(double) * sp->chains * sp->sweeps / (1024.0 * 1024.0),
-						gnb_max_job_memory_kb / 1024),
-				 errhint("Use fewer sweeps or chains, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).")));
 	if (PG_ARGISNULL(ARG_SEED))
 		sp->seed = pg_prng_uint64(&pg_global_prng_state) >> 1;	/* fits a bigint */
 	else

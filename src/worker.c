@@ -67,6 +67,16 @@ handle_sigterm(SIGNAL_ARGS)
 	errno = save_errno;
 }
 
+/* Trace rows buffered before they are written: a fixed amount of memory. */
+#define TRACE_BATCH 4096
+
+/*
+ * At most this many trace rows per chain: a longer run keeps every k-th
+ * sweep (and the last), so that a long job's trace fits neither memory nor
+ * the disk by the chains x sweeps.
+ */
+#define TRACE_POINTS_PER_CHAIN 10000
+
 typedef struct WorkerState
 {
 	GnbJobShared *job;
@@ -74,7 +84,29 @@ typedef struct WorkerState
 	MemoryContext sample_cxt;
 	TimestampTz started;
 	TimestampTz last_row_update;
+	/* the trace: every trace_stride-th sweep, buffered */
+	int32		trace_stride;
+	int			trace_n;
+	int32		trace_chain[TRACE_BATCH];
+	int32		trace_sweep[TRACE_BATCH];
+	double		trace_lj[TRACE_BATCH];
+	double		trace_changed[TRACE_BATCH];
 } WorkerState;
+
+/* The running job's state, for record_failure: it writes what was sampled. */
+static WorkerState *active_worker = NULL;
+
+/* Write the buffered trace rows, in a transaction of their own. */
+static void
+flush_trace(WorkerState *ws)
+{
+	MemoryContext old = MemoryContextSwitchTo(ws->sample_cxt);
+
+	gnb_store_trace_rows(&ws->job->params, ws->trace_n, ws->trace_chain, ws->trace_sweep,
+						 ws->trace_lj, ws->trace_changed);
+	MemoryContextSwitchTo(old);
+	ws->trace_n = 0;
+}
 
 static void
 set_phase(GnbJobShared *job, GnbJobPhase phase)
@@ -120,12 +152,23 @@ progress_hook(void *arg, int chain, int sweep, double log_joint, double changed)
 	SpinLockRelease(&job->mutex);
 	CHECK_FOR_INTERRUPTS();
 
+	if (sweep % ws->trace_stride == 0 || sweep == job->params.sampler.sweeps)
+	{
+		ws->trace_chain[ws->trace_n] = chain + 1;
+		ws->trace_sweep[ws->trace_n] = sweep;
+		ws->trace_lj[ws->trace_n] = log_joint;
+		ws->trace_changed[ws->trace_n] = changed;
+		if (++ws->trace_n == TRACE_BATCH)
+			flush_trace(ws);
+	}
+
 	now = GetCurrentTimestamp();
 	if (TimestampDifferenceExceeds(ws->last_row_update, now, PROGRESS_ROW_MS))
 	{
 		char		activity[128];
 
 		gnb_store_job_progress(job->params.job_id, chain, sweep, log_joint);
+		flush_trace(ws);
 		snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": chain %d/%d, sweep %d/%d",
 				 job->params.job_id, chain + 1, job->params.sampler.chains, sweep,
 				 job->params.sampler.sweeps);
@@ -184,11 +227,11 @@ static void
 run_job(GnbJobShared *job, MemoryContext job_cxt)
 {
 	GnbJobParams *p = &job->params;
-	WorkerState ws;
+	WorkerState *ws = MemoryContextAllocZero(job_cxt, sizeof(WorkerState));
 	GnbCorpus	corpus;
 	gnb_corpus	core;
 	gnb_result	result;
-	gnb_hooks	hooks = {alloc_hook, release_hook, progress_hook, check_interrupts_hook, &ws};
+	gnb_hooks	hooks = {alloc_hook, release_hook, progress_hook, check_interrupts_hook, ws};
 	const char *problem;
 	int32		version;
 	char		activity[128];
@@ -197,11 +240,12 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	double		sample_seconds;
 	char	   *source_sql;
 
-	memset(&ws, 0, sizeof(ws));
-	ws.job = job;
-	ws.started = GetCurrentTimestamp();
-	ws.job_cxt = job_cxt;
-	ws.sample_cxt = AllocSetContextCreate(job_cxt, "gibbs_nb sampler", ALLOCSET_DEFAULT_SIZES);
+	active_worker = ws;
+	ws->job = job;
+	ws->started = GetCurrentTimestamp();
+	ws->job_cxt = job_cxt;
+	ws->trace_stride = (p->sampler.sweeps + TRACE_POINTS_PER_CHAIN - 1) / TRACE_POINTS_PER_CHAIN;
+	ws->sample_cxt = AllocSetContextCreate(job_cxt, "gibbs_nb sampler", ALLOCSET_DEFAULT_SIZES);
 
 	register_job(job);
 	MemoryContextSwitchTo(job_cxt);
@@ -261,8 +305,9 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	SpinLockAcquire(&job->mutex);
 	job->sampling_started = GetCurrentTimestamp();
 	SpinLockRelease(&job->mutex);
-	ws.last_row_update = phase_start = GetCurrentTimestamp();
+	ws->last_row_update = phase_start = GetCurrentTimestamp();
 	gnb_train(&core, &p->sampler, &hooks, &result);
+	flush_trace(ws);
 	sample_seconds = seconds_since(phase_start);
 
 	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": publishing", p->job_id);
@@ -270,7 +315,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	phase_start = GetCurrentTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	version = gnb_publish(p, &corpus, &result, seconds_since(ws.started));
+	version = gnb_publish(p, &corpus, &result, seconds_since(ws->started));
 	gnb_store_job_succeeded(p, version, result.final_log_joint, read_seconds, sample_seconds,
 							seconds_since(phase_start));
 	PopActiveSnapshot();
@@ -280,7 +325,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	SpinLockAcquire(&job->mutex);
 	job->version = version;
 	job->sweeps_done = p->sampler.sweeps;
-	job->seconds = seconds_since(ws.started);
+	job->seconds = seconds_since(ws->started);
 	job->log_likelihood = result.final_log_joint;
 	job->phase = GNB_PHASE_SUCCEEDED;
 	SpinLockRelease(&job->mutex);
@@ -335,6 +380,9 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	status = cancelled ? "cancelled" : "failed";
 	PG_TRY();
 	{
+		/* the trace up to the failure: it shows where the job was */
+		if (active_worker != NULL)
+			flush_trace(active_worker);
 		gnb_store_job_ended(&job->params, status,
 							capped(edata->message ? edata->message : "unknown error",
 								   JOB_MESSAGE_MAX),

@@ -171,7 +171,10 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	/* D x K: label probability sums and the result's */
 	doubles += 2 * (D * K + 1);
 	/* the trace: log joint and share changed per sweep and chain */
-	doubles += 2 * trace;
+	if (!params->no_trace)
+		doubles += 2 * trace;
+	/* per chain: the log joints' running sums */
+	doubles += 4 * (uint64_t) params->chains;
 	/* per document: lengths; per class pair: the alignment's cost matrix */
 	doubles += D + K * K;
 	/* K-sized vectors (C, Nk, S, priors, scores, sums, alignment scratch) */
@@ -589,10 +592,35 @@ accumulate_kept(chain_state *st)
 		st->pi_sum[k] += (st->C[k] + gp) / (total + K * gp);
 }
 
-/* Set a chain to its starting state and run all its sweeps. */
+/*
+ * A chain's kept log joints as running sums (Welford), so that R-hat needs no
+ * trace, and its last sweep's log joint.
+ */
+typedef struct chain_sums
+{
+	int64_t		n;
+	double		mean;
+	double		m2;
+	double		last;
+} chain_sums;
+
+static void
+chain_sums_add(chain_sums *s, double x)
+{
+	double		d = x - s->mean;
+
+	s->n++;
+	s->mean += d / s->n;
+	s->m2 += d * (x - s->mean);
+}
+
+/*
+ * Set a chain to its starting state and run all its sweeps.  The trace
+ * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints.
+ */
 static void
 run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
-		  double *changed_trace)
+		  double *changed_trace, chain_sums *sums)
 {
 	const run_shared *sh = st->sh;
 	const gnb_corpus *c = sh->corpus;
@@ -654,6 +682,7 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	{
 		int32_t		changed = 0;
 		double		lj;
+		double		share;
 
 		if (sh->n_unlabeled > 0)
 		{
@@ -666,13 +695,20 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 				changed = label_step_collapsed(st);
 		}
 		lj = log_joint_from_counts(K, V, params, st->C, st->Nk, st->S);
-		log_joint_trace[t - 1] = lj;
-		changed_trace[t - 1] = sh->n_unlabeled > 0 ?
-			(double) changed / sh->n_unlabeled : 0.0;
+		share = sh->n_unlabeled > 0 ? (double) changed / sh->n_unlabeled : 0.0;
+		if (log_joint_trace)
+		{
+			log_joint_trace[t - 1] = lj;
+			changed_trace[t - 1] = share;
+		}
+		sums->last = lj;
 		if (t > params->burn_in && (t - params->burn_in) % params->lag == 0)
+		{
 			accumulate_kept(st);
+			chain_sums_add(sums, lj);
+		}
 		if (sh->hooks->progress)
-			sh->hooks->progress(sh->hooks->arg, chain, t, lj, changed_trace[t - 1]);
+			sh->hooks->progress(sh->hooks->arg, chain, t, lj, share);
 	}
 }
 
@@ -778,47 +814,30 @@ align_classes(const run_shared *sh, const double *ref_theta,
 }
 
 /* Potential scale reduction of the log joint over kept sweeps. */
+/*
+ * The potential scale reduction of the log joint over the kept sweeps of m
+ * chains (Gelman and Rubin): NaN with fewer than 2 chains or 2 kept sweeps.
+ */
 static double
-r_hat(const gnb_hooks *hooks, const gnb_params *params, const double *trace)
+r_hat(const chain_sums *sums, int32_t m)
 {
-	int32_t		m = params->chains;
-	int32_t		n = 0;
+	int64_t		n;
 	double		grand = 0.0,
 				between = 0.0,
 				within = 0.0;
-	double	   *means;
 
 	if (m < 2)
 		return NAN;
-	for (int32_t t = params->burn_in + 1; t <= params->sweeps; t++)
-		if ((t - params->burn_in) % params->lag == 0)
-			n++;
+	n = sums[0].n;
 	if (n < 2)
 		return NAN;
-	means = xalloc(hooks, m, sizeof(double));
+	for (int32_t c = 0; c < m; c++)
+		grand += sums[c].mean / m;
 	for (int32_t c = 0; c < m; c++)
 	{
-		for (int32_t t = params->burn_in + 1; t <= params->sweeps; t++)
-			if ((t - params->burn_in) % params->lag == 0)
-				means[c] += trace[(int64_t) c * params->sweeps + t - 1];
-		means[c] /= n;
-		grand += means[c] / m;
+		within += sums[c].m2 / (n - 1) / m;
+		between += (sums[c].mean - grand) * (sums[c].mean - grand) * n / (m - 1);
 	}
-	for (int32_t c = 0; c < m; c++)
-	{
-		double		var = 0.0;
-
-		for (int32_t t = params->burn_in + 1; t <= params->sweeps; t++)
-			if ((t - params->burn_in) % params->lag == 0)
-			{
-				double		d = trace[(int64_t) c * params->sweeps + t - 1] - means[c];
-
-				var += d * d;
-			}
-		within += var / (n - 1) / m;
-		between += (means[c] - grand) * (means[c] - grand) * n / (m - 1);
-	}
-	hooks->release(means, hooks->arg);
 	/* constant traces: equal means give 1, rounding aside */
 	if (within <= 1e-24 * (grand * grand + 1.0))
 		return between <= 1e-24 * (grand * grand + 1.0) ? 1.0 : INFINITY;
@@ -891,6 +910,7 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 {
 	run_shared	sh;
 	chain_state st;
+	chain_sums *sums;
 	const int32_t K = corpus->n_classes;
 	const int32_t V = corpus->n_words;
 	const int32_t D = corpus->n_docs;
@@ -914,8 +934,12 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 	result->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
 	result->theta = xalloc(hooks, vk + 1, sizeof(double));
 	result->pi = xalloc(hooks, K, sizeof(double));
-	result->log_joint = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
-	result->changed = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
+	if (!params->no_trace)
+	{
+		result->log_joint = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
+		result->changed = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
+	}
+	sums = xalloc(hooks, params->chains, sizeof(chain_sums));
 	result->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 
 	memset(&st, 0, sizeof(st));
@@ -945,8 +969,10 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 
 		st.rng = base;
 		gnb_rng_jump(&base);
-		run_chain(&st, chain, result->log_joint + (int64_t) chain * params->sweeps,
-				  result->changed + (int64_t) chain * params->sweeps);
+		run_chain(&st, chain,
+				  result->log_joint ? result->log_joint + (int64_t) chain * params->sweeps : NULL,
+				  result->changed ? result->changed + (int64_t) chain * params->sweeps : NULL,
+				  &sums[chain]);
 
 		for (size_t i = 0; i < vk; i++)
 			st.theta_sum[i] /= kept;
@@ -990,10 +1016,9 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 				result->label_prob[(int64_t) j * K + k] /= params->chains;
 	}
 	for (int32_t chain = 0; chain < params->chains; chain++)
-		result->final_log_joint +=
-			result->log_joint[(int64_t) chain * params->sweeps + params->sweeps - 1] /
-			params->chains;
-	result->r_hat = r_hat(hooks, params, result->log_joint);
+		result->final_log_joint += sums[chain].last / params->chains;
+	result->r_hat = r_hat(sums, params->chains);
+	hooks->release(sums, hooks->arg);
 	memcpy(result->last_labels, st.z, (size_t) D * sizeof(int32_t));
 
 	hooks->release(st.z, hooks->arg);
@@ -1029,8 +1054,10 @@ gnb_result_free(gnb_result *result, const gnb_hooks *hooks)
 	hooks->release(result->label_prob, hooks->arg);
 	hooks->release(result->theta, hooks->arg);
 	hooks->release(result->pi, hooks->arg);
-	hooks->release(result->log_joint, hooks->arg);
-	hooks->release(result->changed, hooks->arg);
+	if (result->log_joint)
+		hooks->release(result->log_joint, hooks->arg);
+	if (result->changed)
+		hooks->release(result->changed, hooks->arg);
 	hooks->release(result->last_labels, hooks->arg);
 	memset(result, 0, sizeof(*result));
 }

@@ -55,6 +55,12 @@ typedef struct gnb_params
 	double		gamma_theta;
 	double		unlabeled_weight;	/* lambda in [0, 1] */
 	uint64_t	seed;
+	/*
+	 * Nonzero: keep no chains x sweeps trace arrays (result->log_joint and
+	 * ->changed are NULL); the caller takes each sweep from hooks->progress.
+	 * R-hat and the final log joint come from running sums either way.
+	 */
+	int32_t		no_trace;
 } gnb_params;
 
 typedef struct gnb_hooks
@@ -81,8 +87,8 @@ typedef struct gnb_result
 	double	   *label_prob;		/* n_docs x K, row-major */
 	double	   *theta;			/* K x V, row-major: theta[k * V + w] */
 	double	   *pi;				/* K */
-	double	   *log_joint;		/* chains x sweeps: log P(L, W) per sweep */
-	double	   *changed;		/* chains x sweeps: share of labels changed */
+	double	   *log_joint;		/* chains x sweeps: log P(L, W) per sweep (NULL with no_trace) */
+	double	   *changed;		/* chains x sweeps: share of labels changed (NULL with no_trace) */
 	int32_t    *last_labels;	/* n_docs: the last chain's labels at its end */
 	double		final_log_joint;	/* mean over chains of the last sweep's */
 	double		r_hat;			/* of the log joint; NaN with one chain */

@@ -118,10 +118,27 @@ DROP ROLE gnb_jobowner, gnb_other;
 -- left its labels table behind); other extensions' drops are not affected
 SELECT job_id AS long_job FROM gibbs_nb_train('long', 'docs', 'tokens', 'label',
                                               sweeps => 5000000, seed => 1, wait => false) \gset
+-- (bounded polling until the job has sampled and reported)
+DO $$
+BEGIN
+  FOR i IN 1 .. 300 LOOP
+    EXIT WHEN (SELECT sweep > 0 FROM gibbs_nb_jobs WHERE model_name = 'long');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
 SELECT try($$DROP EXTENSION gibbs_nb$$);
 SELECT try($$DROP EXTENSION IF EXISTS no_such_extension$$);
 SELECT gibbs_nb_cancel(:long_job);
 SELECT status FROM gibbs_nb_wait(:long_job);
+-- the trace is written as a job samples: a cancelled job keeps what it wrote
+-- (0.1.0 wrote it only at publish, and held it all in memory until then)
+SELECT count(*) > 0 AS cancelled_job_has_trace FROM gibbs_nb.trace WHERE job_id = :long_job;
+-- a long run keeps every k-th sweep: at most 10,000 rows per chain
+SELECT job_id AS thin_job FROM gibbs_nb_train('thin', 'docs', 'tokens', 'label', sweeps => 30000,
+                                              chains => 2, seed => 1) \gset
+SELECT chain, count(*), min(sweep), max(sweep) FROM gibbs_nb.trace WHERE job_id = :thin_job
+GROUP BY chain ORDER BY chain;
+SELECT gibbs_nb_drop('thin');
 
 SELECT gibbs_nb_drop('m');
 DROP TABLE docs;

@@ -44,10 +44,10 @@ INSERT INTO nodocs VALUES (1, NULL), (2, NULL);
 SELECT try($$SELECT gibbs_nb_train('m', 'nodocs', 'tokens', n_classes => 2)$$);
 SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'm';
 
--- a memory cap: the trace of 64 chains of 10,000,000 sweeps (10 GB) is
--- refused before a worker starts; 0.1.0 let the OOM killer end it
-SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', chains => 64, sweeps => 10000000)$$);
--- what depends on the corpus is checked by the worker once it has read it
+-- a memory cap: what a job needs is checked by the worker once it has read
+-- the corpus, before it allocates (0.1.0 let the OOM killer end a job of 64
+-- chains of 10,000,000 sweeps; the trace is now written as the job samples,
+-- never held as chains x sweeps arrays)
 -- (the sizes depend on the allocator: masked)
 SET gibbs_nb.max_job_memory = '1MB';
 SELECT regexp_replace(try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', n_classes => 1000, sweeps => 10)$$),

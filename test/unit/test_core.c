@@ -1211,6 +1211,66 @@ test_memory_estimate(void)
 	}
 }
 
+/*
+ * no_trace keeps no chains x sweeps arrays, and changes nothing else: the
+ * same estimates, final log joint and R-hat (from running sums), and the
+ * same per-sweep values through the progress hook.
+ */
+typedef struct trace_copy
+{
+	double	   *lj;
+	double	   *changed;
+	int			sweeps;
+} trace_copy;
+
+static void
+copy_progress(void *arg, int chain, int sweep, double lj, double changed)
+{
+	trace_copy *t = arg;
+
+	t->lj[chain * t->sweeps + sweep - 1] = lj;
+	t->changed[chain * t->sweeps + sweep - 1] = changed;
+}
+
+static void
+test_no_trace(void)
+{
+	synthetic	s;
+	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 200, 50, 2, 3, 1.0, 0.5, 1.0, 17};
+	gnb_result	with,
+				without;
+	trace_copy	t;
+	gnb_hooks	hooks = gnb_default_hooks;
+	double		worst = 0.0;
+	int			same_trace = 1;
+
+	make_synthetic(&s, 300, 40, 3, 10, 0.0, 21);
+	gnb_train(&s.c, &p, NULL, &with);
+	t.sweeps = p.sweeps;
+	t.lj = calloc((size_t) p.chains * p.sweeps, sizeof(double));
+	t.changed = calloc((size_t) p.chains * p.sweeps, sizeof(double));
+	hooks.progress = copy_progress;
+	hooks.arg = &t;
+	p.no_trace = 1;
+	gnb_train(&s.c, &p, &hooks, &without);
+	CHECK(without.log_joint == NULL && without.changed == NULL, "no trace arrays with no_trace");
+	for (int i = 0; i < p.chains * p.sweeps; i++)
+		if (t.lj[i] != with.log_joint[i] || t.changed[i] != with.changed[i])
+			same_trace = 0;
+	CHECK(same_trace, "the progress hook sees the same trace");
+	for (int i = 0; i < s.c.n_words * s.c.n_classes; i++)
+		worst = fmax(worst, fabs(with.theta[i] - without.theta[i]));
+	CHECK(worst == 0.0, "the same theta-hat: max difference %g", worst);
+	CHECK(with.final_log_joint == without.final_log_joint, "the same final log joint");
+	CHECK(fabs(with.r_hat - without.r_hat) < 1e-9 && isfinite(with.r_hat),
+		  "the same R-hat: %.12f and %.12f", with.r_hat, without.r_hat);
+	gnb_result_free(&with, NULL);
+	gnb_result_free(&without, NULL);
+	free(t.lj);
+	free(t.changed);
+	free_synthetic(&s);
+}
+
 int
 main(void)
 {
@@ -1240,6 +1300,8 @@ main(void)
 	test_hooks();
 	printf("memory estimate\n");
 	test_memory_estimate();
+	printf("no trace arrays\n");
+	test_no_trace();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
 	return n_failed == 0 ? 0 : 1;
 }
