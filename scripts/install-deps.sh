@@ -9,6 +9,8 @@ packages=(
   postgresql-server-dev-15 # PGXS, server headers, pg_regress, isolation tester, TAP modules
   libipc-run-perl          # needed by PostgreSQL::Test::Cluster (TAP tests)
   postgresql-15-cron       # pg_cron, for scheduled retraining and its tests
+  clang                    # the fuzz targets (make fuzz): libFuzzer ...
+  libclang-rt-14-dev       # ... and its runtime, with ASan and UBSan
 )
 
 missing=()

@@ -23,8 +23,10 @@
 
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "common/int.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
@@ -179,6 +181,12 @@ cell_key(int32 class_id, int32 word_id)
 	return ((uint64) class_id << 32) | (uint32) word_id;
 }
 
+/*
+ * Add count to a cell, when merging another state.  A cell of real data
+ * never comes near 2^63, but the sum of two partial states is checked all
+ * the same: an overflow would wrap into a negative count that the next
+ * parse rejects as corrupt, far from its cause.
+ */
 static inline void
 counts_add(CountsState *st, int32 class_id, int32 word_id, int64 count)
 {
@@ -187,7 +195,10 @@ counts_add(CountsState *st, int32 class_id, int32 word_id, int64 count)
 
 	if (!found)
 		c->count = 0;
-	c->count += count;
+	if (unlikely(pg_add_s64_overflow(c->count, count, &c->count)))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("gibbs_nb_class_counts: a count is out of range")));
 }
 
 /* Note one occurrence run of a word in the current row. */
@@ -688,10 +699,25 @@ gibbs_nb_class_counts_final(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Check that strings of a value are text in the database's encoding: the
+ * parse checks only the layout, and a hand-made value can hold any bytes
+ * (invalid sequences, NUL) that must not come out as text.  The error is
+ * the one text input gives for such bytes (22021).
+ */
+static void
+check_encoding(const char *const *str, const int32 *len, int32 n)
+{
+	for (int32 i = 0; i < n; i++)
+		(void) pg_verifymbstr(str[i], len[i], false);
+}
+
+/*
  * gibbs_nb_class_counts_rows(counts bytea) returns table (class text,
  * token text, count bigint)
  *
- * The non-zero cells of a gibbs_nb_class_counts value, one row each.
+ * The non-zero cells of a gibbs_nb_class_counts value, one row each.  Every
+ * class and token is checked, used by a cell or not, before any row is
+ * returned.
  */
 Datum
 gibbs_nb_class_counts_rows(PG_FUNCTION_ARGS)
@@ -702,6 +728,8 @@ gibbs_nb_class_counts_rows(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	gnb_counts_parse(PG_GETARG_BYTEA_PP(0), &pc, true);
+	check_encoding(pc.class_str, pc.class_len, pc.n_classes);
+	check_encoding(pc.word_str, pc.word_len, pc.n_words);
 	class_texts = palloc(sizeof(Datum) * (pc.n_classes + 1));
 	for (int32 i = 0; i < pc.n_classes; i++)
 		class_texts[i] = PointerGetDatum(cstring_to_text_with_len(pc.class_str[i], pc.class_len[i]));

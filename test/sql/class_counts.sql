@@ -92,6 +92,22 @@ SELECT count(*) FROM gibbs_nb_class_counts_rows(
   (SELECT gibbs_nb_class_counts('x', '{a,b}'::text[])) || '\x00'::bytea);
 SELECT count(*) AS rows_from_null FROM gibbs_nb_class_counts_rows(NULL);
 
+-- classes and tokens come out as text: bytes a text value cannot hold in
+-- the database's encoding (UTF8 here), or NUL, are rejected (22021), never
+-- returned.  The values are made by hand: magic, format, 1 class, 1 token,
+-- 1 cell; the class and the token (int32 length, bytes); the cell (class 0,
+-- token 0, count 1).
+CREATE FUNCTION pg_temp.one_cell(class bytea, token bytea) RETURNS bytea
+LANGUAGE sql AS $$
+  SELECT '\x434e42470100000001000000010000000100000000000000'::bytea
+         || set_byte('\x00000000'::bytea, 0, length(class)) || class
+         || set_byte('\x00000000'::bytea, 0, length(token)) || token
+         || '\x00000000000000000100000000000000'::bytea $$;
+SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('a', '\x636166c3a9'));
+SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('a', '\xff'))$$);
+SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('\xc3', 'b'))$$);
+SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('a', '\x780079'))$$);
+
 DROP VIEW reference;
 DROP TABLE src, serial_counts;
 DROP EXTENSION gibbs_nb;
