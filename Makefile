@@ -29,10 +29,11 @@ DATA = $(wildcard sql/gibbs_nb--*.sql)
 #   make prove_installcheck  the TAP tests (test/t; they start their own
 #                            clusters, so run them as a user that may:
 #                            not root); TAP_OUTPUT is where they write
+#   make upgradecheck        0.1.0 to this version (test/upgrade.sh)
 # test/run-tests.sh (the README's test command) starts a throwaway server
 # and calls these.  The server needs max_worker_processes >= 16.
 REGRESS = $(sort $(patsubst test/sql/%.sql,%,$(wildcard test/sql/*.sql)))
-REGRESS_OPTS = --inputdir=test
+REGRESS_OPTS = --inputdir=test --encoding=UTF8
 ISOLATION = $(sort $(patsubst test/isolation/specs/%.spec,%,$(wildcard test/isolation/specs/*.spec)))
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 EXTRA_CLEAN = results output_iso regression.diffs regression.out
@@ -66,7 +67,12 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench isolationcheck prove_installcheck
+.PHONY: unit unit-asan unit-valgrind bench isolationcheck prove_installcheck upgradecheck
+
+# 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
+# build: in a private copy of the PostgreSQL installation (run as root).
+upgradecheck: all
+	test/upgrade.sh
 
 isolationcheck:
 	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
@@ -90,3 +96,69 @@ bench:
 	test/bench/run-bench.sh
 
 EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan
+
+# ---- fuzzing: the libFuzzer targets of test/fuzz (clang) ----
+#   make fuzz                   build both targets, run each FUZZ_SECONDS (60)
+#   make fuzz FUZZ_SECONDS=10   the short run test/run-tests.sh does
+#   make fuzz-build             build only
+# fuzz_counts feeds any bytes to the count value's parse, rows, deserialise,
+# combine and final functions; fuzz_tokens builds valid text[] and tsvector
+# values and feeds them to gnb_each_token, the vocabulary hash and the
+# aggregate's transition.  Both compile src/class_counts.c unchanged against
+# the server headers, with test/fuzz/shim.c for the backend functions it
+# calls, under AddressSanitizer and UBSan, with the server's -fwrapv (and
+# without the warning about its gcc-only printf attribute, as PGXS does for
+# its clang bitcode).
+# Seeds are in test/fuzz/seeds/<target>; what a run finds, its log and any
+# crashing input (<target>-crash-*) go to test/fuzz/build.  A crash, a
+# sanitizer report or a broken invariant fails `make fuzz`.
+
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR = test/fuzz
+FUZZ_BUILD = $(FUZZ_DIR)/build
+FUZZ_TARGETS = counts tokens
+FUZZ_SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -fwrapv -fno-strict-aliasing \
+	-Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers -Wno-ignored-attributes \
+	$(FUZZ_SANITIZE) -fsanitize=fuzzer-no-link \
+	-I$(FUZZ_DIR) -Isrc -Isrc/core -I$(includedir_server)
+# the encoding check's common/wchar.c, as installed with the server headers
+FUZZ_LIBS = $(pkglibdir)/libpgcommon_shlib.a $(pkglibdir)/libpgport_shlib.a
+FUZZ_HDR = $(wildcard src/*.h src/core/*.h) $(FUZZ_DIR)/shim.h
+FUZZ_BINS = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+FUZZ_OWN_OBJS = $(FUZZ_BUILD)/shim.o $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.o)
+
+$(FUZZ_BUILD)/class_counts.o: src/class_counts.c $(FUZZ_HDR)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_OWN_OBJS): $(FUZZ_BUILD)/%.o: $(FUZZ_DIR)/%.c $(FUZZ_HDR)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(FUZZ_BINS): $(FUZZ_BUILD)/%: $(FUZZ_BUILD)/%.o $(FUZZ_BUILD)/class_counts.o $(FUZZ_BUILD)/shim.o
+	$(FUZZ_CC) $(FUZZ_SANITIZE) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS)
+
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZ_BINS)
+
+# Each target's log is kept; on success its final statistics are shown.
+fuzz: $(FUZZ_BINS)
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+		echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+		if ! $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+				-print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/$$t- \
+				$(FUZZ_BUILD)/corpus/$$t $(FUZZ_DIR)/seeds/$$t \
+				>$(FUZZ_BUILD)/$$t.log 2>&1; then \
+			tail -n 60 $(FUZZ_BUILD)/$$t.log; \
+			echo "fuzz_$$t: FAILED (log: $(FUZZ_BUILD)/$$t.log)"; \
+			exit 1; \
+		fi; \
+		grep -E '^#[0-9]+[[:space:]]+DONE|^Done [0-9]+ runs|^stat::(number_of_executed_units|average_exec_per_sec|new_units_added|peak_rss_mb)' \
+			$(FUZZ_BUILD)/$$t.log; \
+	done
+
+EXTRA_CLEAN += $(FUZZ_BUILD)

@@ -231,13 +231,15 @@ extern const char *gnb_choose_owner(const char *model_name, char **owners, int n
 extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_ok);
 extern bool gnb_labels_table_registered(const char *owner, const char *model_name, Oid relid);
 extern void gnb_hold_job_lock(int64 job_id);
+extern void gnb_release_job_lock(int64 job_id);
 extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
 extern int64 gnb_running_job(const char *owner, const char *model_name);
 extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);
-extern int	gnb_count_live_jobs(Oid dbid);
+extern int	gnb_count_live_jobs(void);
 extern int64 gnb_count_role_jobs(const char *role);
+extern int64 gnb_count_running_jobs_here(void);
 extern void gnb_store_job_started(const GnbJobParams *p, int pid);
 extern void gnb_store_job_progress(int64 job_id, int32 chain, int32 sweep, double log_joint);
 extern void gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double log_likelihood,

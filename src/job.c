@@ -286,15 +286,18 @@ gibbs_nb_guard_drop_extension(PG_FUNCTION_ARGS)
 		PG_RETURN_VOID();
 	foreach(lc, stmt->objects)
 	{
-		int			n;
+		int64		n;
 
 		if (!IsA(lfirst(lc), String) || strcmp(strVal(lfirst(lc)), "gibbs_nb") != 0)
 			continue;
-		n = gnb_count_live_jobs(MyDatabaseId);
+		SPI_connect();
+		n = gnb_count_running_jobs_here();
+		SPI_finish();
 		if (n > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
-					 errmsg("cannot drop extension gibbs_nb while %d of its jobs run", n),
+					 errmsg("cannot drop extension gibbs_nb while %lld of its jobs run",
+							(long long) n),
 					 errhint("Cancel them (gibbs_nb_cancel) or wait for them to end.")));
 	}
 	PG_RETURN_VOID();

@@ -251,10 +251,15 @@ job_lock_tag(LOCKTAG *tag, int64 job_id)
 						 (uint32) job_id, JOB_LOCK_CLASS);
 }
 
+/* Whether this process holds its job's lock (it is a worker that does). */
+static bool job_lock_held = false;
+
 /*
  * Called by a job's worker before it registers the job: a session lock it
- * holds until it exits, however it exits.  Its being held is what "the
- * job's worker is alive" means, to everyone, whatever their privileges.
+ * holds until the job's outcome is recorded (gnb_release_job_lock), or until
+ * it exits, however it exits.  Its being held is what "the job is running"
+ * means, to everyone, whatever their privileges: to the jobs view, to the
+ * job limits, to DROP EXTENSION.
  */
 void
 gnb_hold_job_lock(int64 job_id)
@@ -263,6 +268,23 @@ gnb_hold_job_lock(int64 job_id)
 
 	job_lock_tag(&tag, job_id);
 	(void) LockAcquire(&tag, ExclusiveLock, true, false);
+	job_lock_held = true;
+}
+
+/*
+ * Called by the worker once its job's outcome is recorded, before it tells
+ * its caller: a call that returns has a job that no longer counts as running.
+ */
+void
+gnb_release_job_lock(int64 job_id)
+{
+	LOCKTAG		tag;
+
+	if (!job_lock_held)
+		return;
+	job_lock_tag(&tag, job_id);
+	LockRelease(&tag, ExclusiveLock, true);
+	job_lock_held = false;
 }
 
 /* Does a live worker hold this job's lock? */
@@ -387,12 +409,12 @@ gnb_launch_lock_release(void)
 }
 
 /*
- * Jobs whose worker is alive, in database dbid or (InvalidOid) in every
- * database of the cluster: the holders of job locks.  Counted from the lock
- * table, so that it needs no table and no other database.
+ * Jobs whose worker is alive, in every database of the cluster: the holders
+ * of job locks.  Counted from the lock table, so that it needs no other
+ * database's table.
  */
 int
-gnb_count_live_jobs(Oid dbid)
+gnb_count_live_jobs(void)
 {
 	LockData   *data = GetLockStatusData();
 	int			n = 0;
@@ -404,11 +426,27 @@ gnb_count_live_jobs(Oid dbid)
 		if (l->locktag.locktag_type == LOCKTAG_ADVISORY &&
 			l->locktag.locktag_lockmethodid == USER_LOCKMETHOD &&
 			l->locktag.locktag_field4 == JOB_LOCK_CLASS &&
-			(!OidIsValid(dbid) || l->locktag.locktag_field1 == dbid) &&
 			(l->holdMask & LOCKBIT_ON(ExclusiveLock)) != 0)
 			n++;
 	}
 	return n;
+}
+
+/*
+ * Jobs of this database whose row says running and whose worker is alive:
+ * a job whose outcome is recorded does not count, even in the instant
+ * before its worker lets go of its lock.  SPI connected.
+ */
+int64
+gnb_count_running_jobs_here(void)
+{
+	bool		isnull;
+
+	gnb_execute("SELECT pg_catalog.count(*) FROM gibbs_nb.jobs "
+				"WHERE status OPERATOR(pg_catalog.=) 'running' "
+				"AND gibbs_nb.job_worker_alive(job_id)",
+				0, NULL, NULL, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	return DatumGetInt64(gnb_result_value(1, &isnull));
 }
 
 /*

@@ -364,7 +364,7 @@ check_job_limits(const GnbJobParams *p)
 				 errmsg("model \"%s\" is being trained by job " INT64_FORMAT,
 						p->model_name, running),
 				 errhint("Wait for that job to end (gibbs_nb_wait), or cancel it (gibbs_nb_cancel).")));
-	n_running = gnb_count_live_jobs(InvalidOid);
+	n_running = gnb_count_live_jobs();
 	if (gnb_max_jobs > 0 && n_running >= gnb_max_jobs)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

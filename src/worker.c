@@ -322,6 +322,9 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
 
+	/* the outcome is in the job's row: the job is over for everyone else */
+	gnb_release_job_lock(p->job_id);
+
 	SpinLockAcquire(&job->mutex);
 	job->version = version;
 	job->sweeps_done = p->sampler.sweeps;
@@ -396,6 +399,13 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 		AbortOutOfAnyTransaction();
 	}
 	PG_END_TRY();
+
+	/*
+	 * The outcome is in the job's row (or could not be written; then the row
+	 * shows the job failed once the lock is gone): the job is over for
+	 * everyone else, before its caller hears of it.
+	 */
+	gnb_release_job_lock(job->params.job_id);
 
 	/* last, so that a caller who sees this finds the job row written */
 	SpinLockAcquire(&job->mutex);

@@ -4,8 +4,9 @@
 # starts a throwaway server, and runs the Makefile's test targets against
 # it: the sampler core's unit tests (plain and under ASan/UBSan), `make
 # installcheck` (pg_regress and the isolation specs), `make
-# prove_installcheck` (the TAP tests), and the upgrade from the released
-# 0.1.0 (test/upgrade.sh).  Ends with "N passed, N failed" over the suites.
+# prove_installcheck` (the TAP tests), `make upgradecheck` (the upgrade from
+# the released 0.1.0) and `make fuzz` for 10 s a target.  Ends with "N
+# passed, N failed" over the suites.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -60,7 +61,8 @@ suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
 suite "SQL: pg_regress and isolation specs (make installcheck)" installcheck
 suite "server: TAP tests (make prove_installcheck)" tap
-suite "upgrade from 0.1.0 (ALTER EXTENSION UPDATE)" test/upgrade.sh
+suite "upgrade from 0.1.0 (make upgradecheck)" make -s upgradecheck
+suite "fuzz: short run" make -s fuzz FUZZ_SECONDS=10
 
 cluster_stop
 rm -rf "$work"
