@@ -383,13 +383,14 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	status = cancelled ? "cancelled" : "failed";
 	PG_TRY();
 	{
-		/* the trace up to the failure: it shows where the job was */
-		if (active_worker != NULL)
-			flush_trace(active_worker);
+		/* the outcome first: it is what must not be lost */
 		gnb_store_job_ended(&job->params, status,
 							capped(edata->message ? edata->message : "unknown error",
 								   JOB_MESSAGE_MAX),
 							unpack_sql_state(edata->sqlerrcode), MyProcPid);
+		/* then the trace up to the failure: it shows where the job was */
+		if (active_worker != NULL)
+			flush_trace(active_worker);
 	}
 	PG_CATCH();
 	{
