@@ -303,3 +303,30 @@ COMMENT ON TABLE gibbs_nb.packed IS 'a model version as prediction loads it';
 COMMENT ON TABLE gibbs_nb.trace IS 'each chain''s log joint and share of labels changed, per sweep';
 COMMENT ON TABLE gibbs_nb.versions_issued IS 'internal: the last version number issued per model, so none is issued twice';
 COMMENT ON TABLE gibbs_nb.jobs IS 'training jobs, written by their workers (row security: your models'' jobs)';
+
+--
+-- Serving a chosen version: gibbs_nb_deploy pins one version of a model
+-- (prediction uses it instead of the latest; retention never drops it) and
+-- rolls back or forward, with the labels table following: each version keeps
+-- its documents' labels (ids as text, probabilities documents x classes),
+-- from which the labels table is rewritten.  Versions made before 0.2.0 have
+-- none and cannot be deployed.
+--
+ALTER TABLE gibbs_nb.packed
+    ADD COLUMN pinned boolean NOT NULL DEFAULT false,
+    ADD COLUMN label_ids text[],
+    ADD COLUMN label_probabilities float8[];
+ALTER TABLE gibbs_nb.packed ALTER COLUMN label_ids SET STORAGE EXTERNAL,
+                            ALTER COLUMN label_probabilities SET STORAGE EXTERNAL;
+
+/*
+ * gibbs_nb_deploy: serve this version of a model (NULL: the latest again),
+ * and rewrite its labels table with that version's labels.  Returns the
+ * version now serving.
+ */
+CREATE FUNCTION gibbs_nb_deploy(model_name text, version int)
+RETURNS int
+AS 'MODULE_PATHNAME', 'gibbs_nb_deploy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_deploy(text, int)
+    IS 'serve one version of a model (roll back or forward), the labels table following';

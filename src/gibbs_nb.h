@@ -13,6 +13,7 @@
 #include "gnb_sampler.h"
 #include "storage/dsm.h"
 #include "fmgr.h"
+#include "storage/lockdefs.h"
 #include "storage/spin.h"
 #include "access/htup.h"
 #include "access/tupdesc.h"
@@ -202,7 +203,23 @@ extern void gnb_counts_parse(bytea *value, GnbParsedCounts *pc, bool check_disti
 extern void gnb_counts_cell(const GnbParsedCounts *pc, int64 i, int32 *cls, int32 *word,
 							int64 *count);
 
+/*
+ * The documents' labels of a version: n documents, their ids (in the
+ * source's id type) and probabilities (n x n_classes, row-major).  The labels
+ * table is written from it, and a version keeps it to be deployed again.
+ */
+typedef struct GnbDocLabels
+{
+	int64		n;
+	int32		n_classes;
+	Datum	   *ids;
+	double	   *probs;
+} GnbDocLabels;
+
 /* publish.c: one transaction writes a finished job's model version */
+extern void gnb_write_label_rows(const char *qualified, Oid id_type, char **classes,
+								 const GnbDocLabels *labels, int32 version);
+extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 						 const gnb_result *result, double seconds_so_far);
 
@@ -255,8 +272,14 @@ extern void gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 
 extern void gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
 									 int64 *version_id, int32 *keep_versions);
 extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus,
-							  const gnb_result *result, int32 version, int64 version_id,
-							  Oid labels_relid, int32 keep_versions, double seconds);
+							  const gnb_result *result, const GnbDocLabels *labels,
+							  int32 version, int64 version_id, Oid labels_relid,
+							  int32 keep_versions, double seconds);
+extern bool gnb_store_pinned(const char *owner, const char *model_name);
+extern int32 gnb_store_pin(const char *owner, const char *model_name, int32 version);
+extern bool gnb_store_version_labels(const char *owner, const char *model_name, int32 version,
+									 GnbDocLabels *labels, char ***classes, Oid *labels_relid,
+									 Oid *id_type);
 extern struct ArrayType *gnb_float8_array(const double *values, int n);
 extern struct ArrayType *gnb_text_array(char **values, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);

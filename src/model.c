@@ -15,10 +15,12 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-/* The versions beyond a model's newest keep_versions. */
+/* The versions beyond a model's newest keep_versions, but never the deployed one. */
 #define OLDER_THAN_KEPT \
 	"owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 " \
-	"AND version OPERATOR(pg_catalog.<=) $3"
+	"AND version OPERATOR(pg_catalog.<=) $3 " \
+	"AND version OPERATOR(pg_catalog.<>) ALL (SELECT p.version FROM gibbs_nb.packed p " \
+	"WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.model_name OPERATOR(pg_catalog.=) $2 AND p.pinned)"
 
 /*
  * Drop the versions of a model older than its newest keep_versions (at
@@ -142,4 +144,58 @@ gibbs_nb_set_retention(PG_FUNCTION_ARGS)
 	dropped = gnb_apply_retention(owner, model_name, newest, keep);
 	SPI_finish();
 	PG_RETURN_INT32(dropped);
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_deploy);
+
+/*
+ * gibbs_nb_deploy(model_name text, version int) returns int
+ *
+ * Serve `version` of a model: prediction uses it instead of the latest
+ * (from the next statement on), retention never drops it, and its labels
+ * table is rewritten with that version's labels (and left alone by later
+ * trainings while it is deployed).  version NULL serves the latest version
+ * again, its labels with it.  Returns the version that serves.  The name is
+ * resolved as for gibbs_nb_drop.
+ */
+Datum
+gibbs_nb_deploy(PG_FUNCTION_ARGS)
+{
+	char	   *model_name;
+	const char *owner;
+	int32		version;
+	int32		serving;
+	GnbDocLabels labels;
+	char	  **classes;
+	Oid			labels_relid;
+	Oid			id_type;
+	char	   *qualified;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("model_name must not be NULL")));
+	model_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	version = PG_ARGISNULL(1) ? 0 : PG_GETARG_INT32(1);
+
+	SPI_connect();
+	owner = gnb_resolve_model_owner(model_name, false);
+	serving = gnb_store_pin(owner, model_name, version);
+	if (serving == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" has no version %d", model_name, version)));
+	if (!gnb_store_version_labels(owner, model_name, serving, &labels, &classes,
+								  &labels_relid, &id_type))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("version %d of model \"%s\" keeps no labels to deploy", serving, model_name),
+				 errdetail("It was trained before gibbs_nb 0.2.0, or its labels table is gone."),
+				 errhint("Retrain the model, then deploy a version trained since.")));
+	/* the labels table is the caller's: rewritten as the caller, by OID */
+	qualified = gnb_lock_labels_table(labels_relid, ShareRowExclusiveLock);
+	if (qualified != NULL)
+		gnb_write_label_rows(qualified, id_type, classes, &labels, serving);
+	SPI_finish();
+	PG_RETURN_INT32(serving);
 }

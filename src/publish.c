@@ -22,6 +22,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 #include "storage/lmgr.h"
 
@@ -79,13 +80,54 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 	return relid;
 }
 
-/* Replace the labels table's rows with this version's.  Runs as the caller. */
+/* The documents' labels of a finished job: clamped documents first. */
 static void
-write_labels(const GnbJobParams *params, const GnbCorpus *corpus,
-			 const gnb_result *result, const char *qualified, int32 version)
+doc_labels(const GnbCorpus *corpus, const gnb_result *result, GnbDocLabels *dl)
 {
 	int32		K = corpus->n_classes;
-	Oid			id_array_type = get_array_type(params->source.id_type);
+
+	dl->n = (int64) corpus->n_labeled + corpus->n_docs;
+	dl->n_classes = K;
+	dl->ids = palloc_extended(sizeof(Datum) * (dl->n + 1), MCXT_ALLOC_HUGE);
+	dl->probs = palloc_extended(sizeof(double) * (dl->n * K + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	for (int64 i = 0; i < corpus->n_labeled; i++)
+	{
+		dl->ids[i] = corpus->labeled_ids[i];
+		dl->probs[i * K + corpus->labeled_class[i]] = 1.0;
+	}
+	for (int64 j = 0; j < corpus->n_docs; j++)
+	{
+		dl->ids[corpus->n_labeled + j] = corpus->ids[j];
+		memcpy(dl->probs + (corpus->n_labeled + j) * K, result->label_prob + j * K,
+			   sizeof(double) * K);
+	}
+}
+
+/*
+ * Lock a labels table by OID and name it from the catalogs under the lock;
+ * NULL if it is gone.
+ */
+char *
+gnb_lock_labels_table(Oid relid, LOCKMODE mode)
+{
+	LockRelationOid(relid, mode);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return NULL;
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
+ * Replace a labels table's rows with a version's labels: each document's
+ * most probable class (ties to the earlier class), its probability and all
+ * of them.  Runs as the caller: the table is the caller's.  SPI connected.
+ */
+void
+gnb_write_label_rows(const char *qualified, Oid id_type, char **classes,
+					 const GnbDocLabels *dl, int32 version)
+{
+	int32		K = dl->n_classes;
+	Oid			id_array_type = get_array_type(id_type);
 	int16		typlen;
 	bool		typbyval;
 	char		typalign;
@@ -94,10 +136,9 @@ write_labels(const GnbJobParams *params, const GnbCorpus *corpus,
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"gibbs_nb labels batch",
 													ALLOCSET_DEFAULT_SIZES);
-	int64		total = (int64) corpus->n_labeled + corpus->n_docs;
 	char	   *insert;
 
-	get_typlenbyvalalign(params->source.id_type, &typlen, &typbyval, &typalign);
+	get_typlenbyvalalign(id_type, &typlen, &typbyval, &typalign);
 	gnb_execute(psprintf("DELETE FROM %s", qualified), 0, NULL, NULL, NULL,
 				GNB_AS_CALLER, SPI_OK_DELETE, 0);
 	insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
@@ -108,47 +149,32 @@ write_labels(const GnbJobParams *params, const GnbCorpus *corpus,
 					  "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) "
 					  "WITH ORDINALITY AS u(id, label, p, o)",
 					  qualified);
-	/* rows 0 .. n_labeled - 1 are the labelled documents, then the others */
-	for (int64 start = 0; start < total; start += PUBLISH_BATCH)
+	for (int64 start = 0; start < dl->n; start += PUBLISH_BATCH)
 	{
-		int32		n = (int32) Min(PUBLISH_BATCH, total - start);
+		int32		n = (int32) Min(PUBLISH_BATCH, dl->n - start);
 		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-		Datum	   *ids = palloc(sizeof(Datum) * n);
 		char	  **labels = palloc(sizeof(char *) * n);
 		double	   *best = palloc(sizeof(double) * n);
-		double	   *probs = palloc0(sizeof(double) * n * K);
+		/* a copy: construct_array detoasts its elements in place */
+		Datum	   *ids = palloc(sizeof(Datum) * n);
 		Datum		values[6];
 
 		for (int32 i = 0; i < n; i++)
 		{
-			int64		row = start + i;
+			const double *p = dl->probs + (start + i) * K;
 			int32		arg = 0;
 
-			if (row < corpus->n_labeled)
-			{
-				arg = corpus->labeled_class[row];
-				ids[i] = corpus->labeled_ids[row];
-				probs[(int64) i * K + arg] = 1.0;
-			}
-			else
-			{
-				int64		j = row - corpus->n_labeled;
-				const double *p = result->label_prob + j * K;
-
-				for (int32 k = 1; k < K; k++)
-					if (p[k] > p[arg])
-						arg = k;
-				ids[i] = corpus->ids[j];
-				memcpy(probs + (int64) i * K, p, sizeof(double) * K);
-			}
-			labels[i] = corpus->classes[arg];
-			best[i] = probs[(int64) i * K + arg];
+			for (int32 k = 1; k < K; k++)
+				if (p[k] > p[arg])
+					arg = k;
+			labels[i] = classes[arg];
+			best[i] = p[arg];
 		}
-		values[0] = PointerGetDatum(construct_array(ids, n, params->source.id_type,
-													typlen, typbyval, typalign));
+		memcpy(ids, dl->ids + start, sizeof(Datum) * n);
+		values[0] = PointerGetDatum(construct_array(ids, n, id_type, typlen, typbyval, typalign));
 		values[1] = PointerGetDatum(gnb_text_array(labels, n));
 		values[2] = PointerGetDatum(gnb_float8_array(best, n));
-		values[3] = PointerGetDatum(gnb_float8_array(probs, n * K));
+		values[3] = PointerGetDatum(gnb_float8_array(dl->probs + start * K, n * K));
 		values[4] = Int32GetDatum(version);
 		values[5] = Int64GetDatum(K);
 		MemoryContextSwitchTo(old);
@@ -185,6 +211,7 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	int32		version;
 	int64		version_id;
 	int32		keep_versions;
+	GnbDocLabels labels;
 	long		secs;
 	int			usecs;
 
@@ -214,13 +241,20 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	gnb_store_number_version(params->model_owner, params->model_name, &version, &version_id,
 							 &keep_versions);
 
-	/* the labels table is the caller's: create and fill it as the caller */
+	/*
+	 * The labels table is the caller's: create and fill it as the caller,
+	 * unless another version is deployed (gibbs_nb_deploy): the labels table
+	 * follows the version that serves.
+	 */
+	doc_labels(corpus, result, &labels);
 	labels_relid = prepare_labels_table(params, &labels_sql);
-	write_labels(params, corpus, result, labels_sql, version);
+	if (!gnb_store_pinned(params->model_owner, params->model_name))
+		gnb_write_label_rows(labels_sql, params->source.id_type, corpus->classes, &labels,
+							 version);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
-	gnb_store_version(params, corpus, result, version, version_id, labels_relid, keep_versions,
-					  seconds_so_far + secs + usecs / 1e6);
+	gnb_store_version(params, corpus, result, &labels, version, version_id, labels_relid,
+					  keep_versions, seconds_so_far + secs + usecs / 1e6);
 	/* the model keeps its newest keep_versions versions, this one included */
 	(void) gnb_apply_retention(params->model_owner, params->model_name, version, keep_versions);
 

@@ -773,15 +773,24 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
 /* The packed row prediction loads: vocabulary and log theta-hat as arrays. */
 static void
 write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
-			 const gnb_result *result, int32 version, int64 version_id)
+			 const gnb_result *result, const GnbDocLabels *labels, int32 version,
+			 int64 version_id)
 {
 	int32		V = corpus->n_words;
 	int32		K = corpus->n_classes;
 	double	   *log_theta = palloc_extended(sizeof(double) * ((Size) V * K + 1), MCXT_ALLOC_HUGE);
 	double	   *log_pi = palloc(sizeof(double) * K);
-	Oid			types[8] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
-	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID};
-	Datum		values[8];
+	Oid			types[10] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, TEXTARRAYOID, FLOAT8ARRAYOID};
+	Datum		values[10];
+	char	  **ids = palloc_extended(sizeof(char *) * (labels->n + 1), MCXT_ALLOC_HUGE);
+	Oid			output;
+	bool		varlena;
+
+	/* the documents' ids as text: a version's labels outlive its job */
+	getTypeOutputInfo(params->source.id_type, &output, &varlena);
+	for (int64 i = 0; i < labels->n; i++)
+		ids[i] = OidOutputFunctionCall(output, labels->ids[i]);
 
 	for (int32 w = 0; w < V; w++)
 		for (int32 k = 0; k < K; k++)
@@ -796,9 +805,12 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	values[5] = PointerGetDatum(gnb_text_array(corpus->tokens, V));
 	values[6] = PointerGetDatum(gnb_float8_array(log_theta, V * K));
 	values[7] = Int64GetDatum(version_id);
+	values[8] = PointerGetDatum(gnb_text_array(ids, (int) labels->n));
+	values[9] = PointerGetDatum(gnb_float8_array(labels->probs, (int) (labels->n * K)));
 	gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
-				"tokens, log_theta, version_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-				8, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+				"tokens, log_theta, version_id, label_ids, label_probabilities) "
+				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+				10, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 }
 
 static const char *
@@ -921,12 +933,12 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
  */
 void
 gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *result,
-				  int32 version, int64 version_id, Oid labels_relid, int32 keep_versions,
-				  double seconds)
+				  const GnbDocLabels *labels, int32 version, int64 version_id, Oid labels_relid,
+				  int32 keep_versions, double seconds)
 {
 	write_theta(params, corpus, result, version);
 	write_pi(params, corpus, result, version);
-	write_packed(params, corpus, result, version, version_id);
+	write_packed(params, corpus, result, labels, version, version_id);
 	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
 					seconds);
 }
@@ -965,10 +977,11 @@ gnb_store_current_version_id(const char *name)
 	{
 		Oid			types[1] = {TEXTOID};
 
+		/* the deployed (pinned) version, else the latest */
 		current_version_plan = keep_plan("SELECT DISTINCT ON (owner) owner, version_id "
 										 "FROM gibbs_nb.packed "
 										 "WHERE model_name OPERATOR(pg_catalog.=) $1 "
-										 "ORDER BY owner, version DESC", 1, types);
+										 "ORDER BY owner, pinned DESC, version DESC", 1, types);
 	}
 	if (SPI_execute_plan(current_version_plan, &arg, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the version of model \"%s\"", name);
@@ -1101,4 +1114,104 @@ gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *d
 		return NULL;
 	*desc = CreateTupleDescCopy(SPI_tuptable->tupdesc);
 	return SPI_copytuple(SPI_tuptable->vals[0]);
+}
+
+/* ---------- the deployed version ---------- */
+
+/* Is a version of the model deployed (pinned)?  SPI connected. */
+bool
+gnb_store_pinned(const char *owner, const char *model_name)
+{
+	model_statement("SELECT 1 FROM gibbs_nb.packed WHERE owner OPERATOR(pg_catalog.=) $1 "
+					"AND model_name OPERATOR(pg_catalog.=) $2 AND pinned",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	return SPI_processed > 0;
+}
+
+/*
+ * Deploy `version` of the model (0: none, the latest serves): returns the
+ * version that serves now, or 0 if the model has no such version.  SPI
+ * connected.
+ */
+int32
+gnb_store_pin(const char *owner, const char *model_name, int32 version)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+	Int32GetDatum(version)};
+
+	if (version != 0)
+	{
+		gnb_execute("SELECT 1 FROM gibbs_nb.packed WHERE owner OPERATOR(pg_catalog.=) $1 "
+					"AND model_name OPERATOR(pg_catalog.=) $2 AND version OPERATOR(pg_catalog.=) $3",
+					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+		if (SPI_processed == 0)
+			return 0;
+	}
+	gnb_execute("UPDATE gibbs_nb.packed SET pinned = (version OPERATOR(pg_catalog.=) $3) "
+				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 "
+				"AND pinned OPERATOR(pg_catalog.<>) (version OPERATOR(pg_catalog.=) $3)",
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+	return version != 0 ? version : gnb_store_newest_version(owner, model_name);
+}
+
+/*
+ * A version's labels as it was published: its classes, its documents' ids
+ * (converted from text by the id type's input function) and probabilities,
+ * its labels table and that table's id type.  False if the version keeps
+ * none (published before 0.2.0).  SPI connected.
+ */
+bool
+gnb_store_version_labels(const char *owner, const char *model_name, int32 version,
+						 GnbDocLabels *dl, char ***classes, Oid *labels_relid, Oid *id_type)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+	Int32GetDatum(version)};
+	bool		isnull;
+	ArrayType  *ids;
+	ArrayType  *probs;
+	ArrayType  *cls;
+	Datum	   *id_texts;
+	Datum	   *class_texts;
+	int			n;
+	int			K;
+	Oid			input;
+	Oid			ioparam;
+
+	gnb_execute("SELECT p.label_ids, p.label_probabilities, p.classes, m.labels_relid::pg_catalog.oid "
+				"FROM gibbs_nb.packed p JOIN gibbs_nb.models m USING (model_name, owner, version) "
+				"WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.model_name OPERATOR(pg_catalog.=) $2 "
+				"AND p.version OPERATOR(pg_catalog.=) $3",
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	if (SPI_processed == 0)
+		return false;
+	(void) gnb_result_value(1, &isnull);
+	if (isnull)
+		return false;
+	ids = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
+	probs = DatumGetArrayTypePCopy(gnb_result_value(2, &isnull));
+	cls = DatumGetArrayTypePCopy(gnb_result_value(3, &isnull));
+	*labels_relid = DatumGetObjectId(gnb_result_value(4, &isnull));
+	/* the labels table's id column: what its rows must be made of */
+	*id_type = get_atttype(*labels_relid, 1);
+	if (!OidIsValid(*id_type))
+		return false;
+
+	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &id_texts, NULL, &n);
+	deconstruct_array(cls, TEXTOID, -1, false, TYPALIGN_INT, &class_texts, NULL, &K);
+	if (ARR_HASNULL(probs) || ArrayGetNItems(ARR_NDIM(probs), ARR_DIMS(probs)) != (int64) n * K)
+		elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
+			 model_name, version);
+	*classes = palloc(sizeof(char *) * K);
+	for (int k = 0; k < K; k++)
+		(*classes)[k] = TextDatumGetCString(class_texts[k]);
+	getTypeInputInfo(*id_type, &input, &ioparam);
+	dl->n = n;
+	dl->n_classes = K;
+	dl->ids = palloc_extended(sizeof(Datum) * ((Size) n + 1), MCXT_ALLOC_HUGE);
+	for (int i = 0; i < n; i++)
+		dl->ids[i] = OidInputFunctionCall(input, TextDatumGetCString(id_texts[i]), ioparam, -1);
+	dl->probs = (double *) ARR_DATA_PTR(probs);
+	return true;
 }

@@ -1,0 +1,52 @@
+-- gibbs_nb_deploy: serve a chosen version of a model (roll back, roll
+-- forward), the labels table following; retention never drops it.
+CREATE EXTENSION gibbs_nb;
+CREATE TABLE dmail (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO dmail
+SELECT i, CASE WHEN i % 2 = 0 THEN '{cheap,pills,buy}'::text[] ELSE '{meeting,agenda,notes}' END,
+       CASE WHEN i <= 20 THEN (CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END) END
+FROM generate_series(1, 40) i;
+SELECT version FROM gibbs_nb_train('dm', 'dmail', 'tokens', 'label', sweeps => 20, seed => 1);
+SELECT gibbs_nb_predict_proba('dm', '{cheap,agenda}'::text[])::text AS v1_proba \gset
+CREATE TABLE v1_labels AS SELECT * FROM dm_labels;
+-- version 2 learns the other way round
+UPDATE dmail SET label = CASE label WHEN 'spam' THEN 'ham' ELSE 'spam' END WHERE label IS NOT NULL;
+SELECT version FROM gibbs_nb_retrain('dm');
+SELECT gibbs_nb_predict('dm', '{cheap}'::text[]) AS v2_says;
+
+-- roll back to version 1: prediction and the labels table follow
+SELECT gibbs_nb_deploy('dm', 1);
+SELECT gibbs_nb_predict('dm', '{cheap}'::text[]) AS v1_says,
+       gibbs_nb_predict_proba('dm', '{cheap,agenda}'::text[])::text = :'v1_proba' AS same_as_v1;
+SELECT count(*) AS rows, min(version), max(version) FROM dm_labels;
+SELECT count(*) AS differ_from_v1
+FROM dm_labels l FULL JOIN v1_labels o USING (id)
+WHERE l.label IS DISTINCT FROM o.label OR l.probabilities IS DISTINCT FROM o.probabilities;
+
+-- a new version while version 1 is deployed: published, not served, and the
+-- labels table stays version 1's
+SELECT version FROM gibbs_nb_retrain('dm');
+SELECT gibbs_nb_predict('dm', '{cheap}'::text[]) AS still_v1;
+SELECT DISTINCT version FROM dm_labels;
+-- retention keeps the deployed version, whatever its age
+SELECT gibbs_nb_set_retention('dm', 1) AS dropped;
+SELECT array_agg(version ORDER BY version) AS versions FROM gibbs_nb.models WHERE model_name = 'dm';
+
+-- roll forward: NULL serves the latest again, its labels with it
+SELECT gibbs_nb_deploy('dm', NULL);
+SELECT gibbs_nb_predict('dm', '{cheap}'::text[]) AS latest_says;
+SELECT DISTINCT version FROM dm_labels;
+
+-- errors
+SELECT try($$SELECT gibbs_nb_deploy('dm', 99)$$);
+SELECT try($$SELECT gibbs_nb_deploy('nope', 1)$$);
+SELECT try($$SELECT gibbs_nb_deploy(NULL, 1)$$);
+CREATE ROLE gnb_deploy_other;
+SET ROLE gnb_deploy_other;
+SELECT try($$SELECT gibbs_nb_deploy('dm', 1)$$);
+RESET ROLE;
+DROP ROLE gnb_deploy_other;
+
+SELECT gibbs_nb_drop('dm');
+DROP TABLE dmail, v1_labels;
+DROP EXTENSION gibbs_nb;
