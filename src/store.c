@@ -309,12 +309,25 @@ PG_FUNCTION_INFO_V1(gibbs_nb_has_privileges_of);
  * gibbs_nb.job_worker_alive(job_id bigint) returns boolean
  *
  * Whether the job's worker is running; used by the gibbs_nb_jobs view and
- * when stale 'running' rows are put right.
+ * when stale 'running' rows are put right.  Everyone may call it (the view
+ * runs as whoever queries it), so it answers only for a job whose row the
+ * caller may see: false for any other, running or not, so that probing job
+ * ids tells a role nothing about other roles' jobs.
  */
 Datum
 gibbs_nb_job_worker_alive(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(gnb_job_worker_alive(PG_GETARG_INT64(0)));
+	int64		job_id = PG_GETARG_INT64(0);
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	bool		visible;
+
+	SPI_connect();
+	gnb_execute("SELECT 1 FROM gibbs_nb.jobs WHERE job_id OPERATOR(pg_catalog.=) $1",
+				1, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	visible = SPI_processed > 0;
+	SPI_finish();
+	PG_RETURN_BOOL(visible && gnb_job_worker_alive(job_id));
 }
 
 /*

@@ -89,6 +89,8 @@ FROM gibbs_nb_train('long', 'mallory.mail', 'tokens', 'label', sweeps => 10, see
                     labels_table => 'mallory.long_labels');
 SELECT try(format('SELECT gibbs_nb_cancel(%s)', :victim_job));
 SELECT try(format('SELECT gibbs_nb_wait(%s)', :victim_job));
+-- nor does probing job ids with the view's own liveness function
+SELECT gibbs_nb.job_worker_alive(:victim_job) AS mallory_sees_it_run;
 RESET ROLE;
 SET ROLE gnb_victim;
 SELECT gibbs_nb_cancel(:victim_job);
