@@ -330,3 +330,33 @@ AS 'MODULE_PATHNAME', 'gibbs_nb_deploy'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_deploy(text, int)
     IS 'serve one version of a model (roll back or forward), the labels table following';
+
+-- ==== issue 11: held-out evaluation ====
+--
+-- gibbs_nb_evaluate scores a labelled table with the serving version of a
+-- model (the arithmetic and cache of gibbs_nb_predict_proba) and returns one
+-- row: counts, accuracy, macro-F1, log loss, and per-class arrays in the
+-- order of `classes` (the model's classes, then labels it does not know).
+CREATE FUNCTION gibbs_nb_evaluate(
+    INOUT model_name text,
+    source         regclass,
+    tokens_column  text,
+    label_column   text,
+    OUT version      int,
+    OUT n_documents  bigint,
+    OUT n_skipped    bigint,
+    OUT n_unknown    bigint,
+    OUT accuracy     float8,
+    OUT macro_f1     float8,
+    OUT log_loss     float8,
+    OUT classes      text[],
+    OUT "precision"  float8[],
+    OUT recall       float8[],
+    OUT f1           float8[],
+    OUT support      bigint[],
+    OUT confusion    bigint[])
+RETURNS record
+AS 'MODULE_PATHNAME', 'gibbs_nb_evaluate'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gibbs_nb_evaluate(text, regclass, text, text)
+    IS 'accuracy, per-class precision/recall/F1/support, macro-F1, log loss and confusion matrix of a model on a labelled table';

@@ -240,6 +240,7 @@ typedef enum GnbRunAs
 extern Oid	gnb_internal_owner(void);
 extern void gnb_become_internal(GnbPrivilegeState *state);
 extern void gnb_restore_user(GnbPrivilegeState *state);
+extern void gnb_pin_search_path(GnbPrivilegeState *state);
 extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
 						const char *nulls, GnbRunAs as, int expected, long limit);
 extern Datum gnb_result_value(int col, bool *isnull);
@@ -296,6 +297,33 @@ extern int	gnb_delete_versions(const char *owner, const char *model_name, const 
 extern int	gnb_apply_retention(const char *owner, const char *model_name, int32 newest,
 								int32 keep);
 extern void gnb_prune_jobs(void);
+
+/*
+ * predict.c: a model version as prediction uses it.  The serving version
+ * comes from the per-backend cache; a job's held-out documents are scored
+ * with a model made from its arrays.  gnb_model_proba fills probs[K] as
+ * gibbs_nb_predict_proba does and returns gibbs_nb_predict's class.
+ */
+typedef struct GnbModel GnbModel;
+struct ArrayType;
+extern GnbModel *gnb_serving_model(FunctionCallInfo fcinfo, struct varlena *name);
+extern GnbModel *gnb_model_from_arrays(struct ArrayType *classes, struct ArrayType *log_pi,
+									   struct ArrayType *tokens, struct ArrayType *log_theta);
+extern int32 gnb_model_proba(const GnbModel *m, Datum tokens, bool is_tsvector, double *probs);
+extern int32 gnb_model_version(const GnbModel *m);
+extern int32 gnb_model_n_classes(const GnbModel *m);
+extern char *gnb_model_class(const GnbModel *m, int32 k);
+
+/*
+ * evaluate.c: classification metrics of labelled documents against a
+ * model's predictions (gibbs_nb_evaluate, and a job's held-out share).
+ */
+typedef struct GnbMetrics GnbMetrics;
+extern GnbMetrics *gnb_metrics_create(const GnbModel *m);
+extern void gnb_metrics_add(GnbMetrics *mt, const char *label, int label_len,
+							const double *probs, int32 predicted);
+extern void gnb_metrics_skip(GnbMetrics *mt);
+extern char *gnb_metrics_json(GnbMetrics *mt);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
 extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);

@@ -95,6 +95,21 @@ gnb_restore_user(GnbPrivilegeState *state)
 }
 
 /*
+ * As the current user, with search_path pinned to pg_catalog, pg_temp until
+ * gnb_restore_user: for the caller's statements that gnb_execute cannot run
+ * (a cursor over the caller's table).
+ */
+void
+gnb_pin_search_path(GnbPrivilegeState *state)
+{
+	GetUserIdAndSecContext(&state->save_user, &state->save_sec_context);
+	state->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+}
+
+/*
  * Run one statement through SPI (which must be connected) and check its
  * result code.  GNB_AS_INTERNAL runs it as the extension's owner; GNB_AS_CALLER
  * as the current user, with row security, and search_path pinned all the
@@ -112,13 +127,7 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 	if (as == GNB_AS_INTERNAL)
 		gnb_become_internal(&priv);
 	else
-	{
-		GetUserIdAndSecContext(&priv.save_user, &priv.save_sec_context);
-		priv.save_nestlevel = NewGUCNestLevel();
-		(void) set_config_option("search_path", "pg_catalog, pg_temp",
-								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-								 true, 0, false);
-	}
+		gnb_pin_search_path(&priv);
 	rc = nargs > 0 ? SPI_execute_with_args(sql, nargs, types, values, nulls, false, limit)
 		: SPI_execute(sql, false, limit);
 	if (rc != expected)
