@@ -14,6 +14,7 @@ OBJS = \
 	src/source.o \
 	src/predict.o \
 	src/evaluate.o \
+	src/holdout.o \
 	src/vocab_index.o \
 	src/class_counts.o \
 	src/core/gnb_rng.o \

@@ -965,6 +965,27 @@ gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb
 					seconds);
 }
 
+/*
+ * A version's held-out share and the metrics of its held-out documents (a
+ * JSON object), as the extension's owner.  SPI connected.
+ */
+void
+gnb_store_holdout(const char *owner, const char *model_name, int32 version, double holdout,
+				  const char *metrics_json)
+{
+	Oid			types[5] = {TEXTOID, TEXTOID, INT4OID, FLOAT8OID, TEXTOID};
+	Datum		values[5] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+		Int32GetDatum(version), Float8GetDatum(holdout), CStringGetTextDatum(metrics_json)};
+
+	gnb_execute("UPDATE gibbs_nb.models SET holdout = $4, holdout_metrics = $5::pg_catalog.jsonb "
+				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 "
+				"AND version OPERATOR(pg_catalog.=) $3",
+				5, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+	if (SPI_processed != 1)
+		elog(ERROR, "could not record the held-out metrics of model \"%s\" version %d",
+			 model_name, version);
+}
+
 /* ---------- what prediction reads ---------- */
 
 static SPIPlanPtr current_version_plan = NULL;
@@ -1128,7 +1149,7 @@ gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *d
 {
 	model_statement("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
 					"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi, "
-					"gamma_theta, unlabeled_weight, seed, labels_table, source "
+					"gamma_theta, unlabeled_weight, seed, labels_table, source, holdout "
 					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
 					owner, model_name, GNB_AS_CALLER, SPI_OK_SELECT, 1);
