@@ -373,7 +373,8 @@ add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, T
 /*
  * The condition that holds out a labelled row, as SQL over the source's
  * columns, or NULL without holdout: the row's id as text, hashed with the
- * seed (hashtextextended), has its low 53 bits below holdout x 2^53.  The
+ * seed (hashtextextended, collation "C": the bytes, whatever the id's
+ * collation), has its low 53 bits below holdout x 2^53.  The
  * same rows for the same seed and data, whatever the scan order; a user can
  * select them with the same expression.
  */
@@ -386,7 +387,7 @@ gnb_holdout_condition(const GnbJobParams *params)
 	if (params->holdout <= 0.0 || src->label_attnum == 0)
 		return NULL;
 	threshold = (int64) floor(params->holdout * 9007199254740992.0);
-	return psprintf("(%s IS NOT NULL AND (pg_catalog.hashtextextended(%s::pg_catalog.text, "
+	return psprintf("(%s IS NOT NULL AND (pg_catalog.hashtextextended(%s::pg_catalog.text COLLATE pg_catalog.\"C\", "
 					"(" INT64_FORMAT ")::pg_catalog.int8) OPERATOR(pg_catalog.&) "
 					"9007199254740991::pg_catalog.int8) OPERATOR(pg_catalog.<) "
 					"(" INT64_FORMAT ")::pg_catalog.int8)",
