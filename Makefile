@@ -13,6 +13,8 @@ OBJS = \
 	src/store.o \
 	src/source.o \
 	src/predict.o \
+	src/evaluate.o \
+	src/holdout.o \
 	src/vocab_index.o \
 	src/class_counts.o \
 	src/core/gnb_rng.o \
@@ -67,7 +69,7 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-quality check-sklearn isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -94,6 +96,16 @@ unit-valgrind: test/unit/test_core
 
 bench:
 	test/bench/run-bench.sh
+
+# accuracy, NMI and the closed-form check on SpamAssassin (not in the test
+# command; about 10 minutes)
+bench-quality:
+	test/bench/run-quality.sh
+
+# gibbs_nb_evaluate against scikit-learn (installs python3-sklearn; not in
+# the test command); test/metrics/sklearn_expected.json is its last output
+check-sklearn: install
+	test/metrics/run.sh --write test/metrics/sklearn_expected.json
 
 EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan
 

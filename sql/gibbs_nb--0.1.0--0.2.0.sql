@@ -330,3 +330,80 @@ AS 'MODULE_PATHNAME', 'gibbs_nb_deploy'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_deploy(text, int)
     IS 'serve one version of a model (roll back or forward), the labels table following';
+
+-- ==== issue 11: held-out evaluation ====
+--
+-- gibbs_nb_evaluate scores a labelled table with the serving version of a
+-- model (the arithmetic and cache of gibbs_nb_predict_proba) and returns one
+-- row: counts, accuracy, macro-F1, log loss, and per-class arrays in the
+-- order of `classes` (the model's classes, then labels it does not know).
+CREATE FUNCTION gibbs_nb_evaluate(
+    INOUT model_name text,
+    source         regclass,
+    tokens_column  text,
+    label_column   text,
+    OUT version      int,
+    OUT n_documents  bigint,
+    OUT n_skipped    bigint,
+    OUT n_unknown    bigint,
+    OUT accuracy     float8,
+    OUT macro_f1     float8,
+    OUT log_loss     float8,
+    OUT classes      text[],
+    OUT "precision"  float8[],
+    OUT recall       float8[],
+    OUT f1           float8[],
+    OUT support      bigint[],
+    OUT confusion    bigint[])
+RETURNS record
+AS 'MODULE_PATHNAME', 'gibbs_nb_evaluate'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gibbs_nb_evaluate(text, regclass, text, text)
+    IS 'accuracy, per-class precision/recall/F1/support, macro-F1, log loss and confusion matrix of a model on a labelled table';
+
+-- gibbs_nb_train(..., holdout => share): a seeded share of the labelled rows
+-- (chosen by a hash of the seed and the row's id as text, whatever the scan
+-- order) is left out of training; each version records the share and the
+-- held-out rows' metrics (gibbs_nb_evaluate's, as jsonb).  retrain keeps it.
+ALTER TABLE gibbs_nb.models
+    ADD COLUMN holdout float8 NOT NULL DEFAULT 0
+        CHECK (holdout OPERATOR(pg_catalog.>=) 0 AND holdout OPERATOR(pg_catalog.<) 1),
+    ADD COLUMN holdout_metrics jsonb;
+DROP FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
+                             float8, float8, float8, bigint, text, boolean);
+/*
+ * gibbs_nb_train: train a model version in a background worker that runs as
+ * the caller.  Returns when the job has ended (wait => true) or at once.
+ */
+CREATE FUNCTION gibbs_nb_train(
+    model_name        text,
+    source            regclass,
+    tokens_column     text,
+    label_column      text DEFAULT NULL,
+    id_column         text DEFAULT 'id',
+    n_classes         int DEFAULT NULL,
+    sweeps            int DEFAULT 1000,
+    burn_in           int DEFAULT NULL,
+    lag               int DEFAULT 1,
+    chains            int DEFAULT 1,
+    sampler           text DEFAULT 'paper',
+    gamma_pi          float8 DEFAULT 1.0,
+    gamma_theta       float8 DEFAULT 1.0,
+    unlabeled_weight  float8 DEFAULT 1.0,
+    seed              bigint DEFAULT NULL,
+    labels_table      text DEFAULT NULL,
+    wait              boolean DEFAULT true,
+    holdout           float8 DEFAULT 0)
+RETURNS TABLE (
+    job_id          bigint,
+    model_name      text,
+    version         int,
+    status          text,
+    sweeps_done     int,
+    seconds         float8,
+    log_likelihood  float8)
+AS 'MODULE_PATHNAME', 'gibbs_nb_train'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
+                                   float8, float8, float8, bigint, text, boolean, float8)
+    IS 'train a version of one of your models in a background worker that runs as you';

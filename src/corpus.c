@@ -7,7 +7,10 @@
  * word counts through gibbs_nb_class_counts (which the planner may run in
  * parallel workers; labelled documents enter the samplers only through their
  * counts, so they are not kept one by one), and the unlabelled documents with
- * their tokens, as compressed sparse rows of word ids and counts.  Labels
+ * their tokens, as compressed sparse rows of word ids and counts.  With
+ * holdout, the labelled rows gnb_holdout_condition selects are left out of
+ * the first two, and a fourth query reads them as they are (ids, tokens,
+ * labels), for the published version to score: training never sees them.  Labels
  * become class ids in byte order of the labels, tokens word ids in byte
  * order of the tokens, and rows are read in id order when the id type has
  * one: the same seed and data give the same model whatever the scan order
@@ -24,6 +27,9 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/typcache.h"
+#include "access/detoast.h"
+
+#include <math.h>
 
 
 /* Rows fetched per SPI round trip. */
@@ -62,6 +68,13 @@ typedef struct CorpusBuilder
 	int32		labeled_cap;
 	Datum	   *labeled_ids;
 	int32	   *labeled_value;
+	/* held-out documents: ids, tokens (copies) and labels */
+	int32		n_holdout;
+	int32		n_holdout_skipped;	/* held out, but without tokens */
+	int32		holdout_cap;
+	Datum	   *holdout_ids;
+	Datum	   *holdout_tokens;
+	char	  **holdout_labels;
 	int16		id_typlen;
 	bool		id_typbyval;
 } CorpusBuilder;
@@ -245,7 +258,7 @@ for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
 	MemoryContextDelete(batch_cxt);
 }
 
-/* A row of the ids query: (id, label, tokens IS NULL). */
+/* A row of the ids query: (id, label, tokens IS NULL, held out). */
 static void
 add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, TupleDesc desc)
 {
@@ -255,6 +268,7 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, T
 	Datum		id = SPI_getbinval(tuple, desc, 1, &id_null);
 	Datum		label = SPI_getbinval(tuple, desc, 2, &label_null);
 	bool		no_tokens = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
+	bool		held_out = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
 	text	   *t;
 	MemoryContext old;
 
@@ -263,10 +277,12 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, T
 	if (no_tokens)
 	{
 		b->n_skipped++;
+		if (held_out)
+			b->n_holdout_skipped++;
 		return;
 	}
-	if (label_null)
-		return;					/* an unlabelled document: read with its tokens */
+	if (label_null || held_out)
+		return;					/* read with its tokens */
 	if (b->n_labeled == b->labeled_cap)
 	{
 		int32		cap = b->labeled_cap * 2;
@@ -316,6 +332,70 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, 
 }
 
 /*
+ * A row of the held-out query: (id, tokens, label).  The document is kept as
+ * it is, for the published version to score; its words do not enter the
+ * vocabulary.
+ */
+static void
+add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, TupleDesc desc)
+{
+	bool		id_null,
+				tokens_null,
+				label_null;
+	Datum		id = SPI_getbinval(tuple, desc, 1, &id_null);
+	Datum		tokens = SPI_getbinval(tuple, desc, 2, &tokens_null);
+	Datum		label = SPI_getbinval(tuple, desc, 3, &label_null);
+	MemoryContext old;
+
+	if (id_null)
+		null_id_error(params);
+	if (tokens_null || label_null)
+		elog(ERROR, "the held-out documents changed while they were read");
+	if (b->n_holdout == b->holdout_cap)
+	{
+		int32		cap = b->holdout_cap * 2;
+
+		b->holdout_ids = grow(b->cxt, b->holdout_ids, sizeof(Datum), b->holdout_cap, cap);
+		b->holdout_tokens = grow(b->cxt, b->holdout_tokens, sizeof(Datum), b->holdout_cap, cap);
+		b->holdout_labels = grow(b->cxt, b->holdout_labels, sizeof(char *), b->holdout_cap, cap);
+		b->holdout_cap = cap;
+	}
+	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) toast_raw_datum_size(tokens), "reading the held-out documents");
+	old = MemoryContextSwitchTo(b->cxt);
+	b->holdout_ids[b->n_holdout] = datumCopy(id, b->id_typbyval, b->id_typlen);
+	b->holdout_tokens[b->n_holdout] = PointerGetDatum(PG_DETOAST_DATUM_COPY(tokens));
+	b->holdout_labels[b->n_holdout] = TextDatumGetCString(label);
+	MemoryContextSwitchTo(old);
+	b->n_holdout++;
+}
+
+/*
+ * The condition that holds out a labelled row, as SQL over the source's
+ * columns, or NULL without holdout: the row's id as text, hashed with the
+ * seed (hashtextextended, collation "C": the bytes, whatever the id's
+ * collation), has its low 53 bits below holdout x 2^53.  The
+ * same rows for the same seed and data, whatever the scan order; a user can
+ * select them with the same expression.
+ */
+char *
+gnb_holdout_condition(const GnbJobParams *params)
+{
+	const GnbSourceDesc *src = &params->source;
+	int64		threshold;
+
+	if (params->holdout <= 0.0 || src->label_attnum == 0)
+		return NULL;
+	threshold = (int64) floor(params->holdout * 9007199254740992.0);
+	return psprintf("(%s IS NOT NULL AND (pg_catalog.hashtextextended(%s::pg_catalog.text COLLATE pg_catalog.\"C\", "
+					"(" INT64_FORMAT ")::pg_catalog.int8) OPERATOR(pg_catalog.&) "
+					"9007199254740991::pg_catalog.int8) OPERATOR(pg_catalog.<) "
+					"(" INT64_FORMAT ")::pg_catalog.int8)",
+					quote_identifier(src->label_column), quote_identifier(src->id_column),
+					(int64) params->sampler.seed, threshold);
+}
+
+/*
  * The labelled documents' class x word counts, by gibbs_nb_class_counts: the
  * planner may count them in parallel workers.  Returns the value, parsed.
  * The aggregate is named with its schema and called with arguments of
@@ -324,7 +404,7 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, 
  */
 static void
 read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
-					GnbParsedCounts *pc)
+					const char *held_out, GnbParsedCounts *pc)
 {
 	const GnbSourceDesc *src = &params->source;
 	char	   *schema = get_namespace_name(params->extension_schema);
@@ -336,13 +416,14 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	if (schema == NULL)
 		elog(ERROR, "the schema of extension gibbs_nb is gone");
 	sql = psprintf("SELECT %s.gibbs_nb_class_counts(%s::pg_catalog.text, %s::pg_catalog.%s) "
-				   "FROM %s WHERE %s IS NOT NULL",
+				   "FROM %s WHERE %s IS NOT NULL%s%s",
 				   quote_identifier(schema),
 				   quote_identifier(src->label_column),
 				   quote_identifier(src->tokens_column),
 				   src->tokens_base == TSVECTOROID ? "tsvector" : "text[]",
 				   source_sql,
-				   quote_identifier(src->label_column));
+				   quote_identifier(src->label_column),
+				   held_out ? " AND NOT " : "", held_out ? held_out : "");
 	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not count the labelled documents of %s", source_sql);
 	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "class counts");
@@ -373,8 +454,10 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	bool		has_label = src->label_attnum != 0;
 	const char *id = quote_identifier(src->id_column);
 	const char *tokens = quote_identifier(src->tokens_column);
-	Oid			labeled_types[3] = {src->id_type, TEXTOID, BOOLOID};
+	Oid			labeled_types[4] = {src->id_type, TEXTOID, BOOLOID, BOOLOID};
 	Oid			document_types[2] = {src->id_type, src->tokens_type};
+	Oid			holdout_types[3] = {src->id_type, src->tokens_type, TEXTOID};
+	char	   *held_out = gnb_holdout_condition(params);
 	GnbParsedCounts counts;
 	int32	   *class_of_value = NULL;
 	int32	   *count_word = NULL;
@@ -401,6 +484,10 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	b.labeled_cap = 1024;
 	b.labeled_ids = MemoryContextAlloc(cxt, sizeof(Datum) * b.labeled_cap);
 	b.labeled_value = MemoryContextAlloc(cxt, sizeof(int32) * b.labeled_cap);
+	b.holdout_cap = 16;
+	b.holdout_ids = MemoryContextAlloc(cxt, sizeof(Datum) * b.holdout_cap);
+	b.holdout_tokens = MemoryContextAlloc(cxt, sizeof(Datum) * b.holdout_cap);
+	b.holdout_labels = MemoryContextAlloc(cxt, sizeof(char *) * b.holdout_cap);
 	b.pairs_cap = 16384;
 	b.word = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
 	b.count = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
@@ -413,15 +500,15 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 
 		/* 1. every row's id and label, without reading its tokens */
 		for_each_row(&b, params,
-					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL FROM %s%s",
-							  id, label, tokens, source_sql, order),
-					 3, labeled_types, add_labeled_row);
+					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL, %s FROM %s%s",
+							  id, label, tokens, held_out ? held_out : "false", source_sql, order),
+					 4, labeled_types, add_labeled_row);
 		/* 2. the labelled documents' counts, by the parallel aggregate */
 		if (b.n_labeled > 0)
 		{
 			bool		is_new;
 
-			read_labeled_counts(&b, params, source_sql, &counts);
+			read_labeled_counts(&b, params, source_sql, held_out, &counts);
 			count_word = MemoryContextAlloc(cxt, sizeof(int32) * (counts.n_words + 1));
 			for (int32 i = 0; i < counts.n_words; i++)
 				count_word[i] = intern(&b, b.vocab, counts.word_str[i], counts.word_len[i], false);
@@ -432,6 +519,12 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 					 psprintf("SELECT %s, %s FROM %s WHERE %s IS NULL AND %s IS NOT NULL%s",
 							  id, tokens, source_sql, label, tokens, order),
 					 2, document_types, add_document_row);
+		/* 4. the held-out documents, with their tokens and labels */
+		if (held_out)
+			for_each_row(&b, params,
+						 psprintf("SELECT %s, %s, %s::pg_catalog.text FROM %s WHERE %s AND %s IS NOT NULL%s",
+								  id, tokens, label, source_sql, held_out, tokens, order),
+						 3, holdout_types, add_holdout_row);
 	}
 	else
 		for_each_row(&b, params,
@@ -533,6 +626,11 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->label = b.label;
 	corpus->ids = b.ids;
 	corpus->n_skipped = b.n_skipped;
+	corpus->n_holdout = b.n_holdout;
+	corpus->n_holdout_skipped = b.n_holdout_skipped;
+	corpus->holdout_ids = b.holdout_ids;
+	corpus->holdout_tokens = b.holdout_tokens;
+	corpus->holdout_labels = b.holdout_labels;
 	pfree(b.seen_in_doc);
 	pfree(b.pos_in_doc);
 	pfree(sorted);

@@ -98,6 +98,7 @@ typedef struct GnbJobParams
 	Oid			extension_schema;	/* where gibbs_nb_class_counts lives */
 	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
 	int32		n_classes;		/* 0: from the labels */
+	double		holdout;		/* share of the labelled rows held out, [0, 1) */
 	gnb_params	sampler;		/* sweeps, burn_in, ..., the resolved seed */
 	char		labels_schema[NAMEDATALEN];
 	char		labels_table[NAMEDATALEN];
@@ -181,8 +182,15 @@ typedef struct GnbCorpus
 	double	   *labeled_doc_counts; /* K */
 	int32		n_skipped;		/* rows whose tokens are NULL */
 	int64		n_tokens;
+	/* labelled documents held out of training (holdout), with their tokens */
+	int32		n_holdout;
+	int32		n_holdout_skipped;	/* held out but without tokens (in n_skipped) */
+	Datum	   *holdout_ids;
+	Datum	   *holdout_tokens;
+	char	  **holdout_labels;
 } GnbCorpus;
 
+extern char *gnb_holdout_condition(const GnbJobParams *params);
 extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 							MemoryContext cxt, GnbCorpus *corpus);
 
@@ -240,6 +248,7 @@ typedef enum GnbRunAs
 extern Oid	gnb_internal_owner(void);
 extern void gnb_become_internal(GnbPrivilegeState *state);
 extern void gnb_restore_user(GnbPrivilegeState *state);
+extern void gnb_pin_search_path(GnbPrivilegeState *state);
 extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
 						const char *nulls, GnbRunAs as, int expected, long limit);
 extern Datum gnb_result_value(int col, bool *isnull);
@@ -286,6 +295,8 @@ extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern int64 gnb_store_current_version_id(const char *name);
 extern HeapTuple gnb_store_packed_row(int64 version_id, TupleDesc *desc);
 extern int32 gnb_store_newest_version(const char *owner, const char *model_name);
+extern void gnb_store_holdout(const char *owner, const char *model_name, int32 version,
+							  double holdout, const char *metrics_json);
 extern void gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 keep);
 extern HeapTuple gnb_store_latest_version(const char *owner, const char *model_name,
 										  TupleDesc *desc);
@@ -296,6 +307,40 @@ extern int	gnb_delete_versions(const char *owner, const char *model_name, const 
 extern int	gnb_apply_retention(const char *owner, const char *model_name, int32 newest,
 								int32 keep);
 extern void gnb_prune_jobs(void);
+
+/*
+ * predict.c: a model version as prediction uses it.  The serving version
+ * comes from the per-backend cache; a job's held-out documents are scored
+ * with a model made from its arrays.  gnb_model_proba fills probs[K] as
+ * gibbs_nb_predict_proba does and returns gibbs_nb_predict's class.
+ */
+typedef struct GnbModel GnbModel;
+struct ArrayType;
+extern GnbModel *gnb_serving_model(FunctionCallInfo fcinfo, struct varlena *name);
+extern GnbModel *gnb_model_from_arrays(struct ArrayType *classes, struct ArrayType *log_pi,
+									   struct ArrayType *tokens, struct ArrayType *log_theta);
+extern int32 gnb_model_proba(const GnbModel *m, Datum tokens, bool is_tsvector, double *probs);
+extern int32 gnb_model_version(const GnbModel *m);
+extern int32 gnb_model_n_classes(const GnbModel *m);
+extern char *gnb_model_class(const GnbModel *m, int32 k);
+
+/*
+ * evaluate.c: classification metrics of labelled documents against a
+ * model's predictions (gibbs_nb_evaluate, and a job's held-out share).
+ */
+typedef struct GnbMetrics GnbMetrics;
+extern GnbMetrics *gnb_metrics_create(const GnbModel *m);
+extern void gnb_metrics_add(GnbMetrics *mt, const char *label, int label_len,
+							const double *probs, int32 predicted);
+extern void gnb_metrics_skip(GnbMetrics *mt);
+extern char *gnb_metrics_json(GnbMetrics *mt);
+
+/*
+ * holdout.c: a job's held-out documents scored with the version it
+ * publishes: their probabilities (n_holdout x K) and metrics (as JSON).
+ */
+extern double *gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
+								 const gnb_result *result, char **metrics_json);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
 extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);

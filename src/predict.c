@@ -46,7 +46,7 @@
 /* gibbs_nb.model_cache_size, in kB */
 int			gnb_model_cache_kb = 256 * 1024;
 
-typedef struct GnbModel
+struct GnbModel
 {
 	int64		version_id;		/* hash key: a version's identity, never reused */
 	char		owner[NAMEDATALEN];
@@ -60,7 +60,7 @@ typedef struct GnbModel
 	MemoryContext cxt;
 	Size		bytes;
 	dlist_node	lru;			/* most recently used at the head */
-} GnbModel;
+};
 
 static HTAB *model_cache = NULL;
 static dlist_head model_lru = DLIST_STATIC_INIT(model_lru);
@@ -180,6 +180,35 @@ column_copy(HeapTuple tuple, TupleDesc desc, int col)
 }
 
 /*
+ * Fill a model from its arrays (classes, log pi-hat, the vocabulary and log
+ * theta-hat word-major), allocating in the current memory context.  The one
+ * way a model is made: from a gibbs_nb.packed row for the cache, or from a
+ * job's estimates for its held-out documents (gnb_model_from_arrays).
+ */
+static void
+fill_model(GnbModel *m, ArrayType *classes, ArrayType *log_pi, ArrayType *tokens,
+		   ArrayType *log_theta)
+{
+	int			nclasses;
+	Datum	   *class_datums;
+
+	m->index = NULL;
+	m->classes = classes;
+	deconstruct_array(m->classes, TEXTOID, -1, false, TYPALIGN_INT,
+					  &class_datums, NULL, &nclasses);
+	m->n_classes = nclasses;
+	m->class_texts = class_datums;
+	m->log_pi = (double *) ARR_DATA_PTR(log_pi);
+	if (ArrayGetNItems(ARR_NDIM(log_pi), ARR_DIMS(log_pi)) != nclasses ||
+		ArrayGetNItems(ARR_NDIM(log_theta), ARR_DIMS(log_theta)) !=
+		(int64) ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)) * nclasses ||
+		ARR_HASNULL(log_pi) || ARR_HASNULL(log_theta) || ARR_HASNULL(tokens))
+		elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
+			 m->name, m->version);
+	m->index = gnb_vocab_index_build(tokens, (double *) ARR_DATA_PTR(log_theta), nclasses);
+}
+
+/*
  * Load a version into a new cache entry (gnb_store_packed_row reads it as
  * the caller: row security applies here too).  SPI connected.
  */
@@ -190,13 +219,10 @@ load_model(int64 version_id)
 	MemoryContext old;
 	GnbModel   *m;
 	bool		found;
-	ArrayType  *log_pi;
 	ArrayType  *log_theta;
 	ArrayType  *tokens;
 	HeapTuple	tuple;
 	TupleDesc	desc;
-	int			nclasses;
-	Datum	   *class_datums;
 	char	   *name;
 	bool		isnull;
 
@@ -215,23 +241,10 @@ load_model(int64 version_id)
 		strlcpy(m->owner, SPI_getvalue(tuple, desc, 5), NAMEDATALEN);
 		strlcpy(m->name, name, NAMEDATALEN);
 		m->version = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
-		m->classes = DatumGetArrayTypeP(column_copy(tuple, desc, 1));
-		log_pi = DatumGetArrayTypeP(column_copy(tuple, desc, 2));
 		tokens = DatumGetArrayTypeP(column_copy(tuple, desc, 3));
 		log_theta = DatumGetArrayTypeP(column_copy(tuple, desc, 4));
-
-		deconstruct_array(m->classes, TEXTOID, -1, false, TYPALIGN_INT,
-						  &class_datums, NULL, &nclasses);
-		m->n_classes = nclasses;
-		m->class_texts = class_datums;
-		m->log_pi = (double *) ARR_DATA_PTR(log_pi);
-		if (ArrayGetNItems(ARR_NDIM(log_pi), ARR_DIMS(log_pi)) != nclasses ||
-			ArrayGetNItems(ARR_NDIM(log_theta), ARR_DIMS(log_theta)) !=
-			(int64) ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)) * nclasses ||
-			ARR_HASNULL(log_pi) || ARR_HASNULL(log_theta) || ARR_HASNULL(tokens))
-			elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
-				 m->name, m->version);
-		m->index = gnb_vocab_index_build(tokens, (double *) ARR_DATA_PTR(log_theta), nclasses);
+		fill_model(m, DatumGetArrayTypeP(column_copy(tuple, desc, 1)),
+				   DatumGetArrayTypeP(column_copy(tuple, desc, 2)), tokens, log_theta);
 		/* the index holds copies: the arrays themselves are not needed */
 		pfree(tokens);
 		pfree(log_theta);
@@ -249,6 +262,23 @@ load_model(int64 version_id)
 	m->bytes = MemoryContextMemAllocated(cxt, true);
 	cache_bytes += m->bytes;
 	dlist_push_head(&model_lru, &m->lru);
+	return m;
+}
+
+/*
+ * A model that is in no cache, made in the current memory context from a
+ * version's arrays as gibbs_nb.packed holds them (classes text[], log_pi
+ * float8[K], tokens text[V], log_theta float8[V x K] word-major): a job
+ * scores its held-out documents with the version it is about to publish,
+ * exactly as gibbs_nb_predict_proba will.  The arrays must outlive it.
+ */
+GnbModel *
+gnb_model_from_arrays(ArrayType *classes, ArrayType *log_pi, ArrayType *tokens,
+					  ArrayType *log_theta)
+{
+	GnbModel   *m = palloc0(sizeof(GnbModel));
+
+	fill_model(m, classes, log_pi, tokens, log_theta);
 	return m;
 }
 
@@ -347,22 +377,70 @@ predict(FunctionCallInfo fcinfo, bool is_tsvector)
 	return PointerGetDatum(DatumGetTextPCopy(m->class_texts[best_class(m, scores)]));
 }
 
+/*
+ * The probability of each class of a document, in class order, and its most
+ * probable class (ties to the earlier class), as gibbs_nb_predict_proba and
+ * gibbs_nb_predict give them: the one place this arithmetic is written.
+ */
+int32
+gnb_model_proba(const GnbModel *m, Datum tokens, bool is_tsvector, double *probs)
+{
+	int32		best;
+	double		max,
+				total = 0.0;
+
+	score_document(m, tokens, is_tsvector, probs);
+	best = best_class(m, probs);
+	max = probs[best];
+	for (int32 k = 0; k < m->n_classes; k++)
+		total += (probs[k] = exp(probs[k] - max));
+	for (int32 k = 0; k < m->n_classes; k++)
+		probs[k] = probs[k] / total;
+	return best;
+}
+
+/* A model's version, its number of classes and a class's name. */
+int32
+gnb_model_version(const GnbModel *m)
+{
+	return m->version;
+}
+
+int32
+gnb_model_n_classes(const GnbModel *m)
+{
+	return m->n_classes;
+}
+
+char	   *
+gnb_model_class(const GnbModel *m, int32 k)
+{
+	return TextDatumGetCString(m->class_texts[k]);
+}
+
+/*
+ * The serving version of a model for the calling role (gibbs_nb_predict's):
+ * through the cache and the call site's fn_extra, which must be free for
+ * it.  Valid until the next call that may load or evict a model (any
+ * gibbs_nb_predict* call, in any query): ask again after running SQL.
+ */
+GnbModel *
+gnb_serving_model(FunctionCallInfo fcinfo, text *name)
+{
+	return get_model(fcinfo, name);
+}
+
 static Datum
 predict_proba(FunctionCallInfo fcinfo, bool is_tsvector)
 {
 	GnbModel   *m = get_model(fcinfo, PG_GETARG_TEXT_PP(0));
-	double	   *scores = palloc(sizeof(double) * m->n_classes);
-	Datum	   *probs = palloc(sizeof(Datum) * m->n_classes);
-	double		max,
-				total = 0.0;
+	double	   *probs = palloc(sizeof(double) * m->n_classes);
+	Datum	   *values = palloc(sizeof(Datum) * m->n_classes);
 
-	score_document(m, PG_GETARG_DATUM(1), is_tsvector, scores);
-	max = scores[best_class(m, scores)];
+	(void) gnb_model_proba(m, PG_GETARG_DATUM(1), is_tsvector, probs);
 	for (int32 k = 0; k < m->n_classes; k++)
-		total += (scores[k] = exp(scores[k] - max));
-	for (int32 k = 0; k < m->n_classes; k++)
-		probs[k] = Float8GetDatum(scores[k] / total);
-	PG_RETURN_ARRAYTYPE_P(construct_array(probs, m->n_classes, FLOAT8OID, sizeof(float8),
+		values[k] = Float8GetDatum(probs[k]);
+	PG_RETURN_ARRAYTYPE_P(construct_array(values, m->n_classes, FLOAT8OID, sizeof(float8),
 										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 

@@ -80,13 +80,19 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 	return relid;
 }
 
-/* The documents' labels of a finished job: clamped documents first. */
+/*
+ * The documents' labels of a finished job: clamped documents first, then the
+ * others, then the held-out ones (holdout_probs, as the version predicts
+ * them).
+ */
 static void
-doc_labels(const GnbCorpus *corpus, const gnb_result *result, GnbDocLabels *dl)
+doc_labels(const GnbCorpus *corpus, const gnb_result *result, const double *holdout_probs,
+		   GnbDocLabels *dl)
 {
 	int32		K = corpus->n_classes;
+	int64		first_holdout = (int64) corpus->n_labeled + corpus->n_docs;
 
-	dl->n = (int64) corpus->n_labeled + corpus->n_docs;
+	dl->n = first_holdout + (holdout_probs ? corpus->n_holdout : 0);
 	dl->n_classes = K;
 	dl->ids = palloc_extended(sizeof(Datum) * (dl->n + 1), MCXT_ALLOC_HUGE);
 	dl->probs = palloc_extended(sizeof(double) * (dl->n * K + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
@@ -100,6 +106,11 @@ doc_labels(const GnbCorpus *corpus, const gnb_result *result, GnbDocLabels *dl)
 		dl->ids[corpus->n_labeled + j] = corpus->ids[j];
 		memcpy(dl->probs + (corpus->n_labeled + j) * K, result->label_prob + j * K,
 			   sizeof(double) * K);
+	}
+	for (int64 i = 0; holdout_probs && i < corpus->n_holdout; i++)
+	{
+		dl->ids[first_holdout + i] = corpus->holdout_ids[i];
+		memcpy(dl->probs + (first_holdout + i) * K, holdout_probs + i * K, sizeof(double) * K);
 	}
 }
 
@@ -212,6 +223,8 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	int64		version_id;
 	int32		keep_versions;
 	GnbDocLabels labels;
+	double	   *holdout_probs = NULL;
+	char	   *holdout_metrics = NULL;
 	long		secs;
 	int			usecs;
 
@@ -246,7 +259,9 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	 * unless another version is deployed (gibbs_nb_deploy): the labels table
 	 * follows the version that serves.
 	 */
-	doc_labels(corpus, result, &labels);
+	if (params->holdout > 0.0)
+		holdout_probs = gnb_score_holdout(params, corpus, result, &holdout_metrics);
+	doc_labels(corpus, result, holdout_probs, &labels);
 	labels_relid = prepare_labels_table(params, &labels_sql);
 	if (!gnb_store_pinned(params->model_owner, params->model_name))
 		gnb_write_label_rows(labels_sql, params->source.id_type, corpus->classes, &labels,
@@ -255,6 +270,9 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	gnb_store_version(params, corpus, result, &labels, version, version_id, labels_relid,
 					  keep_versions, seconds_so_far + secs + usecs / 1e6);
+	if (params->holdout > 0.0)
+		gnb_store_holdout(params->model_owner, params->model_name, version, params->holdout,
+						  holdout_metrics);
 	/* the model keeps its newest keep_versions versions, this one included */
 	(void) gnb_apply_retention(params->model_owner, params->model_name, version, keep_versions);
 

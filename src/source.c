@@ -51,7 +51,8 @@ source_column(Oid relid, const char *column, const char *role)
 /*
  * Describe a source as the current user may use it, or raise the error that
  * says why not.  The one definition of a valid source: gibbs_nb_train's
- * checks and the worker's re-check are both this function.
+ * checks and the worker's re-check are both this function, and so are
+ * gibbs_nb_evaluate's, which passes no id_column (NULL: no id is read).
  */
 void
 gnb_describe_source(Oid relid, const char *tokens_column, const char *label_column,
@@ -72,7 +73,8 @@ gnb_describe_source(Oid relid, const char *tokens_column, const char *label_colu
 	desc->relid = relid;
 	desc->relkind = relkind;
 	strlcpy(desc->tokens_column, tokens_column, NAMEDATALEN);
-	strlcpy(desc->id_column, id_column, NAMEDATALEN);
+	if (id_column != NULL)
+		strlcpy(desc->id_column, id_column, NAMEDATALEN);
 
 	desc->tokens_attnum = source_column(relid, tokens_column, "tokens_column");
 	desc->tokens_type = get_atttype(relid, desc->tokens_attnum);
@@ -84,19 +86,23 @@ gnb_describe_source(Oid relid, const char *tokens_column, const char *label_colu
 						tokens_column, format_type_be(desc->tokens_type)),
 				 errhint("Cast it in a view, e.g. tokens::text[], or use to_tsvector().")));
 
-	desc->id_attnum = source_column(relid, id_column, "id_column");
-	get_atttypetypmodcoll(relid, desc->id_attnum, &desc->id_type, &desc->id_typmod,
-						  &(Oid){InvalidOid});
-	if (!OidIsValid(lookup_type_cache(desc->id_type, TYPECACHE_EQ_OPR)->eq_opr))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_FUNCTION),
-				 errmsg("id column \"%s\" is of type %s, which has no equality operator",
-						id_column, format_type_be(desc->id_type))));
-	if (!OidIsValid(get_array_type(desc->id_type)))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("id column \"%s\" is of type %s, which has no array type",
-						id_column, format_type_be(desc->id_type))));
+	/* gibbs_nb_evaluate reads no ids */
+	if (id_column != NULL)
+	{
+		desc->id_attnum = source_column(relid, id_column, "id_column");
+		get_atttypetypmodcoll(relid, desc->id_attnum, &desc->id_type, &desc->id_typmod,
+							  &(Oid){InvalidOid});
+		if (!OidIsValid(lookup_type_cache(desc->id_type, TYPECACHE_EQ_OPR)->eq_opr))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("id column \"%s\" is of type %s, which has no equality operator",
+							id_column, format_type_be(desc->id_type))));
+		if (!OidIsValid(get_array_type(desc->id_type)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("id column \"%s\" is of type %s, which has no array type",
+							id_column, format_type_be(desc->id_type))));
+	}
 
 	if (label_column != NULL && label_column[0] != '\0')
 	{

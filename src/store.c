@@ -95,6 +95,21 @@ gnb_restore_user(GnbPrivilegeState *state)
 }
 
 /*
+ * As the current user, with search_path pinned to pg_catalog, pg_temp until
+ * gnb_restore_user: for the caller's statements that gnb_execute cannot run
+ * (a cursor over the caller's table).
+ */
+void
+gnb_pin_search_path(GnbPrivilegeState *state)
+{
+	GetUserIdAndSecContext(&state->save_user, &state->save_sec_context);
+	state->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+}
+
+/*
  * Run one statement through SPI (which must be connected) and check its
  * result code.  GNB_AS_INTERNAL runs it as the extension's owner; GNB_AS_CALLER
  * as the current user, with row security, and search_path pinned all the
@@ -112,13 +127,7 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 	if (as == GNB_AS_INTERNAL)
 		gnb_become_internal(&priv);
 	else
-	{
-		GetUserIdAndSecContext(&priv.save_user, &priv.save_sec_context);
-		priv.save_nestlevel = NewGUCNestLevel();
-		(void) set_config_option("search_path", "pg_catalog, pg_temp",
-								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-								 true, 0, false);
-	}
+		gnb_pin_search_path(&priv);
 	rc = nargs > 0 ? SPI_execute_with_args(sql, nargs, types, values, nulls, false, limit)
 		: SPI_execute(sql, false, limit);
 	if (rc != expected)
@@ -956,6 +965,27 @@ gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb
 					seconds);
 }
 
+/*
+ * A version's held-out share and the metrics of its held-out documents (a
+ * JSON object), as the extension's owner.  SPI connected.
+ */
+void
+gnb_store_holdout(const char *owner, const char *model_name, int32 version, double holdout,
+				  const char *metrics_json)
+{
+	Oid			types[5] = {TEXTOID, TEXTOID, INT4OID, FLOAT8OID, TEXTOID};
+	Datum		values[5] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+		Int32GetDatum(version), Float8GetDatum(holdout), CStringGetTextDatum(metrics_json)};
+
+	gnb_execute("UPDATE gibbs_nb.models SET holdout = $4, holdout_metrics = $5::pg_catalog.jsonb "
+				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 "
+				"AND version OPERATOR(pg_catalog.=) $3",
+				5, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+	if (SPI_processed != 1)
+		elog(ERROR, "could not record the held-out metrics of model \"%s\" version %d",
+			 model_name, version);
+}
+
 /* ---------- what prediction reads ---------- */
 
 static SPIPlanPtr current_version_plan = NULL;
@@ -1119,7 +1149,7 @@ gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *d
 {
 	model_statement("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
 					"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi, "
-					"gamma_theta, unlabeled_weight, seed, labels_table, source "
+					"gamma_theta, unlabeled_weight, seed, labels_table, source, holdout "
 					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
 					owner, model_name, GNB_AS_CALLER, SPI_OK_SELECT, 1);

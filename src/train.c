@@ -40,13 +40,13 @@ enum
 	ARG_MODEL_NAME, ARG_SOURCE, ARG_TOKENS_COLUMN, ARG_LABEL_COLUMN, ARG_ID_COLUMN,
 	ARG_N_CLASSES, ARG_SWEEPS, ARG_BURN_IN, ARG_LAG, ARG_CHAINS, ARG_SAMPLER,
 	ARG_GAMMA_PI, ARG_GAMMA_THETA, ARG_UNLABELED_WEIGHT, ARG_SEED, ARG_LABELS_TABLE,
-	ARG_WAIT
+	ARG_WAIT, ARG_HOLDOUT
 };
 
 static const char *const arg_names[] = {
 	"model_name", "source", "tokens_column", "label_column", "id_column",
 	"n_classes", "sweeps", "burn_in", "lag", "chains", "sampler",
-	"gamma_pi", "gamma_theta", "unlabeled_weight", "seed", "labels_table", "wait"
+	"gamma_pi", "gamma_theta", "unlabeled_weight", "seed", "labels_table", "wait", "holdout"
 };
 
 static void
@@ -232,7 +232,7 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	char	   *source_sql;
 
 	memset(p, 0, sizeof(*p));
-	for (int arg = 0; arg <= ARG_WAIT; arg++)
+	for (int arg = 0; arg <= ARG_HOLDOUT; arg++)
 		if (arg != ARG_LABEL_COLUMN && arg != ARG_N_CLASSES && arg != ARG_BURN_IN &&
 			arg != ARG_SEED && arg != ARG_LABELS_TABLE)
 			require_not_null(fcinfo, arg);
@@ -306,6 +306,13 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("n_classes is required when there is no label column")));
+	p->holdout = PG_GETARG_FLOAT8(ARG_HOLDOUT);
+	if (!(p->holdout >= 0.0 && p->holdout < 1.0))
+		invalid_argument("holdout must be at least 0 and less than 1, not %g", p->holdout);
+	if (p->holdout > 0.0 && !has_label)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holdout needs a label_column: it holds out a share of the labelled rows")));
 
 	/*
 	 * The source and its columns, by OID.  The lock keeps the relation as it
@@ -441,7 +448,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_train);
 /*
  * gibbs_nb_train(model_name, source, tokens_column, label_column, id_column,
  *				  n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi,
- *				  gamma_theta, unlabeled_weight, seed, labels_table, wait)
+ *				  gamma_theta, unlabeled_weight, seed, labels_table, wait, holdout)
  *
  * Trains a new version of the current role's model of that name in a
  * background worker that runs as the caller; see README.md for every
@@ -470,7 +477,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
 Datum
 gibbs_nb_retrain(PG_FUNCTION_ARGS)
 {
-	LOCAL_FCINFO(call, ARG_WAIT + 1);
+	LOCAL_FCINFO(call, ARG_HOLDOUT + 1);
 	char	   *model_name;
 	const char *owner;
 	HeapTuple	row;
@@ -504,14 +511,15 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 
 	/*
 	 * gibbs_nb_train's arguments: the query's first 16 columns are its first
-	 * 16 arguments, in order (source_relid for source).
+	 * 16 arguments, in order (source_relid for source); its 18th is holdout.
 	 */
-	InitFunctionCallInfoData(*call, fcinfo->flinfo, ARG_WAIT + 1, InvalidOid, NULL,
+	InitFunctionCallInfoData(*call, fcinfo->flinfo, ARG_HOLDOUT + 1, InvalidOid, NULL,
 							 fcinfo->resultinfo);
 	for (int arg = 0; arg < ARG_WAIT; arg++)
 		call->args[arg].value = heap_getattr(row, arg + 1, desc, &call->args[arg].isnull);
 	call->args[ARG_WAIT].value = PG_GETARG_DATUM(1);
 	call->args[ARG_WAIT].isnull = false;
+	call->args[ARG_HOLDOUT].value = heap_getattr(row, 18, desc, &call->args[ARG_HOLDOUT].isnull);
 	gnb_train_call(call, owner);
 	return (Datum) 0;
 }

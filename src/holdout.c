@@ -1,0 +1,61 @@
+/*
+ * holdout.c
+ *	  The held-out documents of a job (gibbs_nb_train's holdout), scored with
+ *	  the version the job is about to publish.
+ *
+ * The model is made from the job's estimates exactly as gibbs_nb.packed
+ * stores them (log theta-hat word-major, log pi-hat; see store.c's
+ * write_packed) and scored by predict.c's gnb_model_proba, so each held-out
+ * document gets the probabilities gibbs_nb_predict_proba will give it once
+ * the version serves, and the metrics are gibbs_nb_evaluate's on those rows.
+ */
+#include "gibbs_nb.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+
+/*
+ * Probabilities of the held-out documents (n_holdout x K, row-major) under
+ * the job's estimates; their metrics as JSON in *metrics_json.
+ */
+double *
+gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
+				  const gnb_result *result, char **metrics_json)
+{
+	int32		V = corpus->n_words;
+	int32		K = corpus->n_classes;
+	bool		is_tsvector = params->source.tokens_base == TSVECTOROID;
+	double	   *log_theta = palloc_extended(sizeof(double) * ((Size) V * K + 1), MCXT_ALLOC_HUGE);
+	double	   *log_pi = palloc(sizeof(double) * K);
+	double	   *probs = palloc_extended(sizeof(double) * ((Size) corpus->n_holdout * K + 1),
+										MCXT_ALLOC_HUGE);
+	GnbModel   *m;
+	GnbMetrics *mt;
+
+	for (int32 w = 0; w < V; w++)
+		for (int32 k = 0; k < K; k++)
+			log_theta[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
+	for (int32 k = 0; k < K; k++)
+		log_pi[k] = log(result->pi[k]);
+	m = gnb_model_from_arrays(gnb_text_array(corpus->classes, K), gnb_float8_array(log_pi, K),
+							  gnb_text_array(corpus->tokens, V),
+							  gnb_float8_array(log_theta, V * K));
+	pfree(log_theta);
+	mt = gnb_metrics_create(m);
+	for (int32 i = 0; i < corpus->n_holdout_skipped; i++)
+		gnb_metrics_skip(mt);
+	for (int32 i = 0; i < corpus->n_holdout; i++)
+	{
+		double	   *p = probs + (int64) i * K;
+		int32		predicted = gnb_model_proba(m, corpus->holdout_tokens[i], is_tsvector, p);
+
+		gnb_metrics_add(mt, corpus->holdout_labels[i], strlen(corpus->holdout_labels[i]), p,
+						predicted);
+		if (i % 1000 == 999)
+			CHECK_FOR_INTERRUPTS();
+	}
+	*metrics_json = gnb_metrics_json(mt);
+	return probs;
+}
