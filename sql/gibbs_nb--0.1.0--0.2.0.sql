@@ -330,3 +330,55 @@ AS 'MODULE_PATHNAME', 'gibbs_nb_deploy'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_deploy(text, int)
     IS 'serve one version of a model (roll back or forward), the labels table following';
+
+-- ==== issue 13: understand, compare and move a model ====
+
+-- Chains count from 1 in gibbs_nb.jobs (as in gibbs_nb.trace, the progress
+-- NOTICE and pg_stat_activity); 0 until a job's first sweep ends.  Rows
+-- written before counted from 0.
+UPDATE gibbs_nb.jobs SET chain = chain OPERATOR(pg_catalog.+) 1
+ WHERE sweep OPERATOR(pg_catalog.>) 0 OR status OPERATOR(pg_catalog.=) 'succeeded';
+
+/*
+ * gibbs_nb_trace_plot: as before, but a job the caller may not see (or that
+ * does not exist) is an error, 42704, as for gibbs_nb_wait, instead of NULL;
+ * NULL arguments are 22004.  A job with no trace yet gives NULL.
+ */
+CREATE OR REPLACE FUNCTION gibbs_nb_trace_plot(job_id bigint, width int DEFAULT 60)
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    plot text;
+BEGIN
+    IF job_id IS NULL OR width IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', CASE WHEN job_id IS NULL THEN 'job_id' ELSE 'width' END
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM FROM gibbs_nb.jobs j WHERE j.job_id OPERATOR(pg_catalog.=) gibbs_nb_trace_plot.job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'gibbs_nb job % does not exist', job_id USING ERRCODE = '42704';
+    END IF;
+    WITH t AS (
+        SELECT tr.chain, tr.sweep, tr.log_likelihood,
+               pg_catalog.ntile(greatest(least(gibbs_nb_trace_plot.width, 1000), 1))
+                   OVER (PARTITION BY tr.chain ORDER BY tr.sweep) AS bucket
+          FROM gibbs_nb.trace tr WHERE tr.job_id OPERATOR(pg_catalog.=) gibbs_nb_trace_plot.job_id),
+    b AS (
+        SELECT t.chain, t.bucket, pg_catalog.avg(t.log_likelihood) AS v FROM t GROUP BY t.chain, t.bucket),
+    r AS (
+        SELECT b.chain, b.bucket, b.v, pg_catalog.min(b.v) OVER w AS lo, pg_catalog.max(b.v) OVER w AS hi
+          FROM b WINDOW w AS (PARTITION BY b.chain))
+    SELECT pg_catalog.string_agg(l.line, E'\n' ORDER BY l.chain) INTO plot FROM (
+        SELECT r.chain,
+               pg_catalog.format('chain %s  %s  min %s  max %s', r.chain,
+                      pg_catalog.string_agg(pg_catalog.substr('▁▂▃▄▅▆▇█',
+                                        1 OPERATOR(pg_catalog.+) CASE WHEN r.hi OPERATOR(pg_catalog.>) r.lo
+                                                 THEN least(7, pg_catalog.floor(8 OPERATOR(pg_catalog.*) (r.v OPERATOR(pg_catalog.-) r.lo) OPERATOR(pg_catalog./) (r.hi OPERATOR(pg_catalog.-) r.lo)))::int
+                                                 ELSE 0 END, 1), '' ORDER BY r.bucket),
+                      pg_catalog.round(pg_catalog.min(r.lo)::numeric, 1), pg_catalog.round(pg_catalog.max(r.hi)::numeric, 1)) AS line
+          FROM r GROUP BY r.chain) l;
+    RETURN plot;
+END $$;
+COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn for a terminal, one line per chain';

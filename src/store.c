@@ -560,12 +560,15 @@ gnb_store_job_started(const GnbJobParams *p, int pid)
 					  8, types, values, SPI_OK_INSERT);
 }
 
-/* Where a running job is (chain, sweep) and its log joint. */
+/*
+ * Where a running job is (chain, 0-based here; the row counts chains from 1,
+ * as gibbs_nb.trace and pg_stat_activity do) and its log joint.
+ */
 void
 gnb_store_job_progress(int64 job_id, int32 chain, int32 sweep, double log_joint)
 {
 	Oid			types[4] = {INT8OID, INT4OID, INT4OID, FLOAT8OID};
-	Datum		values[4] = {Int64GetDatum(job_id), Int32GetDatum(chain), Int32GetDatum(sweep),
+	Datum		values[4] = {Int64GetDatum(job_id), Int32GetDatum(chain + 1), Int32GetDatum(sweep),
 	Float8GetDatum(log_joint)};
 
 	job_row_statement("UPDATE gibbs_nb.jobs SET chain = $2, sweep = $3, log_likelihood = $4 "
@@ -585,7 +588,7 @@ gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double log_likelih
 	values[1] = Int32GetDatum(version);
 	values[2] = Float8GetDatum(log_likelihood);
 	values[3] = Int32GetDatum(p->sampler.sweeps);
-	values[4] = Int32GetDatum(p->sampler.chains - 1);
+	values[4] = Int32GetDatum(p->sampler.chains);	/* the last, from 1 */
 	values[5] = Float8GetDatum(read_seconds);
 	values[6] = Float8GetDatum(sample_seconds);
 	values[7] = Float8GetDatum(publish_seconds);

@@ -368,14 +368,16 @@ check_job_limits(const GnbJobParams *p)
 	if (gnb_max_jobs > 0 && n_running >= gnb_max_jobs)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("%d gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
-						n_running),
+				 errmsg_plural("%d gibbs_nb job is running, the most gibbs_nb.max_jobs allows",
+							   "%d gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
+							   n_running, n_running),
 				 errhint("Wait for a job to end, or raise gibbs_nb.max_jobs.")));
 	if (gnb_max_jobs_per_role > 0 && n_role >= gnb_max_jobs_per_role)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("role \"%s\" runs %lld gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
-						role, (long long) n_role),
+				 errmsg_plural("role \"%s\" runs %lld gibbs_nb job, the most gibbs_nb.max_jobs_per_role allows",
+							   "role \"%s\" runs %lld gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
+							   (unsigned long) n_role, role, (long long) n_role),
 				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_role.")));
 }
 
