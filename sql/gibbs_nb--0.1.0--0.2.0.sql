@@ -382,3 +382,76 @@ BEGIN
     RETURN plot;
 END $$;
 COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn for a terminal, one line per chain';
+
+-- How often each word of a version occurred in its training documents, in
+-- the order of tokens: what gibbs_nb_top_words' min_count is about.  NULL
+-- for versions published before it was kept.
+ALTER TABLE gibbs_nb.packed ADD COLUMN word_counts bigint[];
+ALTER TABLE gibbs_nb.packed ALTER COLUMN word_counts SET STORAGE EXTERNAL;
+
+/*
+ * gibbs_nb_explain: the terms of a document's score under the version
+ * prediction uses: the prior's, the `top` words that move the label most,
+ * the other known words together, and how many tokens the model does not
+ * know.  log_odds: the term's part of log P(predicted) - log P(runner_up);
+ * log_odds_vs: against each class, in gibbs_nb_classes order.
+ */
+CREATE FUNCTION gibbs_nb_explain(model_name text, tokens text[], top int DEFAULT 10)
+RETURNS TABLE (kind text, token text, count bigint, log_odds float8, share float8,
+               log_odds_vs float8[], predicted text, runner_up text)
+AS 'MODULE_PATHNAME', 'gibbs_nb_explain_text_array'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 12;
+CREATE FUNCTION gibbs_nb_explain(model_name text, tokens tsvector, top int DEFAULT 10)
+RETURNS TABLE (kind text, token text, count bigint, log_odds float8, share float8,
+               log_odds_vs float8[], predicted text, runner_up text)
+AS 'MODULE_PATHNAME', 'gibbs_nb_explain_tsvector'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 12;
+COMMENT ON FUNCTION gibbs_nb_explain(text, text[], int)
+    IS 'why a document gets its label: the prior''s and each word''s part of the log-odds (text[] tokens)';
+COMMENT ON FUNCTION gibbs_nb_explain(text, tsvector, int)
+    IS 'why a document gets its label: the prior''s and each word''s part of the log-odds (tsvector)';
+
+/*
+ * gibbs_nb_top_words: the words that most set a class apart in the version
+ * prediction uses: log theta-hat of the class minus log P(word | another
+ * class), among words seen at least min_count times in training.
+ */
+CREATE FUNCTION gibbs_nb_top_words(model_name text, class text, n int DEFAULT 20,
+                                   min_count bigint DEFAULT 5)
+RETURNS TABLE (rank int, token text, log_ratio float8, theta float8, count bigint)
+AS 'MODULE_PATHNAME', 'gibbs_nb_top_words'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 20;
+COMMENT ON FUNCTION gibbs_nb_top_words(text, text, int, bigint)
+    IS 'the words that most set a class apart (log ratio of theta-hat, a minimum count)';
+
+/*
+ * gibbs_nb_models: one row per model the role may see (row security of
+ * gibbs_nb.models and gibbs_nb.packed, security_invoker): the version that
+ * serves (deployed, else the latest) with its training parameters and
+ * figures, how many versions are kept, and their size.  Columns that later
+ * versions of gibbs_nb.models gain are added at the end of the select list.
+ */
+CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = true) AS
+    SELECT m.model_name, m.owner, m.version AS serving_version, s.pinned AS deployed,
+           k.versions, k.latest_version, m.classes, m.n_documents, m.n_labeled, m.n_skipped,
+           m.n_tokens, m.vocabulary_size, m.sampler, m.sweeps, m.burn_in, m.lag, m.chains,
+           m.gamma_pi, m.gamma_theta, m.unlabeled_weight, m.seed, m.log_likelihood, m.r_hat,
+           m.created_at AS trained_at, m.seconds AS training_seconds, m.trained_by, m.job_id,
+           m.source_relid AS source, m.labels_relid AS labels_table, m.keep_versions,
+           k.packed_bytes,
+           pg_catalog.pg_total_relation_size(m.labels_relid) AS labels_bytes
+      FROM (SELECT DISTINCT ON (p.owner, p.model_name) p.owner, p.model_name, p.version, p.pinned
+              FROM gibbs_nb.packed p
+             ORDER BY p.owner, p.model_name, p.pinned DESC, p.version DESC) s
+      JOIN gibbs_nb.models m
+        ON m.owner OPERATOR(pg_catalog.=) s.owner
+       AND m.model_name OPERATOR(pg_catalog.=) s.model_name
+       AND m.version OPERATOR(pg_catalog.=) s.version
+     CROSS JOIN LATERAL (
+           SELECT pg_catalog.count(*) AS versions, pg_catalog.max(p.version) AS latest_version,
+                  pg_catalog.sum(pg_catalog.pg_column_size(p.*))::bigint AS packed_bytes
+             FROM gibbs_nb.packed p
+            WHERE p.owner OPERATOR(pg_catalog.=) m.owner
+              AND p.model_name OPERATOR(pg_catalog.=) m.model_name) k;
+GRANT SELECT ON gibbs_nb_models TO PUBLIC;
+COMMENT ON VIEW gibbs_nb_models IS 'the models you may see: the serving version, its parameters, figures and size';

@@ -285,6 +285,26 @@ extern struct ArrayType *gnb_text_array(char **values, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern int64 gnb_store_current_version_id(const char *name);
 extern HeapTuple gnb_store_packed_row(int64 version_id, TupleDesc *desc);
+
+/*
+ * A version's gibbs_nb.packed row, checked and unpacked (store.c,
+ * gnb_store_packed_model): in the current memory context, read as the caller.
+ */
+typedef struct GnbPackedModel
+{
+	char	   *owner;
+	char	   *name;
+	int32		version;
+	int32		n_classes;
+	int32		n_words;
+	Datum	   *classes;		/* K text Datums */
+	const double *log_pi;		/* K */
+	Datum	   *tokens;			/* V text Datums, in byte order */
+	const double *log_theta;	/* V x K, word-major */
+	const int64 *word_counts;	/* V: occurrences in training; NULL if not kept */
+} GnbPackedModel;
+
+extern void gnb_store_packed_model(int64 version_id, GnbPackedModel *p);
 extern int32 gnb_store_newest_version(const char *owner, const char *model_name);
 extern void gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 keep);
 extern HeapTuple gnb_store_latest_version(const char *owner, const char *model_name,
@@ -296,6 +316,26 @@ extern int	gnb_delete_versions(const char *owner, const char *model_name, const 
 extern int	gnb_apply_retention(const char *owner, const char *model_name, int32 newest,
 								int32 keep);
 extern void gnb_prune_jobs(void);
+
+/*
+ * predict.c: the model version a name means for the calling role, as the
+ * prediction cache holds it (gnb_serving_model).  The pointers are the cache
+ * entry's: valid until the next call that may load or evict a model.
+ */
+struct GnbVocabIndex;
+typedef struct GnbServingModel
+{
+	const char *owner;
+	const char *name;
+	int32		version;
+	int64		version_id;
+	int32		n_classes;
+	const Datum *class_texts;	/* K text Datums, in gibbs_nb_classes order */
+	const double *log_pi;		/* K */
+	const struct GnbVocabIndex *index;	/* token -> K log theta-hat */
+} GnbServingModel;
+
+extern void gnb_serving_model(FunctionCallInfo fcinfo, text *name, GnbServingModel *out);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
 extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);

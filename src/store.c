@@ -796,9 +796,11 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	int32		K = corpus->n_classes;
 	double	   *log_theta = palloc_extended(sizeof(double) * ((Size) V * K + 1), MCXT_ALLOC_HUGE);
 	double	   *log_pi = palloc(sizeof(double) * K);
-	Oid			types[10] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
-	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, TEXTARRAYOID, FLOAT8ARRAYOID};
-	Datum		values[10];
+	Oid			types[11] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, TEXTARRAYOID, FLOAT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[11];
+	int64	   *word_counts = palloc_extended(sizeof(int64) * ((Size) V + 1), MCXT_ALLOC_HUGE);
+	Datum	   *count_datums = palloc_extended(sizeof(Datum) * ((Size) V + 1), MCXT_ALLOC_HUGE);
 	char	  **ids = palloc_extended(sizeof(char *) * (labels->n + 1), MCXT_ALLOC_HUGE);
 	Oid			output;
 	bool		varlena;
@@ -823,10 +825,24 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	values[7] = Int64GetDatum(version_id);
 	values[8] = PointerGetDatum(gnb_text_array(ids, (int) labels->n));
 	values[9] = PointerGetDatum(gnb_float8_array(labels->probs, (int) (labels->n * K)));
+	/* each word's occurrences in the training documents, labelled or not */
+	for (int32 w = 0; w < V; w++)
+	{
+		word_counts[w] = 0;
+		if (corpus->labeled_word_counts != NULL)
+			for (int32 k = 0; k < K; k++)
+				word_counts[w] += (int64) corpus->labeled_word_counts[(int64) w * K + k];
+	}
+	for (int64 j = 0; j < corpus->doc_start[corpus->n_docs]; j++)
+		word_counts[corpus->word[j]] += corpus->count[j];
+	for (int32 w = 0; w < V; w++)
+		count_datums[w] = Int64GetDatum(word_counts[w]);
+	values[10] = PointerGetDatum(construct_array(count_datums, V, INT8OID, sizeof(int64),
+												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
-				"tokens, log_theta, version_id, label_ids, label_probabilities) "
-				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-				10, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+				"tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
+				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+				11, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 }
 
 static const char *
@@ -1038,6 +1054,62 @@ gnb_store_packed_row(int64 version_id, TupleDesc *desc)
 		elog(ERROR, "could not load model version " INT64_FORMAT, version_id);
 	*desc = SPI_tuptable->tupdesc;
 	return SPI_tuptable->vals[0];
+}
+
+/*
+ * A version's packed row as the caller may read it (row security), its
+ * arrays detoasted into the current memory context and checked: one
+ * dimension, no NULLs, K log pi-hat, V x K log theta-hat, V word counts (or
+ * none: versions published before they were kept).  SPI connected.
+ */
+void
+gnb_store_packed_model(int64 version_id, GnbPackedModel *p)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(version_id)};
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext old;
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	ArrayType  *a[5];
+	bool		isnull;
+	int			n;
+
+	gnb_execute("SELECT owner, model_name, version, classes, log_pi, tokens, log_theta, "
+				"word_counts FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
+				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model version " INT64_FORMAT " does not exist", version_id)));
+	tuple = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	old = MemoryContextSwitchTo(cxt);
+	p->owner = TextDatumGetCString(SPI_getbinval(tuple, desc, 1, &isnull));
+	p->name = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+	p->version = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+	for (int col = 4; col <= 8; col++)
+	{
+		Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+		a[col - 4] = isnull ? NULL : DatumGetArrayTypePCopy(d);
+		if ((isnull && col != 8) || (!isnull && (ARR_NDIM(a[col - 4]) > 1 || ARR_HASNULL(a[col - 4]))))
+			elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
+				 p->name, p->version);
+	}
+	deconstruct_array(a[0], TEXTOID, -1, false, TYPALIGN_INT, &p->classes, NULL, &n);
+	p->n_classes = n;
+	deconstruct_array(a[2], TEXTOID, -1, false, TYPALIGN_INT, &p->tokens, NULL, &n);
+	p->n_words = n;
+	p->log_pi = (const double *) ARR_DATA_PTR(a[1]);
+	p->log_theta = (const double *) ARR_DATA_PTR(a[3]);
+	p->word_counts = a[4] ? (const int64 *) ARR_DATA_PTR(a[4]) : NULL;
+	if (ArrayGetNItems(ARR_NDIM(a[1]), ARR_DIMS(a[1])) != p->n_classes ||
+		ArrayGetNItems(ARR_NDIM(a[3]), ARR_DIMS(a[3])) != (int64) p->n_words * p->n_classes ||
+		(a[4] && ArrayGetNItems(ARR_NDIM(a[4]), ARR_DIMS(a[4])) != p->n_words))
+		elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
+			 p->name, p->version);
+	MemoryContextSwitchTo(old);
 }
 
 /* ---------- dropping versions, retention ---------- */
