@@ -16,6 +16,8 @@ OBJS = \
 	src/vocab_index.o \
 	src/class_counts.o \
 	src/explain.o \
+	src/export.o \
+	src/model_format.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 

@@ -437,9 +437,11 @@ CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = tr
            m.n_tokens, m.vocabulary_size, m.sampler, m.sweeps, m.burn_in, m.lag, m.chains,
            m.gamma_pi, m.gamma_theta, m.unlabeled_weight, m.seed, m.log_likelihood, m.r_hat,
            m.created_at AS trained_at, m.seconds AS training_seconds, m.trained_by, m.job_id,
-           m.source_relid AS source, m.labels_relid AS labels_table, m.keep_versions,
-           k.packed_bytes,
-           pg_catalog.pg_total_relation_size(m.labels_relid) AS labels_bytes
+           m.source_relid AS source,
+           NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid)::pg_catalog.regclass AS labels_table,
+           m.keep_versions, k.packed_bytes,
+           pg_catalog.pg_total_relation_size(NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid))
+               AS labels_bytes
       FROM (SELECT DISTINCT ON (p.owner, p.model_name) p.owner, p.model_name, p.version, p.pinned
               FROM gibbs_nb.packed p
              ORDER BY p.owner, p.model_name, p.pinned DESC, p.version DESC) s
@@ -455,3 +457,23 @@ CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = tr
               AND p.model_name OPERATOR(pg_catalog.=) m.model_name) k;
 GRANT SELECT ON gibbs_nb_models TO PUBLIC;
 COMMENT ON VIEW gibbs_nb_models IS 'the models you may see: the serving version, its parameters, figures and size';
+
+/*
+ * gibbs_nb_export, gibbs_nb_import: a model version as one self-describing
+ * bytea (magic "GNBMODEL", a format number, the parameters, the classes,
+ * log pi-hat, the vocabulary, log theta-hat bit for bit, the word counts),
+ * and a new version of the caller's model made of one, predicting exactly
+ * as the exported version did.  A malformed value is 22P03.
+ */
+CREATE FUNCTION gibbs_nb_export(model_name text)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_export'
+LANGUAGE C STABLE PARALLEL SAFE;
+CREATE FUNCTION gibbs_nb_import(model_name text, value bytea)
+RETURNS int
+AS 'MODULE_PATHNAME', 'gibbs_nb_import'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_export(text)
+    IS 'the version a model serves as one self-describing value, for gibbs_nb_import';
+COMMENT ON FUNCTION gibbs_nb_import(text, bytea)
+    IS 'a new version of your model made of a gibbs_nb_export value (predicts identically)';

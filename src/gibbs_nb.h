@@ -19,6 +19,7 @@
 #include "access/tupdesc.h"
 #include "nodes/pg_list.h"
 #include "utils/timestamp.h"
+#include "lib/stringinfo.h"
 
 /* The schema that holds the extension's tables. */
 #define GNB_SCHEMA "gibbs_nb"
@@ -336,6 +337,57 @@ typedef struct GnbServingModel
 } GnbServingModel;
 
 extern void gnb_serving_model(FunctionCallInfo fcinfo, text *name, GnbServingModel *out);
+
+/*
+ * model_format.c: the exported model (gibbs_nb_export, gibbs_nb_import), a
+ * versioned, self-describing bytea; see model_format.c and the README.
+ */
+#define GNB_MODEL_FORMAT 1
+#define GNB_MODEL_HAS_COUNTS 0x1
+
+typedef struct GnbModelImage
+{
+	/* the parameters and figures of the version (gibbs_nb.models) */
+	char	   *sampler;
+	int32		sweeps;
+	int32		burn_in;
+	int32		lag;
+	int32		chains;
+	double		gamma_pi;
+	double		gamma_theta;
+	double		unlabeled_weight;
+	int64		seed;
+	int32		n_documents;
+	int32		n_labeled;
+	int32		n_skipped;
+	int64		n_tokens;
+	double		log_likelihood;
+	double		r_hat;			/* NaN: none */
+	int32		n_classes_arg;	/* the n_classes argument, 0: none */
+	char	   *model_name;		/* as exported: informative */
+	int32		version;
+	char	   *source;
+	char	   *tokens_column;
+	char	   *label_column;	/* "" none */
+	char	   *id_column;
+	/* the model */
+	int32		n_classes;
+	int32		n_words;
+	const char **class_str;		/* not NUL-terminated: with class_len */
+	int32	   *class_len;
+	double	   *log_pi;
+	const char **word_str;
+	int32	   *word_len;
+	double	   *log_theta;		/* V x K, word-major */
+	int64	   *word_counts;	/* V, or NULL */
+} GnbModelImage;
+
+extern void gnb_model_image_parse(const char *data, Size size, GnbModelImage *img);
+extern void gnb_model_image_write(const GnbModelImage *img, StringInfo s);
+
+/* store.c: what export reads and import writes */
+extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);
+extern int32 gnb_store_import(const char *model_name, const GnbModelImage *img);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
 extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);

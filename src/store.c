@@ -39,6 +39,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/array.h"
+#include "utils/float.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -1110,6 +1111,245 @@ gnb_store_packed_model(int64 version_id, GnbPackedModel *p)
 		elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
 			 p->name, p->version);
 	MemoryContextSwitchTo(old);
+}
+
+/* ---------- export and import ---------- */
+
+/* A text column of the last result's first row as a C string ("" if NULL). */
+static char *
+result_cstring(int col)
+{
+	bool		isnull;
+	Datum		d = gnb_result_value(col, &isnull);
+
+	return isnull ? pstrdup("") : TextDatumGetCString(d);
+}
+
+/*
+ * The parameters and figures of a version (its gibbs_nb.models row, read as
+ * the caller) into img, in the current memory context.  SPI connected.
+ */
+void
+gnb_store_export_params(int64 version_id, GnbModelImage *img)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(version_id)};
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext old;
+	bool		isnull;
+
+	gnb_execute("SELECT sampler, sweeps, burn_in, lag, chains, gamma_pi, gamma_theta, "
+				"unlabeled_weight, seed, n_documents, n_labeled, n_skipped, n_tokens, "
+				"log_likelihood, r_hat, n_classes, model_name, version, source, tokens_column, "
+				"label_column, id_column FROM gibbs_nb.models "
+				"WHERE version_id OPERATOR(pg_catalog.=) $1",
+				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model version " INT64_FORMAT " does not exist", version_id)));
+	old = MemoryContextSwitchTo(cxt);
+	img->sampler = result_cstring(1);
+	img->sweeps = DatumGetInt32(gnb_result_value(2, &isnull));
+	img->burn_in = DatumGetInt32(gnb_result_value(3, &isnull));
+	img->lag = DatumGetInt32(gnb_result_value(4, &isnull));
+	img->chains = DatumGetInt32(gnb_result_value(5, &isnull));
+	img->gamma_pi = DatumGetFloat8(gnb_result_value(6, &isnull));
+	img->gamma_theta = DatumGetFloat8(gnb_result_value(7, &isnull));
+	img->unlabeled_weight = DatumGetFloat8(gnb_result_value(8, &isnull));
+	img->seed = DatumGetInt64(gnb_result_value(9, &isnull));
+	img->n_documents = DatumGetInt32(gnb_result_value(10, &isnull));
+	img->n_labeled = DatumGetInt32(gnb_result_value(11, &isnull));
+	img->n_skipped = DatumGetInt32(gnb_result_value(12, &isnull));
+	img->n_tokens = DatumGetInt64(gnb_result_value(13, &isnull));
+	img->log_likelihood = DatumGetFloat8(gnb_result_value(14, &isnull));
+	if (isnull)
+		img->log_likelihood = get_float8_nan();
+	img->r_hat = DatumGetFloat8(gnb_result_value(15, &isnull));
+	if (isnull)
+		img->r_hat = get_float8_nan();
+	img->n_classes_arg = DatumGetInt32(gnb_result_value(16, &isnull));
+	if (isnull)
+		img->n_classes_arg = 0;
+	img->model_name = result_cstring(17);
+	img->version = DatumGetInt32(gnb_result_value(18, &isnull));
+	img->source = result_cstring(19);
+	img->tokens_column = result_cstring(20);
+	img->label_column = result_cstring(21);
+	img->id_column = result_cstring(22);
+	MemoryContextSwitchTo(old);
+}
+
+/* A text[] of n strings given with their lengths. */
+static ArrayType *
+text_array_len(const char **str, const int32 *len, int64 n)
+{
+	Datum	   *d = palloc_extended(sizeof(Datum) * (n + 1), MCXT_ALLOC_HUGE);
+
+	for (int64 i = 0; i < n; i++)
+		d[i] = PointerGetDatum(cstring_to_text_with_len(str[i], len[i]));
+	return construct_array(d, (int) n, TEXTOID, -1, false, TYPALIGN_INT);
+}
+
+/*
+ * A new version of the current role's model `model_name`, made of an
+ * exported model: its models, theta, pi and packed rows, written as the
+ * extension's owner in the caller's transaction, then retention applied.  It
+ * has no source (it cannot be retrained) and no labels (nor labels table).
+ * Returns the version.  SPI connected.
+ */
+int32
+gnb_store_import(const char *model_name, const GnbModelImage *img)
+{
+	char	   *owner = gnb_current_role_name();
+	int32		K = img->n_classes;
+	int32		V = img->n_words;
+	int32		version;
+	int64		version_id;
+	int32		keep;
+	ArrayType  *classes = text_array_len(img->class_str, img->class_len, K);
+	ArrayType  *tokens = text_array_len(img->word_str, img->word_len, V);
+	double	   *pi = palloc(sizeof(double) * K);
+	MemoryContext batch_cxt;
+
+	gnb_store_number_version(owner, model_name, &version, &version_id, &keep);
+
+	/* the model row: what the export carried; no job, source or labels table */
+	{
+		Oid			types[27] = {
+			TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT8OID,
+			INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
+			INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID
+		};
+		Datum		v[27];
+		char		nulls[27];
+
+		memset(nulls, ' ', sizeof(nulls));
+		v[0] = CStringGetTextDatum(model_name);
+		v[1] = Int32GetDatum(version);
+		v[2] = CStringGetTextDatum(owner);
+		v[3] = PointerGetDatum(classes);
+		v[4] = Int32GetDatum(img->n_documents);
+		v[5] = Int32GetDatum(img->n_labeled);
+		v[6] = Int32GetDatum(img->n_skipped);
+		v[7] = Int64GetDatum(img->n_tokens);
+		v[8] = Int32GetDatum(V);
+		v[9] = CStringGetTextDatum(img->source);
+		v[10] = CStringGetTextDatum(img->tokens_column);
+		v[11] = CStringGetTextDatum(img->label_column);
+		if (img->label_column[0] == '\0')
+			nulls[11] = 'n';
+		v[12] = CStringGetTextDatum(img->id_column);
+		v[13] = Int32GetDatum(img->n_classes_arg);
+		if (img->n_classes_arg == 0)
+			nulls[13] = 'n';
+		v[14] = Int32GetDatum(img->sweeps);
+		v[15] = Int32GetDatum(img->burn_in);
+		v[16] = Int32GetDatum(img->lag);
+		v[17] = Int32GetDatum(img->chains);
+		v[18] = CStringGetTextDatum(img->sampler);
+		v[19] = Float8GetDatum(img->gamma_pi);
+		v[20] = Float8GetDatum(img->gamma_theta);
+		v[21] = Float8GetDatum(img->unlabeled_weight);
+		v[22] = Int64GetDatum(img->seed);
+		v[23] = Float8GetDatum(img->r_hat);
+		if (isnan(img->r_hat))
+			nulls[23] = 'n';
+		v[24] = Float8GetDatum(img->log_likelihood);
+		if (isnan(img->log_likelihood))
+			nulls[24] = 'n';
+		v[25] = Int64GetDatum(version_id);
+		v[26] = Int32GetDatum(keep);
+		gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, classes, "
+					"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
+					"source, tokens_column, label_column, id_column, n_classes, "
+					"sweeps, burn_in, lag, chains, sampler, gamma_pi, gamma_theta, "
+					"unlabeled_weight, seed, r_hat, log_likelihood, labels_table, "
+					"labels_relid, trained_by, version_id, keep_versions) VALUES "
+					"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
+					"$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, '', "
+					"0::pg_catalog.regclass, $3, $26, $27)",
+					27, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	}
+
+	/* pi-hat and theta-hat rows, as training writes them */
+	for (int32 k = 0; k < K; k++)
+		pi[k] = exp(img->log_pi[k]);
+	{
+		Oid			types[5] = {TEXTOID, INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
+		Datum		v[5] = {CStringGetTextDatum(model_name), Int32GetDatum(version),
+		PointerGetDatum(classes), PointerGetDatum(gnb_float8_array(pi, K)),
+		CStringGetTextDatum(owner)};
+
+		gnb_execute("INSERT INTO gibbs_nb.pi (model_name, version, class, probability, owner) "
+					"SELECT $1, $2, u.c, u.p, $5 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(c, p)",
+					5, types, v, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	}
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb import batch",
+									  ALLOCSET_DEFAULT_SIZES);
+	for (int32 start = 0; start < V; start += VERSION_BATCH)
+	{
+		int32		n = Min(VERSION_BATCH, V - start);
+		Oid			types[6] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
+		Datum		v[6];
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		double	   *theta = palloc(sizeof(double) * n);
+
+		v[0] = CStringGetTextDatum(model_name);
+		v[1] = Int32GetDatum(version);
+		v[3] = PointerGetDatum(text_array_len(img->word_str + start, img->word_len + start, n));
+		v[5] = CStringGetTextDatum(owner);
+		for (int32 k = 0; k < K; k++)
+		{
+			for (int32 i = 0; i < n; i++)
+				theta[i] = exp(img->log_theta[(int64) (start + i) * K + k]);
+			v[2] = PointerGetDatum(cstring_to_text_with_len(img->class_str[k], img->class_len[k]));
+			v[4] = PointerGetDatum(gnb_float8_array(theta, n));
+			gnb_execute("INSERT INTO gibbs_nb.theta (model_name, version, class, token, probability, owner) "
+						"SELECT $1, $2, $3, u.t, u.p, $6 FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(t, p)",
+						6, types, v, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(batch_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextDelete(batch_cxt);
+
+	/* the packed row prediction loads: the exported log values, bit for bit */
+	{
+		Oid			types[9] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+		TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, INT8ARRAYOID};
+		Datum		v[9];
+		char		nulls[9];
+
+		memset(nulls, ' ', sizeof(nulls));
+		v[0] = CStringGetTextDatum(model_name);
+		v[1] = Int32GetDatum(version);
+		v[2] = CStringGetTextDatum(owner);
+		v[3] = PointerGetDatum(classes);
+		v[4] = PointerGetDatum(gnb_float8_array(img->log_pi, K));
+		v[5] = PointerGetDatum(tokens);
+		v[6] = PointerGetDatum(gnb_float8_array(img->log_theta, (int) ((int64) V * K)));
+		v[7] = Int64GetDatum(version_id);
+		v[8] = (Datum) 0;
+		nulls[8] = 'n';
+		if (img->word_counts)
+		{
+			Datum	   *d = palloc_extended(sizeof(Datum) * ((Size) V + 1), MCXT_ALLOC_HUGE);
+
+			for (int32 w = 0; w < V; w++)
+				d[w] = Int64GetDatum(img->word_counts[w]);
+			v[8] = PointerGetDatum(construct_array(d, V, INT8OID, sizeof(int64),
+												   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+			nulls[8] = ' ';
+		}
+		gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
+					"tokens, log_theta, version_id, word_counts) "
+					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+					9, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	}
+	(void) gnb_apply_retention(owner, model_name, version, keep);
+	return version;
 }
 
 /* ---------- dropping versions, retention ---------- */
