@@ -424,6 +424,12 @@ LANGUAGE C STABLE PARALLEL SAFE ROWS 20;
 COMMENT ON FUNCTION gibbs_nb_top_words(text, text, int, bigint)
     IS 'the words that most set a class apart (log ratio of theta-hat, a minimum count)';
 
+-- How a version's tokens were made, as far as training can tell: the tokens
+-- column's type, and the expression of a generated column (e.g. "tsvector =
+-- to_tsvector('english'::regconfig, body)").  NULL for older versions and
+-- imported ones that did not carry it.
+ALTER TABLE gibbs_nb.models ADD COLUMN tokenizer text;
+
 /*
  * gibbs_nb_models: one row per model the role may see (row security of
  * gibbs_nb.models and gibbs_nb.packed, security_invoker): the version that
@@ -439,7 +445,7 @@ CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = tr
            m.created_at AS trained_at, m.seconds AS training_seconds, m.trained_by, m.job_id,
            m.source_relid AS source,
            NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid)::pg_catalog.regclass AS labels_table,
-           m.keep_versions, k.packed_bytes,
+           m.keep_versions, m.tokenizer, k.packed_bytes,
            pg_catalog.pg_total_relation_size(NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid))
                AS labels_bytes
       FROM (SELECT DISTINCT ON (p.owner, p.model_name) p.owner, p.model_name, p.version, p.pinned

@@ -370,6 +370,7 @@ typedef struct GnbModelImage
 	char	   *tokens_column;
 	char	   *label_column;	/* "" none */
 	char	   *id_column;
+	char	   *tokenizer;		/* "" unknown */
 	/* the model */
 	int32		n_classes;
 	int32		n_words;

@@ -13,7 +13,7 @@
  *	 i32 n_documents  i32 n_labeled  i32 n_skipped  i64 n_tokens
  *	 f64 log_likelihood  f64 r_hat (NaN: none)  i32 n_classes (0: from labels)
  *	 string model_name  i32 version  string source  string tokens_column
- *	 string label_column ("" none)  string id_column
+ *	 string label_column ("" none)  string id_column  string tokenizer ("" unknown)
  *	 K x string class (strictly increasing byte order)
  *	 K x f64 log pi-hat
  *	 V x string token (strictly increasing byte order)
@@ -117,12 +117,12 @@ get_string(Reader *r, uint64 max, const char **str, int32 *len, const char *what
 }
 
 static char *
-get_cstring(Reader *r, const char *what)
+get_cstring(Reader *r, uint64 max, const char *what)
 {
 	const char *s;
 	int32		len;
 
-	get_string(r, MAX_PARAM_STRING, &s, &len, what);
+	get_string(r, max, &s, &len, what);
 	return pnstrdup(s, len);
 }
 
@@ -170,7 +170,7 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 	if (flags & ~(uint32) GNB_MODEL_HAS_COUNTS)
 		malformed("unknown flags");
 
-	img->sampler = get_cstring(&r, "sampler");
+	img->sampler = get_cstring(&r, MAX_PARAM_STRING, "sampler");
 	if (strcmp(img->sampler, "paper") != 0 && strcmp(img->sampler, "collapsed") != 0)
 		malformed("unknown sampler");
 	img->sweeps = get_i32(&r, "parameters");
@@ -198,14 +198,16 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 		isinf(img->r_hat) ||
 		(img->n_classes_arg != 0 && (uint64) img->n_classes_arg != K))
 		malformed("a parameter is out of range");
-	img->model_name = get_cstring(&r, "model name");
+	img->model_name = get_cstring(&r, MAX_PARAM_STRING, "model name");
 	if (strlen(img->model_name) > GNB_MODEL_NAME_MAX)
 		malformed("model name too long");
 	img->version = get_i32(&r, "version");
-	img->source = get_cstring(&r, "source");
-	img->tokens_column = get_cstring(&r, "tokens column");
-	img->label_column = get_cstring(&r, "label column");
-	img->id_column = get_cstring(&r, "id column");
+	img->source = get_cstring(&r, MAX_PARAM_STRING, "source");
+	img->tokens_column = get_cstring(&r, MAX_PARAM_STRING, "tokens column");
+	img->label_column = get_cstring(&r, MAX_PARAM_STRING, "label column");
+	img->id_column = get_cstring(&r, MAX_PARAM_STRING, "id column");
+	/* an expression: as long as the value allows */
+	img->tokenizer = get_cstring(&r, (uint64) (r.end - r.p), "tokenizer");
 	if (strlen(img->tokens_column) >= NAMEDATALEN || strlen(img->label_column) >= NAMEDATALEN ||
 		strlen(img->id_column) >= NAMEDATALEN)
 		malformed("column name too long");
@@ -342,6 +344,7 @@ gnb_model_image_write(const GnbModelImage *img, StringInfo s)
 	put_cstring(s, img->tokens_column);
 	put_cstring(s, img->label_column);
 	put_cstring(s, img->id_column);
+	put_cstring(s, img->tokenizer);
 	for (int64 k = 0; k < K; k++)
 		put_string(s, img->class_str[k], img->class_len[k]);
 	for (int64 k = 0; k < K; k++)

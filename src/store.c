@@ -960,6 +960,31 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 }
 
 /*
+ * How the version's tokens were made, as far as the source says: the tokens
+ * column's type, and for a generated column its expression (say
+ * to_tsvector('english'::regconfig, body)), read from the catalogs under the
+ * worker's lock on the source.  Shown by gibbs_nb_models.
+ */
+static void
+write_tokenizer(const GnbJobParams *params, int64 version_id)
+{
+	Oid			types[4] = {OIDOID, INT2OID, OIDOID, INT8OID};
+	Datum		values[4] = {ObjectIdGetDatum(params->source.relid),
+		Int16GetDatum(params->source.tokens_attnum),
+		ObjectIdGetDatum(params->source.tokens_base), Int64GetDatum(version_id)};
+
+	gnb_execute("UPDATE gibbs_nb.models SET tokenizer = ("
+				"SELECT pg_catalog.format_type($3, NULL) OPERATOR(pg_catalog.||) "
+				"COALESCE(' = ' OPERATOR(pg_catalog.||) pg_catalog.pg_get_expr(d.adbin, d.adrelid), '') "
+				"FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d "
+				"ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid AND d.adnum OPERATOR(pg_catalog.=) a.attnum "
+				"AND a.attgenerated OPERATOR(pg_catalog.=) 's' "
+				"WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $2) "
+				"WHERE version_id OPERATOR(pg_catalog.=) $4",
+				4, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+}
+
+/*
  * Write a version's rows: theta, pi, packed and the model row (the trace was
  * written as the job sampled, gnb_store_trace_rows), as
  * the extension's owner, in the caller's transaction.  SPI connected.
@@ -974,6 +999,7 @@ gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb
 	write_packed(params, corpus, result, labels, version, version_id);
 	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
 					seconds);
+	write_tokenizer(params, version_id);
 }
 
 /* ---------- what prediction reads ---------- */
@@ -1141,7 +1167,7 @@ gnb_store_export_params(int64 version_id, GnbModelImage *img)
 	gnb_execute("SELECT sampler, sweeps, burn_in, lag, chains, gamma_pi, gamma_theta, "
 				"unlabeled_weight, seed, n_documents, n_labeled, n_skipped, n_tokens, "
 				"log_likelihood, r_hat, n_classes, model_name, version, source, tokens_column, "
-				"label_column, id_column FROM gibbs_nb.models "
+				"label_column, id_column, tokenizer FROM gibbs_nb.models "
 				"WHERE version_id OPERATOR(pg_catalog.=) $1",
 				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	if (SPI_processed != 1)
@@ -1177,6 +1203,7 @@ gnb_store_export_params(int64 version_id, GnbModelImage *img)
 	img->tokens_column = result_cstring(20);
 	img->label_column = result_cstring(21);
 	img->id_column = result_cstring(22);
+	img->tokenizer = result_cstring(23);
 	MemoryContextSwitchTo(old);
 }
 
@@ -1216,13 +1243,13 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 
 	/* the model row: what the export carried; no job, source or labels table */
 	{
-		Oid			types[27] = {
+		Oid			types[28] = {
 			TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT8OID,
 			INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
-			INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID
+			INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID, TEXTOID
 		};
-		Datum		v[27];
-		char		nulls[27];
+		Datum		v[28];
+		char		nulls[28];
 
 		memset(nulls, ' ', sizeof(nulls));
 		v[0] = CStringGetTextDatum(model_name);
@@ -1260,16 +1287,19 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 			nulls[24] = 'n';
 		v[25] = Int64GetDatum(version_id);
 		v[26] = Int32GetDatum(keep);
+		v[27] = CStringGetTextDatum(img->tokenizer);
+		if (img->tokenizer[0] == '\0')
+			nulls[27] = 'n';
 		gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, classes, "
 					"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
 					"source, tokens_column, label_column, id_column, n_classes, "
 					"sweeps, burn_in, lag, chains, sampler, gamma_pi, gamma_theta, "
 					"unlabeled_weight, seed, r_hat, log_likelihood, labels_table, "
-					"labels_relid, trained_by, version_id, keep_versions) VALUES "
+					"labels_relid, trained_by, version_id, keep_versions, tokenizer) VALUES "
 					"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
 					"$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, '', "
-					"0::pg_catalog.regclass, $3, $26, $27)",
-					27, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+					"0::pg_catalog.regclass, $3, $26, $27, $28)",
+					28, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 	}
 
 	/* pi-hat and theta-hat rows, as training writes them */

@@ -103,6 +103,7 @@ check_image(const GnbModelImage *img)
 	check_string(img->sampler, strlen(img->sampler), "sampler");
 	check_string(img->model_name, strlen(img->model_name), "model name");
 	check_string(img->source, strlen(img->source), "source");
+	check_string(img->tokenizer, strlen(img->tokenizer), "tokenizer");
 	if (strlen(img->model_name) > GNB_MODEL_NAME_MAX || strlen(img->tokens_column) >= NAMEDATALEN ||
 		strlen(img->label_column) >= NAMEDATALEN || strlen(img->id_column) >= NAMEDATALEN)
 		shim_fail("parse: a name too long accepted");

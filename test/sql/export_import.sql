@@ -31,7 +31,7 @@ SELECT p.classes = b.classes AND p.log_pi = b.log_pi AND p.tokens = b.tokens
 FROM gibbs_nb.packed p, before_packed b;
 -- what the imported version says of itself
 SELECT model_name, serving_version, classes, n_documents, n_labeled, vocabulary_size, sampler, sweeps,
-       chains, seed, r_hat IS NOT NULL AS has_r_hat, source, labels_table, trained_by
+       chains, seed, r_hat IS NOT NULL AS has_r_hat, source, labels_table, trained_by, tokenizer
 FROM gibbs_nb_models;
 SELECT count(*) AS theta_rows,
        bool_and(abs(t.probability - exp(p.log_theta[(array_position(p.tokens, t.token) - 1) * 3

@@ -163,6 +163,18 @@ SELECT serving_version, deployed, sweeps, gamma_theta FROM gibbs_nb_models;
 -- top words follow the deployed version
 SELECT bool_and(abs(w.theta - r.theta) < 1e-12) AS version_1
 FROM gibbs_nb_top_words('spam', 'spam', 5, 10) w JOIN top_reference r ON r.class = 'spam' AND r.token = w.token;
+-- how the tokens were made: the column's type, and a generated column's expression
+SELECT tokenizer FROM gibbs_nb_models;
+CREATE TABLE mail_tsv (id int PRIMARY KEY, body text, label text,
+                       tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED);
+INSERT INTO mail_tsv (id, body, label) SELECT id, body, label FROM mail;
+SELECT status FROM gibbs_nb_train('stemmed', 'mail_tsv', 'tsv', 'label', sweeps => 10, seed => 1);
+SELECT model_name, tokenizer FROM gibbs_nb_models ORDER BY 1;
+-- and what the model knows of a document tokenized otherwise: a stemmed
+-- model is given unstemmed words
+SELECT kind, count FROM gibbs_nb_explain('stemmed', '{meeting,notes,offers}'::text[], 5);
+SELECT gibbs_nb_drop('stemmed');
+DROP TABLE mail_tsv;
 -- another role sees none of it
 CREATE ROLE gnb_other;
 GRANT SELECT ON mail TO gnb_other;
