@@ -483,3 +483,16 @@ COMMENT ON FUNCTION gibbs_nb_export(text)
     IS 'the version a model serves as one self-describing value, for gibbs_nb_import';
 COMMENT ON FUNCTION gibbs_nb_import(text, bytea)
     IS 'a new version of your model made of a gibbs_nb_export value (predicts identically)';
+
+/*
+ * gibbs_nb_retrain gains warm: start the chains from the serving version's
+ * labels (of the documents still in the source) instead of the prior, so a
+ * nightly retrain need not find its way from nothing again.
+ */
+DROP FUNCTION gibbs_nb_retrain(text, boolean);
+CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true, warm boolean DEFAULT false)
+RETURNS SETOF gibbs_nb.train_result
+AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_retrain(text, boolean, boolean)
+    IS 'train a model again with its latest version''s parameters, on its source (by OID); warm: from the serving version''s labels';

@@ -99,6 +99,8 @@ typedef struct GnbJobParams
 	Oid			extension_schema;	/* where gibbs_nb_class_counts lives */
 	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
 	int32		n_classes;		/* 0: from the labels */
+	int64		warm_version_id;	/* 0: a cold start; else the version whose
+									 * labels start the chains (retrain, warm) */
 	gnb_params	sampler;		/* sweeps, burn_in, ..., the resolved seed */
 	char		labels_schema[NAMEDATALEN];
 	char		labels_table[NAMEDATALEN];
@@ -389,8 +391,11 @@ extern void gnb_model_image_write(const GnbModelImage *img, StringInfo s);
 /* store.c: what export reads and import writes */
 extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);
 extern int32 gnb_store_import(const char *model_name, const GnbModelImage *img);
+extern int64 gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type,
+								  int32 *init_label);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
-extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);
+extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner,
+						   int64 warm_version_id);
 
 #endif							/* GIBBS_NB_H */

@@ -1382,6 +1382,108 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 	return version;
 }
 
+/* An id of the previous version, for the warm start's binary search. */
+typedef struct WarmId
+{
+	const char *id;
+	int32		doc;
+} WarmId;
+
+static int
+cmp_warm_id(const void *a, const void *b)
+{
+	return strcmp(((const WarmId *) a)->id, ((const WarmId *) b)->id);
+}
+
+/*
+ * A warm start from a version (gibbs_nb_retrain(..., warm => true)): for
+ * each unlabelled document of the corpus, init_label gets the class its id
+ * had in that version (its most probable, by class name), or -1 if the
+ * version did not have the document or the class.  Returns how many
+ * documents start warm.  Read as the caller.  SPI connected.
+ */
+int64
+gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int32 *init_label)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(version_id)};
+	bool		isnull;
+	ArrayType  *ids;
+	ArrayType  *probs;
+	ArrayType  *classes;
+	Datum	   *id_texts;
+	Datum	   *class_texts;
+	int			n;
+	int			Kp;
+	int32	   *class_map;
+	WarmId	   *sorted;
+	Oid			output;
+	bool		varlena;
+	int64		matched = 0;
+
+	for (int32 j = 0; j < corpus->n_docs; j++)
+		init_label[j] = -1;
+	gnb_execute("SELECT label_ids, label_probabilities, classes FROM gibbs_nb.packed "
+				"WHERE version_id OPERATOR(pg_catalog.=) $1",
+				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return 0;
+	(void) gnb_result_value(1, &isnull);
+	if (isnull)
+		return 0;				/* a version that keeps no labels: a cold start */
+	ids = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
+	probs = DatumGetArrayTypePCopy(gnb_result_value(2, &isnull));
+	classes = DatumGetArrayTypePCopy(gnb_result_value(3, &isnull));
+	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &id_texts, NULL, &n);
+	deconstruct_array(classes, TEXTOID, -1, false, TYPALIGN_INT, &class_texts, NULL, &Kp);
+	if (ARR_HASNULL(probs) || ArrayGetNItems(ARR_NDIM(probs), ARR_DIMS(probs)) != (int64) n * Kp)
+		elog(ERROR, "gibbs_nb.packed row of version " INT64_FORMAT " is malformed", version_id);
+
+	/* the previous classes, by name, in this corpus's order */
+	class_map = palloc(sizeof(int32) * Kp);
+	for (int k = 0; k < Kp; k++)
+	{
+		char	   *name = TextDatumGetCString(class_texts[k]);
+
+		class_map[k] = -1;
+		for (int32 c = 0; c < corpus->n_classes; c++)
+			if (strcmp(corpus->classes[c], name) == 0)
+				class_map[k] = c;
+	}
+	sorted = palloc_extended(sizeof(WarmId) * ((Size) n + 1), MCXT_ALLOC_HUGE);
+	for (int i = 0; i < n; i++)
+	{
+		sorted[i].id = TextDatumGetCString(id_texts[i]);
+		sorted[i].doc = i;
+	}
+	qsort(sorted, n, sizeof(WarmId), cmp_warm_id);
+
+	getTypeOutputInfo(id_type, &output, &varlena);
+	for (int32 j = 0; j < corpus->n_docs; j++)
+	{
+		WarmId		key;
+		WarmId	   *hit;
+		const double *row;
+		int			best = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		key.id = OidOutputFunctionCall(output, corpus->ids[j]);
+		hit = bsearch(&key, sorted, n, sizeof(WarmId), cmp_warm_id);
+		if (hit == NULL)
+			continue;
+		row = (const double *) ARR_DATA_PTR(probs) + (int64) hit->doc * Kp;
+		for (int k = 1; k < Kp; k++)
+			if (row[k] > row[best])
+				best = k;
+		if (class_map[best] >= 0)
+		{
+			init_label[j] = class_map[best];
+			matched++;
+		}
+	}
+	return matched;
+}
+
 /* ---------- dropping versions, retention ---------- */
 
 /*

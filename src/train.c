@@ -387,7 +387,7 @@ check_job_limits(const GnbJobParams *p)
  * (NULL: the current role).  Fills fcinfo's result set with one row.
  */
 void
-gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner)
+gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner, int64 warm_version_id)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	GnbJobParams params;
@@ -398,6 +398,7 @@ gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner)
 
 	InitMaterializedSRF(fcinfo, 0);
 	resolve_arguments(fcinfo, &params, model_owner);
+	params.warm_version_id = warm_version_id;
 	wait = PG_GETARG_BOOL(ARG_WAIT);
 	params.job_id = gnb_store_next_job_id();
 
@@ -452,14 +453,15 @@ PG_FUNCTION_INFO_V1(gibbs_nb_train);
 Datum
 gibbs_nb_train(PG_FUNCTION_ARGS)
 {
-	gnb_train_call(fcinfo, NULL);
+	gnb_train_call(fcinfo, NULL, 0);
 	return (Datum) 0;
 }
 
 PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
 
 /*
- * gibbs_nb_retrain(model_name text, wait boolean DEFAULT true)
+ * gibbs_nb_retrain(model_name text, wait boolean DEFAULT true,
+ *					warm boolean DEFAULT false)
  *		returns setof gibbs_nb.train_result
  *
  * Trains a new version of a model with every parameter of its latest version
@@ -479,15 +481,20 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	bool		isnull;
 	Oid			source;
+	int64		warm_version_id = 0;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || (PG_NARGS() > 2 && PG_ARGISNULL(2)))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", PG_ARGISNULL(0) ? "model_name" : "wait")));
+				 errmsg("%s must not be NULL", PG_ARGISNULL(0) ? "model_name" :
+						PG_ARGISNULL(1) ? "wait" : "warm")));
 	model_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
+	/* a warm start begins where the serving version's labels are */
+	if (PG_NARGS() > 2 && PG_GETARG_BOOL(2))
+		warm_version_id = gnb_store_current_version_id(model_name);
 	row = gnb_store_latest_version(owner, model_name, &desc);
 	if (row == NULL)
 		ereport(ERROR,
@@ -514,6 +521,6 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 		call->args[arg].value = heap_getattr(row, arg + 1, desc, &call->args[arg].isnull);
 	call->args[ARG_WAIT].value = PG_GETARG_DATUM(1);
 	call->args[ARG_WAIT].isnull = false;
-	gnb_train_call(call, owner);
+	gnb_train_call(call, owner, warm_version_id);
 	return (Datum) 0;
 }

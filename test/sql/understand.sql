@@ -186,6 +186,30 @@ RESET ROLE;
 REVOKE SELECT ON mail FROM gnb_other;
 DROP ROLE gnb_other;
 
+-- ---- warm starts: gibbs_nb_retrain(..., warm => true) ----
+-- short documents, no labels: a cold chain climbs for some sweeps
+CREATE TABLE notes (id int PRIMARY KEY, tokens text[]);
+INSERT INTO notes
+SELECT i, array(SELECT (ARRAY['red', 'green', 'blue'])[1 + i % 3] || '_' || ((i * k) % 5)
+                FROM generate_series(1, 2) k) || ARRAY['shared_' || i % 4]
+FROM generate_series(1, 600) i;
+SELECT job_id AS cold_job FROM gibbs_nb_train('clusters', 'notes', 'tokens', n_classes => 3,
+                                              sweeps => 60, burn_in => 30, seed => 4) \gset
+CREATE TABLE v1_labels AS SELECT id, label FROM clusters_labels;
+SELECT job_id AS warm_job FROM gibbs_nb_retrain('clusters', warm => true) \gset
+-- the warm chain starts where the cold one was after its burn-in, not where it began
+SELECT w.log_likelihood > c.log_likelihood AS warm_starts_higher,
+       w.log_likelihood >= (SELECT min(log_likelihood) FROM gibbs_nb.trace
+                            WHERE job_id = :cold_job AND sweep > 30) AS at_stationary_level
+FROM gibbs_nb.trace w, gibbs_nb.trace c
+WHERE w.job_id = :warm_job AND w.sweep = 1 AND c.job_id = :cold_job AND c.sweep = 1;
+-- and keeps the clusters' names: documents keep their label
+SELECT avg((a.label = b.label)::int) > 0.9 AS same_clusters
+FROM clusters_labels b JOIN v1_labels a USING (id);
+SELECT try($$SELECT gibbs_nb_retrain('clusters', true, NULL)$$);
+SELECT gibbs_nb_drop('clusters');
+DROP TABLE notes, v1_labels;
+
 DROP VIEW top_reference;
 DROP TABLE mail, probe, probe_tsv;
 DROP EXTENSION gibbs_nb;
