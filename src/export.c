@@ -107,6 +107,19 @@ gibbs_nb_import(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NAME_TOO_LONG),
 				 errmsg("model name \"%s\" is longer than %d bytes", model_name, GNB_MODEL_NAME_MAX)));
 	value = PG_GETARG_BYTEA_PP(1);
+
+	/*
+	 * Parsing holds the numbers once more, and writing the rows builds the
+	 * arrays and statements from them: about four times the value in all,
+	 * bounded by the caller's gibbs_nb.max_job_memory as a training job is.
+	 */
+	if (4.0 * VARSIZE_ANY_EXHDR(value) > (double) gnb_max_job_memory_kb * 1024.0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("importing this gibbs_nb model would need about %.1f MB, more than gibbs_nb.max_job_memory (%.1f MB)",
+						4.0 * VARSIZE_ANY_EXHDR(value) / (1024.0 * 1024.0),
+						gnb_max_job_memory_kb / 1024.0),
+				 errhint("Have a superuser raise gibbs_nb.max_job_memory (it can be set per role).")));
 	gnb_model_image_parse(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value), &img);
 
 	SPI_connect();

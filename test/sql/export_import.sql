@@ -85,6 +85,11 @@ FROM exported;
 -- classes out of order: "blue" made "zlue"
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing 'z'::bytea from :blue_at)))
 FROM exported;
+-- an import needs about four times the value's size: bounded by gibbs_nb.max_job_memory
+SET gibbs_nb.max_job_memory = '1MB';
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', v || convert_to(repeat('x', 300000), 'UTF8')))
+FROM exported;
+RESET gibbs_nb.max_job_memory;
 SELECT count(*) AS bad_models FROM gibbs_nb.models WHERE model_name = 'bad';
 SELECT try($$SELECT gibbs_nb_import(NULL, '\x'::bytea)$$);
 SELECT try($$SELECT gibbs_nb_import('x', NULL)$$);
