@@ -445,7 +445,10 @@ CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = tr
            m.created_at AS trained_at, m.seconds AS training_seconds, m.trained_by, m.job_id,
            m.source_relid AS source,
            NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid)::pg_catalog.regclass AS labels_table,
-           m.keep_versions, m.tokenizer, k.packed_bytes,
+           m.keep_versions, m.tokenizer,
+           -- (columns other issues add to gibbs_nb.models go on this line, e.g.
+           --  m.warnings, m.holdout, m.holdout_metrics,)
+           k.packed_bytes,
            pg_catalog.pg_total_relation_size(NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid))
                AS labels_bytes
       FROM (SELECT DISTINCT ON (p.owner, p.model_name) p.owner, p.model_name, p.version, p.pinned
