@@ -359,6 +359,7 @@ gibbs_nb_top_words(PG_FUNCTION_ARGS)
 		const double *lt = p.log_theta + (int64) w * p.n_classes;
 		double		other = 0.0;
 
+		CHECK_FOR_INTERRUPTS();
 		if (p.word_counts != NULL && p.word_counts[w] < min_count)
 			continue;
 		for (int32 k = 0; k < p.n_classes; k++)
