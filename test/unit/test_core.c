@@ -1377,6 +1377,7 @@ test_warm_start(void)
 			gnb_result_free(&warm, NULL);
 			free(init);
 		}
+		free_synthetic(&s);
 	}
 }
 
