@@ -17,6 +17,9 @@ OBJS = \
 	src/holdout.o \
 	src/vocab_index.o \
 	src/class_counts.o \
+	src/explain.o \
+	src/export.o \
+	src/model_format.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 
@@ -110,11 +113,12 @@ check-sklearn: install
 EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan
 
 # ---- fuzzing: the libFuzzer targets of test/fuzz (clang) ----
-#   make fuzz                   build both targets, run each FUZZ_SECONDS (60)
+#   make fuzz                   build the targets, run each FUZZ_SECONDS (60)
 #   make fuzz FUZZ_SECONDS=10   the short run test/run-tests.sh does
 #   make fuzz-build             build only
 # fuzz_counts feeds any bytes to the count value's parse, rows, deserialise,
-# combine and final functions; fuzz_tokens builds valid text[] and tsvector
+# combine and final functions; fuzz_model any bytes to gibbs_nb_import's
+# parser (src/model_format.c) and writes what it accepts back; fuzz_tokens builds valid text[] and tsvector
 # values and feeds them to gnb_each_token, the vocabulary hash and the
 # aggregate's transition.  Both compile src/class_counts.c unchanged against
 # the server headers, with test/fuzz/shim.c for the backend functions it
@@ -129,7 +133,7 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR = test/fuzz
 FUZZ_BUILD = $(FUZZ_DIR)/build
-FUZZ_TARGETS = counts tokens
+FUZZ_TARGETS = counts tokens model
 FUZZ_SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -fwrapv -fno-strict-aliasing \
 	-Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
@@ -146,11 +150,16 @@ $(FUZZ_BUILD)/class_counts.o: src/class_counts.c $(FUZZ_HDR)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
+$(FUZZ_BUILD)/model_format.o: src/model_format.c $(FUZZ_HDR)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
 $(FUZZ_OWN_OBJS): $(FUZZ_BUILD)/%.o: $(FUZZ_DIR)/%.c $(FUZZ_HDR)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
-$(FUZZ_BINS): $(FUZZ_BUILD)/%: $(FUZZ_BUILD)/%.o $(FUZZ_BUILD)/class_counts.o $(FUZZ_BUILD)/shim.o
+$(FUZZ_BINS): $(FUZZ_BUILD)/%: $(FUZZ_BUILD)/%.o $(FUZZ_BUILD)/class_counts.o \
+		$(FUZZ_BUILD)/model_format.o $(FUZZ_BUILD)/shim.o
 	$(FUZZ_CC) $(FUZZ_SANITIZE) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS)
 
 .PHONY: fuzz fuzz-build

@@ -42,6 +42,10 @@ SELECT model_name, version, classes, n_documents, n_labeled, vocabulary_size, sa
 FROM gibbs_nb.models WHERE model_name = 'spam';
 SELECT class, round(probability::numeric, 3) AS pi FROM gibbs_nb.pi WHERE model_name = 'spam';
 
+\echo The words that say spam most (gibbs_nb_top_words):
+SELECT rank, token, round(log_ratio::numeric, 2) AS log_ratio, count
+FROM gibbs_nb_top_words('spam', 'spam', 10);
+
 \echo Labels given to e-mails whose label was hidden (spam_labels, joinable on id):
 (SELECT l.id, m.truth, l.label, round(l.probability::numeric, 3) AS probability,
         left(regexp_replace(m.body, '^.*?Subject: ', ''), 50) AS subject
@@ -68,4 +72,8 @@ FROM (VALUES ('Hi team, the meeting notes from Tuesday are attached; see you at 
 SELECT id, predicted, round((gibbs_nb_predict_proba('spam', tokens))[2]::numeric, 3) AS p_spam,
        left(body, 60) AS body
 FROM inbox ORDER BY id;
+
+\echo Why the second one is spam (gibbs_nb_explain: the part of the prior and of each word in the log-odds):
+SELECT kind, token, count, round(log_odds::numeric, 2) AS log_odds, round(share::numeric, 3) AS share
+FROM inbox, gibbs_nb_explain('spam', tokens, 5) WHERE id = 2;
 SQL

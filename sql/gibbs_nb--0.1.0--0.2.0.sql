@@ -407,3 +407,171 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
                                    float8, float8, float8, bigint, text, boolean, float8)
     IS 'train a version of one of your models in a background worker that runs as you';
+
+-- ==== issue 13: understand, compare and move a model ====
+
+-- Chains count from 1 in gibbs_nb.jobs (as in gibbs_nb.trace, the progress
+-- NOTICE and pg_stat_activity); 0 until a job's first sweep ends.  Rows
+-- written before counted from 0.
+UPDATE gibbs_nb.jobs SET chain = chain OPERATOR(pg_catalog.+) 1
+ WHERE sweep OPERATOR(pg_catalog.>) 0 OR status OPERATOR(pg_catalog.=) 'succeeded';
+
+/*
+ * gibbs_nb_trace_plot: as before, but a job the caller may not see (or that
+ * does not exist) is an error, 42704, as for gibbs_nb_wait, instead of NULL;
+ * NULL arguments are 22004.  A job with no trace yet gives NULL.
+ */
+CREATE OR REPLACE FUNCTION gibbs_nb_trace_plot(job_id bigint, width int DEFAULT 60)
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    plot text;
+BEGIN
+    IF job_id IS NULL OR width IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', CASE WHEN job_id IS NULL THEN 'job_id' ELSE 'width' END
+            USING ERRCODE = '22004';
+    END IF;
+    PERFORM FROM gibbs_nb.jobs j WHERE j.job_id OPERATOR(pg_catalog.=) gibbs_nb_trace_plot.job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'gibbs_nb job % does not exist', job_id USING ERRCODE = '42704';
+    END IF;
+    WITH t AS (
+        SELECT tr.chain, tr.sweep, tr.log_likelihood,
+               pg_catalog.ntile(greatest(least(gibbs_nb_trace_plot.width, 1000), 1))
+                   OVER (PARTITION BY tr.chain ORDER BY tr.sweep) AS bucket
+          FROM gibbs_nb.trace tr WHERE tr.job_id OPERATOR(pg_catalog.=) gibbs_nb_trace_plot.job_id),
+    b AS (
+        SELECT t.chain, t.bucket, pg_catalog.avg(t.log_likelihood) AS v FROM t GROUP BY t.chain, t.bucket),
+    r AS (
+        SELECT b.chain, b.bucket, b.v, pg_catalog.min(b.v) OVER w AS lo, pg_catalog.max(b.v) OVER w AS hi
+          FROM b WINDOW w AS (PARTITION BY b.chain))
+    SELECT pg_catalog.string_agg(l.line, E'\n' ORDER BY l.chain) INTO plot FROM (
+        SELECT r.chain,
+               pg_catalog.format('chain %s  %s  min %s  max %s', r.chain,
+                      pg_catalog.string_agg(pg_catalog.substr('▁▂▃▄▅▆▇█',
+                                        1 OPERATOR(pg_catalog.+) CASE WHEN r.hi OPERATOR(pg_catalog.>) r.lo
+                                                 THEN least(7, pg_catalog.floor(8 OPERATOR(pg_catalog.*) (r.v OPERATOR(pg_catalog.-) r.lo) OPERATOR(pg_catalog./) (r.hi OPERATOR(pg_catalog.-) r.lo)))::int
+                                                 ELSE 0 END, 1), '' ORDER BY r.bucket),
+                      pg_catalog.round(pg_catalog.min(r.lo)::numeric, 1), pg_catalog.round(pg_catalog.max(r.hi)::numeric, 1)) AS line
+          FROM r GROUP BY r.chain) l;
+    RETURN plot;
+END $$;
+COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn for a terminal, one line per chain';
+
+-- How often each word of a version occurred in its training documents, in
+-- the order of tokens: what gibbs_nb_top_words' min_count is about.  NULL
+-- for versions published before it was kept.
+ALTER TABLE gibbs_nb.packed ADD COLUMN word_counts bigint[];
+ALTER TABLE gibbs_nb.packed ALTER COLUMN word_counts SET STORAGE EXTERNAL;
+
+/*
+ * gibbs_nb_explain: the terms of a document's score under the version
+ * prediction uses: the prior's, the `top` words that move the label most,
+ * the other known words together, and how many tokens the model does not
+ * know.  log_odds: the term's part of log P(predicted) - log P(runner_up);
+ * log_odds_vs: against each class, in gibbs_nb_classes order.
+ */
+CREATE FUNCTION gibbs_nb_explain(model_name text, tokens text[], top int DEFAULT 10)
+RETURNS TABLE (kind text, token text, count bigint, log_odds float8, share float8,
+               log_odds_vs float8[], predicted text, runner_up text)
+AS 'MODULE_PATHNAME', 'gibbs_nb_explain_text_array'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 12;
+CREATE FUNCTION gibbs_nb_explain(model_name text, tokens tsvector, top int DEFAULT 10)
+RETURNS TABLE (kind text, token text, count bigint, log_odds float8, share float8,
+               log_odds_vs float8[], predicted text, runner_up text)
+AS 'MODULE_PATHNAME', 'gibbs_nb_explain_tsvector'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 12;
+COMMENT ON FUNCTION gibbs_nb_explain(text, text[], int)
+    IS 'why a document gets its label: the prior''s and each word''s part of the log-odds (text[] tokens)';
+COMMENT ON FUNCTION gibbs_nb_explain(text, tsvector, int)
+    IS 'why a document gets its label: the prior''s and each word''s part of the log-odds (tsvector)';
+
+/*
+ * gibbs_nb_top_words: the words that most set a class apart in the version
+ * prediction uses: log theta-hat of the class minus log P(word | another
+ * class), among words seen at least min_count times in training.
+ */
+CREATE FUNCTION gibbs_nb_top_words(model_name text, class text, n int DEFAULT 20,
+                                   min_count bigint DEFAULT 5)
+RETURNS TABLE (rank int, token text, log_ratio float8, theta float8, count bigint)
+AS 'MODULE_PATHNAME', 'gibbs_nb_top_words'
+LANGUAGE C STABLE PARALLEL SAFE ROWS 20;
+COMMENT ON FUNCTION gibbs_nb_top_words(text, text, int, bigint)
+    IS 'the words that most set a class apart (log ratio of theta-hat, a minimum count)';
+
+-- How a version's tokens were made, as far as training can tell: the tokens
+-- column's type, and the expression of a generated column (e.g. "tsvector =
+-- to_tsvector('english'::regconfig, body)").  NULL for older versions and
+-- imported ones that did not carry it.
+ALTER TABLE gibbs_nb.models ADD COLUMN tokenizer text;
+
+/*
+ * gibbs_nb_models: one row per model the role may see (row security of
+ * gibbs_nb.models and gibbs_nb.packed, security_invoker): the version that
+ * serves (deployed, else the latest) with its training parameters and
+ * figures, how many versions are kept, and their size.  Columns that later
+ * versions of gibbs_nb.models gain are added at the end of the select list.
+ */
+CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = true) AS
+    SELECT m.model_name, m.owner, m.version AS serving_version, s.pinned AS deployed,
+           k.versions, k.latest_version, m.classes, m.n_documents, m.n_labeled, m.n_skipped,
+           m.n_tokens, m.vocabulary_size, m.sampler, m.sweeps, m.burn_in, m.lag, m.chains,
+           m.gamma_pi, m.gamma_theta, m.unlabeled_weight, m.seed, m.log_likelihood, m.r_hat,
+           m.created_at AS trained_at, m.seconds AS training_seconds, m.trained_by, m.job_id,
+           m.source_relid AS source,
+           NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid)::pg_catalog.regclass AS labels_table,
+           m.keep_versions, m.tokenizer,
+           m.holdout, m.holdout_metrics,
+           k.packed_bytes,
+           pg_catalog.pg_total_relation_size(NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid))
+               AS labels_bytes
+      FROM (SELECT DISTINCT ON (p.owner, p.model_name) p.owner, p.model_name, p.version, p.pinned
+              FROM gibbs_nb.packed p
+             ORDER BY p.owner, p.model_name, p.pinned DESC, p.version DESC) s
+      JOIN gibbs_nb.models m
+        ON m.owner OPERATOR(pg_catalog.=) s.owner
+       AND m.model_name OPERATOR(pg_catalog.=) s.model_name
+       AND m.version OPERATOR(pg_catalog.=) s.version
+     CROSS JOIN LATERAL (
+           SELECT pg_catalog.count(*) AS versions, pg_catalog.max(p.version) AS latest_version,
+                  pg_catalog.sum(pg_catalog.pg_column_size(p.*))::bigint AS packed_bytes
+             FROM gibbs_nb.packed p
+            WHERE p.owner OPERATOR(pg_catalog.=) m.owner
+              AND p.model_name OPERATOR(pg_catalog.=) m.model_name) k;
+GRANT SELECT ON gibbs_nb_models TO PUBLIC;
+COMMENT ON VIEW gibbs_nb_models IS 'the models you may see: the serving version, its parameters, figures and size';
+
+/*
+ * gibbs_nb_export, gibbs_nb_import: a model version as one self-describing
+ * bytea (magic "GNBMODEL", a format number, the parameters, the classes,
+ * log pi-hat, the vocabulary, log theta-hat bit for bit, the word counts),
+ * and a new version of the caller's model made of one, predicting exactly
+ * as the exported version did.  A malformed value is 22P03.
+ */
+CREATE FUNCTION gibbs_nb_export(model_name text)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_export'
+LANGUAGE C STABLE PARALLEL SAFE;
+CREATE FUNCTION gibbs_nb_import(model_name text, value bytea)
+RETURNS int
+AS 'MODULE_PATHNAME', 'gibbs_nb_import'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_export(text)
+    IS 'the version a model serves as one self-describing value, for gibbs_nb_import';
+COMMENT ON FUNCTION gibbs_nb_import(text, bytea)
+    IS 'a new version of your model made of a gibbs_nb_export value (predicts identically)';
+
+/*
+ * gibbs_nb_retrain gains warm: start the chains from the serving version's
+ * labels (of the documents still in the source) instead of the prior, so a
+ * nightly retrain need not find its way from nothing again.
+ */
+DROP FUNCTION gibbs_nb_retrain(text, boolean);
+CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true, warm boolean DEFAULT false)
+RETURNS SETOF gibbs_nb.train_result
+AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_retrain(text, boolean, boolean)
+    IS 'train a model again with its latest version''s parameters, on its source (by OID); warm: from the serving version''s labels';

@@ -19,6 +19,7 @@
 #include "access/tupdesc.h"
 #include "nodes/pg_list.h"
 #include "utils/timestamp.h"
+#include "lib/stringinfo.h"
 
 /* The schema that holds the extension's tables. */
 #define GNB_SCHEMA "gibbs_nb"
@@ -99,6 +100,8 @@ typedef struct GnbJobParams
 	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
 	int32		n_classes;		/* 0: from the labels */
 	double		holdout;		/* share of the labelled rows held out, [0, 1) */
+	int64		warm_version_id;	/* 0: a cold start; else the version whose
+									 * labels start the chains (retrain, warm) */
 	gnb_params	sampler;		/* sweeps, burn_in, ..., the resolved seed */
 	char		labels_schema[NAMEDATALEN];
 	char		labels_table[NAMEDATALEN];
@@ -294,6 +297,26 @@ extern struct ArrayType *gnb_text_array(char **values, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern int64 gnb_store_current_version_id(const char *name);
 extern HeapTuple gnb_store_packed_row(int64 version_id, TupleDesc *desc);
+
+/*
+ * A version's gibbs_nb.packed row, checked and unpacked (store.c,
+ * gnb_store_packed_model): in the current memory context, read as the caller.
+ */
+typedef struct GnbPackedModel
+{
+	char	   *owner;
+	char	   *name;
+	int32		version;
+	int32		n_classes;
+	int32		n_words;
+	Datum	   *classes;		/* K text Datums */
+	const double *log_pi;		/* K */
+	Datum	   *tokens;			/* V text Datums, in byte order */
+	const double *log_theta;	/* V x K, word-major */
+	const int64 *word_counts;	/* V: occurrences in training; NULL if not kept */
+} GnbPackedModel;
+
+extern void gnb_store_packed_model(int64 version_id, GnbPackedModel *p);
 extern int32 gnb_store_newest_version(const char *owner, const char *model_name);
 extern void gnb_store_holdout(const char *owner, const char *model_name, int32 version,
 							  double holdout, const char *metrics_json);
@@ -342,7 +365,83 @@ extern char *gnb_metrics_json(GnbMetrics *mt);
 extern double *gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 								 const gnb_result *result, char **metrics_json);
 
+/*
+ * predict.c: the model version a name means for the calling role, as the
+ * prediction cache holds it, its fields laid open (gnb_serving_model_view).
+ * The pointers are the cache entry's: valid until the next call that may
+ * load or evict a model.
+ */
+struct GnbVocabIndex;
+typedef struct GnbServingModel
+{
+	const char *owner;
+	const char *name;
+	int32		version;
+	int64		version_id;
+	int32		n_classes;
+	const Datum *class_texts;	/* K text Datums, in gibbs_nb_classes order */
+	const double *log_pi;		/* K */
+	const struct GnbVocabIndex *index;	/* token -> K log theta-hat */
+} GnbServingModel;
+
+extern void gnb_serving_model_view(FunctionCallInfo fcinfo, text *name, GnbServingModel *out);
+
+/*
+ * model_format.c: the exported model (gibbs_nb_export, gibbs_nb_import), a
+ * versioned, self-describing bytea; see model_format.c and the README.
+ */
+#define GNB_MODEL_FORMAT 1
+#define GNB_MODEL_HAS_COUNTS 0x1
+
+typedef struct GnbModelImage
+{
+	/* the parameters and figures of the version (gibbs_nb.models) */
+	char	   *sampler;
+	int32		sweeps;
+	int32		burn_in;
+	int32		lag;
+	int32		chains;
+	double		gamma_pi;
+	double		gamma_theta;
+	double		unlabeled_weight;
+	int64		seed;
+	int32		n_documents;
+	int32		n_labeled;
+	int32		n_skipped;
+	int64		n_tokens;
+	double		log_likelihood;
+	double		r_hat;			/* NaN: none */
+	int32		n_classes_arg;	/* the n_classes argument, 0: none */
+	char	   *model_name;		/* as exported: informative */
+	int32		version;
+	char	   *source;
+	char	   *tokens_column;
+	char	   *label_column;	/* "" none */
+	char	   *id_column;
+	char	   *tokenizer;		/* "" unknown */
+	/* the model */
+	int32		n_classes;
+	int32		n_words;
+	const char **class_str;		/* not NUL-terminated: with class_len */
+	int32	   *class_len;
+	double	   *log_pi;
+	const char **word_str;
+	int32	   *word_len;
+	double	   *log_theta;		/* V x K, word-major */
+	int64	   *word_counts;	/* V, or NULL */
+} GnbModelImage;
+
+extern void gnb_model_image_parse(const char *data, Size size, GnbModelImage *img);
+extern void gnb_model_image_write(const GnbModelImage *img, StringInfo s);
+
+/* store.c: what export reads and import writes */
+extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);
+extern int32 gnb_store_import(const char *model_name, const GnbModelImage *img);
+extern int64 gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type,
+								  int32 *init_label);
+
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
-extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner);
+extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner,
+						   int64 warm_version_id);
 
 #endif							/* GIBBS_NB_H */

@@ -345,6 +345,26 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	return m;
 }
 
+/*
+ * The version a name means for the calling role, as prediction uses it (for
+ * gibbs_nb_explain and gibbs_nb_top_words, which must see exactly what
+ * gibbs_nb_predict sees).  fcinfo's fn_extra is this file's.
+ */
+void
+gnb_serving_model_view(FunctionCallInfo fcinfo, text *name, GnbServingModel *out)
+{
+	GnbModel   *m = get_model(fcinfo, name);
+
+	out->owner = m->owner;
+	out->name = m->name;
+	out->version = m->version;
+	out->version_id = m->version_id;
+	out->n_classes = m->n_classes;
+	out->class_texts = m->class_texts;
+	out->log_pi = m->log_pi;
+	out->index = m->index;
+}
+
 /* log pi-hat_k + sum_w W_w log theta-hat_kw, for every class. */
 static void
 score_document(const GnbModel *m, Datum tokens, bool is_tsvector, double *scores)

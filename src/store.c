@@ -39,6 +39,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/array.h"
+#include "utils/float.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -569,12 +570,15 @@ gnb_store_job_started(const GnbJobParams *p, int pid)
 					  8, types, values, SPI_OK_INSERT);
 }
 
-/* Where a running job is (chain, sweep) and its log joint. */
+/*
+ * Where a running job is (chain, 0-based here; the row counts chains from 1,
+ * as gibbs_nb.trace and pg_stat_activity do) and its log joint.
+ */
 void
 gnb_store_job_progress(int64 job_id, int32 chain, int32 sweep, double log_joint)
 {
 	Oid			types[4] = {INT8OID, INT4OID, INT4OID, FLOAT8OID};
-	Datum		values[4] = {Int64GetDatum(job_id), Int32GetDatum(chain), Int32GetDatum(sweep),
+	Datum		values[4] = {Int64GetDatum(job_id), Int32GetDatum(chain + 1), Int32GetDatum(sweep),
 	Float8GetDatum(log_joint)};
 
 	job_row_statement("UPDATE gibbs_nb.jobs SET chain = $2, sweep = $3, log_likelihood = $4 "
@@ -594,7 +598,7 @@ gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double log_likelih
 	values[1] = Int32GetDatum(version);
 	values[2] = Float8GetDatum(log_likelihood);
 	values[3] = Int32GetDatum(p->sampler.sweeps);
-	values[4] = Int32GetDatum(p->sampler.chains - 1);
+	values[4] = Int32GetDatum(p->sampler.chains);	/* the last, from 1 */
 	values[5] = Float8GetDatum(read_seconds);
 	values[6] = Float8GetDatum(sample_seconds);
 	values[7] = Float8GetDatum(publish_seconds);
@@ -802,9 +806,11 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	int32		K = corpus->n_classes;
 	double	   *log_theta = palloc_extended(sizeof(double) * ((Size) V * K + 1), MCXT_ALLOC_HUGE);
 	double	   *log_pi = palloc(sizeof(double) * K);
-	Oid			types[10] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
-	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, TEXTARRAYOID, FLOAT8ARRAYOID};
-	Datum		values[10];
+	Oid			types[11] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, TEXTARRAYOID, FLOAT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[11];
+	int64	   *word_counts = palloc_extended(sizeof(int64) * ((Size) V + 1), MCXT_ALLOC_HUGE);
+	Datum	   *count_datums = palloc_extended(sizeof(Datum) * ((Size) V + 1), MCXT_ALLOC_HUGE);
 	char	  **ids = palloc_extended(sizeof(char *) * (labels->n + 1), MCXT_ALLOC_HUGE);
 	Oid			output;
 	bool		varlena;
@@ -829,10 +835,24 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	values[7] = Int64GetDatum(version_id);
 	values[8] = PointerGetDatum(gnb_text_array(ids, (int) labels->n));
 	values[9] = PointerGetDatum(gnb_float8_array(labels->probs, (int) (labels->n * K)));
+	/* each word's occurrences in the training documents, labelled or not */
+	for (int32 w = 0; w < V; w++)
+	{
+		word_counts[w] = 0;
+		if (corpus->labeled_word_counts != NULL)
+			for (int32 k = 0; k < K; k++)
+				word_counts[w] += (int64) corpus->labeled_word_counts[(int64) w * K + k];
+	}
+	for (int64 j = 0; j < corpus->doc_start[corpus->n_docs]; j++)
+		word_counts[corpus->word[j]] += corpus->count[j];
+	for (int32 w = 0; w < V; w++)
+		count_datums[w] = Int64GetDatum(word_counts[w]);
+	values[10] = PointerGetDatum(construct_array(count_datums, V, INT8OID, sizeof(int64),
+												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
-				"tokens, log_theta, version_id, label_ids, label_probabilities) "
-				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-				10, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+				"tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
+				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+				11, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 }
 
 static const char *
@@ -949,6 +969,31 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 }
 
 /*
+ * How the version's tokens were made, as far as the source says: the tokens
+ * column's type, and for a generated column its expression (say
+ * to_tsvector('english'::regconfig, body)), read from the catalogs under the
+ * worker's lock on the source.  Shown by gibbs_nb_models.
+ */
+static void
+write_tokenizer(const GnbJobParams *params, int64 version_id)
+{
+	Oid			types[4] = {OIDOID, INT2OID, OIDOID, INT8OID};
+	Datum		values[4] = {ObjectIdGetDatum(params->source.relid),
+		Int16GetDatum(params->source.tokens_attnum),
+		ObjectIdGetDatum(params->source.tokens_base), Int64GetDatum(version_id)};
+
+	gnb_execute("UPDATE gibbs_nb.models SET tokenizer = ("
+				"SELECT pg_catalog.format_type($3, NULL) OPERATOR(pg_catalog.||) "
+				"COALESCE(' = ' OPERATOR(pg_catalog.||) pg_catalog.pg_get_expr(d.adbin, d.adrelid), '') "
+				"FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d "
+				"ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid AND d.adnum OPERATOR(pg_catalog.=) a.attnum "
+				"AND a.attgenerated OPERATOR(pg_catalog.=) 's' "
+				"WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $2) "
+				"WHERE version_id OPERATOR(pg_catalog.=) $4",
+				4, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+}
+
+/*
  * Write a version's rows: theta, pi, packed and the model row (the trace was
  * written as the job sampled, gnb_store_trace_rows), as
  * the extension's owner, in the caller's transaction.  SPI connected.
@@ -963,6 +1008,7 @@ gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb
 	write_packed(params, corpus, result, labels, version, version_id);
 	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
 					seconds);
+	write_tokenizer(params, version_id);
 }
 
 /*
@@ -1065,6 +1111,407 @@ gnb_store_packed_row(int64 version_id, TupleDesc *desc)
 		elog(ERROR, "could not load model version " INT64_FORMAT, version_id);
 	*desc = SPI_tuptable->tupdesc;
 	return SPI_tuptable->vals[0];
+}
+
+/*
+ * A version's packed row as the caller may read it (row security), its
+ * arrays detoasted into the current memory context and checked: one
+ * dimension, no NULLs, K log pi-hat, V x K log theta-hat, V word counts (or
+ * none: versions published before they were kept).  SPI connected.
+ */
+void
+gnb_store_packed_model(int64 version_id, GnbPackedModel *p)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(version_id)};
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext old;
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	ArrayType  *a[5];
+	bool		isnull;
+	int			n;
+
+	gnb_execute("SELECT owner, model_name, version, classes, log_pi, tokens, log_theta, "
+				"word_counts FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
+				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model version " INT64_FORMAT " does not exist", version_id)));
+	tuple = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	old = MemoryContextSwitchTo(cxt);
+	p->owner = TextDatumGetCString(SPI_getbinval(tuple, desc, 1, &isnull));
+	p->name = TextDatumGetCString(SPI_getbinval(tuple, desc, 2, &isnull));
+	p->version = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+	for (int col = 4; col <= 8; col++)
+	{
+		Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
+
+		a[col - 4] = isnull ? NULL : DatumGetArrayTypePCopy(d);
+		if ((isnull && col != 8) || (!isnull && (ARR_NDIM(a[col - 4]) > 1 || ARR_HASNULL(a[col - 4]))))
+			elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
+				 p->name, p->version);
+	}
+	deconstruct_array(a[0], TEXTOID, -1, false, TYPALIGN_INT, &p->classes, NULL, &n);
+	p->n_classes = n;
+	deconstruct_array(a[2], TEXTOID, -1, false, TYPALIGN_INT, &p->tokens, NULL, &n);
+	p->n_words = n;
+	p->log_pi = (const double *) ARR_DATA_PTR(a[1]);
+	p->log_theta = (const double *) ARR_DATA_PTR(a[3]);
+	p->word_counts = a[4] ? (const int64 *) ARR_DATA_PTR(a[4]) : NULL;
+	if (ArrayGetNItems(ARR_NDIM(a[1]), ARR_DIMS(a[1])) != p->n_classes ||
+		ArrayGetNItems(ARR_NDIM(a[3]), ARR_DIMS(a[3])) != (int64) p->n_words * p->n_classes ||
+		(a[4] && ArrayGetNItems(ARR_NDIM(a[4]), ARR_DIMS(a[4])) != p->n_words))
+		elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
+			 p->name, p->version);
+	MemoryContextSwitchTo(old);
+}
+
+/* ---------- export and import ---------- */
+
+/* A text column of the last result's first row as a C string ("" if NULL). */
+static char *
+result_cstring(int col)
+{
+	bool		isnull;
+	Datum		d = gnb_result_value(col, &isnull);
+
+	return isnull ? pstrdup("") : TextDatumGetCString(d);
+}
+
+/*
+ * The parameters and figures of a version (its gibbs_nb.models row, read as
+ * the caller) into img, in the current memory context.  SPI connected.
+ */
+void
+gnb_store_export_params(int64 version_id, GnbModelImage *img)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(version_id)};
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext old;
+	bool		isnull;
+
+	gnb_execute("SELECT sampler, sweeps, burn_in, lag, chains, gamma_pi, gamma_theta, "
+				"unlabeled_weight, seed, n_documents, n_labeled, n_skipped, n_tokens, "
+				"log_likelihood, r_hat, n_classes, model_name, version, source, tokens_column, "
+				"label_column, id_column, tokenizer FROM gibbs_nb.models "
+				"WHERE version_id OPERATOR(pg_catalog.=) $1",
+				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model version " INT64_FORMAT " does not exist", version_id)));
+	old = MemoryContextSwitchTo(cxt);
+	img->sampler = result_cstring(1);
+	img->sweeps = DatumGetInt32(gnb_result_value(2, &isnull));
+	img->burn_in = DatumGetInt32(gnb_result_value(3, &isnull));
+	img->lag = DatumGetInt32(gnb_result_value(4, &isnull));
+	img->chains = DatumGetInt32(gnb_result_value(5, &isnull));
+	img->gamma_pi = DatumGetFloat8(gnb_result_value(6, &isnull));
+	img->gamma_theta = DatumGetFloat8(gnb_result_value(7, &isnull));
+	img->unlabeled_weight = DatumGetFloat8(gnb_result_value(8, &isnull));
+	img->seed = DatumGetInt64(gnb_result_value(9, &isnull));
+	img->n_documents = DatumGetInt32(gnb_result_value(10, &isnull));
+	img->n_labeled = DatumGetInt32(gnb_result_value(11, &isnull));
+	img->n_skipped = DatumGetInt32(gnb_result_value(12, &isnull));
+	img->n_tokens = DatumGetInt64(gnb_result_value(13, &isnull));
+	img->log_likelihood = DatumGetFloat8(gnb_result_value(14, &isnull));
+	if (isnull)
+		img->log_likelihood = get_float8_nan();
+	img->r_hat = DatumGetFloat8(gnb_result_value(15, &isnull));
+	if (isnull)
+		img->r_hat = get_float8_nan();
+	img->n_classes_arg = DatumGetInt32(gnb_result_value(16, &isnull));
+	if (isnull)
+		img->n_classes_arg = 0;
+	img->model_name = result_cstring(17);
+	img->version = DatumGetInt32(gnb_result_value(18, &isnull));
+	img->source = result_cstring(19);
+	img->tokens_column = result_cstring(20);
+	img->label_column = result_cstring(21);
+	img->id_column = result_cstring(22);
+	img->tokenizer = result_cstring(23);
+	MemoryContextSwitchTo(old);
+}
+
+/* A text[] of n strings given with their lengths. */
+static ArrayType *
+text_array_len(const char **str, const int32 *len, int64 n)
+{
+	Datum	   *d = palloc_extended(sizeof(Datum) * (n + 1), MCXT_ALLOC_HUGE);
+
+	for (int64 i = 0; i < n; i++)
+		d[i] = PointerGetDatum(cstring_to_text_with_len(str[i], len[i]));
+	return construct_array(d, (int) n, TEXTOID, -1, false, TYPALIGN_INT);
+}
+
+/*
+ * A new version of the current role's model `model_name`, made of an
+ * exported model: its models, theta, pi and packed rows, written as the
+ * extension's owner in the caller's transaction, then retention applied.  It
+ * has no source (it cannot be retrained) and no labels (nor labels table).
+ * Returns the version.  SPI connected.
+ */
+int32
+gnb_store_import(const char *model_name, const GnbModelImage *img)
+{
+	char	   *owner = gnb_current_role_name();
+	int32		K = img->n_classes;
+	int32		V = img->n_words;
+	int32		version;
+	int64		version_id;
+	int32		keep;
+	ArrayType  *classes = text_array_len(img->class_str, img->class_len, K);
+	ArrayType  *tokens = text_array_len(img->word_str, img->word_len, V);
+	double	   *pi = palloc(sizeof(double) * K);
+	MemoryContext batch_cxt;
+
+	gnb_store_number_version(owner, model_name, &version, &version_id, &keep);
+
+	/* the model row: what the export carried; no job, source or labels table */
+	{
+		Oid			types[28] = {
+			TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT8OID,
+			INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
+			INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID, TEXTOID
+		};
+		Datum		v[28];
+		char		nulls[28];
+
+		memset(nulls, ' ', sizeof(nulls));
+		v[0] = CStringGetTextDatum(model_name);
+		v[1] = Int32GetDatum(version);
+		v[2] = CStringGetTextDatum(owner);
+		v[3] = PointerGetDatum(classes);
+		v[4] = Int32GetDatum(img->n_documents);
+		v[5] = Int32GetDatum(img->n_labeled);
+		v[6] = Int32GetDatum(img->n_skipped);
+		v[7] = Int64GetDatum(img->n_tokens);
+		v[8] = Int32GetDatum(V);
+		v[9] = CStringGetTextDatum(img->source);
+		v[10] = CStringGetTextDatum(img->tokens_column);
+		v[11] = CStringGetTextDatum(img->label_column);
+		if (img->label_column[0] == '\0')
+			nulls[11] = 'n';
+		v[12] = CStringGetTextDatum(img->id_column);
+		v[13] = Int32GetDatum(img->n_classes_arg);
+		if (img->n_classes_arg == 0)
+			nulls[13] = 'n';
+		v[14] = Int32GetDatum(img->sweeps);
+		v[15] = Int32GetDatum(img->burn_in);
+		v[16] = Int32GetDatum(img->lag);
+		v[17] = Int32GetDatum(img->chains);
+		v[18] = CStringGetTextDatum(img->sampler);
+		v[19] = Float8GetDatum(img->gamma_pi);
+		v[20] = Float8GetDatum(img->gamma_theta);
+		v[21] = Float8GetDatum(img->unlabeled_weight);
+		v[22] = Int64GetDatum(img->seed);
+		v[23] = Float8GetDatum(img->r_hat);
+		if (isnan(img->r_hat))
+			nulls[23] = 'n';
+		v[24] = Float8GetDatum(img->log_likelihood);
+		if (isnan(img->log_likelihood))
+			nulls[24] = 'n';
+		v[25] = Int64GetDatum(version_id);
+		v[26] = Int32GetDatum(keep);
+		v[27] = CStringGetTextDatum(img->tokenizer);
+		if (img->tokenizer[0] == '\0')
+			nulls[27] = 'n';
+		gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, classes, "
+					"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
+					"source, tokens_column, label_column, id_column, n_classes, "
+					"sweeps, burn_in, lag, chains, sampler, gamma_pi, gamma_theta, "
+					"unlabeled_weight, seed, r_hat, log_likelihood, labels_table, "
+					"labels_relid, trained_by, version_id, keep_versions, tokenizer) VALUES "
+					"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
+					"$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, '', "
+					"0::pg_catalog.regclass, $3, $26, $27, $28)",
+					28, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	}
+
+	/* pi-hat and theta-hat rows, as training writes them */
+	for (int32 k = 0; k < K; k++)
+		pi[k] = exp(img->log_pi[k]);
+	{
+		Oid			types[5] = {TEXTOID, INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
+		Datum		v[5] = {CStringGetTextDatum(model_name), Int32GetDatum(version),
+		PointerGetDatum(classes), PointerGetDatum(gnb_float8_array(pi, K)),
+		CStringGetTextDatum(owner)};
+
+		gnb_execute("INSERT INTO gibbs_nb.pi (model_name, version, class, probability, owner) "
+					"SELECT $1, $2, u.c, u.p, $5 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(c, p)",
+					5, types, v, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	}
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb import batch",
+									  ALLOCSET_DEFAULT_SIZES);
+	for (int32 start = 0; start < V; start += VERSION_BATCH)
+	{
+		int32		n = Min(VERSION_BATCH, V - start);
+		Oid			types[6] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
+		Datum		v[6];
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		double	   *theta = palloc(sizeof(double) * n);
+
+		v[0] = CStringGetTextDatum(model_name);
+		v[1] = Int32GetDatum(version);
+		v[3] = PointerGetDatum(text_array_len(img->word_str + start, img->word_len + start, n));
+		v[5] = CStringGetTextDatum(owner);
+		for (int32 k = 0; k < K; k++)
+		{
+			for (int32 i = 0; i < n; i++)
+				theta[i] = exp(img->log_theta[(int64) (start + i) * K + k]);
+			v[2] = PointerGetDatum(cstring_to_text_with_len(img->class_str[k], img->class_len[k]));
+			v[4] = PointerGetDatum(gnb_float8_array(theta, n));
+			gnb_execute("INSERT INTO gibbs_nb.theta (model_name, version, class, token, probability, owner) "
+						"SELECT $1, $2, $3, u.t, u.p, $6 FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(t, p)",
+						6, types, v, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(batch_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextDelete(batch_cxt);
+
+	/* the packed row prediction loads: the exported log values, bit for bit */
+	{
+		Oid			types[9] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+		TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, INT8ARRAYOID};
+		Datum		v[9];
+		char		nulls[9];
+
+		memset(nulls, ' ', sizeof(nulls));
+		v[0] = CStringGetTextDatum(model_name);
+		v[1] = Int32GetDatum(version);
+		v[2] = CStringGetTextDatum(owner);
+		v[3] = PointerGetDatum(classes);
+		v[4] = PointerGetDatum(gnb_float8_array(img->log_pi, K));
+		v[5] = PointerGetDatum(tokens);
+		v[6] = PointerGetDatum(gnb_float8_array(img->log_theta, (int) ((int64) V * K)));
+		v[7] = Int64GetDatum(version_id);
+		v[8] = (Datum) 0;
+		nulls[8] = 'n';
+		if (img->word_counts)
+		{
+			Datum	   *d = palloc_extended(sizeof(Datum) * ((Size) V + 1), MCXT_ALLOC_HUGE);
+
+			for (int32 w = 0; w < V; w++)
+				d[w] = Int64GetDatum(img->word_counts[w]);
+			v[8] = PointerGetDatum(construct_array(d, V, INT8OID, sizeof(int64),
+												   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+			nulls[8] = ' ';
+		}
+		gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
+					"tokens, log_theta, version_id, word_counts) "
+					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+					9, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	}
+	(void) gnb_apply_retention(owner, model_name, version, keep);
+	return version;
+}
+
+/* An id of the previous version, for the warm start's binary search. */
+typedef struct WarmId
+{
+	const char *id;
+	int32		doc;
+} WarmId;
+
+static int
+cmp_warm_id(const void *a, const void *b)
+{
+	return strcmp(((const WarmId *) a)->id, ((const WarmId *) b)->id);
+}
+
+/*
+ * A warm start from a version (gibbs_nb_retrain(..., warm => true)): for
+ * each unlabelled document of the corpus, init_label gets the class its id
+ * had in that version (its most probable, by class name), or -1 if the
+ * version did not have the document or the class.  Returns how many
+ * documents start warm.  Read as the caller.  SPI connected.
+ */
+int64
+gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int32 *init_label)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(version_id)};
+	bool		isnull;
+	ArrayType  *ids;
+	ArrayType  *probs;
+	ArrayType  *classes;
+	Datum	   *id_texts;
+	Datum	   *class_texts;
+	int			n;
+	int			Kp;
+	int32	   *class_map;
+	WarmId	   *sorted;
+	Oid			output;
+	bool		varlena;
+	int64		matched = 0;
+
+	for (int32 j = 0; j < corpus->n_docs; j++)
+		init_label[j] = -1;
+	gnb_execute("SELECT label_ids, label_probabilities, classes FROM gibbs_nb.packed "
+				"WHERE version_id OPERATOR(pg_catalog.=) $1",
+				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return 0;
+	(void) gnb_result_value(1, &isnull);
+	if (isnull)
+		return 0;				/* a version that keeps no labels: a cold start */
+	ids = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
+	probs = DatumGetArrayTypePCopy(gnb_result_value(2, &isnull));
+	classes = DatumGetArrayTypePCopy(gnb_result_value(3, &isnull));
+	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &id_texts, NULL, &n);
+	deconstruct_array(classes, TEXTOID, -1, false, TYPALIGN_INT, &class_texts, NULL, &Kp);
+	if (ARR_HASNULL(probs) || ArrayGetNItems(ARR_NDIM(probs), ARR_DIMS(probs)) != (int64) n * Kp)
+		elog(ERROR, "gibbs_nb.packed row of version " INT64_FORMAT " is malformed", version_id);
+
+	/* the previous classes, by name, in this corpus's order */
+	class_map = palloc(sizeof(int32) * Kp);
+	for (int k = 0; k < Kp; k++)
+	{
+		char	   *name = TextDatumGetCString(class_texts[k]);
+
+		class_map[k] = -1;
+		for (int32 c = 0; c < corpus->n_classes; c++)
+			if (strcmp(corpus->classes[c], name) == 0)
+				class_map[k] = c;
+	}
+	sorted = palloc_extended(sizeof(WarmId) * ((Size) n + 1), MCXT_ALLOC_HUGE);
+	for (int i = 0; i < n; i++)
+	{
+		sorted[i].id = TextDatumGetCString(id_texts[i]);
+		sorted[i].doc = i;
+	}
+	qsort(sorted, n, sizeof(WarmId), cmp_warm_id);
+
+	getTypeOutputInfo(id_type, &output, &varlena);
+	for (int32 j = 0; j < corpus->n_docs; j++)
+	{
+		WarmId		key;
+		WarmId	   *hit;
+		const double *row;
+		int			best = 0;
+
+		CHECK_FOR_INTERRUPTS();
+		key.id = OidOutputFunctionCall(output, corpus->ids[j]);
+		hit = bsearch(&key, sorted, n, sizeof(WarmId), cmp_warm_id);
+		if (hit == NULL)
+			continue;
+		row = (const double *) ARR_DATA_PTR(probs) + (int64) hit->doc * Kp;
+		for (int k = 1; k < Kp; k++)
+			if (row[k] > row[best])
+				best = k;
+		if (class_map[best] >= 0)
+		{
+			init_label[j] = class_map[best];
+			matched++;
+		}
+	}
+	return matched;
 }
 
 /* ---------- dropping versions, retention ---------- */

@@ -375,14 +375,16 @@ check_job_limits(const GnbJobParams *p)
 	if (gnb_max_jobs > 0 && n_running >= gnb_max_jobs)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("%d gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
-						n_running),
+				 errmsg_plural("%d gibbs_nb job is running, the most gibbs_nb.max_jobs allows",
+							   "%d gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
+							   n_running, n_running),
 				 errhint("Wait for a job to end, or raise gibbs_nb.max_jobs.")));
 	if (gnb_max_jobs_per_role > 0 && n_role >= gnb_max_jobs_per_role)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("role \"%s\" runs %lld gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
-						role, (long long) n_role),
+				 errmsg_plural("role \"%s\" runs %lld gibbs_nb job, the most gibbs_nb.max_jobs_per_role allows",
+							   "role \"%s\" runs %lld gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
+							   (unsigned long) n_role, role, (long long) n_role),
 				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_role.")));
 }
 
@@ -392,7 +394,7 @@ check_job_limits(const GnbJobParams *p)
  * (NULL: the current role).  Fills fcinfo's result set with one row.
  */
 void
-gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner)
+gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner, int64 warm_version_id)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	GnbJobParams params;
@@ -403,6 +405,7 @@ gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner)
 
 	InitMaterializedSRF(fcinfo, 0);
 	resolve_arguments(fcinfo, &params, model_owner);
+	params.warm_version_id = warm_version_id;
 	wait = PG_GETARG_BOOL(ARG_WAIT);
 	params.job_id = gnb_store_next_job_id();
 
@@ -457,14 +460,15 @@ PG_FUNCTION_INFO_V1(gibbs_nb_train);
 Datum
 gibbs_nb_train(PG_FUNCTION_ARGS)
 {
-	gnb_train_call(fcinfo, NULL);
+	gnb_train_call(fcinfo, NULL, 0);
 	return (Datum) 0;
 }
 
 PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
 
 /*
- * gibbs_nb_retrain(model_name text, wait boolean DEFAULT true)
+ * gibbs_nb_retrain(model_name text, wait boolean DEFAULT true,
+ *					warm boolean DEFAULT false)
  *		returns setof gibbs_nb.train_result
  *
  * Trains a new version of a model with every parameter of its latest version
@@ -484,15 +488,20 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	bool		isnull;
 	Oid			source;
+	int64		warm_version_id = 0;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || (PG_NARGS() > 2 && PG_ARGISNULL(2)))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", PG_ARGISNULL(0) ? "model_name" : "wait")));
+				 errmsg("%s must not be NULL", PG_ARGISNULL(0) ? "model_name" :
+						PG_ARGISNULL(1) ? "wait" : "warm")));
 	model_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
+	/* a warm start begins where the serving version's labels are */
+	if (PG_NARGS() > 2 && PG_GETARG_BOOL(2))
+		warm_version_id = gnb_store_current_version_id(model_name);
 	row = gnb_store_latest_version(owner, model_name, &desc);
 	if (row == NULL)
 		ereport(ERROR,
@@ -520,6 +529,6 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	call->args[ARG_WAIT].value = PG_GETARG_DATUM(1);
 	call->args[ARG_WAIT].isnull = false;
 	call->args[ARG_HOLDOUT].value = heap_getattr(row, 18, desc, &call->args[ARG_HOLDOUT].isnull);
-	gnb_train_call(call, owner);
+	gnb_train_call(call, owner, warm_version_id);
 	return (Datum) 0;
 }

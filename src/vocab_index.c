@@ -290,3 +290,25 @@ gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector
 	for (int i = 0; i < 3; i++)
 		advance(&p);
 }
+
+/*
+ * The K log theta-hat values of one token, or NULL if the model does not
+ * know it: the values scoring adds up, for callers that need them one token
+ * at a time (gibbs_nb_explain).
+ */
+const double *
+gnb_vocab_index_lookup(const GnbVocabIndex *index, const char *str, int len)
+{
+	uint64		first = first_word(str, len);
+	uint32		hash = token_hash(str, len, first);
+	uint32		i = hash & index->mask;
+	const char *rec;
+
+	while ((rec = probe(index, hash, &i)) != NULL)
+	{
+		if (record_matches(index, rec, str, len, first))
+			return (const double *) rec;
+		i = (i + 1) & index->mask;
+	}
+	return NULL;
+}

@@ -36,4 +36,8 @@ extern GnbVocabIndex *gnb_vocab_index_build(ArrayType *tokens, const double *log
 extern void gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector,
 								  double *scores);
 
+/* A token's K log theta-hat values, or NULL if the model does not know it. */
+extern const double *gnb_vocab_index_lookup(const GnbVocabIndex *index, const char *str,
+											int len);
+
 #endif							/* GNB_VOCAB_INDEX_H */

@@ -239,6 +239,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	double		read_seconds;
 	double		sample_seconds;
 	char	   *source_sql;
+	int32	   *init_label = NULL;
+	int64		warm_docs = 0;
 
 	active_worker = ws;
 	ws->job = job;
@@ -259,6 +261,18 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	source_sql = gnb_lock_source(&p->source, p->job_id);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	gnb_read_corpus(p, source_sql, job_cxt, &corpus);
+	if (p->warm_version_id != 0)
+	{
+		/* a warm start: the documents still there start where they were */
+		init_label = MemoryContextAllocExtended(job_cxt, sizeof(int32) * ((Size) corpus.n_docs + 1),
+												MCXT_ALLOC_HUGE);
+		SPI_connect();
+		warm_docs = gnb_store_warm_start(p->warm_version_id, &corpus, p->source.id_type,
+										 init_label);
+		SPI_finish();
+		elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": " INT64_FORMAT " of %d unlabelled documents start warm",
+			 p->job_id, warm_docs, corpus.n_docs);
+	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
@@ -278,6 +292,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	core.word = corpus.word;
 	core.count = corpus.count;
 	core.label = corpus.label;
+	core.init_label = init_label;
 	if (corpus.n_labeled > 0)
 	{
 		core.extra_word_counts = corpus.labeled_word_counts;

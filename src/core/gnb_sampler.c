@@ -656,7 +656,7 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		for (int32_t k = 0; k < K; k++)
 			st->C[k] += c->extra_doc_counts[k];
 	}
-	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0)
+	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && !c->init_label)
 		theta_step(st, st->N);
 
 	/*
@@ -664,16 +664,21 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	 * with pi integrated out is uniform over the K classes.  (Drawing one pi
 	 * from Dir(g_pi) first would, for small g_pi, often put nearly every
 	 * document in one class, a state the collapsed sampler leaves only very
-	 * slowly when g_theta is small too.)
+	 * slowly when g_theta is small too.)  A warm start gives the labels, and
+	 * the first theta is drawn given them.
 	 */
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
 		int32_t		k = (int32_t) (gnb_rng_uniform(&st->rng) * K);
 
+		if (c->init_label && c->init_label[j] >= 0 && c->init_label[j] < K)
+			k = c->init_label[j];
 		st->z[j] = k;
 		add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 	}
+	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && c->init_label)
+		theta_step(st, st->N);
 	compute_word_terms(V, K, params->gamma_theta, st->N, st->S);
 	for (int32_t k = 0; k < K; k++)
 		refresh_prior(st, k);

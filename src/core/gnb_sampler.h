@@ -42,6 +42,14 @@ typedef struct gnb_corpus
 	 */
 	const double *extra_word_counts;
 	const double *extra_doc_counts;
+
+	/*
+	 * Optional: a warm start.  n_docs entries; an unlabelled document j
+	 * starts every chain in class init_label[j] instead of one drawn from
+	 * its prior marginal (-1: drawn as usual), and the paper sampler's first
+	 * theta is drawn given those labels too.  NULL: a cold start.
+	 */
+	const int32_t *init_label;
 } gnb_corpus;
 
 typedef struct gnb_params

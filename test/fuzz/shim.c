@@ -14,6 +14,7 @@
 #include "shim.h"
 
 #include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -465,4 +466,27 @@ tuplestore_putvalues(Tuplestorestate *state, TupleDesc tdesc, Datum *values, boo
 	if (shim_row_hook == NULL)
 		shim_fail("tuplestore_putvalues: no row hook");
 	shim_row_hook(values, isnull, shim_row_arg);
+}
+
+/* ---- interrupts (CHECK_FOR_INTERRUPTS in model_format.c): never pending ---- */
+
+volatile sig_atomic_t InterruptPending = false;
+
+void
+ProcessInterrupts(void)
+{
+	shim_fail("ProcessInterrupts called with no interrupt pending");
+}
+
+/* pnstrdup, as the backend's (model_format.c) */
+char *
+pnstrdup(const char *in, Size len)
+{
+	char	   *out;
+
+	len = strnlen(in, len);
+	out = palloc(len + 1);
+	memcpy(out, in, len);
+	out[len] = '\0';
+	return out;
 }

@@ -26,7 +26,7 @@ SELECT try($$SELECT gibbs_nb_cancel(424242)$$);
 SELECT line ~ '^chain [12]  [▁▂▃▄▅▆▇█]+  min -?[0-9.]+  max -?[0-9.]+$' AS well_formed, count(*)
 FROM regexp_split_to_table(gibbs_nb_trace_plot(:started_job, 20), E'\n') line GROUP BY 1;
 SELECT length(split_part(gibbs_nb_trace_plot(:started_job, 20), '  ', 2)) AS width;
-SELECT gibbs_nb_trace_plot(424242) IS NULL AS no_trace;
+SELECT try($$SELECT gibbs_nb_trace_plot(424242)$$);
 
 -- retraining: the latest version's parameters, seed included, the source read afresh
 SELECT version, status FROM gibbs_nb_retrain('m');
@@ -57,6 +57,7 @@ INSERT INTO gibbs_nb.jobs (job_id, model_name, owner, status, sweeps, chains, so
                            worker_pid, started_at)
 VALUES (900, 'm', 'postgres', 'running', 10, 1, 'public.docs', pg_backend_pid(), now());
 SELECT status, message FROM gibbs_nb_jobs WHERE job_id = 900;
+SELECT gibbs_nb_trace_plot(900) IS NULL AS no_trace_yet;
 SELECT status FROM gibbs_nb.jobs WHERE job_id = 900;
 SELECT version FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, seed => 1);
 SELECT status, sqlstate, message FROM gibbs_nb.jobs WHERE job_id = 900;

@@ -81,7 +81,23 @@ like($err, qr/2 gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows/,
 ($rc, $out, $err) = $node->psql('postgres', q{
   SELECT gibbs_nb_train('a', 'docs', 'tokens', 'label', sweeps => 10)});
 like($err, qr/model "a" is being trained by job $a/, 'a second training of a running model names the job');
-$node->safe_psql('postgres', "SELECT gibbs_nb_cancel($a), gibbs_nb_cancel($b)");
+# chains count from 1 in gibbs_nb_jobs, as in pg_stat_activity and the trace
+ok( $node->poll_query_until('postgres', "SELECT sweep > 0 FROM gibbs_nb_jobs WHERE job_id = $a"),
+	'the job reports its progress');
+is($node->safe_psql('postgres', qq{
+  SELECT j.chain || '|' || (a.query ~ '^gibbs_nb job $a: chain 1/1, ')::text
+  FROM gibbs_nb_jobs j, pg_stat_activity a WHERE j.job_id = $a AND a.pid = j.worker_pid}),
+	'1|true', 'gibbs_nb_jobs.chain is the chain pg_stat_activity shows, counted from 1');
+$node->safe_psql('postgres', "SELECT gibbs_nb_cancel($b)");
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'"),
+	'one job is left');
+($rc, $out, $err) = $node->psql('postgres', q{
+  SET gibbs_nb.max_jobs = 1;
+  SELECT gibbs_nb_train('c', 'docs', 'tokens', 'label', sweeps => 10)});
+like($err, qr/1 gibbs_nb job is running, the most gibbs_nb.max_jobs allows/,
+	'one running job is "1 gibbs_nb job is running"');
+$node->safe_psql('postgres', "SELECT gibbs_nb_cancel($a)");
 ok( $node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'"),
 	'both are stopped');
