@@ -3,6 +3,8 @@
 -- gibbs_nb_predict_proba (make check-sklearn compares the same fixture with
 -- scikit-learn: test/metrics).
 CREATE EXTENSION gibbs_nb;
+-- training's NOTICEs (progress, diagnostics) are not what this test checks
+SET client_min_messages = warning;
 -- fixture begin (make check-sklearn loads the lines up to 'fixture end')
 -- A model of three colours, and 400 labelled documents to evaluate it on:
 -- mixtures of the colours' words (and words it never saw), labelled with
@@ -190,3 +192,4 @@ DROP FUNCTION max_diff(float8[], float8[]);
 DROP VIEW labelled_100, reference;
 DROP TABLE colour_train, labelled, two_red, nothing, int_labels, secured;
 DROP EXTENSION gibbs_nb;
+RESET client_min_messages;

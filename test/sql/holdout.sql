@@ -2,6 +2,8 @@
 -- is left out of training, labelled by the new version like any new
 -- document, and its metrics are stored with the version.
 CREATE EXTENSION gibbs_nb;
+-- training's NOTICEs (progress, diagnostics) are not what this test checks
+SET client_min_messages = warning;
 CREATE TABLE hdocs (id int PRIMARY KEY, tokens text[], label text);
 INSERT INTO hdocs
 SELECT i,
@@ -96,3 +98,4 @@ DROP VIEW h_held;
 DROP FUNCTION held_out(int, text, bigint, float8);
 DROP TABLE hdocs, hdocs_reversed;
 DROP EXTENSION gibbs_nb;
+RESET client_min_messages;
