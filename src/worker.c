@@ -139,11 +139,14 @@ register_job(GnbJobShared *job)
 
 /* Sampler progress: shared memory every sweep, the job row once a second. */
 static void
-progress_hook(void *arg, int chain, int sweep, double log_joint, double changed)
+progress_hook(void *arg, const gnb_sweep *sw)
 {
 	WorkerState *ws = arg;
 	GnbJobShared *job = ws->job;
 	TimestampTz now;
+	int			chain = sw->chain;
+	int			sweep = sw->sweep;
+	double		log_joint = sw->log_joint;
 
 	SpinLockAcquire(&job->mutex);
 	job->chain = chain;
@@ -157,7 +160,7 @@ progress_hook(void *arg, int chain, int sweep, double log_joint, double changed)
 		ws->trace_chain[ws->trace_n] = chain + 1;
 		ws->trace_sweep[ws->trace_n] = sweep;
 		ws->trace_lj[ws->trace_n] = log_joint;
-		ws->trace_changed[ws->trace_n] = changed;
+		ws->trace_changed[ws->trace_n] = sw->changed;
 		if (++ws->trace_n == TRACE_BATCH)
 			flush_trace(ws);
 	}

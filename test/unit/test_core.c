@@ -681,7 +681,11 @@ test_zero_unlabeled_weight(void)
 			for (int r = 0; r < reps; r++)
 				var += (est[r][i] - mean) * (est[r][i] - mean) / (reps - 1);
 			se = sqrt(var / reps + exact_se[s][i] * exact_se[s][i]);
-			if (fabs(mean - exact[s][i]) > Z_TOLERANCE * se)
+			/*
+			 * The collapsed estimate is the predictive itself (the labels
+			 * of weight 0 do not move the counts): exact but for rounding.
+			 */
+			if (fabs(mean - exact[s][i]) > Z_TOLERANCE * se + 1e-12)
 			{
 				bad++;
 				printf("  lambda=0 %s: %d: %.4f vs exact %.4f\n", s ? "collapsed" : "paper",
@@ -1104,15 +1108,12 @@ counting_release(void *ptr, void *arg)
 }
 
 static void
-count_progress(void *arg, int chain, int sweep, double lj, double changed)
+count_progress(void *arg, const gnb_sweep *sw)
 {
 	hook_counts *h = arg;
 
-	(void) chain;
-	(void) lj;
-	(void) changed;
 	h->progress++;
-	h->last_sweep = sweep;
+	h->last_sweep = sw->sweep;
 }
 
 static void
@@ -1224,12 +1225,12 @@ typedef struct trace_copy
 } trace_copy;
 
 static void
-copy_progress(void *arg, int chain, int sweep, double lj, double changed)
+copy_progress(void *arg, const gnb_sweep *sw)
 {
 	trace_copy *t = arg;
 
-	t->lj[chain * t->sweeps + sweep - 1] = lj;
-	t->changed[chain * t->sweeps + sweep - 1] = changed;
+	t->lj[sw->chain * t->sweeps + sw->sweep - 1] = sw->log_joint;
+	t->changed[sw->chain * t->sweeps + sw->sweep - 1] = sw->changed;
 }
 
 static void
