@@ -91,6 +91,8 @@ typedef struct WorkerState
 	int32		trace_sweep[TRACE_BATCH];
 	double		trace_lj[TRACE_BATCH];
 	double		trace_changed[TRACE_BATCH];
+	double		trace_gamma_theta[TRACE_BATCH];
+	double		trace_gamma_pi[TRACE_BATCH];
 } WorkerState;
 
 /* The running job's state, for record_failure: it writes what was sampled. */
@@ -103,7 +105,8 @@ flush_trace(WorkerState *ws)
 	MemoryContext old = MemoryContextSwitchTo(ws->sample_cxt);
 
 	gnb_store_trace_rows(&ws->job->params, ws->trace_n, ws->trace_chain, ws->trace_sweep,
-						 ws->trace_lj, ws->trace_changed);
+						 ws->trace_lj, ws->trace_changed, ws->trace_gamma_theta,
+						 ws->trace_gamma_pi);
 	MemoryContextSwitchTo(old);
 	ws->trace_n = 0;
 }
@@ -161,6 +164,8 @@ progress_hook(void *arg, const gnb_sweep *sw)
 		ws->trace_sweep[ws->trace_n] = sweep;
 		ws->trace_lj[ws->trace_n] = log_joint;
 		ws->trace_changed[ws->trace_n] = sw->changed;
+		ws->trace_gamma_theta[ws->trace_n] = sw->gamma_theta;
+		ws->trace_gamma_pi[ws->trace_n] = sw->gamma_pi;
 		if (++ws->trace_n == TRACE_BATCH)
 			flush_trace(ws);
 	}

@@ -1359,12 +1359,12 @@ gnb_warning_text(int32_t warning)
 	switch (warning)
 	{
 		case GNB_WARN_R_HAT:
-			return "the chains disagree: run more sweeps or a longer burn_in";
+			return "the chains disagree: run more sweeps, a longer burn_in or more chains";
 		case GNB_WARN_ESS:
 			return "the log joint is strongly autocorrelated: run more sweeps";
 		case GNB_WARN_STUCK:
-			return "a chain changed no unlabelled label after burn-in and may be stuck in one mode: "
-				"the collapsed sampler, unlabeled_weight < 1 or more chains help";
+			return "it may be stuck in one mode: the collapsed sampler, unlabeled_weight < 1 "
+				"or more chains help";
 	}
 	return "unknown warning";
 }

@@ -197,7 +197,7 @@ extern int32_t gnb_diagnose(double split_r_hat, double ess_total,
 							const int32_t *changed_after_burn_in, int32_t chains,
 							int32_t n_unlabeled, int sampled_gamma);
 
-/* One line of advice for one GNB_WARN_* bit. */
+/* What one GNB_WARN_* bit suggests, and what helps. */
 extern const char *gnb_warning_text(int32_t warning);
 
 /* Default hooks: calloc/free, no progress, no interrupts. */
