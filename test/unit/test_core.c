@@ -1709,6 +1709,47 @@ test_diagnostics(void)
 	}
 }
 
+
+/*
+ * Chains are aligned whenever some class has no clamped document: with only
+ * class 0 clamped, classes 1 and 2 may come out swapped between chains, and
+ * averaging them unaligned blurs every label probability of those classes.
+ */
+static void
+test_partial_alignment(void)
+{
+	synthetic	syn;
+	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 200, 100, 1, 4, 1.0, 0.5, 1.0, 0};
+	int			sharp = 0,
+				n = 0;
+	gnb_result	res;
+
+	make_synthetic(&syn, 300, 40, 3, 40, 0.3, 31);
+	for (int j = 0; j < syn.c.n_docs; j++)
+		if (syn.label[j] != 0)
+			syn.label[j] = -1;
+	p.seed = 4;
+	gnb_train(&syn.c, &p, NULL, &res);
+	for (int j = 0; j < syn.c.n_docs; j++)
+		if (syn.label[j] < 0 && syn.truth[j] != 0)
+		{
+			double		best = 0;
+
+			for (int k = 0; k < 3; k++)
+				best = fmax(best, res.label_prob[j * 3 + k]);
+			sharp += best > 0.95;
+			n++;
+		}
+	printf("  only class 0 clamped, 4 chains: %d of %d documents of classes 1, 2 sharp\n", sharp, n);
+	CHECK(sharp > 0.95 * n, "4 chains aligned with one class clamped: %d of %d sharp", sharp, n);
+	/* the clamped class kept its identity: its documents are still class 0 */
+	for (int j = 0; j < syn.c.n_docs; j++)
+		if (syn.label[j] < 0 && syn.truth[j] == 0)
+			CHECK(res.label_prob[j * 3] > 0.5, "a class-0 document %d left class 0", j);
+	gnb_result_free(&res, NULL);
+	free_synthetic(&syn);
+}
+
 /* ---------- gamma_theta recovered from synthetic corpora ---------- */
 
 
@@ -1993,6 +2034,8 @@ main(void)
 	test_issue11_exactness();
 	printf("ESS, split R-hat, warnings\n");
 	test_diagnostics();
+	printf("alignment with some classes clamped\n");
+	test_partial_alignment();
 	printf("gamma_theta recovered\n");
 	test_gamma_recovery();
 	printf("%d passed, %d failed\n", n_passed, n_failed);
