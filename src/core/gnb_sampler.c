@@ -209,20 +209,28 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	/* the trace: log joint and share changed per sweep and chain */
 	if (!params->no_trace)
 		doubles += 2 * trace;
-	/* the kept sweeps' log joints (ESS, split R-hat), always kept */
-	doubles += kept + 1;
+	/*
+	 * the kept sweeps' log joints (ESS, split R-hat), always kept: the
+	 * result's and the running chain's; the running chain's own trace
+	 */
+	doubles += 2 * (kept + 1);
+	if (!params->no_trace)
+		doubles += 2 * (uint64_t) params->sweeps;
 	/* gamma_theta sampled: the count summary's list and histograms */
 	if (params->sample_gamma_theta)
 		doubles += vk + K * 64 + K;
 	/* per chain: the log joints' running sums */
 	doubles += 6 * (uint64_t) params->chains;
-	/* per document: lengths; per class pair: the alignment's cost matrix */
-	doubles += D + K * K;
+	/*
+	 * per document: lengths (the combiner's and the chain's); per class pair:
+	 * the alignment's cost matrix
+	 */
+	doubles += 2 * D + K * K;
 	/* K-sized vectors (C, Nk, S, priors, scores, sums, alignment scratch) */
 	doubles += 32 * (K + 1);
 	bytes = doubles * sizeof(double);
 	/* int32 per document (labels, last labels, unlabelled index), per word */
-	bytes += 3 * D * sizeof(int32_t) + V * sizeof(int32_t) + V;
+	bytes += 4 * D * sizeof(int32_t) + 2 * V * sizeof(int32_t) + V;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
@@ -1436,51 +1444,50 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	hooks->release(labelled_count, hooks->arg);
 }
 
+static void
+release_shared(run_shared *sh)
+{
+	const gnb_hooks *hooks = sh->hooks;
+
+	hooks->release(sh->unlabeled, hooks->arg);
+	hooks->release(sh->doc_length, hooks->arg);
+	hooks->release(sh->inactive_count, hooks->arg);
+	hooks->release(sh->class_clamped, hooks->arg);
+	hooks->release(sh->active, hooks->arg);
+}
+
 void
-gnb_train(const gnb_corpus *corpus, const gnb_params *params,
-		  const gnb_hooks *hooks, gnb_result *result)
+gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chain,
+				const gnb_hooks *hooks, gnb_chain *out)
 {
 	run_shared	sh;
 	chain_state st;
-	chain_sums *sums;
+	chain_sums	sums;
 	const int32_t K = corpus->n_classes;
 	const int32_t V = corpus->n_words;
 	const int32_t D = corpus->n_docs;
+	const int32_t kept = (params->sweeps - params->burn_in) / params->lag;
 	size_t		vk = (size_t) V * K;
-	double	   *theta_total;
-	double	   *ref_theta = NULL;
-	int32_t    *perm;
-	gnb_rng		base;
-	int			n_ess = 0;
 
 	if (hooks == NULL)
 		hooks = &gnb_default_hooks;
 	setup_shared(&sh, corpus, params, hooks);
 
-	memset(result, 0, sizeof(*result));
-	result->n_docs = D;
-	result->n_words = V;
-	result->n_classes = K;
-	result->chains = params->chains;
-	result->sweeps = params->sweeps;
-	result->kept = (params->sweeps - params->burn_in) / params->lag;
-	result->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
-	result->theta = xalloc(hooks, vk + 1, sizeof(double));
-	result->pi = xalloc(hooks, K, sizeof(double));
+	memset(out, 0, sizeof(*out));
+	out->chain = chain;
+	out->kept = kept;
+	out->sweeps = params->sweeps;
+	out->kept_log_joint = xalloc(hooks, kept, sizeof(double));
 	if (!params->no_trace)
 	{
-		result->log_joint = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
-		result->changed = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
+		out->log_joint = xalloc(hooks, params->sweeps, sizeof(double));
+		out->changed = xalloc(hooks, params->sweeps, sizeof(double));
 	}
-	result->kept_log_joint = xalloc(hooks, (size_t) params->chains * result->kept, sizeof(double));
-	result->ess = xalloc(hooks, params->chains, sizeof(double));
-	result->changed_after_burn_in = xalloc(hooks, params->chains, sizeof(int32_t));
-	sums = xalloc(hooks, params->chains, sizeof(chain_sums));
-	result->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
+	out->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 
 	memset(&st, 0, sizeof(st));
 	st.sh = &sh;
-	st.z = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
+	st.z = out->last_labels;
 	st.C = xalloc(hooks, K, sizeof(double));
 	st.N = xalloc(hooks, vk + 1, sizeof(double));
 	st.Nk = xalloc(hooks, K, sizeof(double));
@@ -1501,93 +1508,34 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 		st.cs.rest = xalloc(hooks, vk + 1, sizeof(double));
 		st.cs.rest_end = xalloc(hooks, K, sizeof(int64_t));
 	}
-	st.prob_sum = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
-	st.theta_sum = xalloc(hooks, vk + 1, sizeof(double));
-	st.pi_sum = xalloc(hooks, K, sizeof(double));
-	theta_total = xalloc(hooks, vk + 1, sizeof(double));
-	perm = xalloc(hooks, K, sizeof(int32_t));
+	/* the sums become the chain's means in place */
+	st.prob_sum = out->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
+	st.theta_sum = out->theta = xalloc(hooks, vk + 1, sizeof(double));
+	st.pi_sum = out->pi = xalloc(hooks, K, sizeof(double));
 
-	gnb_rng_seed(&base, params->seed);
-	for (int32_t chain = 0; chain < params->chains; chain++)
-	{
-		double		kept = result->kept;
+	/* chain c's stream: the seed's, jumped c times */
+	gnb_rng_seed(&st.rng, params->seed);
+	for (int32_t c = 0; c < chain; c++)
+		gnb_rng_jump(&st.rng);
+	memset(&sums, 0, sizeof(sums));
+	run_chain(&st, chain, out->log_joint, out->changed, &sums, out->kept_log_joint);
 
-		st.rng = base;
-		gnb_rng_jump(&base);
-		run_chain(&st, chain,
-				  result->log_joint ? result->log_joint + (int64_t) chain * params->sweeps : NULL,
-				  result->changed ? result->changed + (int64_t) chain * params->sweeps : NULL,
-				  &sums[chain], result->kept_log_joint + (int64_t) chain * result->kept);
-
-		for (size_t i = 0; i < vk; i++)
-			st.theta_sum[i] /= kept;
-		for (int32_t k = 0; k < K; k++)
-			perm[k] = k;
-		if (chain == 0)
-		{
-			ref_theta = xalloc(hooks, vk + 1, sizeof(double));
-			memcpy(ref_theta, st.theta_sum, vk * sizeof(double));
-		}
-		else if (!sh.all_classes_clamped)
-			align_classes(&sh, ref_theta, st.theta_sum, perm);
-
-		for (int32_t w = 0; w < V; w++)
-			for (int32_t k = 0; k < K; k++)
-				theta_total[(int64_t) w * K + perm[k]] += st.theta_sum[(int64_t) w * K + k];
-		for (int32_t k = 0; k < K; k++)
-			result->pi[perm[k]] += st.pi_sum[k] / kept;
-		for (int32_t i = 0; i < sh.n_unlabeled; i++)
-		{
-			int64_t		j = sh.unlabeled[i];
-
-			for (int32_t k = 0; k < K; k++)
-				result->label_prob[j * K + perm[k]] += st.prob_sum[j * K + k] / kept;
-		}
-		result->gamma_theta += st.g_theta_sum / kept / params->chains;
-		result->gamma_pi += st.g_pi_sum / kept / params->chains;
-	}
-
-	/* Average over chains; theta-hat goes out class-major. */
-	for (int32_t w = 0; w < V; w++)
-		for (int32_t k = 0; k < K; k++)
-			result->theta[(int64_t) k * V + w] =
-				theta_total[(int64_t) w * K + k] / params->chains;
+	for (size_t i = 0; i < vk; i++)
+		out->theta[i] /= kept;
 	for (int32_t k = 0; k < K; k++)
-		result->pi[k] /= params->chains;
-	for (int32_t j = 0; j < D; j++)
+		out->pi[k] /= kept;
+	for (int32_t i = 0; i < sh.n_unlabeled; i++)
 	{
-		if (corpus->label[j] >= 0)
-			result->label_prob[(int64_t) j * K + corpus->label[j]] = 1.0;
-		else
-			for (int32_t k = 0; k < K; k++)
-				result->label_prob[(int64_t) j * K + k] /= params->chains;
-	}
-	for (int32_t chain = 0; chain < params->chains; chain++)
-	{
-		result->final_log_joint += sums[chain].last / params->chains;
-		result->changed_after_burn_in[chain] =
-			sums[chain].changed_after_burn_in > INT32_MAX ? INT32_MAX :
-			(int32_t) sums[chain].changed_after_burn_in;
-		result->ess[chain] = gnb_ess(result->kept_log_joint + (int64_t) chain * result->kept,
-									 result->kept);
-		if (!isnan(result->ess[chain]))
-		{
-			result->ess_total += result->ess[chain];
-			n_ess++;
-		}
-	}
-	if (n_ess == 0)
-		result->ess_total = NAN;
-	result->r_hat = r_hat(sums, params->chains);
-	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains, result->kept);
-	result->warnings = gnb_diagnose(result->split_r_hat, result->ess_total,
-									result->changed_after_burn_in, params->chains,
-									sh.n_unlabeled,
-									params->sample_gamma_theta || params->sample_gamma_pi);
-	hooks->release(sums, hooks->arg);
-	memcpy(result->last_labels, st.z, (size_t) D * sizeof(int32_t));
+		int64_t		j = sh.unlabeled[i];
 
-	hooks->release(st.z, hooks->arg);
+		for (int32_t k = 0; k < K; k++)
+			out->label_prob[j * K + k] /= kept;
+	}
+	out->gamma_theta = st.g_theta_sum / kept;
+	out->gamma_pi = st.g_pi_sum / kept;
+	out->last_log_joint = sums.last;
+	out->changed_after_burn_in = sums.changed_after_burn_in;
+
 	hooks->release(st.C, hooks->arg);
 	hooks->release(st.N, hooks->arg);
 	hooks->release(st.Nk, hooks->arg);
@@ -1608,18 +1556,208 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 		hooks->release(st.cs.rest, hooks->arg);
 		hooks->release(st.cs.rest_end, hooks->arg);
 	}
-	hooks->release(st.prob_sum, hooks->arg);
-	hooks->release(st.theta_sum, hooks->arg);
-	hooks->release(st.pi_sum, hooks->arg);
-	hooks->release(theta_total, hooks->arg);
-	hooks->release(perm, hooks->arg);
-	if (ref_theta)
-		hooks->release(ref_theta, hooks->arg);
-	hooks->release(sh.unlabeled, hooks->arg);
-	hooks->release(sh.doc_length, hooks->arg);
-	hooks->release(sh.inactive_count, hooks->arg);
-	hooks->release(sh.class_clamped, hooks->arg);
-	hooks->release(sh.active, hooks->arg);
+	release_shared(&sh);
+}
+
+void
+gnb_chain_free(gnb_chain *chain, const gnb_hooks *hooks)
+{
+	if (hooks == NULL)
+		hooks = &gnb_default_hooks;
+	hooks->release(chain->label_prob, hooks->arg);
+	hooks->release(chain->theta, hooks->arg);
+	hooks->release(chain->pi, hooks->arg);
+	hooks->release(chain->kept_log_joint, hooks->arg);
+	if (chain->log_joint)
+		hooks->release(chain->log_joint, hooks->arg);
+	if (chain->changed)
+		hooks->release(chain->changed, hooks->arg);
+	hooks->release(chain->last_labels, hooks->arg);
+	memset(chain, 0, sizeof(*chain));
+}
+
+/* What combining keeps between chains. */
+struct gnb_combiner
+{
+	const gnb_corpus *corpus;
+	const gnb_params *params;
+	const gnb_hooks *hooks;
+	gnb_result *result;
+	run_shared	sh;
+	chain_sums *sums;			/* per chain */
+	double	   *theta_total;	/* V x K word-major */
+	double	   *ref_theta;		/* chain 0's theta-hat */
+	int32_t    *perm;
+	int32_t		added;
+};
+
+gnb_combiner *
+gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
+				  const gnb_hooks *hooks, gnb_result *result)
+{
+	const int32_t K = corpus->n_classes;
+	const int32_t V = corpus->n_words;
+	const int32_t D = corpus->n_docs;
+	size_t		vk = (size_t) V * K;
+	gnb_combiner *cb;
+
+	if (hooks == NULL)
+		hooks = &gnb_default_hooks;
+	cb = xalloc(hooks, 1, sizeof(gnb_combiner));
+	cb->corpus = corpus;
+	cb->params = params;
+	cb->hooks = hooks;
+	cb->result = result;
+	setup_shared(&cb->sh, corpus, params, hooks);
+
+	memset(result, 0, sizeof(*result));
+	result->n_docs = D;
+	result->n_words = V;
+	result->n_classes = K;
+	result->chains = params->chains;
+	result->sweeps = params->sweeps;
+	result->kept = (params->sweeps - params->burn_in) / params->lag;
+	result->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
+	result->theta = xalloc(hooks, vk + 1, sizeof(double));
+	result->pi = xalloc(hooks, K, sizeof(double));
+	if (!params->no_trace)
+	{
+		result->log_joint = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
+		result->changed = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
+	}
+	result->kept_log_joint = xalloc(hooks, (size_t) params->chains * result->kept, sizeof(double));
+	result->ess = xalloc(hooks, params->chains, sizeof(double));
+	result->changed_after_burn_in = xalloc(hooks, params->chains, sizeof(int32_t));
+	result->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
+	cb->sums = xalloc(hooks, params->chains, sizeof(chain_sums));
+	cb->theta_total = xalloc(hooks, vk + 1, sizeof(double));
+	cb->ref_theta = xalloc(hooks, vk + 1, sizeof(double));
+	cb->perm = xalloc(hooks, K, sizeof(int32_t));
+	return cb;
+}
+
+void
+gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
+{
+	const run_shared *sh = &cb->sh;
+	const gnb_params *params = cb->params;
+	gnb_result *result = cb->result;
+	const int32_t K = sh->K;
+	const int32_t V = sh->V;
+	const int32_t c = cb->added++;
+	size_t		vk = (size_t) V * K;
+	int32_t    *perm = cb->perm;
+
+	for (int32_t k = 0; k < K; k++)
+		perm[k] = k;
+	if (c == 0)
+		memcpy(cb->ref_theta, chain->theta, vk * sizeof(double));
+	else if (!sh->all_classes_clamped)
+		align_classes(sh, cb->ref_theta, chain->theta, perm);
+
+	for (int32_t w = 0; w < V; w++)
+		for (int32_t k = 0; k < K; k++)
+			cb->theta_total[(int64_t) w * K + perm[k]] += chain->theta[(int64_t) w * K + k];
+	for (int32_t k = 0; k < K; k++)
+		result->pi[perm[k]] += chain->pi[k];
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int64_t		j = sh->unlabeled[i];
+
+		for (int32_t k = 0; k < K; k++)
+			result->label_prob[j * K + perm[k]] += chain->label_prob[j * K + k];
+	}
+	result->gamma_theta += chain->gamma_theta / params->chains;
+	result->gamma_pi += chain->gamma_pi / params->chains;
+	memcpy(result->kept_log_joint + (int64_t) c * result->kept, chain->kept_log_joint,
+		   (size_t) result->kept * sizeof(double));
+	for (int32_t t = 0; t < result->kept; t++)
+		chain_sums_add(&cb->sums[c], chain->kept_log_joint[t]);
+	cb->sums[c].last = chain->last_log_joint;
+	cb->sums[c].changed_after_burn_in = chain->changed_after_burn_in;
+	if (result->log_joint && chain->log_joint)
+	{
+		memcpy(result->log_joint + (int64_t) c * params->sweeps, chain->log_joint,
+			   (size_t) params->sweeps * sizeof(double));
+		memcpy(result->changed + (int64_t) c * params->sweeps, chain->changed,
+			   (size_t) params->sweeps * sizeof(double));
+	}
+	memcpy(result->last_labels, chain->last_labels, (size_t) sh->D * sizeof(int32_t));
+}
+
+void
+gnb_combine_end(gnb_combiner *cb)
+{
+	const run_shared *sh = &cb->sh;
+	const gnb_corpus *corpus = cb->corpus;
+	const gnb_params *params = cb->params;
+	const gnb_hooks *hooks = cb->hooks;
+	gnb_result *result = cb->result;
+	const int32_t K = sh->K;
+	const int32_t V = sh->V;
+	const int32_t D = sh->D;
+	int			n_ess = 0;
+
+	/* Average over chains; theta-hat goes out class-major. */
+	for (int32_t w = 0; w < V; w++)
+		for (int32_t k = 0; k < K; k++)
+			result->theta[(int64_t) k * V + w] =
+				cb->theta_total[(int64_t) w * K + k] / params->chains;
+	for (int32_t k = 0; k < K; k++)
+		result->pi[k] /= params->chains;
+	for (int32_t j = 0; j < D; j++)
+	{
+		if (corpus->label[j] >= 0)
+			result->label_prob[(int64_t) j * K + corpus->label[j]] = 1.0;
+		else
+			for (int32_t k = 0; k < K; k++)
+				result->label_prob[(int64_t) j * K + k] /= params->chains;
+	}
+	for (int32_t chain = 0; chain < params->chains; chain++)
+	{
+		result->final_log_joint += cb->sums[chain].last / params->chains;
+		result->changed_after_burn_in[chain] =
+			cb->sums[chain].changed_after_burn_in > INT32_MAX ? INT32_MAX :
+			(int32_t) cb->sums[chain].changed_after_burn_in;
+		result->ess[chain] = gnb_ess(result->kept_log_joint + (int64_t) chain * result->kept,
+									 result->kept);
+		if (!isnan(result->ess[chain]))
+		{
+			result->ess_total += result->ess[chain];
+			n_ess++;
+		}
+	}
+	if (n_ess == 0)
+		result->ess_total = NAN;
+	result->r_hat = r_hat(cb->sums, params->chains);
+	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains, result->kept);
+	result->warnings = gnb_diagnose(result->split_r_hat, result->ess_total,
+									result->changed_after_burn_in, params->chains,
+									sh->n_unlabeled,
+									params->sample_gamma_theta || params->sample_gamma_pi);
+	hooks->release(cb->sums, hooks->arg);
+	hooks->release(cb->theta_total, hooks->arg);
+	hooks->release(cb->ref_theta, hooks->arg);
+	hooks->release(cb->perm, hooks->arg);
+	release_shared(&cb->sh);
+	hooks->release(cb, hooks->arg);
+}
+
+void
+gnb_train(const gnb_corpus *corpus, const gnb_params *params,
+		  const gnb_hooks *hooks, gnb_result *result)
+{
+	gnb_combiner *cb = gnb_combine_begin(corpus, params, hooks, result);
+
+	for (int32_t c = 0; c < params->chains; c++)
+	{
+		gnb_chain	chain;
+
+		gnb_train_chain(corpus, params, c, hooks, &chain);
+		gnb_combine_add(cb, &chain);
+		gnb_chain_free(&chain, hooks);
+	}
+	gnb_combine_end(cb);
 }
 
 void

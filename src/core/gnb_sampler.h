@@ -160,6 +160,51 @@ extern uint64_t gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_cla
 extern void gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 					  const gnb_hooks *hooks, gnb_result *result);
 
+/*
+ * One chain's outputs, to be combined with the other chains' afterwards: a
+ * chain can run on its own (in another process, say) from the same corpus
+ * and parameters, and the result depends only on the seed and the chain's
+ * index, not on where or when it ran.
+ */
+typedef struct gnb_chain
+{
+	int32_t		chain;			/* its index: its random stream is the seed's, jumped this often */
+	int32_t		kept;
+	int32_t		sweeps;
+	double	   *label_prob;		/* n_docs x K: the chain's estimates (unlabelled rows) */
+	double	   *theta;			/* V x K word-major: theta[w * K + k] */
+	double	   *pi;				/* K */
+	double	   *kept_log_joint; /* kept */
+	double	   *log_joint;		/* sweeps (NULL with no_trace) */
+	double	   *changed;		/* sweeps (NULL with no_trace) */
+	int32_t    *last_labels;	/* n_docs */
+	double		last_log_joint;
+	int64_t		changed_after_burn_in;
+	double		gamma_theta;	/* means over the kept sweeps */
+	double		gamma_pi;
+} gnb_chain;
+
+/*
+ * Run chain number `chain` (0 .. params->chains - 1) alone and fill *out
+ * (allocated with hooks->alloc; release with gnb_chain_free).
+ */
+extern void gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params,
+							int32_t chain, const gnb_hooks *hooks, gnb_chain *out);
+extern void gnb_chain_free(gnb_chain *chain, const gnb_hooks *hooks);
+
+/*
+ * Combine chains into a result: begin, add each chain in the order 0, 1,
+ * ... (classes are aligned to chain 0's), end.  gnb_train is exactly
+ * gnb_train_chain for every chain, each added as it ends.  The corpus and
+ * parameters must stay valid until gnb_combine_end, which frees the
+ * combiner; the result is then complete.
+ */
+typedef struct gnb_combiner gnb_combiner;
+extern gnb_combiner *gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
+									   const gnb_hooks *hooks, gnb_result *result);
+extern void gnb_combine_add(gnb_combiner *combiner, const gnb_chain *chain);
+extern void gnb_combine_end(gnb_combiner *combiner);
+
 /* Release what gnb_train allocated in *result. */
 extern void gnb_result_free(gnb_result *result, const gnb_hooks *hooks);
 
