@@ -1434,20 +1434,50 @@ test_issue11_exactness(void)
 		check_final_states(name, &t.c, p, 4000, 0);
 		p.unlabeled_weight = 1.0;
 
-		/* an unlabelled document with a word counted more than 8 times */
-		make_tiny(&t, 203, 10, 5, 2, 3, 0);
-		t.count[t.doc_start[5]] = 11;
-		t.count[t.doc_start[7]] = 9;
-		snprintf(name, sizeof(name), "%s unlabelled count 11", sn);
 		/*
-		 * Two heavy documents make a slowly mixing posterior (short chains
-		 * from the uniform start have not left it): long chains, averaged.
+		 * Unlabelled documents with words counted more than 8 times (the
+		 * lgamma path of the collapsed conditional), built so that their
+		 * classes are uncertain: an error in that path moves the marginals.
 		 */
-		p.sweeps = 6000;
-		p.burn_in = 200;
+		{
+			static const int32_t words[][3][2] = {
+				{{0, 14}, {1, 7}, {-1, 0}},	/* clamped 0 */
+				{{2, 3}, {-1, 0}, {-1, 0}},	/* clamped 1 */
+				{{0, 11}, {1, 11}, {-1, 0}},
+				{{0, 9}, {2, 1}, {-1, 0}},
+				{{1, 10}, {-1, 0}, {-1, 0}},
+				{{2, 2}, {0, 1}, {-1, 0}},
+			};
+			int64_t		pos = 0;
+
+			memset(&t, 0, sizeof(t));
+			for (int j = 0; j < 6; j++)
+			{
+				t.doc_start[j] = pos;
+				for (int i = 0; i < 3 && words[j][i][0] >= 0; i++)
+				{
+					t.word[pos] = words[j][i][0];
+					t.count[pos++] = words[j][i][1];
+				}
+				t.label[j] = j < 2 ? j : -1;
+			}
+			t.doc_start[6] = pos;
+			t.c = (gnb_corpus) {6, 3, 2, t.doc_start, t.word, t.count, t.label, NULL, NULL};
+		}
+		snprintf(name, sizeof(name), "%s unlabelled count 11", sn);
+		p.gamma_theta = 0.5;
+		p.gamma_pi = 1.0;
+		/*
+		 * Heavy documents mix slowly in paper (its theta draws hold them):
+		 * long chains, the error of their averages measured from replicates.
+		 */
+		p.sweeps = 20000;
+		p.burn_in = 500;
 		check_against_exact(name, &t.c, p, 20);
 		p.sweeps = 40;
 		p.burn_in = 39;
+		p.gamma_theta = 0.6;
+		p.gamma_pi = 0.8;
 
 		/* an empty unlabelled document (and an empty clamped one) */
 		make_tiny(&t, 204, 10, 5, 2, 4, 0);
