@@ -10,7 +10,11 @@
  *	  core_accuracy FILE.tsv sampler lambda keep_mod sweeps burn_in seed
  *		[gamma_theta gamma_pi]
  *
- * Built by test/bench/core-accuracy.sh; not part of the suite.
+ * Not part of the suite.  Build and run (the issue 11 figures):
+ *   cc -O2 -Isrc/core -o core_accuracy test/bench/core_accuracy.c \
+ *	   src/core/gnb_rng.c src/core/gnb_sampler.c -lm
+ *   zcat test/data/spamassassin-sample.tsv.gz > sample.tsv
+ *   ./core_accuracy sample.tsv collapsed 0.5 2 200 50 1
  */
 #include "gnb_sampler.h"
 
