@@ -20,6 +20,7 @@ OBJS = \
 	src/explain.o \
 	src/export.o \
 	src/model_format.o \
+	src/diagnostics.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 

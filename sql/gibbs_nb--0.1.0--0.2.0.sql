@@ -408,6 +408,37 @@ COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, i
                                    float8, float8, float8, bigint, text, boolean, float8)
     IS 'train a version of one of your models in a background worker that runs as you';
 
+-- ==== issue 11: tempered lambda, sampled gammas, diagnostics ====
+--
+-- gamma_pi => NULL / gamma_theta => NULL in gibbs_nb_train samples that
+-- gamma every sweep (the model row then holds its posterior mean and says it
+-- was sampled; retrain samples it again); every version records the
+-- diagnostics of its log joint and the warnings its training raised.
+--
+ALTER TABLE gibbs_nb.models
+    ADD COLUMN gamma_pi_sampled boolean NOT NULL DEFAULT false,
+    ADD COLUMN gamma_theta_sampled boolean NOT NULL DEFAULT false,
+    ADD COLUMN ess float8,
+    ADD COLUMN split_r_hat float8,
+    ADD COLUMN warnings text[] NOT NULL DEFAULT '{}';
+ALTER TABLE gibbs_nb.trace
+    ADD COLUMN gamma_pi float8,
+    ADD COLUMN gamma_theta float8;
+COMMENT ON COLUMN gibbs_nb.models.gamma_pi_sampled
+    IS 'gamma_pi was sampled (gamma_pi => NULL): gamma_pi is its posterior mean';
+COMMENT ON COLUMN gibbs_nb.models.gamma_theta_sampled
+    IS 'gamma_theta was sampled (gamma_theta => NULL): gamma_theta is its posterior mean';
+COMMENT ON COLUMN gibbs_nb.models.ess
+    IS 'effective sample size of the log joint over the kept sweeps, summed over chains (Geyer)';
+COMMENT ON COLUMN gibbs_nb.models.split_r_hat
+    IS 'split R-hat of the log joint over the kept sweeps of all chains (BDA3)';
+COMMENT ON COLUMN gibbs_nb.models.warnings
+    IS 'what the diagnostics found wrong with this training, with advice; empty if nothing';
+COMMENT ON COLUMN gibbs_nb.trace.gamma_pi
+    IS 'gamma_pi after this sweep, if it was sampled';
+COMMENT ON COLUMN gibbs_nb.trace.gamma_theta
+    IS 'gamma_theta after this sweep, if it was sampled';
+
 -- ==== issue 13: understand, compare and move a model ====
 
 -- Chains count from 1 in gibbs_nb.jobs (as in gibbs_nb.trace, the progress
@@ -523,6 +554,7 @@ CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = tr
            m.source_relid AS source,
            NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid)::pg_catalog.regclass AS labels_table,
            m.keep_versions, m.tokenizer,
+           m.gamma_pi_sampled, m.gamma_theta_sampled, m.ess, m.split_r_hat, m.warnings,
            m.holdout, m.holdout_metrics,
            k.packed_bytes,
            pg_catalog.pg_total_relation_size(NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid))

@@ -280,7 +280,14 @@ extern bool gnb_store_job_lookup(int64 job_id, bool *running, int *pid);
 extern int64 gnb_store_next_job_id(void);
 extern void gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain,
 								 const int32 *sweep, const double *log_joint,
-								 const double *changed);
+								 const double *changed, const double *gamma_theta,
+								 const double *gamma_pi);
+extern struct ArrayType *gnb_store_version_warnings(const char *owner, const char *model_name,
+													int32 version);
+
+/* diagnostics.c: the warnings of a training */
+extern struct ArrayType *gnb_warnings_array(const gnb_result *result);
+extern void gnb_notice_warnings(const char *owner, const char *model_name, int32 version);
 extern void gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
 									 int64 *version_id, int32 *keep_versions);
 extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus,

@@ -775,11 +775,12 @@ write_pi(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *
  */
 void
 gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, const int32 *sweep,
-					 const double *log_joint, const double *changed)
+					 const double *log_joint, const double *changed,
+					 const double *gamma_theta, const double *gamma_pi)
 {
-	Oid			types[6] = {INT8OID, INT4ARRAYOID, INT4ARRAYOID, FLOAT8ARRAYOID,
-	FLOAT8ARRAYOID, TEXTOID};
-	Datum		values[6];
+	Oid			types[10] = {INT8OID, INT4ARRAYOID, INT4ARRAYOID, FLOAT8ARRAYOID,
+		FLOAT8ARRAYOID, TEXTOID, FLOAT8ARRAYOID, FLOAT8ARRAYOID, BOOLOID, BOOLOID};
+	Datum		values[10];
 
 	if (n == 0)
 		return;
@@ -789,11 +790,19 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
 	values[3] = PointerGetDatum(gnb_float8_array(log_joint, n));
 	values[4] = PointerGetDatum(gnb_float8_array(changed, n));
 	values[5] = CStringGetTextDatum(params->model_owner);
-	job_row_statement("INSERT INTO gibbs_nb.trace (job_id, chain, sweep, log_likelihood, changed, owner) "
-					  "SELECT $1, u.c, u.s, u.l, u.x, $6 "
+	values[6] = PointerGetDatum(gnb_float8_array(gamma_theta, n));
+	values[7] = PointerGetDatum(gnb_float8_array(gamma_pi, n));
+	values[8] = BoolGetDatum(params->sampler.sample_gamma_theta != 0);
+	values[9] = BoolGetDatum(params->sampler.sample_gamma_pi != 0);
+	/* the gammas only where they were sampled */
+	job_row_statement("INSERT INTO gibbs_nb.trace (job_id, chain, sweep, log_likelihood, changed, owner, "
+					  "gamma_theta, gamma_pi) "
+					  "SELECT $1, u.c, u.s, u.l, u.x, $6, CASE WHEN $9 THEN u.gt END, "
+					  "CASE WHEN $10 THEN u.gp END "
 					  "FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), "
-					  "pg_catalog.unnest($5)) AS u(c, s, l, x)",
-					  6, types, values, SPI_OK_INSERT);
+					  "pg_catalog.unnest($5), pg_catalog.unnest($7), pg_catalog.unnest($8)) "
+					  "AS u(c, s, l, x, gt, gp)",
+					  10, types, values, SPI_OK_INSERT);
 }
 
 /* The packed row prediction loads: vocabulary and log theta-hat as arrays. */
@@ -861,7 +870,7 @@ sampler_name(gnb_sampler_kind kind)
 	return kind == GNB_SAMPLER_COLLAPSED ? "collapsed" : "paper";
 }
 
-#define MODEL_COLUMNS 33
+#define MODEL_COLUMNS 38
 
 static void
 write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
@@ -877,7 +886,8 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 		INT4OID, INT4OID, INT4OID, INT4OID, TEXTOID,
 		FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, TEXTOID,
 		OIDOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID,
-		OIDOID, INT8OID, INT4OID
+		OIDOID, INT8OID, INT4OID, BOOLOID, BOOLOID,
+		FLOAT8OID, FLOAT8OID, TEXTARRAYOID
 	};
 	Datum		v[MODEL_COLUMNS];
 	char		nulls[MODEL_COLUMNS];
@@ -907,8 +917,9 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 	v[17] = Int32GetDatum(sp->lag);
 	v[18] = Int32GetDatum(sp->chains);
 	v[19] = CStringGetTextDatum(sampler_name(sp->sampler));
-	v[20] = Float8GetDatum(sp->gamma_pi);
-	v[21] = Float8GetDatum(sp->gamma_theta);
+	/* a sampled gamma: its posterior mean */
+	v[20] = Float8GetDatum(sp->sample_gamma_pi ? result->gamma_pi : sp->gamma_pi);
+	v[21] = Float8GetDatum(sp->sample_gamma_theta ? result->gamma_theta : sp->gamma_theta);
 	v[22] = Float8GetDatum(sp->unlabeled_weight);
 	v[23] = Int64GetDatum((int64) sp->seed);
 	v[24] = CStringGetTextDatum(quote_qualified_identifier(params->labels_schema,
@@ -923,16 +934,26 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 	v[30] = ObjectIdGetDatum(src->relid);
 	v[31] = Int64GetDatum(version_id);
 	v[32] = Int32GetDatum(keep_versions);
+	v[33] = BoolGetDatum(sp->sample_gamma_pi != 0);
+	v[34] = BoolGetDatum(sp->sample_gamma_theta != 0);
+	v[35] = Float8GetDatum(result->ess_total);
+	if (isnan(result->ess_total))
+		nulls[35] = 'n';
+	v[36] = Float8GetDatum(result->split_r_hat);
+	if (isnan(result->split_r_hat))
+		nulls[36] = 'n';
+	v[37] = PointerGetDatum(gnb_warnings_array(result));
 	gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, job_id, classes, "
 				"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
 				"source, tokens_column, label_column, id_column, n_classes, "
 				"sweeps, burn_in, lag, chains, sampler, "
 				"gamma_pi, gamma_theta, unlabeled_weight, seed, labels_table, "
 				"labels_relid, log_likelihood, r_hat, seconds, trained_by, "
-				"source_relid, version_id, keep_versions) VALUES "
+				"source_relid, version_id, keep_versions, gamma_pi_sampled, "
+				"gamma_theta_sampled, ess, split_r_hat, warnings) VALUES "
 				"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
 				"$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26::pg_catalog.regclass, "
-				"$27, $28, $29, $30, $31::pg_catalog.regclass, $32, $33)",
+				"$27, $28, $29, $30, $31::pg_catalog.regclass, $32, $33, $34, $35, $36, $37, $38)",
 				MODEL_COLUMNS, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 }
 
@@ -1595,8 +1616,10 @@ HeapTuple
 gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *desc)
 {
 	model_statement("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
-					"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi, "
-					"gamma_theta, unlabeled_weight, seed, labels_table, source, holdout "
+					"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, "
+					"CASE WHEN gamma_pi_sampled THEN NULL ELSE gamma_pi END, "
+					"CASE WHEN gamma_theta_sampled THEN NULL ELSE gamma_theta END, "
+					"unlabeled_weight, seed, labels_table, source, holdout "
 					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
 					owner, model_name, GNB_AS_CALLER, SPI_OK_SELECT, 1);
@@ -1604,6 +1627,30 @@ gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *d
 		return NULL;
 	*desc = CreateTupleDescCopy(SPI_tuptable->tupdesc);
 	return SPI_copytuple(SPI_tuptable->vals[0]);
+}
+
+/*
+ * The warnings of a version, read as the caller: a copy (valid after
+ * SPI_finish), NULL if the caller sees no such version.  SPI connected.
+ */
+ArrayType *
+gnb_store_version_warnings(const char *owner, const char *model_name, int32 version)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+	Int32GetDatum(version)};
+	bool		isnull;
+	Datum		d;
+
+	gnb_execute("SELECT warnings FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+				"AND model_name OPERATOR(pg_catalog.=) $2 AND version OPERATOR(pg_catalog.=) $3",
+				3, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return NULL;
+	d = gnb_result_value(1, &isnull);
+	if (isnull)
+		return NULL;
+	return DatumGetArrayTypePCopy(d);
 }
 
 /* ---------- the deployed version ---------- */

@@ -234,7 +234,8 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	memset(p, 0, sizeof(*p));
 	for (int arg = 0; arg <= ARG_HOLDOUT; arg++)
 		if (arg != ARG_LABEL_COLUMN && arg != ARG_N_CLASSES && arg != ARG_BURN_IN &&
-			arg != ARG_SEED && arg != ARG_LABELS_TABLE)
+			arg != ARG_SEED && arg != ARG_LABELS_TABLE && arg != ARG_GAMMA_PI &&
+			arg != ARG_GAMMA_THETA)
 			require_not_null(fcinfo, arg);
 
 	/* the model */
@@ -279,8 +280,14 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown sampler \"%s\"", sampler),
 				 errhint("The samplers are 'paper' and 'collapsed'.")));
-	sp->gamma_pi = positive_finite(fcinfo, ARG_GAMMA_PI);
-	sp->gamma_theta = positive_finite(fcinfo, ARG_GAMMA_THETA);
+	/*
+	 * A NULL gamma is sampled every sweep (docs/model.md), starting from 1;
+	 * the model row then records its posterior mean.
+	 */
+	sp->sample_gamma_pi = PG_ARGISNULL(ARG_GAMMA_PI);
+	sp->gamma_pi = sp->sample_gamma_pi ? 1.0 : positive_finite(fcinfo, ARG_GAMMA_PI);
+	sp->sample_gamma_theta = PG_ARGISNULL(ARG_GAMMA_THETA);
+	sp->gamma_theta = sp->sample_gamma_theta ? 1.0 : positive_finite(fcinfo, ARG_GAMMA_THETA);
 	sp->unlabeled_weight = PG_GETARG_FLOAT8(ARG_UNLABELED_WEIGHT);
 	if (!(sp->unlabeled_weight >= 0.0 && sp->unlabeled_weight <= 1.0))
 		invalid_argument("unlabeled_weight must be between 0 and 1, not %g", sp->unlabeled_weight);
@@ -431,6 +438,7 @@ gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner, int64 warm_vers
 	values[1] = CStringGetTextDatum(params.model_name);
 	if (outcome.phase == GNB_PHASE_SUCCEEDED)
 	{
+		gnb_notice_warnings(params.model_owner, params.model_name, outcome.version);
 		values[2] = Int32GetDatum(outcome.version);
 		values[3] = CStringGetTextDatum("succeeded");
 		values[4] = Int32GetDatum(outcome.sweeps_done);

@@ -91,6 +91,8 @@ typedef struct WorkerState
 	int32		trace_sweep[TRACE_BATCH];
 	double		trace_lj[TRACE_BATCH];
 	double		trace_changed[TRACE_BATCH];
+	double		trace_gamma_theta[TRACE_BATCH];
+	double		trace_gamma_pi[TRACE_BATCH];
 } WorkerState;
 
 /* The running job's state, for record_failure: it writes what was sampled. */
@@ -103,7 +105,8 @@ flush_trace(WorkerState *ws)
 	MemoryContext old = MemoryContextSwitchTo(ws->sample_cxt);
 
 	gnb_store_trace_rows(&ws->job->params, ws->trace_n, ws->trace_chain, ws->trace_sweep,
-						 ws->trace_lj, ws->trace_changed);
+						 ws->trace_lj, ws->trace_changed, ws->trace_gamma_theta,
+						 ws->trace_gamma_pi);
 	MemoryContextSwitchTo(old);
 	ws->trace_n = 0;
 }
@@ -139,11 +142,14 @@ register_job(GnbJobShared *job)
 
 /* Sampler progress: shared memory every sweep, the job row once a second. */
 static void
-progress_hook(void *arg, int chain, int sweep, double log_joint, double changed)
+progress_hook(void *arg, const gnb_sweep *sw)
 {
 	WorkerState *ws = arg;
 	GnbJobShared *job = ws->job;
 	TimestampTz now;
+	int			chain = sw->chain;
+	int			sweep = sw->sweep;
+	double		log_joint = sw->log_joint;
 
 	SpinLockAcquire(&job->mutex);
 	job->chain = chain;
@@ -157,7 +163,9 @@ progress_hook(void *arg, int chain, int sweep, double log_joint, double changed)
 		ws->trace_chain[ws->trace_n] = chain + 1;
 		ws->trace_sweep[ws->trace_n] = sweep;
 		ws->trace_lj[ws->trace_n] = log_joint;
-		ws->trace_changed[ws->trace_n] = changed;
+		ws->trace_changed[ws->trace_n] = sw->changed;
+		ws->trace_gamma_theta[ws->trace_n] = sw->gamma_theta;
+		ws->trace_gamma_pi[ws->trace_n] = sw->gamma_pi;
 		if (++ws->trace_n == TRACE_BATCH)
 			flush_trace(ws);
 	}

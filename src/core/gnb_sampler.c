@@ -108,36 +108,70 @@ typedef struct run_shared
 	int32_t		n_unlabeled;
 	int32_t    *active;			/* words that occur in an unlabelled document */
 	int32_t		n_active;
-	double	   *inactive_shape; /* K: summed Dirichlet shape of other words */
+	/*
+	 * K: summed clamped counts of the other words; with their number, the
+	 * summed Dirichlet shape of those words for the current gamma_theta.
+	 */
+	double	   *inactive_count;
+	int32_t		n_inactive;
 	double	   *doc_length;		/* D: R_j */
-	int			has_labels;
+	char	   *class_clamped;	/* K: some clamped document has class k */
+	int			all_classes_clamped;
 } run_shared;
+
+/*
+ * The counts N as the gamma_theta move needs them: how many (class, word)
+ * entries hold each small integer count, per class, and the other nonzero
+ * entries listed class by class.  Evaluating the collapsed likelihood of a
+ * gamma_theta then costs a few lgamma calls per distinct count, not per entry.
+ */
+#define GNB_HIST_MAX 64
+typedef struct count_summary
+{
+	double	   *hist;			/* K x GNB_HIST_MAX: entries with N = n */
+	double	   *rest;			/* the other nonzero N, class by class */
+	int64_t    *rest_end;		/* K: end of class k's entries in rest */
+} count_summary;
 
 /* The state of one chain. */
 typedef struct chain_state
 {
 	const run_shared *sh;
 	gnb_rng		rng;
+	double		lambda;			/* unlabeled_weight */
+	double		g_theta;		/* the current gammas */
+	double		g_pi;
 	int32_t    *z;				/* D labels */
 	double	   *C;				/* K weighted document counts */
 	double	   *N;				/* V x K weighted word counts */
 	double	   *Nk;				/* K: sum over w of N */
 	double	   *S;				/* K: sum over w of lgamma(N + g) - lgamma(g) */
 	/*
-	 * The prior term of the conditionals, kept up to date as documents
-	 * move rather than recomputed for every class of every document:
-	 * log(C_k + g_pi), and log(C_k - lambda + g_pi) for a document's own class.
+	 * The prior terms of the conditionals, kept up to date as documents
+	 * move rather than recomputed for every class of every document.  With
+	 * the document's own weight lambda: lgamma(C_k + lambda + g_pi) -
+	 * lgamma(C_k + g_pi) (log(C_k + g_pi) when lambda = 1), and the same of
+	 * C_k - lambda for a document's own class.  At full weight (the
+	 * predictive label probabilities when lambda < 1): log(C_k + g_pi) and
+	 * log(C_k - lambda + g_pi).
 	 */
 	double	   *log_prior;		/* K */
 	double	   *log_prior_own;	/* K */
+	double	   *log_pred;		/* K */
+	double	   *log_pred_own;	/* K */
 	double	   *log_theta;		/* V x K, paper sampler only */
 	double	   *scores;			/* K scratch */
+	double	   *pred;			/* K scratch */
 	double	   *scratch;		/* K scratch */
 	log_product *products;		/* K scratch */
+	count_summary cs;			/* gamma_theta sampled only */
+	int			kept_sweep;		/* the sweep under way will be kept */
 	/* sums over kept sweeps */
 	double	   *prob_sum;		/* D x K */
 	double	   *theta_sum;		/* V x K */
 	double	   *pi_sum;			/* K */
+	double		g_theta_sum;
+	double		g_pi_sum;
 } chain_state;
 
 static void *
@@ -160,6 +194,8 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	uint64_t	K = (uint64_t) n_classes;
 	uint64_t	vk = V * K + 1;
 	uint64_t	trace = (uint64_t) params->chains * (uint64_t) params->sweeps;
+	uint64_t	kept = (uint64_t) params->chains *
+		(uint64_t) ((params->sweeps - params->burn_in) / (params->lag > 0 ? params->lag : 1));
 	uint64_t	doubles = 0;
 	uint64_t	bytes;
 
@@ -173,15 +209,28 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	/* the trace: log joint and share changed per sweep and chain */
 	if (!params->no_trace)
 		doubles += 2 * trace;
+	/*
+	 * the kept sweeps' log joints (ESS, split R-hat), always kept: the
+	 * result's and the running chain's; the running chain's own trace
+	 */
+	doubles += 2 * (kept + 1);
+	if (!params->no_trace)
+		doubles += 2 * (uint64_t) params->sweeps;
+	/* gamma_theta sampled: the count summary's list and histograms */
+	if (params->sample_gamma_theta)
+		doubles += vk + K * 64 + K;
 	/* per chain: the log joints' running sums */
-	doubles += 4 * (uint64_t) params->chains;
-	/* per document: lengths; per class pair: the alignment's cost matrix */
-	doubles += D + K * K;
+	doubles += 6 * (uint64_t) params->chains;
+	/*
+	 * per document: lengths (the combiner's and the chain's); per class pair:
+	 * the alignment's cost matrix
+	 */
+	doubles += 2 * D + K * K;
 	/* K-sized vectors (C, Nk, S, priors, scores, sums, alignment scratch) */
-	doubles += 24 * (K + 1);
+	doubles += 32 * (K + 1);
 	bytes = doubles * sizeof(double);
 	/* int32 per document (labels, last labels, unlabelled index), per word */
-	bytes += 3 * D * sizeof(int32_t) + V * sizeof(int32_t) + V;
+	bytes += 4 * D * sizeof(int32_t) + 2 * V * sizeof(int32_t) + V;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
@@ -208,6 +257,19 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 		return "gamma_theta must be positive and finite";
 	if (!(params->unlabeled_weight >= 0.0 && params->unlabeled_weight <= 1.0))
 		return "unlabeled_weight must be between 0 and 1";
+	if (params->gamma_grid)
+	{
+		if (params->n_gamma_grid < 1 || params->n_gamma_grid > 64)
+			return "a gamma grid needs 1 to 64 points";
+		for (int32_t i = 0; i < params->n_gamma_grid; i++)
+			if (!(params->gamma_grid[i] > 0.0) || !isfinite(params->gamma_grid[i]))
+				return "gamma grid points must be positive and finite";
+	}
+	else if ((params->sample_gamma_theta &&
+			  !(params->gamma_theta >= GNB_GAMMA_MIN && params->gamma_theta <= GNB_GAMMA_MAX)) ||
+			 (params->sample_gamma_pi &&
+			  !(params->gamma_pi >= GNB_GAMMA_MIN && params->gamma_pi <= GNB_GAMMA_MAX)))
+		return "a sampled gamma must start between 0.001 and 1000";
 	if (corpus->n_classes < 2)
 		return "at least 2 classes are needed";
 	if (corpus->n_docs < 0 || corpus->n_words < 0)
@@ -278,11 +340,11 @@ compute_word_terms(int32_t V, int32_t K, double g, const double *N, double *S)
 
 /* log P(L, W) from the class totals and S (docs/model.md, the exact posterior). */
 static double
-log_joint_from_counts(int32_t K, int32_t V, const gnb_params *params,
+log_joint_from_counts(int32_t K, int32_t V, double g_theta, double g_pi,
 					  const double *C, const double *Nk, const double *S)
 {
-	double		gp = params->gamma_pi;
-	double		vg = V * params->gamma_theta;
+	double		gp = g_pi;
+	double		vg = V * g_theta;
 	double		total = 0.0;
 	double		lj = 0.0;
 
@@ -323,8 +385,19 @@ gnb_log_joint(const gnb_corpus *corpus, const gnb_params *params,
 			len[j] += corpus->count[p];
 		add_doc_counts(&sh, N, Nk, C, j, labels[j], doc_weight(&sh, j));
 	}
+	if (corpus->extra_word_counts)
+	{
+		for (int32_t w = 0; w < V; w++)
+			for (int32_t k = 0; k < K; k++)
+			{
+				N[(int64_t) w * K + k] += corpus->extra_word_counts[(int64_t) w * K + k];
+				Nk[k] += corpus->extra_word_counts[(int64_t) w * K + k];
+			}
+		for (int32_t k = 0; k < K; k++)
+			C[k] += corpus->extra_doc_counts[k];
+	}
 	compute_word_terms(V, K, params->gamma_theta, N, S);
-	lj = log_joint_from_counts(K, V, params, C, Nk, S);
+	lj = log_joint_from_counts(K, V, params->gamma_theta, params->gamma_pi, C, Nk, S);
 	hooks->release(N, hooks->arg);
 	hooks->release(Nk, hooks->arg);
 	hooks->release(C, hooks->arg);
@@ -333,13 +406,32 @@ gnb_log_joint(const gnb_corpus *corpus, const gnb_params *params,
 	return lj;
 }
 
+/*
+ * The prior term of a document's conditional for a class with (weighted)
+ * document count c: lgamma(c + lambda + g_pi) - lgamma(c + g_pi), the ratio
+ * of the Dirichlet-multinomial normalisers when the document comes back with
+ * its own weight lambda.
+ */
+static inline double
+prior_term(double c, double lambda, double gp)
+{
+	if (lambda == 1.0)
+		return log(c + gp);
+	if (lambda == 0.0)
+		return 0.0;
+	return lgamma(c + lambda + gp) - lgamma(c + gp);
+}
+
 static inline void
 refresh_prior(chain_state *st, int32_t k)
 {
-	const double gp = st->sh->params->gamma_pi;
+	const double gp = st->g_pi;
+	const double lambda = st->lambda;
 
-	st->log_prior[k] = log(st->C[k] + gp);
-	st->log_prior_own[k] = log(st->C[k] - st->sh->params->unlabeled_weight + gp);
+	st->log_prior[k] = prior_term(st->C[k], lambda, gp);
+	st->log_prior_own[k] = prior_term(st->C[k] - lambda, lambda, gp);
+	st->log_pred[k] = log(st->C[k] + gp);
+	st->log_pred_own[k] = log(st->C[k] - lambda + gp);
 }
 
 /*
@@ -352,8 +444,8 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 {
 	const run_shared *sh = st->sh;
 	const gnb_corpus *c = sh->corpus;
-	const double lambda = sh->params->unlabeled_weight;
-	const double g = sh->params->gamma_theta;
+	const double lambda = st->lambda;
+	const double g = st->g_theta;
 	const int32_t K = sh->K;
 	double		delta_a = 0.0;
 	double		delta_b = 0.0;
@@ -416,7 +508,7 @@ theta_step(chain_state *st, const double *N)
 {
 	const run_shared *sh = st->sh;
 	const int32_t K = sh->K;
-	const double g = sh->params->gamma_theta;
+	const double g = st->g_theta;
 	double	   *lt = st->log_theta;
 
 	for (int32_t k = 0; k < K; k++)
@@ -425,6 +517,7 @@ theta_step(chain_state *st, const double *N)
 		double		lrest = -INFINITY;
 		double		sum = 0.0;
 		double		lz;
+		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
 
 		for (int32_t i = 0; i < sh->n_active; i++)
 		{
@@ -435,9 +528,9 @@ theta_step(chain_state *st, const double *N)
 			if (ly > lmax)
 				lmax = ly;
 		}
-		if (sh->inactive_shape[k] > 0.0)
+		if (inactive_shape > 0.0)
 		{
-			lrest = gnb_rng_log_gamma(&st->rng, sh->inactive_shape[k]);
+			lrest = gnb_rng_log_gamma(&st->rng, inactive_shape);
 			if (lrest > lmax)
 				lmax = lrest;
 		}
@@ -457,14 +550,41 @@ maybe_check_interrupts(const run_shared *sh, int32_t i)
 		sh->hooks->check_interrupts(sh->hooks->arg);
 }
 
-/* The paper's label step: s_k = log(C_k^-j + g_pi) + sum_w W_jw log theta_kw. */
+/* Add softmax(s) to the label probability sums of document j. */
+static void
+add_probabilities(chain_state *st, int32_t j, const double *s)
+{
+	const int32_t K = st->sh->K;
+	double		max = s[0];
+	double		total = 0.0;
+
+	for (int32_t k = 1; k < K; k++)
+		if (s[k] > max)
+			max = s[k];
+	for (int32_t k = 0; k < K; k++)
+		total += (st->scratch[k] = exp(s[k] - max));
+	for (int32_t k = 0; k < K; k++)
+		st->prob_sum[(int64_t) j * K + k] += st->scratch[k] / total;
+}
+
+/*
+ * The paper's label step, tempered (docs/model.md):
+ *   s_k = [lgamma(C_k^-j + lambda + g_pi) - lgamma(C_k^-j + g_pi)]
+ *       + lambda * sum_w W_jw log theta_kw
+ * which is log(C_k^-j + g_pi) + sum_w W_jw log theta_kw at lambda = 1.  On a
+ * kept sweep with lambda < 1 the full-weight conditional (the document's
+ * label as if it were new) goes to the label probability sums.
+ */
 static int32_t
 label_step_paper(chain_state *st)
 {
 	const run_shared *sh = st->sh;
 	const gnb_corpus *c = sh->corpus;
 	const int32_t K = sh->K;
+	const double lambda = st->lambda;
+	const int	predictive = st->kept_sweep && lambda != 1.0;
 	double	   *s = st->scores;
+	double	   *loglik = st->pred;
 	int32_t		changed = 0;
 
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -475,15 +595,22 @@ label_step_paper(chain_state *st)
 
 		maybe_check_interrupts(sh, i);
 		for (int32_t k = 0; k < K; k++)
-			s[k] = st->log_prior[k];
-		s[a] = st->log_prior_own[a];
+			loglik[k] = 0.0;
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
 			const double *row = st->log_theta + (int64_t) c->word[p] * K;
 			double		cnt = c->count[p];
 
 			for (int32_t k = 0; k < K; k++)
-				s[k] += cnt * row[k];
+				loglik[k] += cnt * row[k];
+		}
+		for (int32_t k = 0; k < K; k++)
+			s[k] = (k == a ? st->log_prior_own[k] : st->log_prior[k]) + lambda * loglik[k];
+		if (predictive)
+		{
+			for (int32_t k = 0; k < K; k++)
+				loglik[k] += k == a ? st->log_pred_own[k] : st->log_pred[k];
+			add_probabilities(st, j, loglik);
 		}
 		b = gnb_rng_categorical_log(&st->rng, s, K, st->scratch);
 		if (b != a)
@@ -496,59 +623,127 @@ label_step_paper(chain_state *st)
 }
 
 /*
- * The collapsed label step (docs/model.md):
+ * The collapsed conditional of document j at full weight, against the counts
+ * with j's weighted share taken out (docs/model.md):
  *   s_k = log(C_k^-j + g_pi)
  *       + sum_w [lgamma(N_kw^-j + W_jw + g) - lgamma(N_kw^-j + g)]
  *       - [lgamma(N_k^-j + R_j + Vg) - lgamma(N_k^-j + Vg)]
  * Document j is not taken out of the counts; its own share is subtracted for
- * its current class as the scores are built, and the counts change only if
- * its label does.
+ * its current class as the scores are built.  Integer increments: running
+ * products of rising factorials.
+ */
+static void
+collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const int32_t K = sh->K;
+	const double g = st->g_theta;
+	const double vg = sh->V * g;
+	const double lambda = st->lambda;
+	const double R = sh->doc_length[j];
+	log_product *prod = st->products;
+
+	for (int32_t k = 0; k < K; k++)
+	{
+		double		nk = st->Nk[k] - (k == a ? lambda * R : 0.0) + vg;
+
+		s[k] = (k == a ? st->log_pred_own[k] : st->log_pred[k]) -
+			(lgamma(nk + R) - lgamma(nk));
+		log_product_init(&prod[k]);
+	}
+	for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+	{
+		const double *row = st->N + (int64_t) c->word[p] * K;
+		int32_t		cnt = c->count[p];
+		double		own = lambda * cnt;
+
+		for (int32_t k = 0; k < K; k++)
+		{
+			double		n = row[k] - (k == a ? own : 0.0);
+
+			s[k] += log_rising(&prod[k], n + g, cnt);
+		}
+	}
+	for (int32_t k = 0; k < K; k++)
+		s[k] += log_product_value(&prod[k]);
+}
+
+/*
+ * The tempered collapsed conditional (lambda < 1): the same ratio with j's
+ * weighted counts lambda W_jw and lambda R_j, through lgamma, and the
+ * prior term with its weight.  At lambda = 0 every class scores 0.
+ */
+static void
+collapsed_tempered_scores(chain_state *st, int32_t j, int32_t a, double *s)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const int32_t K = sh->K;
+	const double g = st->g_theta;
+	const double vg = sh->V * g;
+	const double lambda = st->lambda;
+	const double lr = lambda * sh->doc_length[j];
+
+	if (lambda == 0.0)
+	{
+		for (int32_t k = 0; k < K; k++)
+			s[k] = 0.0;
+		return;
+	}
+	for (int32_t k = 0; k < K; k++)
+	{
+		double		nk = st->Nk[k] - (k == a ? lr : 0.0) + vg;
+
+		s[k] = (k == a ? st->log_prior_own[k] : st->log_prior[k]) -
+			(lgamma(nk + lr) - lgamma(nk));
+	}
+	for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+	{
+		const double *row = st->N + (int64_t) c->word[p] * K;
+		double		add = lambda * c->count[p];
+
+		for (int32_t k = 0; k < K; k++)
+		{
+			double		n = row[k] - (k == a ? add : 0.0) + g;
+
+			s[k] += lgamma(n + add) - lgamma(n);
+		}
+	}
+}
+
+/*
+ * The collapsed label step: full-weight scores at lambda = 1, tempered ones
+ * otherwise (then, on a kept sweep, the full-weight conditional goes to the
+ * label probability sums).
  */
 static int32_t
 label_step_collapsed(chain_state *st)
 {
 	const run_shared *sh = st->sh;
-	const gnb_corpus *c = sh->corpus;
 	const int32_t K = sh->K;
-	const double g = sh->params->gamma_theta;
-	const double vg = sh->V * g;
-	const double lambda = sh->params->unlabeled_weight;
+	const int	tempered = st->lambda != 1.0;
 	double	   *s = st->scores;
-	log_product *prod = st->products;
 	int32_t		changed = 0;
 
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
 		int32_t		a = st->z[j];
-		double		R = sh->doc_length[j];
 		int32_t		b;
 
 		maybe_check_interrupts(sh, i);
-		for (int32_t k = 0; k < K; k++)
+		if (tempered)
 		{
-			double		own = (k == a) ? lambda : 0.0;
-			double		nk = st->Nk[k] - own * R + vg;
-
-			s[k] = (k == a ? st->log_prior_own[k] : st->log_prior[k]) -
-				(lgamma(nk + R) - lgamma(nk));
-			log_product_init(&prod[k]);
-		}
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
-		{
-			const double *row = st->N + (int64_t) c->word[p] * K;
-			int32_t		cnt = c->count[p];
-			double		own = lambda * cnt;
-
-			for (int32_t k = 0; k < K; k++)
+			collapsed_tempered_scores(st, j, a, s);
+			if (st->kept_sweep)
 			{
-				double		n = row[k] - (k == a ? own : 0.0);
-
-				s[k] += log_rising(&prod[k], n + g, cnt);
+				collapsed_full_scores(st, j, a, st->pred);
+				add_probabilities(st, j, st->pred);
 			}
 		}
-		for (int32_t k = 0; k < K; k++)
-			s[k] += log_product_value(&prod[k]);
+		else
+			collapsed_full_scores(st, j, a, s);
 		b = gnb_rng_categorical_log(&st->rng, s, K, st->scratch);
 		if (b != a)
 		{
@@ -559,23 +754,203 @@ label_step_collapsed(chain_state *st)
 	return changed;
 }
 
+/* ---- the gamma moves (docs/model.md, "Sampling the hyperparameters") ---- */
+
+/* Summarise N for the gamma_theta likelihood (see count_summary). */
+static void
+summarise_counts(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+	const int32_t K = sh->K;
+	count_summary *cs = &st->cs;
+	int64_t		pos = 0;
+
+	memset(cs->hist, 0, (size_t) K * GNB_HIST_MAX * sizeof(double));
+	for (int32_t k = 0; k < K; k++)
+	{
+		for (int32_t w = 0; w < sh->V; w++)
+		{
+			double		n = st->N[(int64_t) w * K + k];
+
+			/* rounding of weighted counts: a count this close to 0 is 0 */
+			if (n < 1e-9)
+				continue;
+			if (n < GNB_HIST_MAX && n == floor(n))
+				cs->hist[k * GNB_HIST_MAX + (int32_t) n] += 1.0;
+			else
+				cs->rest[pos++] = n;
+		}
+		cs->rest_end[k] = pos;
+	}
+}
+
+/* S_k for gamma_theta = g from the count summary. */
+static void
+word_terms_from_summary(const chain_state *st, double g, double *S)
+{
+	const run_shared *sh = st->sh;
+	const count_summary *cs = &st->cs;
+	double		lg = lgamma(g);
+	int64_t		pos = 0;
+
+	for (int32_t k = 0; k < sh->K; k++)
+	{
+		double		sk = 0.0;
+
+		for (int32_t n = 1; n < GNB_HIST_MAX; n++)
+			if (cs->hist[k * GNB_HIST_MAX + n] > 0.0)
+				sk += cs->hist[k * GNB_HIST_MAX + n] * (lgamma(n + g) - lg);
+		for (; pos < cs->rest_end[k]; pos++)
+			sk += lgamma(cs->rest[pos] + g) - lg;
+		S[k] = sk;
+	}
+}
+
+/* log P(L, W | gamma_theta = g) up to terms free of g. */
+static double
+gamma_theta_loglik(const chain_state *st, double g)
+{
+	const run_shared *sh = st->sh;
+	double		vg = sh->V * g;
+	double		ll = 0.0;
+
+	word_terms_from_summary(st, g, st->scratch);
+	for (int32_t k = 0; k < sh->K; k++)
+		ll += lgamma(vg) - lgamma(st->Nk[k] + vg) + st->scratch[k];
+	return ll;
+}
+
+/* log P(L | gamma_pi = g) up to terms free of g. */
+static double
+gamma_pi_loglik(const chain_state *st, double g)
+{
+	const int32_t K = st->sh->K;
+	double		total = 0.0;
+	double		ll = 0.0;
+
+	for (int32_t k = 0; k < K; k++)
+	{
+		total += st->C[k];
+		ll += lgamma(st->C[k] + g) - lgamma(g);
+	}
+	return ll + lgamma(K * g) - lgamma(total + K * g);
+}
+
+typedef double (*gamma_loglik) (const chain_state *st, double g);
+
+/*
+ * One update of a gamma given the labels.  With a grid: an exact draw from
+ * the posterior over the grid points (uniform prior).  Otherwise one slice
+ * sampling update (Neal 2003, stepping out and shrinkage) of u = log gamma,
+ * whose prior is uniform on [log GNB_GAMMA_MIN, log GNB_GAMMA_MAX].
+ */
+static double
+gamma_move(chain_state *st, double current, gamma_loglik f)
+{
+	const gnb_params *params = st->sh->params;
+	const double lo = log(GNB_GAMMA_MIN);
+	const double hi = log(GNB_GAMMA_MAX);
+	const double width = 1.0;
+	double		u0,
+				y,
+				left,
+				right;
+	int			steps_left,
+				steps_right;
+
+	if (params->gamma_grid)
+	{
+		int32_t		n = params->n_gamma_grid;
+		double		best = -INFINITY;
+		double		total = 0.0;
+		double		r;
+		double		lp[64];
+
+		for (int32_t i = 0; i < n; i++)
+		{
+			lp[i] = f(st, params->gamma_grid[i]);
+			if (lp[i] > best)
+				best = lp[i];
+		}
+		for (int32_t i = 0; i < n; i++)
+			total += (lp[i] = exp(lp[i] - best));
+		r = gnb_rng_uniform(&st->rng) * total;
+		for (int32_t i = 0; i < n - 1; i++)
+		{
+			if (r < lp[i])
+				return params->gamma_grid[i];
+			r -= lp[i];
+		}
+		return params->gamma_grid[n - 1];
+	}
+
+	u0 = log(current);
+	y = f(st, current) + log(gnb_rng_uniform_pos(&st->rng));
+	left = u0 - width * gnb_rng_uniform(&st->rng);
+	right = left + width;
+	steps_left = (int) (10 * gnb_rng_uniform(&st->rng));
+	steps_right = 9 - steps_left;
+	while (steps_left-- > 0 && left > lo && f(st, exp(left)) > y)
+		left -= width;
+	while (steps_right-- > 0 && right < hi && f(st, exp(right)) > y)
+		right += width;
+	if (left < lo)
+		left = lo;
+	if (right > hi)
+		right = hi;
+	for (int tries = 0; tries < 200; tries++)
+	{
+		double		u1 = left + gnb_rng_uniform(&st->rng) * (right - left);
+
+		if (f(st, exp(u1)) > y)
+			return exp(u1);
+		if (u1 < u0)
+			left = u1;
+		else
+			right = u1;
+	}
+	return current;
+}
+
+/* The gamma moves of one sweep, keeping S and the prior terms in step. */
+static void
+gamma_step(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+
+	if (sh->params->sample_gamma_theta)
+	{
+		summarise_counts(st);
+		st->g_theta = gamma_move(st, st->g_theta, gamma_theta_loglik);
+		word_terms_from_summary(st, st->g_theta, st->S);
+	}
+	if (sh->params->sample_gamma_pi)
+	{
+		st->g_pi = gamma_move(st, st->g_pi, gamma_pi_loglik);
+		for (int32_t k = 0; k < sh->K; k++)
+			refresh_prior(st, k);
+	}
+}
+
 /* Add the current state to the sums over kept sweeps. */
 static void
 accumulate_kept(chain_state *st)
 {
 	const run_shared *sh = st->sh;
 	const int32_t K = sh->K;
-	const double g = sh->params->gamma_theta;
+	const double g = st->g_theta;
 	const double vg = sh->V * g;
-	const double gp = sh->params->gamma_pi;
+	const double gp = st->g_pi;
 	double		total = 0.0;
 
-	for (int32_t i = 0; i < sh->n_unlabeled; i++)
-	{
-		int32_t		j = sh->unlabeled[i];
+	/* with lambda < 1 the label step added the full-weight conditionals */
+	if (st->lambda == 1.0)
+		for (int32_t i = 0; i < sh->n_unlabeled; i++)
+		{
+			int32_t		j = sh->unlabeled[i];
 
-		st->prob_sum[(int64_t) j * K + st->z[j]] += 1.0;
-	}
+			st->prob_sum[(int64_t) j * K + st->z[j]] += 1.0;
+		}
 	for (int32_t k = 0; k < K; k++)
 	{
 		double		inv = 1.0 / (st->Nk[k] + vg);
@@ -590,6 +965,8 @@ accumulate_kept(chain_state *st)
 	}
 	for (int32_t k = 0; k < K; k++)
 		st->pi_sum[k] += (st->C[k] + gp) / (total + K * gp);
+	st->g_theta_sum += g;
+	st->g_pi_sum += gp;
 }
 
 /*
@@ -602,6 +979,7 @@ typedef struct chain_sums
 	double		mean;
 	double		m2;
 	double		last;
+	int64_t		changed_after_burn_in;
 } chain_sums;
 
 static void
@@ -616,11 +994,12 @@ chain_sums_add(chain_sums *s, double x)
 
 /*
  * Set a chain to its starting state and run all its sweeps.  The trace
- * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints.
+ * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints,
+ * kept_trace (kept long) the kept sweeps' log joints one by one.
  */
 static void
 run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
-		  double *changed_trace, chain_sums *sums)
+		  double *changed_trace, chain_sums *sums, double *kept_trace)
 {
 	const run_shared *sh = st->sh;
 	const gnb_corpus *c = sh->corpus;
@@ -628,6 +1007,7 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	const int32_t K = sh->K;
 	const int32_t V = sh->V;
 	size_t		vk = (size_t) V * K;
+	int64_t		n_kept = 0;
 
 	memset(st->C, 0, K * sizeof(double));
 	memset(st->Nk, 0, K * sizeof(double));
@@ -635,6 +1015,12 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	memset(st->prob_sum, 0, (size_t) sh->D * K * sizeof(double));
 	memset(st->theta_sum, 0, vk * sizeof(double));
 	memset(st->pi_sum, 0, K * sizeof(double));
+	st->lambda = params->unlabeled_weight;
+	st->g_theta = params->gamma_theta;
+	st->g_pi = params->gamma_pi;
+	st->g_theta_sum = 0.0;
+	st->g_pi_sum = 0.0;
+	st->kept_sweep = 0;
 
 	/* Clamped documents first: their counts alone give the initial theta. */
 	for (int32_t j = 0; j < sh->D; j++)
@@ -679,41 +1065,49 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	}
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && c->init_label)
 		theta_step(st, st->N);
-	compute_word_terms(V, K, params->gamma_theta, st->N, st->S);
+	compute_word_terms(V, K, st->g_theta, st->N, st->S);
 	for (int32_t k = 0; k < K; k++)
 		refresh_prior(st, k);
 
 	for (int32_t t = 1; t <= params->sweeps; t++)
 	{
 		int32_t		changed = 0;
-		double		lj;
-		double		share;
+		gnb_sweep	info;
 
+		st->kept_sweep = t > params->burn_in && (t - params->burn_in) % params->lag == 0;
 		if (sh->n_unlabeled > 0)
 		{
 			if (params->sampler == GNB_SAMPLER_PAPER)
-			{
 				changed = label_step_paper(st);
-				theta_step(st, st->N);
-			}
 			else
 				changed = label_step_collapsed(st);
 		}
-		lj = log_joint_from_counts(K, V, params, st->C, st->Nk, st->S);
-		share = sh->n_unlabeled > 0 ? (double) changed / sh->n_unlabeled : 0.0;
+		gamma_step(st);
+		if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0)
+			theta_step(st, st->N);
+		info.chain = chain;
+		info.sweep = t;
+		info.log_joint = log_joint_from_counts(K, V, st->g_theta, st->g_pi,
+											   st->C, st->Nk, st->S);
+		info.changed = sh->n_unlabeled > 0 ? (double) changed / sh->n_unlabeled : 0.0;
+		info.gamma_theta = st->g_theta;
+		info.gamma_pi = st->g_pi;
 		if (log_joint_trace)
 		{
-			log_joint_trace[t - 1] = lj;
-			changed_trace[t - 1] = share;
+			log_joint_trace[t - 1] = info.log_joint;
+			changed_trace[t - 1] = info.changed;
 		}
-		sums->last = lj;
-		if (t > params->burn_in && (t - params->burn_in) % params->lag == 0)
+		sums->last = info.log_joint;
+		if (t > params->burn_in)
+			sums->changed_after_burn_in += changed;
+		if (st->kept_sweep)
 		{
 			accumulate_kept(st);
-			chain_sums_add(sums, lj);
+			chain_sums_add(sums, info.log_joint);
+			kept_trace[n_kept++] = info.log_joint;
 		}
 		if (sh->hooks->progress)
-			sh->hooks->progress(sh->hooks->arg, chain, t, lj, share);
+			sh->hooks->progress(sh->hooks->arg, &info);
 	}
 }
 
@@ -797,6 +1191,8 @@ hungarian(const gnb_hooks *hooks, const double *cost, int32_t n, int32_t *assign
 /*
  * perm[l] = the class of the reference chain that class l of this chain is:
  * the matching that minimises the summed L1 distance between theta-hats.
+ * A class with a clamped document is its own identity in every chain: it
+ * may only match itself.
  */
 static void
 align_classes(const run_shared *sh, const double *ref_theta,
@@ -811,6 +1207,11 @@ align_classes(const run_shared *sh, const double *ref_theta,
 			for (int32_t l = 0; l < K; l++)
 				cost[k * K + l] += fabs(ref_theta[(int64_t) w * K + k] -
 										theta[(int64_t) w * K + l]);
+	/* an L1 distance of distributions is at most 2: 1e6 is never chosen */
+	for (int32_t k = 0; k < K; k++)
+		for (int32_t l = 0; l < K; l++)
+			if (k != l && (sh->class_clamped[k] || sh->class_clamped[l]))
+				cost[k * K + l] = 1e6;
 	hungarian(sh->hooks, cost, K, assign);
 	for (int32_t k = 0; k < K; k++)
 		perm[assign[k]] = k;
@@ -818,7 +1219,6 @@ align_classes(const run_shared *sh, const double *ref_theta,
 	sh->hooks->release(assign, sh->hooks->arg);
 }
 
-/* Potential scale reduction of the log joint over kept sweeps. */
 /*
  * The potential scale reduction of the log joint over the kept sweeps of m
  * chains (Gelman and Rubin): NaN with fewer than 2 chains or 2 kept sweeps.
@@ -849,6 +1249,139 @@ r_hat(const chain_sums *sums, int32_t m)
 	return sqrt(((n - 1.0) / n * within + between / n) / within);
 }
 
+/* Autocorrelations beyond this lag are not summed (bounds the cost). */
+#define GNB_ESS_MAX_LAG 5000
+
+double
+gnb_ess(const double *x, int64_t n)
+{
+	double		mean = 0.0;
+	double		c0 = 0.0;
+	double		tau;
+	double		prev_pair = INFINITY;
+	double		sum_pairs = 0.0;
+
+	if (n < 4)
+		return NAN;
+	for (int64_t t = 0; t < n; t++)
+		mean += x[t];
+	mean /= n;
+	for (int64_t t = 0; t < n; t++)
+		c0 += (x[t] - mean) * (x[t] - mean);
+	c0 /= n;
+	if (!(c0 > 1e-24 * (mean * mean + 1.0)))
+		return NAN;
+
+	/*
+	 * Geyer: Gamma_m = rho(2m) + rho(2m + 1), summed while positive, each
+	 * capped by the one before (the initial monotone sequence); the
+	 * integrated autocorrelation time is then -1 + 2 sum Gamma_m.
+	 */
+	for (int64_t m = 0; 2 * m + 1 < n && 2 * m + 1 <= GNB_ESS_MAX_LAG; m++)
+	{
+		double		pair = 0.0;
+
+		for (int64_t lag = 2 * m; lag <= 2 * m + 1; lag++)
+		{
+			double		c = 0.0;
+
+			for (int64_t t = 0; t + lag < n; t++)
+				c += (x[t] - mean) * (x[t + lag] - mean);
+			pair += c / n / c0;
+		}
+		if (pair <= 0.0)
+			break;
+		if (pair > prev_pair)
+			pair = prev_pair;
+		prev_pair = pair;
+		sum_pairs += pair;
+	}
+	tau = -1.0 + 2.0 * sum_pairs;
+	/* an antithetic series can give tau < 1; the estimate is capped at n log10 n (Stan's cap) */
+	if (tau < 1.0 / log10((double) n))
+		tau = 1.0 / log10((double) n);
+	return n / tau;
+}
+
+double
+gnb_split_r_hat(const double *x, int32_t m, int64_t n)
+{
+	int64_t		half = n / 2;
+	int32_t		mm = 2 * m;
+	double		grand = 0.0,
+				between = 0.0,
+				within = 0.0;
+
+	if (n < 4 || m < 1)
+		return NAN;
+	/* halves: series c's first half x[c n .. c n + half), its second the last half values */
+	for (int32_t h = 0; h < mm; h++)
+	{
+		const double *y = x + (int64_t) (h / 2) * n + (h % 2 ? n - half : 0);
+		double		mean = 0.0,
+					var = 0.0;
+
+		for (int64_t t = 0; t < half; t++)
+			mean += y[t];
+		mean /= half;
+		for (int64_t t = 0; t < half; t++)
+			var += (y[t] - mean) * (y[t] - mean);
+		var /= half - 1;
+		within += var / mm;
+		grand += mean / mm;
+	}
+	for (int32_t h = 0; h < mm; h++)
+	{
+		const double *y = x + (int64_t) (h / 2) * n + (h % 2 ? n - half : 0);
+		double		mean = 0.0;
+
+		for (int64_t t = 0; t < half; t++)
+			mean += y[t];
+		mean /= half;
+		between += (mean - grand) * (mean - grand);
+	}
+	between *= (double) half / (mm - 1);
+	if (within <= 1e-24 * (grand * grand + 1.0))
+		return between <= 1e-24 * (grand * grand + 1.0) ? 1.0 : INFINITY;
+	return sqrt(((half - 1.0) / half * within + between / half) / within);
+}
+
+int32_t
+gnb_diagnose(double split_r_hat, double ess_total,
+			 const int32_t *changed_after_burn_in, int32_t chains,
+			 int32_t n_unlabeled, int sampled_gamma)
+{
+	int32_t		w = 0;
+
+	if (n_unlabeled == 0 && !sampled_gamma)
+		return 0;
+	if (split_r_hat > GNB_R_HAT_LIMIT)
+		w |= GNB_WARN_R_HAT;
+	if (ess_total < GNB_ESS_LIMIT)
+		w |= GNB_WARN_ESS;
+	if (n_unlabeled > 0)
+		for (int32_t c = 0; c < chains; c++)
+			if (changed_after_burn_in[c] == 0)
+				w |= GNB_WARN_STUCK;
+	return w;
+}
+
+const char *
+gnb_warning_text(int32_t warning)
+{
+	switch (warning)
+	{
+		case GNB_WARN_R_HAT:
+			return "the chains disagree: run more sweeps, a longer burn_in or more chains";
+		case GNB_WARN_ESS:
+			return "the log joint is strongly autocorrelated: run more sweeps";
+		case GNB_WARN_STUCK:
+			return "it may be stuck in one mode: the collapsed sampler, unlabeled_weight < 1 "
+				"or more chains help";
+	}
+	return "unknown warning";
+}
+
 /* Derive what all chains share: unlabelled documents, active words, shapes. */
 static void
 setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
@@ -869,7 +1402,8 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	sh->D = D;
 	sh->unlabeled = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 	sh->doc_length = xalloc(hooks, D > 0 ? D : 1, sizeof(double));
-	sh->inactive_shape = xalloc(hooks, K, sizeof(double));
+	sh->inactive_count = xalloc(hooks, K, sizeof(double));
+	sh->class_clamped = xalloc(hooks, K, 1);
 	for (int32_t j = 0; j < D; j++)
 	{
 		int32_t		label = corpus->label[j];
@@ -885,7 +1419,7 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 		if (label < 0)
 			sh->unlabeled[sh->n_unlabeled++] = j;
 		else
-			sh->has_labels = 1;
+			sh->class_clamped[label] = 1;
 	}
 	if (corpus->extra_word_counts)
 	{
@@ -893,41 +1427,193 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 			labelled_count[i] += corpus->extra_word_counts[i];
 		for (int32_t k = 0; k < K; k++)
 			if (corpus->extra_doc_counts[k] > 0.0)
-				sh->has_labels = 1;
+				sh->class_clamped[k] = 1;
 	}
+	sh->all_classes_clamped = 1;
+	for (int32_t k = 0; k < K; k++)
+		if (!sh->class_clamped[k])
+			sh->all_classes_clamped = 0;
 	sh->active = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
 	for (int32_t w = 0; w < V; w++)
 	{
 		if (is_active[w])
 			sh->active[sh->n_active++] = w;
 		else
+		{
+			sh->n_inactive++;
 			for (int32_t k = 0; k < K; k++)
-				sh->inactive_shape[k] += labelled_count[(int64_t) w * K + k] +
-					params->gamma_theta;
+				sh->inactive_count[k] += labelled_count[(int64_t) w * K + k];
+		}
 	}
 	hooks->release(is_active, hooks->arg);
 	hooks->release(labelled_count, hooks->arg);
 }
 
+static void
+release_shared(run_shared *sh)
+{
+	const gnb_hooks *hooks = sh->hooks;
+
+	hooks->release(sh->unlabeled, hooks->arg);
+	hooks->release(sh->doc_length, hooks->arg);
+	hooks->release(sh->inactive_count, hooks->arg);
+	hooks->release(sh->class_clamped, hooks->arg);
+	hooks->release(sh->active, hooks->arg);
+}
+
 void
-gnb_train(const gnb_corpus *corpus, const gnb_params *params,
-		  const gnb_hooks *hooks, gnb_result *result)
+gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chain,
+				const gnb_hooks *hooks, gnb_chain *out)
 {
 	run_shared	sh;
 	chain_state st;
-	chain_sums *sums;
+	chain_sums	sums;
 	const int32_t K = corpus->n_classes;
 	const int32_t V = corpus->n_words;
 	const int32_t D = corpus->n_docs;
+	const int32_t kept = (params->sweeps - params->burn_in) / params->lag;
 	size_t		vk = (size_t) V * K;
-	double	   *theta_total;
-	double	   *ref_theta = NULL;
-	int32_t    *perm;
-	gnb_rng		base;
 
 	if (hooks == NULL)
 		hooks = &gnb_default_hooks;
 	setup_shared(&sh, corpus, params, hooks);
+
+	memset(out, 0, sizeof(*out));
+	out->chain = chain;
+	out->kept = kept;
+	out->sweeps = params->sweeps;
+	out->kept_log_joint = xalloc(hooks, kept, sizeof(double));
+	if (!params->no_trace)
+	{
+		out->log_joint = xalloc(hooks, params->sweeps, sizeof(double));
+		out->changed = xalloc(hooks, params->sweeps, sizeof(double));
+	}
+	out->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
+
+	memset(&st, 0, sizeof(st));
+	st.sh = &sh;
+	st.z = out->last_labels;
+	st.C = xalloc(hooks, K, sizeof(double));
+	st.N = xalloc(hooks, vk + 1, sizeof(double));
+	st.Nk = xalloc(hooks, K, sizeof(double));
+	st.S = xalloc(hooks, K, sizeof(double));
+	st.log_prior = xalloc(hooks, K, sizeof(double));
+	st.log_prior_own = xalloc(hooks, K, sizeof(double));
+	st.log_pred = xalloc(hooks, K, sizeof(double));
+	st.log_pred_own = xalloc(hooks, K, sizeof(double));
+	if (params->sampler == GNB_SAMPLER_PAPER)
+		st.log_theta = xalloc(hooks, vk + 1, sizeof(double));
+	st.scores = xalloc(hooks, K, sizeof(double));
+	st.pred = xalloc(hooks, K, sizeof(double));
+	st.scratch = xalloc(hooks, K, sizeof(double));
+	st.products = xalloc(hooks, K, sizeof(log_product));
+	if (params->sample_gamma_theta)
+	{
+		st.cs.hist = xalloc(hooks, (size_t) K * GNB_HIST_MAX, sizeof(double));
+		st.cs.rest = xalloc(hooks, vk + 1, sizeof(double));
+		st.cs.rest_end = xalloc(hooks, K, sizeof(int64_t));
+	}
+	/* the sums become the chain's means in place */
+	st.prob_sum = out->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
+	st.theta_sum = out->theta = xalloc(hooks, vk + 1, sizeof(double));
+	st.pi_sum = out->pi = xalloc(hooks, K, sizeof(double));
+
+	/* chain c's stream: the seed's, jumped c times */
+	gnb_rng_seed(&st.rng, params->seed);
+	for (int32_t c = 0; c < chain; c++)
+		gnb_rng_jump(&st.rng);
+	memset(&sums, 0, sizeof(sums));
+	run_chain(&st, chain, out->log_joint, out->changed, &sums, out->kept_log_joint);
+
+	for (size_t i = 0; i < vk; i++)
+		out->theta[i] /= kept;
+	for (int32_t k = 0; k < K; k++)
+		out->pi[k] /= kept;
+	for (int32_t i = 0; i < sh.n_unlabeled; i++)
+	{
+		int64_t		j = sh.unlabeled[i];
+
+		for (int32_t k = 0; k < K; k++)
+			out->label_prob[j * K + k] /= kept;
+	}
+	out->gamma_theta = st.g_theta_sum / kept;
+	out->gamma_pi = st.g_pi_sum / kept;
+	out->last_log_joint = sums.last;
+	out->changed_after_burn_in = sums.changed_after_burn_in;
+
+	hooks->release(st.C, hooks->arg);
+	hooks->release(st.N, hooks->arg);
+	hooks->release(st.Nk, hooks->arg);
+	hooks->release(st.S, hooks->arg);
+	hooks->release(st.log_prior, hooks->arg);
+	hooks->release(st.log_prior_own, hooks->arg);
+	hooks->release(st.log_pred, hooks->arg);
+	hooks->release(st.log_pred_own, hooks->arg);
+	if (st.log_theta)
+		hooks->release(st.log_theta, hooks->arg);
+	hooks->release(st.scores, hooks->arg);
+	hooks->release(st.pred, hooks->arg);
+	hooks->release(st.scratch, hooks->arg);
+	hooks->release(st.products, hooks->arg);
+	if (st.cs.hist)
+	{
+		hooks->release(st.cs.hist, hooks->arg);
+		hooks->release(st.cs.rest, hooks->arg);
+		hooks->release(st.cs.rest_end, hooks->arg);
+	}
+	release_shared(&sh);
+}
+
+void
+gnb_chain_free(gnb_chain *chain, const gnb_hooks *hooks)
+{
+	if (hooks == NULL)
+		hooks = &gnb_default_hooks;
+	hooks->release(chain->label_prob, hooks->arg);
+	hooks->release(chain->theta, hooks->arg);
+	hooks->release(chain->pi, hooks->arg);
+	hooks->release(chain->kept_log_joint, hooks->arg);
+	if (chain->log_joint)
+		hooks->release(chain->log_joint, hooks->arg);
+	if (chain->changed)
+		hooks->release(chain->changed, hooks->arg);
+	hooks->release(chain->last_labels, hooks->arg);
+	memset(chain, 0, sizeof(*chain));
+}
+
+/* What combining keeps between chains. */
+struct gnb_combiner
+{
+	const gnb_corpus *corpus;
+	const gnb_params *params;
+	const gnb_hooks *hooks;
+	gnb_result *result;
+	run_shared	sh;
+	chain_sums *sums;			/* per chain */
+	double	   *theta_total;	/* V x K word-major */
+	double	   *ref_theta;		/* chain 0's theta-hat */
+	int32_t    *perm;
+	int32_t		added;
+};
+
+gnb_combiner *
+gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
+				  const gnb_hooks *hooks, gnb_result *result)
+{
+	const int32_t K = corpus->n_classes;
+	const int32_t V = corpus->n_words;
+	const int32_t D = corpus->n_docs;
+	size_t		vk = (size_t) V * K;
+	gnb_combiner *cb;
+
+	if (hooks == NULL)
+		hooks = &gnb_default_hooks;
+	cb = xalloc(hooks, 1, sizeof(gnb_combiner));
+	cb->corpus = corpus;
+	cb->params = params;
+	cb->hooks = hooks;
+	cb->result = result;
+	setup_shared(&cb->sh, corpus, params, hooks);
 
 	memset(result, 0, sizeof(*result));
 	result->n_docs = D;
@@ -944,72 +1630,84 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 		result->log_joint = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
 		result->changed = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
 	}
-	sums = xalloc(hooks, params->chains, sizeof(chain_sums));
+	result->kept_log_joint = xalloc(hooks, (size_t) params->chains * result->kept, sizeof(double));
+	result->ess = xalloc(hooks, params->chains, sizeof(double));
+	result->changed_after_burn_in = xalloc(hooks, params->chains, sizeof(int32_t));
 	result->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
+	cb->sums = xalloc(hooks, params->chains, sizeof(chain_sums));
+	cb->theta_total = xalloc(hooks, vk + 1, sizeof(double));
+	cb->ref_theta = xalloc(hooks, vk + 1, sizeof(double));
+	cb->perm = xalloc(hooks, K, sizeof(int32_t));
+	return cb;
+}
 
-	memset(&st, 0, sizeof(st));
-	st.sh = &sh;
-	st.z = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
-	st.C = xalloc(hooks, K, sizeof(double));
-	st.N = xalloc(hooks, vk + 1, sizeof(double));
-	st.Nk = xalloc(hooks, K, sizeof(double));
-	st.S = xalloc(hooks, K, sizeof(double));
-	st.log_prior = xalloc(hooks, K, sizeof(double));
-	st.log_prior_own = xalloc(hooks, K, sizeof(double));
-	if (params->sampler == GNB_SAMPLER_PAPER)
-		st.log_theta = xalloc(hooks, vk + 1, sizeof(double));
-	st.scores = xalloc(hooks, K, sizeof(double));
-	st.scratch = xalloc(hooks, K, sizeof(double));
-	st.products = xalloc(hooks, K, sizeof(log_product));
-	st.prob_sum = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
-	st.theta_sum = xalloc(hooks, vk + 1, sizeof(double));
-	st.pi_sum = xalloc(hooks, K, sizeof(double));
-	theta_total = xalloc(hooks, vk + 1, sizeof(double));
-	perm = xalloc(hooks, K, sizeof(int32_t));
+void
+gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
+{
+	const run_shared *sh = &cb->sh;
+	const gnb_params *params = cb->params;
+	gnb_result *result = cb->result;
+	const int32_t K = sh->K;
+	const int32_t V = sh->V;
+	const int32_t c = cb->added++;
+	size_t		vk = (size_t) V * K;
+	int32_t    *perm = cb->perm;
 
-	gnb_rng_seed(&base, params->seed);
-	for (int32_t chain = 0; chain < params->chains; chain++)
+	for (int32_t k = 0; k < K; k++)
+		perm[k] = k;
+	if (c == 0)
+		memcpy(cb->ref_theta, chain->theta, vk * sizeof(double));
+	else if (!sh->all_classes_clamped)
+		align_classes(sh, cb->ref_theta, chain->theta, perm);
+
+	for (int32_t w = 0; w < V; w++)
+		for (int32_t k = 0; k < K; k++)
+			cb->theta_total[(int64_t) w * K + perm[k]] += chain->theta[(int64_t) w * K + k];
+	for (int32_t k = 0; k < K; k++)
+		result->pi[perm[k]] += chain->pi[k];
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
-		double		kept = result->kept;
+		int64_t		j = sh->unlabeled[i];
 
-		st.rng = base;
-		gnb_rng_jump(&base);
-		run_chain(&st, chain,
-				  result->log_joint ? result->log_joint + (int64_t) chain * params->sweeps : NULL,
-				  result->changed ? result->changed + (int64_t) chain * params->sweeps : NULL,
-				  &sums[chain]);
-
-		for (size_t i = 0; i < vk; i++)
-			st.theta_sum[i] /= kept;
 		for (int32_t k = 0; k < K; k++)
-			perm[k] = k;
-		if (chain == 0)
-		{
-			ref_theta = xalloc(hooks, vk + 1, sizeof(double));
-			memcpy(ref_theta, st.theta_sum, vk * sizeof(double));
-		}
-		else if (!sh.has_labels)
-			align_classes(&sh, ref_theta, st.theta_sum, perm);
-
-		for (int32_t w = 0; w < V; w++)
-			for (int32_t k = 0; k < K; k++)
-				theta_total[(int64_t) w * K + perm[k]] += st.theta_sum[(int64_t) w * K + k];
-		for (int32_t k = 0; k < K; k++)
-			result->pi[perm[k]] += st.pi_sum[k] / kept;
-		for (int32_t i = 0; i < sh.n_unlabeled; i++)
-		{
-			int64_t		j = sh.unlabeled[i];
-
-			for (int32_t k = 0; k < K; k++)
-				result->label_prob[j * K + perm[k]] += st.prob_sum[j * K + k] / kept;
-		}
+			result->label_prob[j * K + perm[k]] += chain->label_prob[j * K + k];
 	}
+	result->gamma_theta += chain->gamma_theta / params->chains;
+	result->gamma_pi += chain->gamma_pi / params->chains;
+	memcpy(result->kept_log_joint + (int64_t) c * result->kept, chain->kept_log_joint,
+		   (size_t) result->kept * sizeof(double));
+	for (int32_t t = 0; t < result->kept; t++)
+		chain_sums_add(&cb->sums[c], chain->kept_log_joint[t]);
+	cb->sums[c].last = chain->last_log_joint;
+	cb->sums[c].changed_after_burn_in = chain->changed_after_burn_in;
+	if (result->log_joint && chain->log_joint)
+	{
+		memcpy(result->log_joint + (int64_t) c * params->sweeps, chain->log_joint,
+			   (size_t) params->sweeps * sizeof(double));
+		memcpy(result->changed + (int64_t) c * params->sweeps, chain->changed,
+			   (size_t) params->sweeps * sizeof(double));
+	}
+	memcpy(result->last_labels, chain->last_labels, (size_t) sh->D * sizeof(int32_t));
+}
+
+void
+gnb_combine_end(gnb_combiner *cb)
+{
+	const run_shared *sh = &cb->sh;
+	const gnb_corpus *corpus = cb->corpus;
+	const gnb_params *params = cb->params;
+	const gnb_hooks *hooks = cb->hooks;
+	gnb_result *result = cb->result;
+	const int32_t K = sh->K;
+	const int32_t V = sh->V;
+	const int32_t D = sh->D;
+	int			n_ess = 0;
 
 	/* Average over chains; theta-hat goes out class-major. */
 	for (int32_t w = 0; w < V; w++)
 		for (int32_t k = 0; k < K; k++)
 			result->theta[(int64_t) k * V + w] =
-				theta_total[(int64_t) w * K + k] / params->chains;
+				cb->theta_total[(int64_t) w * K + k] / params->chains;
 	for (int32_t k = 0; k < K; k++)
 		result->pi[k] /= params->chains;
 	for (int32_t j = 0; j < D; j++)
@@ -1021,34 +1719,50 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 				result->label_prob[(int64_t) j * K + k] /= params->chains;
 	}
 	for (int32_t chain = 0; chain < params->chains; chain++)
-		result->final_log_joint += sums[chain].last / params->chains;
-	result->r_hat = r_hat(sums, params->chains);
-	hooks->release(sums, hooks->arg);
-	memcpy(result->last_labels, st.z, (size_t) D * sizeof(int32_t));
+	{
+		result->final_log_joint += cb->sums[chain].last / params->chains;
+		result->changed_after_burn_in[chain] =
+			cb->sums[chain].changed_after_burn_in > INT32_MAX ? INT32_MAX :
+			(int32_t) cb->sums[chain].changed_after_burn_in;
+		result->ess[chain] = gnb_ess(result->kept_log_joint + (int64_t) chain * result->kept,
+									 result->kept);
+		if (!isnan(result->ess[chain]))
+		{
+			result->ess_total += result->ess[chain];
+			n_ess++;
+		}
+	}
+	if (n_ess == 0)
+		result->ess_total = NAN;
+	result->r_hat = r_hat(cb->sums, params->chains);
+	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains, result->kept);
+	result->warnings = gnb_diagnose(result->split_r_hat, result->ess_total,
+									result->changed_after_burn_in, params->chains,
+									sh->n_unlabeled,
+									params->sample_gamma_theta || params->sample_gamma_pi);
+	hooks->release(cb->sums, hooks->arg);
+	hooks->release(cb->theta_total, hooks->arg);
+	hooks->release(cb->ref_theta, hooks->arg);
+	hooks->release(cb->perm, hooks->arg);
+	release_shared(&cb->sh);
+	hooks->release(cb, hooks->arg);
+}
 
-	hooks->release(st.z, hooks->arg);
-	hooks->release(st.C, hooks->arg);
-	hooks->release(st.N, hooks->arg);
-	hooks->release(st.Nk, hooks->arg);
-	hooks->release(st.S, hooks->arg);
-	hooks->release(st.log_prior, hooks->arg);
-	hooks->release(st.log_prior_own, hooks->arg);
-	if (st.log_theta)
-		hooks->release(st.log_theta, hooks->arg);
-	hooks->release(st.scores, hooks->arg);
-	hooks->release(st.scratch, hooks->arg);
-	hooks->release(st.products, hooks->arg);
-	hooks->release(st.prob_sum, hooks->arg);
-	hooks->release(st.theta_sum, hooks->arg);
-	hooks->release(st.pi_sum, hooks->arg);
-	hooks->release(theta_total, hooks->arg);
-	hooks->release(perm, hooks->arg);
-	if (ref_theta)
-		hooks->release(ref_theta, hooks->arg);
-	hooks->release(sh.unlabeled, hooks->arg);
-	hooks->release(sh.doc_length, hooks->arg);
-	hooks->release(sh.inactive_shape, hooks->arg);
-	hooks->release(sh.active, hooks->arg);
+void
+gnb_train(const gnb_corpus *corpus, const gnb_params *params,
+		  const gnb_hooks *hooks, gnb_result *result)
+{
+	gnb_combiner *cb = gnb_combine_begin(corpus, params, hooks, result);
+
+	for (int32_t c = 0; c < params->chains; c++)
+	{
+		gnb_chain	chain;
+
+		gnb_train_chain(corpus, params, c, hooks, &chain);
+		gnb_combine_add(cb, &chain);
+		gnb_chain_free(&chain, hooks);
+	}
+	gnb_combine_end(cb);
 }
 
 void
@@ -1063,6 +1777,9 @@ gnb_result_free(gnb_result *result, const gnb_hooks *hooks)
 		hooks->release(result->log_joint, hooks->arg);
 	if (result->changed)
 		hooks->release(result->changed, hooks->arg);
+	hooks->release(result->kept_log_joint, hooks->arg);
+	hooks->release(result->ess, hooks->arg);
+	hooks->release(result->changed_after_burn_in, hooks->arg);
 	hooks->release(result->last_labels, hooks->arg);
 	memset(result, 0, sizeof(*result));
 }

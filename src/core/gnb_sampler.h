@@ -64,6 +64,18 @@ typedef struct gnb_params
 	double		unlabeled_weight;	/* lambda in [0, 1] */
 	uint64_t	seed;
 	/*
+	 * Nonzero: sample gamma_theta (gamma_pi) every sweep given the labels, by
+	 * slice sampling on its log under the prior log gamma ~ Uniform(log
+	 * GNB_GAMMA_MIN, log GNB_GAMMA_MAX); gamma_theta (gamma_pi) above is then
+	 * the starting value.  With gamma_grid set, the prior is instead uniform
+	 * on those n_gamma_grid points and the move an exact draw over them (a
+	 * test mode: the posterior can then be enumerated).
+	 */
+	int32_t		sample_gamma_theta;
+	int32_t		sample_gamma_pi;
+	const double *gamma_grid;
+	int32_t		n_gamma_grid;
+	/*
 	 * Nonzero: keep no chains x sweeps trace arrays (result->log_joint and
 	 * ->changed are NULL); the caller takes each sweep from hooks->progress.
 	 * R-hat and the final log joint come from running sums either way.
@@ -71,14 +83,35 @@ typedef struct gnb_params
 	int32_t		no_trace;
 } gnb_params;
 
+/* The support of the continuous prior of a sampled gamma. */
+#define GNB_GAMMA_MIN 1e-3
+#define GNB_GAMMA_MAX 1e3
+
+/* What the progress hook hears after every sweep of every chain. */
+typedef struct gnb_sweep
+{
+	int32_t		chain;
+	int32_t		sweep;			/* 1 .. sweeps */
+	double		log_joint;		/* tempered log density of the state */
+	double		changed;		/* share of unlabelled labels changed */
+	double		gamma_theta;	/* the values this sweep ended with */
+	double		gamma_pi;
+} gnb_sweep;
+
+/* Warnings of gnb_result.warnings (bits); gnb_warning_text says them. */
+#define GNB_WARN_R_HAT		0x1 /* split R-hat of the log joint > 1.05 */
+#define GNB_WARN_ESS		0x2 /* effective sample size < 100 */
+#define GNB_WARN_STUCK		0x4 /* a chain changed no label after burn-in */
+#define GNB_R_HAT_LIMIT 1.05
+#define GNB_ESS_LIMIT 100.0
+
 typedef struct gnb_hooks
 {
 	/* zero-filled allocation; must not return NULL (may longjmp instead) */
 	void	   *(*alloc) (size_t size, void *arg);
 	void		(*release) (void *ptr, void *arg);
 	/* after every sweep of every chain; may longjmp to abandon the run */
-	void		(*progress) (void *arg, int chain, int sweep,
-							 double log_joint, double changed);
+	void		(*progress) (void *arg, const gnb_sweep *sweep);
 	/* every few thousand documents within a sweep; may longjmp */
 	void		(*check_interrupts) (void *arg);
 	void	   *arg;
@@ -100,6 +133,16 @@ typedef struct gnb_result
 	int32_t    *last_labels;	/* n_docs: the last chain's labels at its end */
 	double		final_log_joint;	/* mean over chains of the last sweep's */
 	double		r_hat;			/* of the log joint; NaN with one chain */
+	/* diagnostics of the kept sweeps' log joints (docs/model.md) */
+	double	   *kept_log_joint; /* chains x kept */
+	double	   *ess;			/* chains: effective sample size per chain */
+	double		ess_total;		/* their sum; NaN if not estimable */
+	double		split_r_hat;	/* over 2 x chains half-chains; NaN if < 4 kept */
+	int32_t    *changed_after_burn_in;	/* chains: labels changed after burn-in */
+	int32_t		warnings;		/* GNB_WARN_* bits */
+	/* posterior means over kept sweeps and chains (the fixed value if not sampled) */
+	double		gamma_theta;
+	double		gamma_pi;
 } gnb_result;
 
 /*
@@ -125,17 +168,90 @@ extern uint64_t gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_cla
 extern void gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 					  const gnb_hooks *hooks, gnb_result *result);
 
+/*
+ * One chain's outputs, to be combined with the other chains' afterwards: a
+ * chain can run on its own (in another process, say) from the same corpus
+ * and parameters, and the result depends only on the seed and the chain's
+ * index, not on where or when it ran.
+ */
+typedef struct gnb_chain
+{
+	int32_t		chain;			/* its index: its random stream is the seed's, jumped this often */
+	int32_t		kept;
+	int32_t		sweeps;
+	double	   *label_prob;		/* n_docs x K: the chain's estimates (unlabelled rows) */
+	double	   *theta;			/* V x K word-major: theta[w * K + k] */
+	double	   *pi;				/* K */
+	double	   *kept_log_joint; /* kept */
+	double	   *log_joint;		/* sweeps (NULL with no_trace) */
+	double	   *changed;		/* sweeps (NULL with no_trace) */
+	int32_t    *last_labels;	/* n_docs */
+	double		last_log_joint;
+	int64_t		changed_after_burn_in;
+	double		gamma_theta;	/* means over the kept sweeps */
+	double		gamma_pi;
+} gnb_chain;
+
+/*
+ * Run chain number `chain` (0 .. params->chains - 1) alone and fill *out
+ * (allocated with hooks->alloc; release with gnb_chain_free).
+ */
+extern void gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params,
+							int32_t chain, const gnb_hooks *hooks, gnb_chain *out);
+extern void gnb_chain_free(gnb_chain *chain, const gnb_hooks *hooks);
+
+/*
+ * Combine chains into a result: begin, add each chain in the order 0, 1,
+ * ... (classes are aligned to chain 0's), end.  gnb_train is exactly
+ * gnb_train_chain for every chain, each added as it ends.  The corpus and
+ * parameters must stay valid until gnb_combine_end, which frees the
+ * combiner; the result is then complete.
+ */
+typedef struct gnb_combiner gnb_combiner;
+extern gnb_combiner *gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
+									   const gnb_hooks *hooks, gnb_result *result);
+extern void gnb_combine_add(gnb_combiner *combiner, const gnb_chain *chain);
+extern void gnb_combine_end(gnb_combiner *combiner);
+
 /* Release what gnb_train allocated in *result. */
 extern void gnb_result_free(gnb_result *result, const gnb_hooks *hooks);
 
 /*
- * log P(L, W) up to a constant that does not depend on L, with theta and pi
- * integrated out (docs/model.md, "The exact posterior"), for the full labelling
- * `labels` (every entry a class).  Counts of unlabelled documents are
- * weighted by params->unlabeled_weight, as in the samplers.
+ * log P(L, W | gamma) up to a constant that depends on neither L nor the
+ * gammas, with theta and pi integrated out (docs/model.md, "The exact
+ * posterior"), for the full labelling `labels` (every entry a class) and the
+ * gammas of params.  Counts of unlabelled documents are weighted by
+ * params->unlabeled_weight: with lambda < 1 this is the tempered density.
  */
 extern double gnb_log_joint(const gnb_corpus *corpus, const gnb_params *params,
 							const int32_t *labels);
+
+/*
+ * Effective sample size of a series x[0 .. n) by Geyer's initial monotone
+ * sequence estimator (Geyer 1992): NaN if n < 4 or the series is constant.
+ */
+extern double gnb_ess(const double *x, int64_t n);
+
+/*
+ * Split R-hat (Gelman et al., BDA3 11.4) of m series of n values each, x[c * n
+ * + t]: every series halved, the potential scale reduction over the 2m
+ * halves.  NaN if n < 4; 1 for identical constant halves, infinity if the
+ * halves are constant but differ.
+ */
+extern double gnb_split_r_hat(const double *x, int32_t m, int64_t n);
+
+/*
+ * The warnings (GNB_WARN_* bits) for these diagnostics: split R-hat above
+ * GNB_R_HAT_LIMIT, ess_total below GNB_ESS_LIMIT, a chain that changed no
+ * unlabelled label after burn-in.  Nothing is judged when nothing is
+ * sampled (no unlabelled document, no sampled gamma).
+ */
+extern int32_t gnb_diagnose(double split_r_hat, double ess_total,
+							const int32_t *changed_after_burn_in, int32_t chains,
+							int32_t n_unlabeled, int sampled_gamma);
+
+/* What one GNB_WARN_* bit suggests, and what helps. */
+extern const char *gnb_warning_text(int32_t warning);
 
 /* Default hooks: calloc/free, no progress, no interrupts. */
 extern const gnb_hooks gnb_default_hooks;
