@@ -101,8 +101,9 @@ EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan
 #   make fuzz                   build both targets, run each FUZZ_SECONDS (60)
 #   make fuzz FUZZ_SECONDS=10   the short run test/run-tests.sh does
 #   make fuzz-build             build only
-# fuzz_counts feeds any bytes to the count value's parse, rows, deserialise,
-# combine and final functions; fuzz_tokens builds valid text[] and tsvector
+# fuzz_counts feeds any bytes to the count value's parse and rows, the state
+# type's text and binary input, and the combine, final, send and output
+# functions; fuzz_tokens builds valid text[] and tsvector
 # values and feeds them to gnb_each_token, the vocabulary hash and the
 # aggregate's transition.  Both compile src/class_counts.c unchanged against
 # the server headers, with test/fuzz/shim.c for the backend functions it

@@ -330,3 +330,109 @@ AS 'MODULE_PATHNAME', 'gibbs_nb_deploy'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_deploy(text, int)
     IS 'serve one version of a model (roll back or forward), the labels table following';
+
+-- ==== issue 14: Citus (a count aggregate whose state travels) ====
+--
+-- gibbs_nb_class_counts's state was `internal`, which only PostgreSQL's own
+-- parallel workers can pass around (through the serialise functions).  It is
+-- now a real type, gibbs_nb.class_counts_state, with text and binary forms,
+-- so that Citus pushes the aggregate down to its shards (worker_partial_agg)
+-- and combines the partial states on the coordinator; PostgreSQL's parallel
+-- aggregation uses the same combine function.  While the aggregate runs the
+-- state is an expanded object changed in place; it is flattened only to
+-- leave the process.  The aggregates keep their names and argument types,
+-- so the training's internal SQL (which calls them by signature, with the
+-- schema) is unchanged; the final value is the same bytea as before.
+DROP AGGREGATE gibbs_nb_class_counts(text, text[]);
+DROP AGGREGATE gibbs_nb_class_counts(text, tsvector);
+DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_add(internal, text, text[]);
+DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_add(internal, text, tsvector);
+DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(internal, internal);
+DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_serialize(internal);
+DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_deserialize(bytea, internal);
+DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_final(internal);
+
+CREATE TYPE gibbs_nb.class_counts_state;
+
+CREATE FUNCTION gibbs_nb.class_counts_state_in(cstring)
+RETURNS gibbs_nb.class_counts_state
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_in'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb.class_counts_state_out(gibbs_nb.class_counts_state)
+RETURNS cstring
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_out'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb.class_counts_state_recv(internal)
+RETURNS gibbs_nb.class_counts_state
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_recv'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb.class_counts_state_send(gibbs_nb.class_counts_state)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_send'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE gibbs_nb.class_counts_state (
+    INPUT = gibbs_nb.class_counts_state_in,
+    OUTPUT = gibbs_nb.class_counts_state_out,
+    RECEIVE = gibbs_nb.class_counts_state_recv,
+    SEND = gibbs_nb.class_counts_state_send,
+    INTERNALLENGTH = VARIABLE,
+    ALIGNMENT = double,
+    STORAGE = extended);
+
+CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, text[])
+RETURNS gibbs_nb.class_counts_state
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_add_text_array'
+LANGUAGE C IMMUTABLE PARALLEL SAFE COST 1000;
+
+CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, tsvector)
+RETURNS gibbs_nb.class_counts_state
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_add_tsvector'
+LANGUAGE C IMMUTABLE PARALLEL SAFE COST 1000;
+
+CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(gibbs_nb.class_counts_state,
+                                                       gibbs_nb.class_counts_state)
+RETURNS gibbs_nb.class_counts_state
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_combine'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_final(gibbs_nb.class_counts_state)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_final'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE gibbs_nb_class_counts(label text, tokens text[]) (
+    SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
+    STYPE = gibbs_nb.class_counts_state,
+    FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
+    COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
+    PARALLEL = SAFE);
+
+CREATE AGGREGATE gibbs_nb_class_counts(label text, tokens tsvector) (
+    SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
+    STYPE = gibbs_nb.class_counts_state,
+    FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
+    COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
+    PARALLEL = SAFE);
+
+COMMENT ON TYPE gibbs_nb.class_counts_state
+    IS 'internal: the partial state of gibbs_nb_class_counts (text form: base64 of its bytes)';
+COMMENT ON AGGREGATE gibbs_nb_class_counts(text, text[])
+    IS 'class x word count matrix of the rows it sees (parallel; pushed down by Citus)';
+COMMENT ON AGGREGATE gibbs_nb_class_counts(text, tsvector)
+    IS 'class x word count matrix of the rows it sees (parallel; pushed down by Citus)';
+COMMENT ON FUNCTION gibbs_nb.class_counts_state_in(cstring) IS 'internal: text input of class_counts_state';
+COMMENT ON FUNCTION gibbs_nb.class_counts_state_out(gibbs_nb.class_counts_state) IS 'internal: text output of class_counts_state';
+COMMENT ON FUNCTION gibbs_nb.class_counts_state_recv(internal) IS 'internal: binary input of class_counts_state';
+COMMENT ON FUNCTION gibbs_nb.class_counts_state_send(gibbs_nb.class_counts_state) IS 'internal: binary output of class_counts_state';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, text[])
+    IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, tsvector)
+    IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(gibbs_nb.class_counts_state, gibbs_nb.class_counts_state)
+    IS 'internal: combine function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_final(gibbs_nb.class_counts_state)
+    IS 'internal: final function of gibbs_nb_class_counts';
