@@ -15,6 +15,7 @@ OBJS = \
 	src/predict.o \
 	src/vocab_index.o \
 	src/class_counts.o \
+	src/citus.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 

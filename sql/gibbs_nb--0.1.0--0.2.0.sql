@@ -436,3 +436,55 @@ COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(gibbs_nb.class_counts
     IS 'internal: combine function of gibbs_nb_class_counts';
 COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_final(gibbs_nb.class_counts_state)
     IS 'internal: final function of gibbs_nb_class_counts';
+
+-- Row security without subqueries: Citus refuses a policy with a subquery
+-- on its tables, and the (SELECT CURRENT_USER) InitPlan was one.
+-- gibbs_nb.has_privileges_of(owner) alone decides (true for one's own rows;
+-- it keeps its last answer per query, so a table's rows cost a comparison
+-- each).
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['models', 'theta', 'pi', 'trace', 'packed', 'jobs'] LOOP
+        EXECUTE pg_catalog.format('DROP POLICY owner_sees ON gibbs_nb.%I', t);
+        EXECUTE pg_catalog.format(
+            'CREATE POLICY owner_sees ON gibbs_nb.%I FOR SELECT USING (gibbs_nb.has_privileges_of(owner))', t);
+    END LOOP;
+END $$;
+DROP POLICY owner_deletes_finished ON gibbs_nb.jobs;
+CREATE POLICY owner_deletes_finished ON gibbs_nb.jobs FOR DELETE USING (
+    gibbs_nb.has_privileges_of(owner) AND status OPERATOR(pg_catalog.<>) 'running');
+
+/*
+ * gibbs_nb_citus_distribute(): on a Citus coordinator, make gibbs_nb.packed
+ * (the table prediction reads) a Citus reference table, so that every node
+ * holds the models and gibbs_nb_predict runs wherever Citus puts it.  A
+ * superuser runs it once, after CREATE EXTENSION gibbs_nb and adding the
+ * workers (Citus copies reference tables to nodes added later).  Returns
+ * the tables it distributed (none if they already were).
+ */
+CREATE FUNCTION gibbs_nb_citus_distribute()
+RETURNS SETOF regclass
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'citus') THEN
+        RAISE EXCEPTION 'Citus is not installed in this database'
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'CREATE EXTENSION citus on the coordinator first (shared_preload_libraries = ''citus'' on every node).';
+    END IF;
+    IF NOT pg_catalog.citus_is_coordinator() THEN
+        RAISE EXCEPTION 'gibbs_nb_citus_distribute runs on the Citus coordinator'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition d
+                   WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'gibbs_nb.packed'::pg_catalog.regclass) THEN
+        PERFORM pg_catalog.create_reference_table('gibbs_nb.packed'::pg_catalog.regclass);
+        RETURN NEXT 'gibbs_nb.packed'::pg_catalog.regclass;
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION gibbs_nb_citus_distribute() FROM PUBLIC;
+COMMENT ON FUNCTION gibbs_nb_citus_distribute()
+    IS 'on a Citus coordinator (superuser, once): the models become a reference table, so prediction runs on every node';
