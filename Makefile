@@ -68,7 +68,7 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-citus isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -95,6 +95,10 @@ unit-valgrind: test/unit/test_core
 
 bench:
 	test/bench/run-bench.sh
+
+# gibbs_nb on a local Citus cluster against one node (needs Citus installed)
+bench-citus:
+	test/bench/citus-bench.sh
 
 EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan
 
