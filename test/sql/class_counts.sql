@@ -166,6 +166,17 @@ SELECT count(*) AS differing FROM (
    EXCEPT SELECT * FROM serial_counts)) d;
 RESET max_parallel_workers_per_gather;
 
+-- as a window aggregate (the state is read by the final function row after
+-- row, and rebuilt when the frame's start moves): running and sliding sums
+SELECT id, (SELECT sum(count) FROM gibbs_nb_class_counts_rows(running)) AS running,
+       (SELECT sum(count) FROM gibbs_nb_class_counts_rows(sliding)) AS sliding,
+       (SELECT count(*) FROM unnest(tokens) t WHERE label IS NOT NULL AND t IS NOT NULL) AS own
+FROM (SELECT id, label, tokens,
+             gibbs_nb_class_counts(label, tokens) OVER (ORDER BY id) AS running,
+             gibbs_nb_class_counts(label, tokens) OVER (ORDER BY id ROWS 1 PRECEDING) AS sliding
+      FROM src WHERE id <= 8) w
+ORDER BY id;
+
 CREATE FUNCTION pg_temp.b64(v bytea) RETURNS text
 LANGUAGE sql AS $$ SELECT translate(encode(v, 'base64'), E'\n', '') $$;
 -- the input functions check everything: not base64, a bad layout, a string
