@@ -13,7 +13,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 release=11a2f3f   # gibbs_nb 0.1.0
 
 work=$(mktemp -d /tmp/gibbs_nb_upgrade.XXXXXX)
-bin=$work/root/usr/lib/postgresql/15/bin
+bin=$work/root$(pg_config --bindir)   # the copy of the installation under test (a private copy too)
 stop_cluster() {
   [ -f "$work/data/postmaster.pid" ] &&
     runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -m fast -w stop >/dev/null || true
