@@ -12,7 +12,9 @@
 # - training from a distributed source reads its labelled counts through the
 #   pushed-down aggregate and gives the model a local copy gives; its labels
 #   table is distributed, co-located with the source; gibbs_nb_retrain and a
-#   pg_cron job on the coordinator retrain it.
+#   pg_cron job on the coordinator retrain it;
+# - gibbs_nb_deploy and gibbs_nb_drop on the coordinator: the workers follow
+#   from the next statement.
 #
 # Citus is not in Debian: ../shared/citus/build.sh builds it (the test
 # command runs it when ../shared is there).  Without Citus installed the
@@ -233,6 +235,31 @@ is($workers[1]->safe_psql('postgres', q{
 	'(the second worker too)');
 is(alice(q{SELECT count(*) FROM mail WHERE gibbs_nb_predict('spam', tokens) IS NOT NULL}),
 	'403', 'which the workers then predict with');
+
+# --- deploying and dropping: every node follows ---
+# a version from another seed, then version 1 deployed (an UPDATE of the
+# reference table): the workers predict with the deployed version, as the
+# coordinator does, from the next statement on
+is(alice(q{SELECT status FROM gibbs_nb_train('spam', 'mail', 'tokens', label_column => 'label',
+                                             sweeps => 40, seed => 99)}),
+	'succeeded', 'a version from another seed');
+alice(q{CREATE TABLE proba_latest AS
+        SELECT id, gibbs_nb_predict_proba('spam', tokens) AS p FROM mail});
+alice(q{SELECT gibbs_nb_deploy('spam', 1)});
+is(alice(q{
+  CREATE TABLE proba_workers AS SELECT id, gibbs_nb_predict_proba('spam', tokens) AS p FROM mail;
+  CREATE TABLE proba_one AS SELECT id, gibbs_nb_predict_proba('spam', tokens) AS p FROM mail_local;
+  SELECT count(*) FILTER (WHERE w.p = o.p) || ' ' || count(*) FILTER (WHERE w.p <> l.p)
+  FROM proba_workers w JOIN proba_one o USING (id) JOIN proba_latest l USING (id)}) =~ /^403 [1-9]/ ? 1 : 0,
+	1, 'after gibbs_nb_deploy the workers predict with the deployed version');
+is(alice(q{SELECT version || ' ' || count(*) FROM spam_labels GROUP BY version}),
+	'1 403', 'and the distributed labels table follows');
+is(alice(q{SELECT gibbs_nb_drop('spam_local')}), '1', 'gibbs_nb_drop (one version)');
+is($coord->safe_psql('postgres', "SELECT to_regclass('public.spam_local_labels') IS NULL"), 't',
+	'with its labels table');
+($ret, $out, $err) = $coord->psql('postgres',
+	"SELECT count(gibbs_nb_predict('spam_local', tokens)) FROM mail", extra_params => [ '-U', 'alice' ]);
+like($err, qr/model "spam_local" does not exist/, 'a dropped model is gone on the workers');
 
 $_->stop foreach (@workers, $coord);
 done_testing();
