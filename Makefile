@@ -21,6 +21,7 @@ OBJS = \
 	src/export.o \
 	src/model_format.o \
 	src/diagnostics.o \
+	src/citus.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 
@@ -73,7 +74,7 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-quality check-sklearn isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -111,15 +112,20 @@ bench-quality:
 check-sklearn: install
 	test/metrics/run.sh --write test/metrics/sklearn_expected.json
 
+# gibbs_nb on a local Citus cluster against one node (needs Citus installed)
+bench-citus:
+	test/bench/citus-bench.sh
+
 EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan
 
 # ---- fuzzing: the libFuzzer targets of test/fuzz (clang) ----
 #   make fuzz                   build the targets, run each FUZZ_SECONDS (60)
 #   make fuzz FUZZ_SECONDS=10   the short run test/run-tests.sh does
 #   make fuzz-build             build only
-# fuzz_counts feeds any bytes to the count value's parse, rows, deserialise,
-# combine and final functions; fuzz_model any bytes to gibbs_nb_import's
-# parser (src/model_format.c) and writes what it accepts back; fuzz_tokens builds valid text[] and tsvector
+# fuzz_counts feeds any bytes to the count value's parse and rows, the state
+# type's text and binary input, and the combine, final, send and output
+# functions; fuzz_model any bytes to gibbs_nb_import's parser
+# (src/model_format.c) and writes what it accepts back; fuzz_tokens builds valid text[] and tsvector
 # values and feeds them to gnb_each_token, the vocabulary hash and the
 # aggregate's transition.  Both compile src/class_counts.c unchanged against
 # the server headers, with test/fuzz/shim.c for the backend functions it

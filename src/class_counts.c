@@ -1,33 +1,45 @@
 /*
  * class_counts.c
- *	  gibbs_nb_class_counts: the class x word count matrix as a parallel
- *	  aggregate, and gibbs_nb_class_counts_rows to read it back as rows.
+ *	  gibbs_nb_class_counts: the class x word count matrix as an aggregate
+ *	  whose partial states travel (PostgreSQL's parallel workers, Citus's
+ *	  workers), and gibbs_nb_class_counts_rows to read it back as rows.
  *
- * The transition state holds the words and classes seen (strings interned in
- * the aggregate's memory context) and one count per (class, word) pair that
- * occurred, in a hash keyed by the pair: memory grows with the non-zero
- * cells, never with classes x vocabulary.  Partial states from parallel
- * workers are serialised to bytea, combined by re-interning the other
- * state's strings, and the final value is the same serialised form, which
+ * The transition state is a value of the type gibbs_nb.class_counts_state.
+ * While the aggregate runs it is an expanded object (utils/expandeddatum.h):
+ * the words and classes seen (strings interned in the object's own memory
+ * context) and one count per (class, word) pair that occurred, in a hash
+ * keyed by the pair: memory grows with the non-zero cells, never with
+ * classes x vocabulary, and the transition changes it in place.  Wherever
+ * the state must leave the process (a parallel worker's tuple to the leader,
+ * a Citus shard's partial result to the coordinator) PostgreSQL flattens it
+ * into the serialised form below; the combine function merges such a value
+ * into its own state without building a hash of the other, and the final
+ * function's value is the same bytes as a bytea, which
  * gibbs_nb_class_counts_rows parses, validating everything, because any
  * bytea can be passed to it.
  *
- * Serialised form (all integers little-endian as stored by memcpy on the
- * server, which never leaves it): uint32 magic, uint32 format, int32
- * n_classes, int32 n_words, int64 n_cells, then each class and each word as
- * int32 length + bytes, then each cell as int32 class, int32 word, int64
- * count.
+ * Serialised form (all integers in the server's byte order, written by
+ * memcpy; a value from a machine of the other byte order fails the magic
+ * check): uint32 magic, uint32 format, int32 n_classes, int32 n_words, int64
+ * n_cells, then each class and each word as int32 length + bytes, then each
+ * cell as int32 class, int32 word, int64 count.  The type's binary form
+ * (send/receive) is these bytes, its text form (input/output) their base64:
+ * Citus moves partial states through the text form.  Both input functions
+ * validate all of it (layout, distinct strings, encoding): a hostile role
+ * can type any text or send any bytes.
  */
 #include "gibbs_nb.h"
 #include "tokens.h"
 
 #include "catalog/pg_type.h"
+#include "common/base64.h"
 #include "common/hashfn.h"
 #include "common/int.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/expandeddatum.h"
 #include "utils/memutils.h"
 
 #define COUNTS_MAGIC 0x47424E43	/* "GNBC" */
@@ -68,18 +80,14 @@ typedef struct StringSet
 	int32		cap;
 	char	  **str;
 	int32	   *len;
+	Size		bytes;			/* of all strings, for the flat size */
 } StringSet;
 
 typedef struct CountsState
 {
-	uint32		magic;			/* COUNTS_MAGIC: a combine input really is one */
-	MemoryContext cxt;
-	/*
-	 * A deserialised partial state is kept as its validated bytes (parsed)
-	 * and merged from them by the combine function: building hash tables
-	 * only to empty them into another would double the leader's work.
-	 */
-	GnbParsedCounts *parsed;
+	ExpandedObjectHeader hdr;	/* first: the state is an expanded object */
+	uint32		magic;			/* COUNTS_MAGIC: an expanded object really is one */
+	MemoryContext cxt;			/* the object's own, a child of the aggregate's */
 	StringSet	classes;
 	StringSet	words;
 	cells_hash *cells;
@@ -111,6 +119,7 @@ stringset_init(StringSet *set, MemoryContext cxt, int32 cap)
 	set->cap = cap;
 	set->str = MemoryContextAlloc(cxt, sizeof(char *) * cap);
 	set->len = MemoryContextAlloc(cxt, sizeof(int32) * cap);
+	set->bytes = 0;
 }
 
 /* Id of a string whose key and hash are known, interning a copy if new. */
@@ -143,6 +152,7 @@ stringset_id_hash(StringSet *set, MemoryContext cxt, TokenKey key, uint32 hash, 
 		e->id = set->n;
 		set->str[set->n] = copy;
 		set->len[set->n] = len;
+		set->bytes += len;
 		set->n++;
 	}
 	return e->id;
@@ -157,11 +167,27 @@ stringset_id(StringSet *set, MemoryContext cxt, const char *str, int len, bool *
 	return stringset_id_hash(set, cxt, key, token_hash(str, len, key.first), is_new);
 }
 
+static Size counts_get_flat_size(ExpandedObjectHeader *eohptr);
+static void counts_flatten_into(ExpandedObjectHeader *eohptr, void *result, Size allocated_size);
+
+static const ExpandedObjectMethods counts_methods = {
+	counts_get_flat_size,
+	counts_flatten_into
+};
+
+/*
+ * A new, empty state: an expanded object in a memory context of its own
+ * under parent (the aggregate's context, where nodeAgg keeps a read-write
+ * expanded state without copying it).
+ */
 static CountsState *
-counts_create(MemoryContext cxt)
+counts_create(MemoryContext parent)
 {
+	MemoryContext cxt = AllocSetContextCreate(parent, "gibbs_nb_class_counts",
+											  ALLOCSET_DEFAULT_SIZES);
 	CountsState *st = MemoryContextAllocZero(cxt, sizeof(CountsState));
 
+	EOH_init_header(&st->hdr, &counts_methods, cxt);
 	st->magic = COUNTS_MAGIC;
 	st->cxt = cxt;
 	stringset_init(&st->classes, cxt, 8);
@@ -307,64 +333,14 @@ aggregate_context(FunctionCallInfo fcinfo, const char *fname)
 	return cxt;
 }
 
-static Datum
-class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
-{
-	MemoryContext cxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_add");
-	CountsState *st = PG_ARGISNULL(0) ? NULL : (CountsState *) PG_GETARG_POINTER(0);
-
-	if (st == NULL)
-		st = counts_create(cxt);
-	/* rows with a NULL label or NULL tokens do not count */
-	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
-	{
-		text	   *label = PG_GETARG_TEXT_PP(1);
-		bool		is_new;
-		int32		class_id = stringset_id(&st->classes, cxt, VARDATA_ANY(label),
-											VARSIZE_ANY_EXHDR(label), &is_new);
-
-		st->row++;
-		st->row_n = 0;
-		st->queued = 0;
-		gnb_each_token(PG_GETARG_DATUM(2), is_tsvector, count_token, st);
-		flush_queue(st);
-		flush_row(st, class_id);
-	}
-	PG_RETURN_POINTER(st);
-}
-
-PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_add_text_array);
-PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_add_tsvector);
-PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_combine);
-PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_serialize);
-PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_deserialize);
-PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_final);
-PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_rows);
-
-/*
- * gibbs_nb_class_counts_add(internal, text, text[]) returns internal
- *
- * Transition function of gibbs_nb_class_counts over text[] tokens.
- */
-Datum
-gibbs_nb_class_counts_add_text_array(PG_FUNCTION_ARGS)
-{
-	return class_counts_add(fcinfo, false);
-}
-
-/* gibbs_nb_class_counts_add(internal, text, tsvector): the tsvector one. */
-Datum
-gibbs_nb_class_counts_add_tsvector(PG_FUNCTION_ARGS)
-{
-	return class_counts_add(fcinfo, true);
-}
-
 static void
 check_state(const CountsState *st)
 {
 	if (st->magic != COUNTS_MAGIC)
 		elog(ERROR, "gibbs_nb_class_counts: not a class counts state");
 }
+
+
 
 /* Add every cell of `from` into `into`, mapping its strings to into's ids. */
 static void
@@ -378,8 +354,6 @@ counts_merge(CountsState *into, const CountsState *from)
 
 	check_state(into);
 	check_state(from);
-	if (from->parsed)
-		elog(ERROR, "gibbs_nb_class_counts: unexpected parsed state in combine");
 	for (int32 i = 0; i < from->classes.n; i++)
 		class_map[i] = stringset_id(&into->classes, into->cxt, from->classes.str[i],
 									from->classes.len[i], &is_new);
@@ -442,103 +416,253 @@ counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
 	pfree(word_map);
 }
 
-/* Make a state that is still in parsed form a hashed one. */
-static void
-counts_materialize(CountsState *st)
+/*
+ * The state behind datum d as an expanded object of ours, or NULL if d is
+ * something else (a flat value).
+ */
+static CountsState *
+counts_expanded(Datum d)
 {
-	GnbParsedCounts *pc = st->parsed;
+	CountsState *st;
 
-	if (pc != NULL)
+	if (!VARATT_IS_EXTERNAL_EXPANDED(DatumGetPointer(d)))
+		return NULL;
+	st = (CountsState *) DatumGetEOHP(d);
+	if (st->hdr.eoh_methods != &counts_methods)
+		elog(ERROR, "gibbs_nb_class_counts: not a class counts state");
+	check_state(st);
+	return st;
+}
+
+/*
+ * Add the counts of a state value (expanded, read-only or not, or flat) into
+ * `into`.  A flat value of the type was made by its input functions, which
+ * validated all of it, or by flattening a state: it is parsed again all the
+ * same, for its layout only (a repeated string would merely be merged).
+ */
+static void
+counts_merge_datum(CountsState *into, Datum d)
+{
+	CountsState *from = counts_expanded(d);
+
+	if (from != NULL)
+		counts_merge(into, from);
+	else
 	{
-		st->parsed = NULL;
-		counts_merge_parsed(st, pc);
+		GnbParsedCounts pc;
+
+		gnb_counts_parse(DatumGetByteaPP(d), &pc, false);
+		counts_merge_parsed(into, &pc);
 	}
 }
 
 /*
- * gibbs_nb_class_counts_combine(internal, internal) returns internal
+ * The state argument argno as one this call may change: a read-write
+ * expanded state of ours is changed in place (nodeAgg and Citus pass the
+ * transition value so, and keep the one returned); NULL starts an empty one
+ * in the aggregate's context; anything else (a flat value, say a user's own
+ * aggregate's INITCOND, or a read-only pointer) is copied into a new one.
+ */
+static CountsState *
+counts_writable(FunctionCallInfo fcinfo, int argno, MemoryContext aggcxt)
+{
+	CountsState *st;
+
+	if (PG_ARGISNULL(argno))
+		return counts_create(aggcxt);
+	if (VARATT_IS_EXTERNAL_EXPANDED_RW(DatumGetPointer(PG_GETARG_DATUM(argno))) &&
+		(st = counts_expanded(PG_GETARG_DATUM(argno))) != NULL)
+		return st;
+	st = counts_create(aggcxt);
+	counts_merge_datum(st, PG_GETARG_DATUM(argno));
+	return st;
+}
+
+static Datum
+class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
+{
+	MemoryContext aggcxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_add");
+	CountsState *st = counts_writable(fcinfo, 0, aggcxt);
+
+	/* rows with a NULL label or NULL tokens do not count */
+	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
+	{
+		text	   *label = PG_GETARG_TEXT_PP(1);
+		bool		is_new;
+		int32		class_id = stringset_id(&st->classes, st->cxt, VARDATA_ANY(label),
+											VARSIZE_ANY_EXHDR(label), &is_new);
+
+		st->row++;
+		st->row_n = 0;
+		st->queued = 0;
+		gnb_each_token(PG_GETARG_DATUM(2), is_tsvector, count_token, st);
+		flush_queue(st);
+		flush_row(st, class_id);
+	}
+	PG_RETURN_DATUM(EOHPGetRWDatum(&st->hdr));
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_add_text_array);
+PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_add_tsvector);
+PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_combine);
+PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_final);
+PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_in);
+PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_out);
+PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_recv);
+PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_send);
+PG_FUNCTION_INFO_V1(gibbs_nb_class_counts_rows);
+
+/*
+ * gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text,
+ * text[]) returns gibbs_nb.class_counts_state
  *
- * Combine function: merges two partial states.  Not strict: either may be
- * NULL (a worker that saw no rows).
+ * Transition function of gibbs_nb_class_counts over text[] tokens.
  */
 Datum
-gibbs_nb_class_counts_combine(PG_FUNCTION_ARGS)
+gibbs_nb_counts_state_add_text_array(PG_FUNCTION_ARGS)
 {
-	MemoryContext cxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_combine");
-	CountsState *a = PG_ARGISNULL(0) ? NULL : (CountsState *) PG_GETARG_POINTER(0);
-	CountsState *b = PG_ARGISNULL(1) ? NULL : (CountsState *) PG_GETARG_POINTER(1);
+	return class_counts_add(fcinfo, false);
+}
 
-	if (b == NULL)
+/* gibbs_nb.gibbs_nb_class_counts_add(class_counts_state, text, tsvector): the tsvector one. */
+Datum
+gibbs_nb_counts_state_add_tsvector(PG_FUNCTION_ARGS)
+{
+	return class_counts_add(fcinfo, true);
+}
+
+/*
+ * gibbs_nb.gibbs_nb_class_counts_combine(class_counts_state,
+ * class_counts_state) returns class_counts_state
+ *
+ * Combine function: merges the second state into the first.  Not strict:
+ * either may be NULL (a worker or shard that saw no rows).  The second is
+ * flat when it comes from another process (a parallel worker's tuple, a
+ * Citus shard's text), an expanded read-only pointer when it is the leader's
+ * own partial state: it is read, never changed.
+ */
+Datum
+gibbs_nb_counts_state_combine(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_combine");
+	CountsState *a;
+
+	if (PG_ARGISNULL(1))
 	{
-		if (a == NULL)
+		if (PG_ARGISNULL(0))
 			PG_RETURN_NULL();
-		PG_RETURN_POINTER(a);
+		a = counts_writable(fcinfo, 0, aggcxt);
+		PG_RETURN_DATUM(EOHPGetRWDatum(&a->hdr));
 	}
-	if (a == NULL)
-	{
-		/* the result must live in the aggregate context: copy b */
-		a = counts_create(cxt);
-	}
-	counts_materialize(a);
-	if (b->parsed)
-		counts_merge_parsed(a, b->parsed);
-	else
-		counts_merge(a, b);
-	PG_RETURN_POINTER(a);
+	a = counts_writable(fcinfo, 0, aggcxt);
+	counts_merge_datum(a, PG_GETARG_DATUM(1));
+	PG_RETURN_DATUM(EOHPGetRWDatum(&a->hdr));
 }
 
-/* The serialised form of a state (NULL: an empty one). */
-static bytea *
-counts_serialize(CountsState *st)
-{
-	StringInfoData buf;
-	uint32		header[2] = {COUNTS_MAGIC, COUNTS_FORMAT};
-	int32		n_classes;
-	int32		n_words;
-	int64		n_cells;
-
-	if (st)
-		counts_materialize(st);
-	n_classes = st ? st->classes.n : 0;
-	n_words = st ? st->words.n : 0;
-	n_cells = st ? (int64) st->cells->members : 0;
-
-	initStringInfo(&buf);
-	appendStringInfoSpaces(&buf, VARHDRSZ);
-	appendBinaryStringInfo(&buf, (char *) header, sizeof(header));
-	appendBinaryStringInfo(&buf, (char *) &n_classes, sizeof(int32));
-	appendBinaryStringInfo(&buf, (char *) &n_words, sizeof(int32));
-	appendBinaryStringInfo(&buf, (char *) &n_cells, sizeof(int64));
-	if (st)
-	{
-		cells_iterator it;
-		CountCell  *c;
-
-		check_state(st);
-		for (int32 i = 0; i < n_classes; i++)
-		{
-			appendBinaryStringInfo(&buf, (char *) &st->classes.len[i], sizeof(int32));
-			appendBinaryStringInfo(&buf, st->classes.str[i], st->classes.len[i]);
-		}
-		for (int32 i = 0; i < n_words; i++)
-		{
-			appendBinaryStringInfo(&buf, (char *) &st->words.len[i], sizeof(int32));
-			appendBinaryStringInfo(&buf, st->words.str[i], st->words.len[i]);
-		}
-		cells_start_iterate(st->cells, &it);
-		while ((c = cells_iterate(st->cells, &it)) != NULL)
-		{
-			int32		cell[2] = {(int32) (c->key >> 32), (int32) (uint32) c->key};
-
-			appendBinaryStringInfo(&buf, (char *) cell, sizeof(cell));
-			appendBinaryStringInfo(&buf, (char *) &c->count, sizeof(int64));
-		}
-	}
-	SET_VARSIZE(buf.data, buf.len);
-	return (bytea *) buf.data;
-}
-
+#define COUNTS_HEADER_SIZE (2 * sizeof(uint32) + 2 * sizeof(int32) + sizeof(int64))
 #define CELL_SIZE (2 * sizeof(int32) + sizeof(int64))
+
+/*
+ * The size of a state's serialised form, with its varlena header: from the
+ * running totals, without a pass over the state.  A state too large for one
+ * value is an error here, before anything is allocated for it.
+ */
+static Size
+counts_get_flat_size(ExpandedObjectHeader *eohptr)
+{
+	CountsState *st = (CountsState *) eohptr;
+	Size		size;
+
+	check_state(st);
+	size = VARHDRSZ + COUNTS_HEADER_SIZE
+		+ sizeof(int32) * ((Size) st->classes.n + st->words.n)
+		+ st->classes.bytes + st->words.bytes
+		+ CELL_SIZE * (Size) st->cells->members;
+	if (size > MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("gibbs_nb_class_counts: the counts take %zu bytes, more than one value can hold",
+						size)));
+	return size;
+}
+
+/* Write a state's serialised form, of the size counts_get_flat_size gave. */
+static void
+counts_flatten_into(ExpandedObjectHeader *eohptr, void *result, Size allocated_size)
+{
+	CountsState *st = (CountsState *) eohptr;
+	char	   *p = VARDATA(result);
+	uint32		header[2] = {COUNTS_MAGIC, COUNTS_FORMAT};
+	int64		n_cells = (int64) st->cells->members;
+	cells_iterator it;
+	CountCell  *c;
+
+	if (allocated_size != counts_get_flat_size(eohptr))
+		elog(ERROR, "gibbs_nb_class_counts: flat size changed");
+	SET_VARSIZE(result, allocated_size);
+	memcpy(p, header, sizeof(header));
+	p += sizeof(header);
+	memcpy(p, &st->classes.n, sizeof(int32));
+	p += sizeof(int32);
+	memcpy(p, &st->words.n, sizeof(int32));
+	p += sizeof(int32);
+	memcpy(p, &n_cells, sizeof(int64));
+	p += sizeof(int64);
+	for (int pass = 0; pass < 2; pass++)
+	{
+		const StringSet *set = pass == 0 ? &st->classes : &st->words;
+
+		for (int32 i = 0; i < set->n; i++)
+		{
+			memcpy(p, &set->len[i], sizeof(int32));
+			p += sizeof(int32);
+			memcpy(p, set->str[i], set->len[i]);
+			p += set->len[i];
+		}
+	}
+	cells_start_iterate(st->cells, &it);
+	while ((c = cells_iterate(st->cells, &it)) != NULL)
+	{
+		int32		cell[2] = {(int32) (c->key >> 32), (int32) (uint32) c->key};
+
+		memcpy(p, cell, sizeof(cell));
+		memcpy(p + sizeof(cell), &c->count, sizeof(int64));
+		p += CELL_SIZE;
+	}
+	Assert(p == (char *) result + allocated_size);
+}
+
+/*
+ * A state value in its serialised form, in a varlena of its own (a fresh
+ * copy: the caller may return it); NULL is the empty state's.
+ */
+static bytea *
+counts_flat_copy(FunctionCallInfo fcinfo, int argno)
+{
+	CountsState *st;
+	bytea	   *flat;
+
+	if (PG_ARGISNULL(argno))
+	{
+		uint32		header[2] = {COUNTS_MAGIC, COUNTS_FORMAT};
+
+		flat = palloc0(VARHDRSZ + COUNTS_HEADER_SIZE);
+		SET_VARSIZE(flat, VARHDRSZ + COUNTS_HEADER_SIZE);
+		memcpy(VARDATA(flat), header, sizeof(header));
+		return flat;
+	}
+	st = counts_expanded(PG_GETARG_DATUM(argno));
+	if (st != NULL)
+	{
+		Size		size = counts_get_flat_size(&st->hdr);
+
+		flat = palloc(size);
+		counts_flatten_into(&st->hdr, flat, size);
+		return flat;
+	}
+	return PG_GETARG_BYTEA_P_COPY(argno);
+}
+
 
 typedef GnbParsedCounts ParsedCounts;
 
@@ -655,50 +779,6 @@ check_cells:
 }
 
 /*
- * gibbs_nb_class_counts_serialize(internal) returns bytea
- *
- * Serialise function: a partial state, for the leader.
- */
-Datum
-gibbs_nb_class_counts_serialize(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BYTEA_P(counts_serialize((CountsState *) PG_GETARG_POINTER(0)));
-}
-
-/*
- * gibbs_nb_class_counts_deserialize(bytea, internal) returns internal
- *
- * Deserialise function: a worker's partial state, checked, back in memory.
- */
-Datum
-gibbs_nb_class_counts_deserialize(PG_FUNCTION_ARGS)
-{
-	MemoryContext cxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_deserialize");
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	CountsState *st = counts_create(cxt);
-
-	/* checked now, merged by the combine function straight from the bytes */
-	st->parsed = palloc(sizeof(GnbParsedCounts));
-	gnb_counts_parse(PG_GETARG_BYTEA_P_COPY(0), st->parsed, false);
-	MemoryContextSwitchTo(old);
-	PG_RETURN_POINTER(st);
-}
-
-/*
- * gibbs_nb_class_counts_final(internal) returns bytea
- *
- * Final function: the serialised counts; an empty value, not NULL, when no
- * row was counted.
- */
-Datum
-gibbs_nb_class_counts_final(PG_FUNCTION_ARGS)
-{
-	(void) aggregate_context(fcinfo, "gibbs_nb_class_counts_final");
-	PG_RETURN_BYTEA_P(counts_serialize(PG_ARGISNULL(0) ? NULL
-									   : (CountsState *) PG_GETARG_POINTER(0)));
-}
-
-/*
  * Check that strings of a value are text in the database's encoding: the
  * parse checks only the layout, and a hand-made value can hold any bytes
  * (invalid sequences, NUL) that must not come out as text.  The error is
@@ -710,6 +790,157 @@ check_encoding(const char *const *str, const int32 *len, int32 n)
 	for (int32 i = 0; i < n; i++)
 		(void) pg_verifymbstr(str[i], len[i], false);
 }
+
+
+/*
+ * Check all of a value a user hands the type's input functions: its layout,
+ * no class or token twice, and every string valid text in the database's
+ * encoding (22021), as gibbs_nb_class_counts_rows would check it.
+ */
+static void
+counts_validate(bytea *value)
+{
+	GnbParsedCounts pc;
+
+	gnb_counts_parse(value, &pc, true);
+	check_encoding(pc.class_str, pc.class_len, pc.n_classes);
+	check_encoding(pc.word_str, pc.word_len, pc.n_words);
+	pfree(pc.class_str);
+	pfree(pc.class_len);
+	pfree(pc.word_str);
+	pfree(pc.word_len);
+}
+
+/*
+ * gibbs_nb.class_counts_state_in(cstring) returns class_counts_state
+ *
+ * Text input: base64 of the serialised form, validated.
+ */
+Datum
+gibbs_nb_counts_state_in(PG_FUNCTION_ARGS)
+{
+	const char *str = PG_GETARG_CSTRING(0);
+	size_t		len = strlen(str);
+	int			max;
+	int			n;
+	bytea	   *value;
+
+	/* base64 of the largest value there can be (MaxAllocSize) is shorter */
+	if (len > MaxAllocSize / 3 * 4 + 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("gibbs_nb.class_counts_state input is too long")));
+	max = pg_b64_dec_len((int) len);
+	value = palloc_extended(VARHDRSZ + (Size) max, MCXT_ALLOC_HUGE);
+	n = pg_b64_decode(str, (int) len, VARDATA(value), max);
+	if (n < 0 || (Size) n > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid input syntax for type gibbs_nb.class_counts_state: not base64")));
+	SET_VARSIZE(value, VARHDRSZ + n);
+	counts_validate(value);
+	PG_RETURN_BYTEA_P(value);
+}
+
+/*
+ * gibbs_nb.class_counts_state_out(class_counts_state) returns cstring
+ *
+ * Text output: base64 of the serialised form (what Citus ships from a shard
+ * to the coordinator).
+ */
+Datum
+gibbs_nb_counts_state_out(PG_FUNCTION_ARGS)
+{
+	bytea	   *flat = counts_flat_copy(fcinfo, 0);
+	int			len = VARSIZE(flat) - VARHDRSZ;
+	int			max = pg_b64_enc_len(len);
+	char	   *out;
+	int			n;
+
+	if ((Size) max >= MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("gibbs_nb_class_counts: the counts are too large for their text form")));
+	out = palloc(max + 1);
+	n = pg_b64_encode(VARDATA(flat), len, out, max);
+	if (n < 0)
+		elog(ERROR, "gibbs_nb_class_counts: base64 encoding failed");
+	out[n] = '\0';
+	pfree(flat);
+	PG_RETURN_CSTRING(out);
+}
+
+/*
+ * gibbs_nb.class_counts_state_recv(internal) returns class_counts_state
+ *
+ * Binary input: the serialised form, the rest of the message, validated.
+ */
+Datum
+gibbs_nb_counts_state_recv(PG_FUNCTION_ARGS)
+{
+	StringInfo	buf = (StringInfo) PG_GETARG_POINTER(0);
+	int			len = buf->len - buf->cursor;
+	bytea	   *value;
+
+	if (len < 0)
+		elog(ERROR, "gibbs_nb.class_counts_state_recv: bad message cursor");
+	value = palloc(VARHDRSZ + len);
+	SET_VARSIZE(value, VARHDRSZ + len);
+	memcpy(VARDATA(value), buf->data + buf->cursor, len);
+	buf->cursor = buf->len;
+	counts_validate(value);
+	PG_RETURN_BYTEA_P(value);
+}
+
+/*
+ * gibbs_nb.class_counts_state_send(class_counts_state) returns bytea
+ *
+ * Binary output: the serialised form.
+ */
+Datum
+gibbs_nb_counts_state_send(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BYTEA_P(counts_flat_copy(fcinfo, 0));
+}
+
+/*
+ * gibbs_nb.gibbs_nb_class_counts_final(class_counts_state) returns bytea
+ *
+ * Final function: the serialised counts; an empty value, not NULL, when no
+ * row was counted.
+ */
+Datum
+gibbs_nb_counts_state_final(PG_FUNCTION_ARGS)
+{
+	(void) aggregate_context(fcinfo, "gibbs_nb_class_counts_final");
+	PG_RETURN_BYTEA_P(counts_flat_copy(fcinfo, 0));
+}
+
+/*
+ * The entry points of 0.1.0's aggregate, whose state was `internal`: its SQL
+ * definitions still name them (CREATE EXTENSION runs the 0.1.0 script before
+ * the upgrade to 0.2.0, which drops them), so the library keeps the symbols.
+ * Called only by a database still on 0.1.0 with this library: an error that
+ * says what to do.
+ */
+#define GNB_RETIRED_ENTRY(name) \
+PG_FUNCTION_INFO_V1(name); \
+Datum \
+name(PG_FUNCTION_ARGS) \
+{ \
+	ereport(ERROR, \
+			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED), \
+			 errmsg("gibbs_nb_class_counts of gibbs_nb 0.1.0 does not run with this library"), \
+			 errhint("Run ALTER EXTENSION gibbs_nb UPDATE."))); \
+	PG_RETURN_NULL(); \
+}
+
+GNB_RETIRED_ENTRY(gibbs_nb_class_counts_add_text_array)
+GNB_RETIRED_ENTRY(gibbs_nb_class_counts_add_tsvector)
+GNB_RETIRED_ENTRY(gibbs_nb_class_counts_combine)
+GNB_RETIRED_ENTRY(gibbs_nb_class_counts_serialize)
+GNB_RETIRED_ENTRY(gibbs_nb_class_counts_deserialize)
+GNB_RETIRED_ENTRY(gibbs_nb_class_counts_final)
 
 /*
  * gibbs_nb_class_counts_rows(counts bytea) returns table (class text,

@@ -302,6 +302,10 @@ extern bool gnb_store_version_labels(const char *owner, const char *model_name, 
 extern struct ArrayType *gnb_float8_array(const double *values, int n);
 extern struct ArrayType *gnb_text_array(char **values, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
+/* citus.c */
+extern Oid	gnb_citus_local_placement(Oid relid);
+extern void gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column);
+
 extern int64 gnb_store_current_version_id(const char *name);
 extern HeapTuple gnb_store_packed_row(int64 version_id, TupleDesc *desc);
 

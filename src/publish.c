@@ -74,6 +74,8 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 		/* created in this transaction: nobody else can have it yet */
 		relid = get_relname_relid(params->labels_table, nspid);
 		LockRelationOid(relid, ShareRowExclusiveLock);
+		/* on Citus, distributed like a distributed source (citus.c) */
+		gnb_citus_distribute_labels(relid, params->source.relid, params->source.id_column);
 	}
 	*sql_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 										   get_rel_name(relid));

@@ -347,14 +347,53 @@ gibbs_nb_job_worker_alive(PG_FUNCTION_ARGS)
  * the row security policy of every gibbs_nb table.  A name that is no role
  * (dropped, or not restored) is nobody's: false, not an error, so that one
  * such row never breaks a query.
+ *
+ * The policy is this call alone, with no subquery (Citus refuses policies
+ * with subqueries on its tables), so it runs once per row: the last answer
+ * is kept in fn_extra, for the query's life, keyed by the user asking and
+ * the name, and a table's rows, mostly of a few owners, cost a comparison
+ * each.  Role membership cannot change within a query (catalog changes of
+ * other sessions are seen at the next command).
  */
+typedef struct PrivilegeAnswer
+{
+	Oid			user;
+	int			len;			/* -1: nothing kept yet */
+	bool		result;
+	char		name[NAMEDATALEN];
+} PrivilegeAnswer;
+
 Datum
 gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
 {
-	char	   *owner = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	Oid			role = get_role_oid(owner, true);
+	text	   *owner_text = PG_GETARG_TEXT_PP(0);
+	const char *name = VARDATA_ANY(owner_text);
+	int			len = VARSIZE_ANY_EXHDR(owner_text);
+	Oid			user = GetUserId();
+	PrivilegeAnswer *kept = (PrivilegeAnswer *) fcinfo->flinfo->fn_extra;
+	char	   *owner;
+	Oid			role;
+	bool		result;
 
-	PG_RETURN_BOOL(OidIsValid(role) && has_privs_of_role(GetUserId(), role));
+	if (kept != NULL && kept->len == len && kept->user == user &&
+		memcmp(kept->name, name, len) == 0)
+		PG_RETURN_BOOL(kept->result);
+	owner = text_to_cstring(owner_text);
+	role = get_role_oid(owner, true);
+	result = OidIsValid(role) && has_privs_of_role(user, role);
+	pfree(owner);
+	/* role names are shorter than NAMEDATALEN: a longer one is no role, and not kept */
+	if (len < NAMEDATALEN)
+	{
+		if (kept == NULL)
+			kept = fcinfo->flinfo->fn_extra =
+				MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(PrivilegeAnswer));
+		kept->user = user;
+		kept->len = len;
+		kept->result = result;
+		memcpy(kept->name, name, len);
+	}
+	PG_RETURN_BOOL(result);
 }
 
 /*
@@ -1057,6 +1096,8 @@ gnb_store_holdout(const char *owner, const char *model_name, int32 version, doub
 
 static SPIPlanPtr current_version_plan = NULL;
 static SPIPlanPtr load_plan = NULL;
+/* the relation the two plans read: gibbs_nb.packed or this node's Citus placement of it */
+static Oid	packed_plans_relid = InvalidOid;
 
 static SPIPlanPtr
 keep_plan(const char *sql, int nargs, Oid *types)
@@ -1067,6 +1108,55 @@ keep_plan(const char *sql, int nargs, Oid *types)
 		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
 	SPI_keepplan(plan);
 	return plan;
+}
+
+/*
+ * Prediction's two plans, reading the relation that holds this node's copy of
+ * the models: gibbs_nb.packed, or on Citus its placement here (see citus.c),
+ * as the caller, so that row security (the same policy on both) applies.
+ * Prepared again when that relation changes (the table was distributed).
+ * SPI connected.
+ */
+static void
+prepare_packed_plans(void)
+{
+	Oid			nspid = get_namespace_oid("gibbs_nb", false);
+	Oid			packed = get_relname_relid("packed", nspid);
+	Oid			relid;
+	char	   *rel;
+
+	if (!OidIsValid(packed))
+		elog(ERROR, "table gibbs_nb.packed is gone");
+	relid = gnb_citus_local_placement(packed);
+	if (!OidIsValid(relid))
+		relid = packed;
+	if (relid == packed_plans_relid && current_version_plan != NULL && load_plan != NULL)
+		return;
+	if (current_version_plan != NULL)
+		SPI_freeplan(current_version_plan);
+	if (load_plan != NULL)
+		SPI_freeplan(load_plan);
+	current_version_plan = load_plan = NULL;
+	packed_plans_relid = InvalidOid;
+	rel = quote_qualified_identifier("gibbs_nb", get_rel_name(relid));
+	{
+		Oid			types[1] = {TEXTOID};
+
+		/* the deployed (pinned) version, else the latest */
+		current_version_plan = keep_plan(psprintf("SELECT DISTINCT ON (owner) owner, version_id "
+												  "FROM %s "
+												  "WHERE model_name OPERATOR(pg_catalog.=) $1 "
+												  "ORDER BY owner, pinned DESC, version DESC", rel),
+										 1, types);
+	}
+	{
+		Oid			types[1] = {INT8OID};
+
+		load_plan = keep_plan(psprintf("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version "
+									   "FROM %s WHERE version_id OPERATOR(pg_catalog.=) $1", rel),
+							  1, types);
+	}
+	packed_plans_relid = relid;
 }
 
 /*
@@ -1083,16 +1173,7 @@ gnb_store_current_version_id(const char *name)
 	const char *owner;
 	bool		isnull;
 
-	if (current_version_plan == NULL)
-	{
-		Oid			types[1] = {TEXTOID};
-
-		/* the deployed (pinned) version, else the latest */
-		current_version_plan = keep_plan("SELECT DISTINCT ON (owner) owner, version_id "
-										 "FROM gibbs_nb.packed "
-										 "WHERE model_name OPERATOR(pg_catalog.=) $1 "
-										 "ORDER BY owner, pinned DESC, version DESC", 1, types);
-	}
+	prepare_packed_plans();
 	if (SPI_execute_plan(current_version_plan, &arg, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not look up the version of model \"%s\"", name);
 	owners = palloc(sizeof(char *) * (SPI_processed + 1));
@@ -1121,13 +1202,7 @@ gnb_store_packed_row(int64 version_id, TupleDesc *desc)
 	Datum		args[1] = {Int64GetDatum(version_id)};
 
 	if (load_plan == NULL)
-	{
-		Oid			types[1] = {INT8OID};
-
-		load_plan = keep_plan("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version "
-							  "FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
-							  1, types);
-	}
+		prepare_packed_plans();
 	if (SPI_execute_plan(load_plan, args, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not load model version " INT64_FORMAT, version_id);
 	*desc = SPI_tuptable->tupdesc;

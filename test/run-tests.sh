@@ -5,7 +5,8 @@
 # it: the sampler core's unit tests (plain and under ASan/UBSan), `make
 # installcheck` (pg_regress and the isolation specs), `make
 # prove_installcheck` (the TAP tests), `make upgradecheck` (the upgrade from
-# the released 0.1.0) and `make fuzz` for 10 s a target.  Ends with "N
+# the released 0.1.0) and `make fuzz` for 10 s a target; before the TAP
+# tests, Citus from ../shared/citus/build.sh when ../shared is there.  Ends with "N
 # passed, N failed" over the suites.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +57,19 @@ tap() {
   fi
   return $rc
 }
+
+# Citus, for test/t/008_citus.pl: built from ../shared (beside the
+# repository, as CI has it) into the PostgreSQL these tests run on (about
+# 90 s the first time; nothing once it is installed).  Without ../shared the
+# Citus test runs only if Citus is installed, and says it was skipped if not.
+citus_build=$repo/../shared/citus/build.sh
+if [ -x "$citus_build" ]; then
+  suite "Citus: build and install ($citus_build)" \
+    env PG_CONFIG="$(command -v pg_config)" CITUS_SRC="$work/citus-src" CITUS_LOG="$work/citus-build.log" \
+    "$citus_build"
+else
+  echo "=== Citus: no $citus_build: the Citus TAP test runs only if Citus is installed (else it is skipped)"
+fi
 
 suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan

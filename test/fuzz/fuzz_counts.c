@@ -1,23 +1,31 @@
 /*
  * fuzz_counts.c
  *	  libFuzzer target: the bytes of a gibbs_nb_class_counts value, as any
- *	  bytea a user can pass to gibbs_nb_class_counts_rows.
+ *	  bytea a user can pass to gibbs_nb_class_counts_rows, and as any value a
+ *	  user can hand the input functions of the aggregate's state type,
+ *	  gibbs_nb.class_counts_state.
  *
  * The input goes every way such a value goes in src/class_counts.c, which
  * is linked in unchanged (with shim.c for the backend):
  *
  * - gnb_counts_parse with the distinct check (gibbs_nb_class_counts_rows,
- *	 the corpus reader): it fails with 22P03 and nothing else, or every cell
- *	 of the parse is in range, which we check by walking them all and reading
- *	 the strings they name (AddressSanitizer sees any read out of the value);
+ *	 the corpus reader, the type's input functions): it fails with 22P03
+ *	 and nothing else, or every cell of the parse is in range, which we
+ *	 check by walking them all and reading the strings they name
+ *	 (AddressSanitizer sees any read out of the value);
  * - gibbs_nb_class_counts_rows: fails as the parse did, or with 22021 when
  *	 a class or token is not UTF-8 (or holds NUL), or returns exactly the
  *	 cells, in order, as valid text;
- * - the deserialise function (the parse without the distinct check), then
- *	 the combine function twice, so that both merges run: a parsed state
- *	 into an empty one, and a hashed state into a parsed one made hashed;
- *	 then the final function, whose value must parse with the distinct
- *	 check and hold the same strings and twice the counts.
+ * - the state type's binary input (the bytes) and text input (their
+ *	 base64): each fails as the rows function does, or gives back exactly
+ *	 the bytes; the text input of the bytes themselves as text fails with
+ *	 22P02, 22P03 or 22021, or gives a value the parse accepts;
+ * - the combine function on the bytes as a flat state (what it gets from a
+ *	 parallel worker or a Citus shard; a plain parse without the distinct
+ *	 check): into an empty state, into an expanded one in place, and an
+ *	 expanded (read-only) one into a copy of the flat one; then the final,
+ *	 send and output functions, whose values must parse with the distinct
+ *	 check, hold the same strings and twice the counts, and agree.
  *
  * "The same strings and counts" is checked without a map: the sum over the
  * cells of count x hash(class, token) is linear, so it survives merging of
@@ -28,14 +36,19 @@
 #include "tokens.h"
 #include "shim.h"
 
+#include "common/base64.h"
 #include "funcapi.h"
+#include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "nodes/execnodes.h"
+#include "utils/expandeddatum.h"
 
-extern PGDLLEXPORT Datum gibbs_nb_class_counts_deserialize(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum gibbs_nb_class_counts_combine(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum gibbs_nb_class_counts_serialize(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum gibbs_nb_class_counts_final(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_in(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_out(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_recv(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_send(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_combine(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_final(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum gibbs_nb_class_counts_rows(PG_FUNCTION_ARGS);
 
 extern int	LLVMFuzzerTestOneInput(const uint8 *data, size_t size);
@@ -49,8 +62,12 @@ typedef struct CountsRun
 	int128		total;			/* of the counts */
 	uint64		weighted;		/* sum of count x hash(class, token) */
 	int64		rows;			/* returned by the rows function */
-	Datum		partial[2];		/* deserialised */
-	bytea	   *combined;		/* the final function's value */
+	char	   *text;			/* a text form handed to the input function */
+	bytea	   *input;			/* what an input function returned */
+	Datum		both;			/* the value merged into itself, in place */
+	Datum		copied;			/* the same, merged into a copy */
+	bytea	   *combined;		/* the final function's value of `both` */
+	bytea	   *combined_copy;	/* and of `copied` */
 	GnbParsedCounts out;
 } CountsRun;
 
@@ -145,6 +162,29 @@ all_utf8(const char **str, const int32 *len, int32 n)
 	return true;
 }
 
+typedef struct ParseArg
+{
+	bytea	   *value;
+	GnbParsedCounts *pc;
+} ParseArg;
+
+static void
+parse_strict(void *arg)
+{
+	ParseArg   *pa = arg;
+
+	gnb_counts_parse(pa->value, pa->pc, true);
+}
+
+/* Whether a value parses with the distinct check (into *pc). */
+static bool
+gnb_counts_parse_ok(bytea *value, GnbParsedCounts *pc)
+{
+	ParseArg	pa = {value, pc};
+
+	return shim_try(parse_strict, &pa);
+}
+
 static void
 parse_value(void *arg)
 {
@@ -205,14 +245,102 @@ list_rows(void *arg)
 }
 
 static void
-deserialize(void *arg)
+receive(void *arg)
+{
+	CountsRun  *run = arg;
+	StringInfoData buf;
+	bool		isnull;
+
+	buf.data = VARDATA(run->value);
+	buf.len = VARSIZE(run->value) - VARHDRSZ;
+	buf.maxlen = buf.len;
+	buf.cursor = 0;
+	run->input = DatumGetByteaPP(call(gibbs_nb_counts_state_recv, 1, PointerGetDatum(&buf),
+									  (Datum) 0, NULL, &isnull));
+	if (buf.cursor != buf.len)
+		shim_fail("recv: did not read the whole message");
+}
+
+static void
+text_input(void *arg)
 {
 	CountsRun  *run = arg;
 	bool		isnull;
 
-	for (int i = 0; i < 2; i++)
-		run->partial[i] = call(gibbs_nb_class_counts_deserialize, 2, PointerGetDatum(run->value),
-							   (Datum) 0, NULL, &isnull);
+	run->input = DatumGetByteaPP(call(gibbs_nb_counts_state_in, 1, CStringGetDatum(run->text),
+									  (Datum) 0, NULL, &isnull));
+}
+
+static bool
+same_bytes(const bytea *a, const bytea *b)
+{
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+/*
+ * An input function (recv or the text input of the base64) must accept
+ * exactly what the rows function accepts, fail as it does, and give back
+ * the very bytes.
+ */
+static void
+check_input(CountsRun *run, void (*fn) (void *), bool parsed, const char *parse_error,
+			const char *what)
+{
+	bool		valid = parsed &&
+		all_utf8(run->pc.class_str, run->pc.class_len, run->pc.n_classes) &&
+		all_utf8(run->pc.word_str, run->pc.word_len, run->pc.n_words);
+
+	if (shim_try(fn, run))
+	{
+		if (!valid)
+			shim_fail("%s: accepted a value the rows function rejects", what);
+		if (!same_bytes(run->input, run->value))
+			shim_fail("%s: not the bytes it was given", what);
+	}
+	else if (!parsed)
+	{
+		if (shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION ||
+			strcmp(shim_errmsg, parse_error) != 0)
+			shim_fail("%s: a different error than the parse's: %s: %s", what,
+					  shim_sqlstate(shim_sqlerrcode), shim_errmsg);
+	}
+	else if (shim_sqlerrcode != ERRCODE_CHARACTER_NOT_IN_REPERTOIRE || valid)
+		shim_fail("%s: unexpected error %s: %s", what, shim_sqlstate(shim_sqlerrcode), shim_errmsg);
+}
+
+/* The input functions, on the bytes and on text made of them. */
+static void
+check_inputs(CountsRun *run, bool parsed, const char *parse_error, const uint8 *data, size_t size)
+{
+	int			len = VARSIZE(run->value) - VARHDRSZ;
+	int			max = pg_b64_enc_len(len);
+	int			n;
+	GnbParsedCounts pc;
+
+	check_input(run, receive, parsed, parse_error, "recv");
+
+	run->text = palloc(max + 1);
+	n = pg_b64_encode(VARDATA(run->value), len, run->text, max);
+	if (n < 0)
+		shim_fail("base64 encoding failed");
+	run->text[n] = '\0';
+	check_input(run, text_input, parsed, parse_error, "input (base64)");
+
+	/* the bytes themselves as text, up to a NUL: mostly not base64 */
+	run->text = palloc(size + 1);
+	memcpy(run->text, data, size);
+	run->text[size] = '\0';
+	if (shim_try(text_input, run))
+	{
+		if (!gnb_counts_parse_ok(run->input, &pc))
+			shim_fail("input (text): accepted a value the parse rejects");
+	}
+	else if (shim_sqlerrcode != ERRCODE_INVALID_TEXT_REPRESENTATION &&
+			 shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION &&
+			 shim_sqlerrcode != ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
+		shim_fail("input (text): unexpected error %s: %s", shim_sqlstate(shim_sqlerrcode),
+				  shim_errmsg);
 }
 
 static void
@@ -220,28 +348,48 @@ combine(void *arg)
 {
 	CountsRun  *run = arg;
 	bool		isnull;
+	Datum		flat = PointerGetDatum(run->value);
 	Datum		hashed;
-	Datum		both;
-	bytea	   *serialized;
 
-	/* merged from its parsed form into an empty state */
-	hashed = call(gibbs_nb_class_counts_combine, 2, (Datum) 0, run->partial[0], NULL, &isnull);
-	/* a still parsed state made hashed, then a hashed one merged into it */
-	both = call(gibbs_nb_class_counts_combine, 2, run->partial[1], hashed, NULL, &isnull);
+	/* the flat value merged into an empty state */
+	hashed = call(gibbs_nb_counts_state_combine, 2, (Datum) 0, flat, NULL, &isnull);
+	if (isnull || !VARATT_IS_EXTERNAL_EXPANDED_RW(DatumGetPointer(hashed)))
+		shim_fail("combine: not a read-write expanded state");
+	/* that state (read-only, as the leader's own partial state) into a copy of the flat one */
+	run->copied = call(gibbs_nb_counts_state_combine, 2, flat,
+					   EOHPGetRODatum(DatumGetEOHP(hashed)), NULL, &isnull);
+	/* the flat value into the expanded state: in place */
+	run->both = call(gibbs_nb_counts_state_combine, 2, hashed, flat, NULL, &isnull);
+	if (DatumGetPointer(run->both) != DatumGetPointer(hashed))
+		shim_fail("combine: a read-write state was not changed in place");
 	/* workers that saw no rows: NULL states, which change nothing */
-	if (call(gibbs_nb_class_counts_combine, 2, both, (Datum) 0, NULL, &isnull) != both || isnull)
+	if (call(gibbs_nb_counts_state_combine, 2, run->both, (Datum) 0, NULL, &isnull) != run->both ||
+		isnull)
 		shim_fail("combine: a NULL state changed the other");
-	(void) call(gibbs_nb_class_counts_combine, 2, (Datum) 0, (Datum) 0, NULL, &isnull);
+	(void) call(gibbs_nb_counts_state_combine, 2, (Datum) 0, (Datum) 0, NULL, &isnull);
 	if (!isnull)
 		shim_fail("combine: two NULL states gave a state");
-	run->combined = DatumGetByteaPP(call(gibbs_nb_class_counts_final, 1, both, (Datum) 0,
+}
+
+static void
+finalize(void *arg)
+{
+	CountsRun  *run = arg;
+	bool		isnull;
+	bytea	   *sent;
+
+	run->combined = DatumGetByteaPP(call(gibbs_nb_counts_state_final, 1,
+										 EOHPGetRODatum(DatumGetEOHP(run->both)), (Datum) 0,
 										 NULL, &isnull));
-	/* what a worker sends the leader is the same bytes */
-	serialized = DatumGetByteaPP(call(gibbs_nb_class_counts_serialize, 1, both, (Datum) 0,
-									  NULL, &isnull));
-	if (VARSIZE_ANY(serialized) != VARSIZE_ANY(run->combined) ||
-		memcmp(serialized, run->combined, VARSIZE_ANY(serialized)) != 0)
-		shim_fail("serialise: not the final function's value");
+	run->combined_copy = DatumGetByteaPP(call(gibbs_nb_counts_state_final, 1, run->copied,
+											  (Datum) 0, NULL, &isnull));
+	/* the binary form is the same bytes */
+	sent = DatumGetByteaPP(call(gibbs_nb_counts_state_send, 1, run->both, (Datum) 0, NULL,
+								&isnull));
+	if (!same_bytes(sent, run->combined))
+		shim_fail("send: not the final function's value");
+	run->text = DatumGetCString(call(gibbs_nb_counts_state_out, 1, run->both, (Datum) 0, NULL,
+									 &isnull));
 }
 
 static void
@@ -282,10 +430,11 @@ check_rows(CountsRun *run, bool parsed, const char *parse_error)
 }
 
 /*
- * The deserialise function checks less than the parse with the distinct
- * check, never more; what it accepts is combined twice and finalised, and
- * must come back with the same strings and twice the counts (or 22003 when
- * twice the counts cannot be held).
+ * The combine function reads a flat state with the plain parse (its values
+ * come from the input functions or from flattening, never from a user
+ * directly), never more; what it accepts is merged with itself both ways
+ * and finalised, and must come back with the same strings and twice the
+ * counts (or 22003 when twice the counts cannot be held).
  */
 static void
 check_combine(CountsRun *run, bool parsed)
@@ -296,28 +445,35 @@ check_combine(CountsRun *run, bool parsed)
 	uint64		in_weighted;
 	int128		out_total;
 	uint64		out_weighted;
-
-	if (!shim_try(deserialize, run))
-	{
-		if (parsed || shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION)
-			shim_fail("deserialise: unexpected error %s: %s", shim_sqlstate(shim_sqlerrcode),
-					  shim_errmsg);
-		return;
-	}
-	/* the cells as the deserialise function saw them */
-	if (!shim_try(parse_loose, run))
-		shim_fail("deserialise: accepted what a plain parse rejects");
-	walk_cells(in, &in_total, &in_weighted);
-	if (parsed && (in_total != run->total || in_weighted != run->weighted))
-		shim_fail("parse: the distinct check changed the cells");
+	GnbParsedCounts copy_pc;
+	int128		copy_total;
+	uint64		copy_weighted;
+	bool		loose_ok = shim_try(parse_loose, run);
 
 	if (!shim_try(combine, run))
 	{
+		if (!loose_ok)
+		{
+			if (parsed || shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION)
+				shim_fail("combine: unexpected error on a value the plain parse rejects: %s: %s",
+						  shim_sqlstate(shim_sqlerrcode), shim_errmsg);
+			return;
+		}
+		walk_cells(in, &in_total, &in_weighted);
 		if (shim_sqlerrcode != ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE || 2 * in_total <= PG_INT64_MAX)
 			shim_fail("combine: unexpected error %s: %s", shim_sqlstate(shim_sqlerrcode),
 					  shim_errmsg);
 		return;
 	}
+	if (!loose_ok)
+		shim_fail("combine: accepted what a plain parse rejects");
+	/* the cells as the combine function saw them */
+	walk_cells(in, &in_total, &in_weighted);
+	if (parsed && (in_total != run->total || in_weighted != run->weighted))
+		shim_fail("parse: the distinct check changed the cells");
+
+	if (!shim_try(finalize, run))
+		shim_fail("final: unexpected error %s: %s", shim_sqlstate(shim_sqlerrcode), shim_errmsg);
 	if (!shim_try(parse_combined, run))
 		shim_fail("final: a value its own parse rejects: %s", shim_errmsg);
 	walk_cells(out, &out_total, &out_weighted);
@@ -330,6 +486,22 @@ check_combine(CountsRun *run, bool parsed)
 	if (parsed && (out->n_classes != in->n_classes || out->n_words != in->n_words ||
 				   out->n_cells != distinct_cells(in)))
 		shim_fail("combine: strings or cells lost");
+	/* merged into a copy of the flat value: the same counts */
+	if (!gnb_counts_parse_ok(run->combined_copy, &copy_pc))
+		shim_fail("final: the copy's value does not parse");
+	walk_cells(&copy_pc, &copy_total, &copy_weighted);
+	if (copy_total != out_total || copy_weighted != out_weighted)
+		shim_fail("combine: a read-only state merged into a copy gave other counts");
+	/* the text form reads back as the same bytes, when its strings are text */
+	if (all_utf8(out->class_str, out->class_len, out->n_classes) &&
+		all_utf8(out->word_str, out->word_len, out->n_words))
+	{
+		if (!shim_try(text_input, run))
+			shim_fail("output: its text does not read back: %s: %s",
+					  shim_sqlstate(shim_sqlerrcode), shim_errmsg);
+		if (!same_bytes(run->input, run->combined))
+			shim_fail("output: its text reads back as other bytes");
+	}
 }
 
 int
@@ -353,6 +525,7 @@ LLVMFuzzerTestOneInput(const uint8 *data, size_t size)
 		walk_cells(&run.pc, &run.total, &run.weighted);
 
 	check_rows(&run, parsed, parse_error);
+	check_inputs(&run, parsed, parse_error, data, size);
 	check_combine(&run, parsed);
 
 	shim_free_all();

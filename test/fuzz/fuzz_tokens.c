@@ -36,9 +36,9 @@
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
 
-extern PGDLLEXPORT Datum gibbs_nb_class_counts_add_text_array(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum gibbs_nb_class_counts_add_tsvector(PG_FUNCTION_ARGS);
-extern PGDLLEXPORT Datum gibbs_nb_class_counts_final(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_add_text_array(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_add_tsvector(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_final(PG_FUNCTION_ARGS);
 
 extern int	LLVMFuzzerTestOneInput(const uint8 *data, size_t size);
 
@@ -344,8 +344,8 @@ static void
 aggregate(void *arg)
 {
 	Doc		   *doc = arg;
-	PGFunction	add = doc->is_tsvector ? gibbs_nb_class_counts_add_tsvector
-		: gibbs_nb_class_counts_add_text_array;
+	PGFunction	add = doc->is_tsvector ? gibbs_nb_counts_state_add_tsvector
+		: gibbs_nb_counts_state_add_text_array;
 	const char *labels[2] = {"spam", "ham"};
 	Datum		state = (Datum) 0;
 	LOCAL_FCINFO(fcinfo, 3);
@@ -364,7 +364,7 @@ aggregate(void *arg)
 	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
 	fcinfo->args[0].value = state;
 	fcinfo->args[0].isnull = false;
-	doc->counts = DatumGetByteaPP(gibbs_nb_class_counts_final(fcinfo));
+	doc->counts = DatumGetByteaPP(gibbs_nb_counts_state_final(fcinfo));
 	gnb_counts_parse(doc->counts, &doc->pc, true);
 }
 

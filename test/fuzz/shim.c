@@ -24,6 +24,7 @@
 #include "nodes/memnodes.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/expandeddatum.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
@@ -145,6 +146,21 @@ repalloc_huge(void *pointer, Size size)
 	return shim_realloc(pointer, size, MCXT_ALLOC_HUGE);
 }
 
+/*
+ * A memory context of its own, as an expanded object asks for: only its
+ * parent is real (its allocations go on the one list all the same).
+ */
+MemoryContext
+AllocSetContextCreateInternal(MemoryContext parent, const char *name, Size minContextSize,
+							  Size initBlockSize, Size maxBlockSize)
+{
+	MemoryContext cxt = shim_alloc(sizeof(MemoryContextData), MCXT_ALLOC_ZERO);
+
+	cxt->parent = parent;
+	cxt->name = name;
+	return cxt;
+}
+
 void
 shim_free_all(void)
 {
@@ -254,6 +270,13 @@ errmsg_internal(const char *fmt,...)
 	return 0;
 }
 
+/* A hint is not part of what the targets compare: dropped. */
+int
+errhint(const char *fmt,...)
+{
+	return 0;
+}
+
 /*
  * An ERROR leaves the code under test as the server's longjmp would; with
  * no shim_try around it, or at FATAL and above, that is a finding.
@@ -265,6 +288,38 @@ errfinish(const char *filename, int lineno, const char *funcname)
 		siglongjmp(*error_jump, 1);
 	shim_fail("%s:%d (%s): uncaught error %s: %s", filename, lineno, funcname,
 			  shim_sqlstate(shim_sqlerrcode), shim_errmsg);
+}
+
+/* ---- expanded objects, as utils/adt/expandeddatum.c ---- */
+
+void
+EOH_init_header(ExpandedObjectHeader *eohptr, const ExpandedObjectMethods *methods,
+				MemoryContext obj_context)
+{
+	varatt_expanded eptr;
+
+	eohptr->vl_len_ = EOH_HEADER_MAGIC;
+	eohptr->eoh_methods = methods;
+	eohptr->eoh_context = obj_context;
+	eptr.eohptr = eohptr;
+	SET_VARTAG_EXTERNAL(eohptr->eoh_rw_ptr, VARTAG_EXPANDED_RW);
+	memcpy(VARDATA_EXTERNAL(eohptr->eoh_rw_ptr), &eptr, sizeof(eptr));
+	SET_VARTAG_EXTERNAL(eohptr->eoh_ro_ptr, VARTAG_EXPANDED_RO);
+	memcpy(VARDATA_EXTERNAL(eohptr->eoh_ro_ptr), &eptr, sizeof(eptr));
+}
+
+ExpandedObjectHeader *
+DatumGetEOHP(Datum d)
+{
+	varattrib_1b_e *datum = (varattrib_1b_e *) DatumGetPointer(d);
+	varatt_expanded ptr;
+
+	if (!VARATT_IS_EXTERNAL_EXPANDED(datum))
+		shim_fail("DatumGetEOHP: not an expanded object");
+	memcpy(&ptr, VARDATA_EXTERNAL(datum), sizeof(ptr));
+	if (!VARATT_IS_EXPANDED_HEADER(ptr.eohptr))
+		shim_fail("DatumGetEOHP: bad expanded object header");
+	return ptr.eohptr;
 }
 
 /* ---- varlena values: the targets only build plain, in-line ones ---- */

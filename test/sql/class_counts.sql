@@ -108,6 +108,94 @@ SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('a', '\xf
 SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('\xc3', 'b'))$$);
 SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('a', '\x780079'))$$);
 
+-- The state type, gibbs_nb.class_counts_state: what travels between
+-- processes (parallel workers: flattened; Citus: its text form, base64 of
+-- the same bytes as the final value).  An aggregate without a final
+-- function shows the state itself.
+CREATE AGGREGATE pg_temp.raw_counts(text, text[]) (
+    SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
+    STYPE = gibbs_nb.class_counts_state,
+    COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
+    PARALLEL = SAFE);
+SET max_parallel_workers_per_gather = 0;
+SELECT decode((SELECT pg_temp.raw_counts(label, tokens) FROM src)::text, 'base64')
+       = (SELECT gibbs_nb_class_counts(label, tokens) FROM src) AS text_form_is_base64;
+SELECT gibbs_nb.class_counts_state_send((SELECT pg_temp.raw_counts(label, tokens) FROM src))
+       = (SELECT gibbs_nb_class_counts(label, tokens) FROM src) AS binary_form_is_the_bytes;
+-- text round trip
+SELECT s::text::gibbs_nb.class_counts_state::text = s::text AS text_round_trip
+FROM (SELECT pg_temp.raw_counts(label, tokens) AS s FROM src) x;
+-- binary round trip (COPY BINARY uses send and receive)
+CREATE TEMP TABLE states (s gibbs_nb.class_counts_state);
+INSERT INTO states SELECT pg_temp.raw_counts(label, tokens) FROM src;
+CREATE TEMP TABLE states_back (LIKE states);
+DO $$
+DECLARE f text := '/tmp/gibbs_nb_states_' || pg_backend_pid() || '.bin';
+BEGIN
+  EXECUTE format('COPY states TO PROGRAM %L (FORMAT binary)', 'cat > ' || f);
+  EXECUTE format('COPY states_back FROM PROGRAM %L (FORMAT binary)', 'cat ' || f || ' && rm ' || f);
+END $$;
+SELECT (SELECT s::text FROM states) = (SELECT s::text FROM states_back) AS binary_round_trip;
+-- a state that starts flat (a user's aggregate with an INITCOND): the
+-- transition takes a copy of it and counts on
+CREATE FUNCTION pg_temp.counts_of(v text) RETURNS TABLE (class text, token text, count bigint)
+LANGUAGE sql AS $$ SELECT * FROM gibbs_nb_class_counts_rows(decode(v, 'base64')) ORDER BY 1, 2 $$;
+DO $$
+BEGIN
+  EXECUTE format('CREATE AGGREGATE pg_temp.counts_from(text, text[]) ('
+                 'SFUNC = gibbs_nb.gibbs_nb_class_counts_add, STYPE = gibbs_nb.class_counts_state, '
+                 'INITCOND = %L)',
+                 (SELECT pg_temp.raw_counts(l, t) FROM (VALUES ('x', '{a,b,a}'::text[])) v(l, t))::text);
+END $$;
+SELECT * FROM pg_temp.counts_of((SELECT pg_temp.counts_from(l, t)::text
+                                 FROM (VALUES ('x', '{a,c}'::text[]), ('y', '{a}')) v(l, t)));
+-- combining flat states (what Citus's coordinator does with the shards'
+-- texts): the two halves of src, combined, are src's counts
+CREATE AGGREGATE pg_temp.merge_states(gibbs_nb.class_counts_state) (
+    SFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
+    STYPE = gibbs_nb.class_counts_state);
+CREATE TEMP TABLE halves AS
+  SELECT (pg_temp.raw_counts(label, tokens))::text AS s FROM src GROUP BY id % 2;
+SELECT count(*) AS differing FROM (
+  (SELECT * FROM serial_counts
+   EXCEPT SELECT * FROM gibbs_nb_class_counts_rows(decode(
+     (SELECT pg_temp.merge_states(s::gibbs_nb.class_counts_state) FROM halves)::text, 'base64')))
+  UNION ALL
+  (SELECT * FROM gibbs_nb_class_counts_rows(decode(
+     (SELECT pg_temp.merge_states(s::gibbs_nb.class_counts_state) FROM halves)::text, 'base64'))
+   EXCEPT SELECT * FROM serial_counts)) d;
+RESET max_parallel_workers_per_gather;
+
+-- as a window aggregate (the state is read by the final function row after
+-- row, and rebuilt when the frame's start moves): running and sliding sums
+SELECT id, (SELECT sum(count) FROM gibbs_nb_class_counts_rows(running)) AS running,
+       (SELECT sum(count) FROM gibbs_nb_class_counts_rows(sliding)) AS sliding,
+       (SELECT count(*) FROM unnest(tokens) t WHERE label IS NOT NULL AND t IS NOT NULL) AS own
+FROM (SELECT id, label, tokens,
+             gibbs_nb_class_counts(label, tokens) OVER (ORDER BY id) AS running,
+             gibbs_nb_class_counts(label, tokens) OVER (ORDER BY id ROWS 1 PRECEDING) AS sliding
+      FROM src WHERE id <= 8) w
+ORDER BY id;
+
+CREATE FUNCTION pg_temp.b64(v bytea) RETURNS text
+LANGUAGE sql AS $$ SELECT translate(encode(v, 'base64'), E'\n', '') $$;
+-- the input functions check everything: not base64, a bad layout, a string
+-- twice, bytes that are not text (the value's bytes as in one_cell above)
+SELECT try($$SELECT 'not base64!'::gibbs_nb.class_counts_state$$);
+SELECT try($$SELECT 'AA=='::gibbs_nb.class_counts_state$$);
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64(overlay((SELECT gibbs_nb_class_counts('x', '{a,b}'::text[]))
+                                 placing '\x09' from 1 for 1))));
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64('\x434e4247010000000100000002000000010000000000000001000000780100000061010000006100000000000000000100000000000000')));
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64(pg_temp.one_cell('a', '\xff'))));
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64(pg_temp.one_cell('a', '\x780079'))));
+SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.one_cell('a', '\x636166c3a9'))::gibbs_nb.class_counts_state::text);
+
 DROP VIEW reference;
-DROP TABLE src, serial_counts;
+DROP AGGREGATE pg_temp.raw_counts(text, text[]), pg_temp.counts_from(text, text[]),
+  pg_temp.merge_states(gibbs_nb.class_counts_state);
+DROP TABLE src, serial_counts, states, states_back, halves;
 DROP EXTENSION gibbs_nb;

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# gibbs_nb on Citus against one node (`make bench-citus`): a coordinator and
+# two workers on this machine (unix sockets, throwaway clusters), the
+# SpamAssassin corpus (6,046 e-mails, the bench's tokenizer, the labels of
+# the even ids hidden) as `mail`, distributed by id over SHARDS shards
+# (default 32), and the same rows as `mail_local` on the coordinator alone.
+# In the same run, medians of REPEAT (default 3) timings each:
+# - the labelled half's class x word counts (gibbs_nb_class_counts: pushed
+#   down on `mail`, one node's parallel plan on `mail_local`);
+# - gibbs_nb_predict over every e-mail (on the workers for `mail`; warm
+#   caches: one untimed run first);
+# - gibbs_nb_train end to end, SWEEPS (default 200) sweeps of `paper`.
+# Needs Citus (../shared/citus/build.sh) and the superuser shell the tests use.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+SHARDS=${SHARDS:-32}
+REPEAT=${REPEAT:-3}
+SWEEPS=${SWEEPS:-200}
+
+[ -f "$(pg_config --pkglibdir)/citus.so" ] || { echo "Citus is not installed: run ../shared/citus/build.sh" >&2; exit 1; }
+make -s >/dev/null && make -s install >/dev/null
+corpus=$(test/bench/fetch-corpus.sh)
+bin=$(pg_config --bindir)
+dir=$(mktemp -d /tmp/gibbs_nb_citus_bench.XXXXXX)
+chown postgres "$dir"
+chmod 755 "$dir"
+ports=(55201 55202 55203)
+stop_all() {
+  for p in "${ports[@]}"; do
+    [ -f "$dir/n$p/postmaster.pid" ] && runuser -u postgres -- "$bin/pg_ctl" -D "$dir/n$p" -m fast -w stop >/dev/null
+  done
+  rm -rf "$dir"
+}
+trap stop_all EXIT
+for p in "${ports[@]}"; do
+  runuser -u postgres -- "$bin/initdb" -D "$dir/n$p" -A trust -U postgres >/dev/null
+  cat >> "$dir/n$p/postgresql.conf" <<EOF
+listen_addresses = ''
+unix_socket_directories = '$dir'
+port = $p
+shared_preload_libraries = 'citus'
+shared_buffers = 256MB
+max_worker_processes = 16
+max_prepared_transactions = 20
+citus.max_cached_conns_per_worker = 4
+gibbs_nb.progress_interval = 0
+EOF
+  runuser -u postgres -- "$bin/pg_ctl" -D "$dir/n$p" -l "$dir/n$p.log" -w start >/dev/null
+  "$bin/psql" -X -q -h "$dir" -p "$p" -U postgres -c "CREATE EXTENSION citus"
+done
+export PGHOST=$dir PGPORT=${ports[0]} PGUSER=postgres PGDATABASE=postgres
+export PGOPTIONS="-c client_min_messages=warning"
+q() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+q -c "SELECT citus_set_coordinator_host('$dir', ${ports[0]})" \
+  -c "SELECT citus_add_node('$dir', ${ports[1]})" -c "SELECT citus_add_node('$dir', ${ports[2]})" >/dev/null
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Citus $(q -At -c "SELECT extversion FROM pg_extension WHERE extname = 'citus'"), a coordinator and 2 workers on this machine, $SHARDS shards"
+q -c "CREATE EXTENSION gibbs_nb" -c "SELECT gibbs_nb_citus_distribute()" >/dev/null
+q -c "CREATE TABLE raw (id int, truth text, folder text, body text)"
+zcat "$corpus" | q -c "\\copy raw FROM STDIN"
+q >/dev/null <<SQL
+CREATE TABLE mail_local (id int PRIMARY KEY, truth text, tokens text[], label text);
+INSERT INTO mail_local
+SELECT id, truth, array(SELECT m[1] FROM regexp_matches(lower(body), '([a-z0-9'']+)', 'g') m),
+       CASE WHEN id % 2 = 1 THEN truth END FROM raw;
+CREATE TABLE mail (LIKE mail_local INCLUDING ALL);
+INSERT INTO mail SELECT * FROM mail_local;
+SELECT create_distributed_table('mail', 'id', shard_count => $SHARDS);
+SELECT truncate_local_data_after_distributing_table('mail');
+VACUUM ANALYZE mail_local;
+VACUUM ANALYZE mail;
+SQL
+q -At -F ' ' -c "SELECT 'documents', count(*), 'tokens', sum(cardinality(tokens)), 'labelled', count(label) FROM mail"
+
+time_runs() {   # sql runs: the times of each run, in ms
+  local sql=$1 runs=$2 args=()
+  for _ in $(seq 1 "$runs"); do args+=(-c "$sql"); done
+  q -At -c '\timing on' "${args[@]}" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+row() {   # what distributed_ms local_ms
+  awk -v w="$1" -v d="$2" -v l="$3" 'BEGIN {
+    printf "  %-44s distributed %9.1f ms   one node %9.1f ms   one node / distributed %5.2f\n", w, d, l, l / d }'
+}
+
+echo
+same=$(q -At -c "SELECT count(*) FROM (
+  (SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail))
+   EXCEPT SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail_local)))
+  UNION ALL
+  (SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail_local))
+   EXCEPT SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail)))) d")
+echo "medians of $REPEAT (cells differing between the two counts: $same)"
+d=$(time_runs "SELECT length(gibbs_nb_class_counts(label, tokens)) FROM mail" $((REPEAT + 1)) | tail -n "$REPEAT" | median)
+l=$(time_runs "SELECT length(gibbs_nb_class_counts(label, tokens)) FROM mail_local" $((REPEAT + 1)) | tail -n "$REPEAT" | median)
+row "gibbs_nb_class_counts (labelled half)" "$d" "$l"
+
+dt=() lt=()
+for r in $(seq 1 "$REPEAT"); do
+  dt+=("$(q -At -c "SELECT seconds * 1000 FROM gibbs_nb_train('dist', 'mail', 'tokens', 'label', sweeps => $SWEEPS, seed => $r)")")
+  lt+=("$(q -At -c "SELECT seconds * 1000 FROM gibbs_nb_train('local', 'mail_local', 'tokens', 'label', sweeps => $SWEEPS, seed => $r)")")
+done
+row "gibbs_nb_train, $SWEEPS sweeps, end to end" \
+  "$(printf '%s\n' "${dt[@]}" | median)" "$(printf '%s\n' "${lt[@]}" | median)"
+same=$(q -At -c "SELECT (SELECT log_theta FROM gibbs_nb.packed WHERE model_name = 'dist' ORDER BY version DESC LIMIT 1)
+                      = (SELECT log_theta FROM gibbs_nb.packed WHERE model_name = 'local' ORDER BY version DESC LIMIT 1)")
+echo "  (the same model from both: $same)"
+
+d=$(time_runs "SELECT count(gibbs_nb_predict('dist', tokens)) FROM mail" $((REPEAT + 1)) | tail -n "$REPEAT" | median)
+l=$(time_runs "SELECT count(gibbs_nb_predict('dist', tokens)) FROM mail_local" $((REPEAT + 1)) | tail -n "$REPEAT" | median)
+row "gibbs_nb_predict over every e-mail" "$d" "$l"
+same=$(q -At -c "SELECT count(*) FROM (SELECT id, gibbs_nb_predict('dist', tokens) p FROM mail) d
+                 JOIN (SELECT id, gibbs_nb_predict('dist', tokens) p FROM mail_local) l USING (id) WHERE d.p = l.p")
+echo "  (the same label from both for $same e-mails)"

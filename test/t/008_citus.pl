@@ -1,0 +1,265 @@
+# gibbs_nb on a Citus cluster: a coordinator and two workers on this machine
+# (unix sockets), each with shared_preload_libraries = 'citus'.
+#
+# - gibbs_nb_class_counts is pushed down: partial aggregation on the shards
+#   (worker_partial_agg), a combine on the coordinator (coord_combine_agg),
+#   and the result equals GROUP BY and the same rows on one node;
+# - gibbs_nb_citus_distribute() (superuser, once) makes gibbs_nb.packed a
+#   reference table; a non-superuser's gibbs_nb_predict over a distributed
+#   table runs on the workers and gives the labels of a local copy; another
+#   role sees nothing of the model there; a label trigger on a distributed
+#   table works;
+# - training from a distributed source reads its labelled counts through the
+#   pushed-down aggregate and gives the model a local copy gives; its labels
+#   table is distributed, co-located with the source; gibbs_nb_retrain and a
+#   pg_cron job on the coordinator retrain it;
+# - gibbs_nb_deploy and gibbs_nb_drop on the coordinator: the workers follow
+#   from the next statement.
+#
+# Citus is not in Debian: ../shared/citus/build.sh builds it (the test
+# command runs it when ../shared is there).  Without Citus installed the
+# test is skipped, saying so.
+use strict;
+use warnings;
+use Cwd qw(abs_path);
+use File::Basename qw(dirname);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $pkglibdir = `pg_config --pkglibdir`;
+chomp $pkglibdir;
+plan skip_all => "Citus is not installed in $pkglibdir (build it with ../shared/citus/build.sh)"
+  unless -f "$pkglibdir/citus.so";
+
+my $data = abs_path(dirname(__FILE__) . '/../data/spamassassin-sample.tsv.gz');
+
+my $coord = PostgreSQL::Test::Cluster->new('coordinator');
+my @workers = map { PostgreSQL::Test::Cluster->new("worker$_") } (1, 2);
+foreach my $node ($coord, @workers)
+{
+	$node->init;
+	$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'citus@{[ $node == $coord ? ',pg_cron' : '' ]}'
+max_worker_processes = 16
+max_prepared_transactions = 20
+gibbs_nb.progress_interval = 0
+citus.max_cached_conns_per_worker = 2
+});
+	$node->append_conf('postgresql.conf', qq{
+cron.database_name = 'postgres'
+cron.host = '@{[ $node->host ]}'
+}) if $node == $coord;
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION citus');
+}
+$coord->safe_psql('postgres', qq{
+  SELECT citus_set_coordinator_host('@{[ $coord->host ]}', @{[ $coord->port ]});
+  @{[ join '', map { "SELECT citus_add_node('" . $_->host . "', " . $_->port . ");\n" } @workers ]}
+});
+is($coord->safe_psql('postgres', 'SELECT count(*) FROM citus_get_active_worker_nodes()'),
+	'2', 'a coordinator and two workers');
+
+# gibbs_nb on the coordinator (Citus creates it on the workers); roles too
+$coord->safe_psql('postgres', q{
+  CREATE EXTENSION gibbs_nb;
+  CREATE ROLE alice LOGIN;
+  CREATE ROLE bob LOGIN;
+  GRANT CREATE ON SCHEMA public TO alice;
+});
+is($workers[0]->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'"),
+	$coord->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'"),
+	'the extension is on the workers');
+
+# 403 e-mails, half of them labelled; `mail` distributed by id over 8
+# shards, `mail_local` the same rows on the coordinator alone
+$coord->safe_psql('postgres', qq{
+  SET client_min_messages = warning;
+  CREATE TABLE raw (id int, label text, folder text, body text);
+  COPY raw FROM PROGRAM 'gzip -dc $data';
+  CREATE TABLE mail (id int PRIMARY KEY, label text, truth text, tokens text[]);
+  INSERT INTO mail
+  SELECT id, CASE WHEN id % 2 = 0 THEN label END, label,
+         tsvector_to_array(to_tsvector('english', body)) FROM raw;
+  CREATE TABLE mail_local AS SELECT * FROM mail;
+  ALTER TABLE mail_local ADD PRIMARY KEY (id);
+  ALTER TABLE mail OWNER TO alice;
+  ALTER TABLE mail_local OWNER TO alice;
+  SELECT create_distributed_table('mail', 'id', shard_count => 8);
+  SELECT truncate_local_data_after_distributing_table('mail');
+});
+
+# --- the count aggregate is pushed down ---
+my $plan = $coord->safe_psql('postgres',
+	'EXPLAIN (VERBOSE, COSTS OFF) SELECT gibbs_nb_class_counts(label, tokens) FROM mail');
+like($plan, qr/Task Count: 8/, 'the aggregate runs on the 8 shards');
+like($plan, qr/Query: SELECT pg_catalog\.worker_partial_agg\('public\.gibbs_nb_class_counts\(text,text\[\]\)'::regprocedure/,
+	'each shard computes a partial state (worker_partial_agg)');
+like($plan, qr/^Aggregate\n\s+Output: coord_combine_agg\(/m,
+	'the coordinator combines the states (coord_combine_agg)');
+# the same as GROUP BY over the distributed table, and as the local copy
+my $differ = q{
+  SELECT count(*) FROM (
+    (SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM %1$s))
+     EXCEPT SELECT * FROM (%2$s) g)
+    UNION ALL
+    (SELECT * FROM (%2$s) g
+     EXCEPT SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM %1$s)))) d};
+my $group_by = 'SELECT label, tok, count(*) FROM %s, unnest(tokens) tok WHERE label IS NOT NULL GROUP BY 1, 2';
+is($coord->safe_psql('postgres', sprintf($differ, 'mail', sprintf($group_by, 'mail'))),
+	'0', 'the pushed-down aggregate equals GROUP BY on the distributed table');
+is($coord->safe_psql('postgres', sprintf($differ, 'mail', sprintf($group_by, 'mail_local'))),
+	'0', 'and the same rows counted on one node');
+cmp_ok($coord->safe_psql('postgres',
+		"SELECT count(*) FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail))"),
+	'>', 5000, 'over many cells');
+# no rows on some shards, none at all
+is($coord->safe_psql('postgres', q{
+  SELECT count(*) FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail WHERE false))}),
+	'0', 'no rows: an empty value');
+# training's own statement (schema-qualified, exact types) is pushed down too
+like($coord->safe_psql('postgres', q{
+  EXPLAIN (VERBOSE, COSTS OFF)
+  SELECT public.gibbs_nb_class_counts(label::pg_catalog.text, tokens::pg_catalog.text[])
+  FROM public.mail WHERE label IS NOT NULL}),
+	qr/worker_partial_agg/, "training's labelled counts are pushed down");
+
+# --- the models on every node ---
+my ($ret, $out, $err) = $coord->psql('postgres', 'SELECT gibbs_nb_citus_distribute()',
+	extra_params => [ '-U', 'alice' ]);
+like($err, qr/permission denied for function gibbs_nb_citus_distribute/,
+	'gibbs_nb_citus_distribute is for superusers');
+($ret, $out, $err) = $workers[0]->psql('postgres', 'SELECT gibbs_nb_citus_distribute()');
+like($err, qr/runs on the Citus coordinator/, 'and for the coordinator');
+is($coord->safe_psql('postgres', 'SELECT * FROM gibbs_nb_citus_distribute()'),
+	'gibbs_nb.packed', 'it makes gibbs_nb.packed a reference table');
+is($coord->safe_psql('postgres', 'SELECT count(*) FROM gibbs_nb_citus_distribute()'),
+	'0', 'once');
+is($coord->safe_psql('postgres',
+		"SELECT partmethod FROM pg_dist_partition WHERE logicalrelid = 'gibbs_nb.packed'::regclass"),
+	'n', 'gibbs_nb.packed is a reference table');
+
+# --- training from the distributed source, as alice ---
+sub alice
+{
+	my ($sql) = @_;
+	return $coord->safe_psql('postgres', $sql, extra_params => [ '-U', 'alice' ]);
+}
+is(alice(q{SELECT status FROM gibbs_nb_train('spam', 'mail', 'tokens', label_column => 'label',
+                                             sweeps => 60, seed => 7)}),
+	'succeeded', 'alice trains on the distributed table');
+is(alice(q{SELECT status FROM gibbs_nb_train('spam_local', 'mail_local', 'tokens', label_column => 'label',
+                                             sweeps => 60, seed => 7, labels_table => 'spam_local_labels')}),
+	'succeeded', 'and on the local copy');
+is(alice(q{
+  SELECT (SELECT row(classes, log_pi, tokens, log_theta) FROM gibbs_nb.packed WHERE model_name = 'spam')
+       = (SELECT row(classes, log_pi, tokens, log_theta) FROM gibbs_nb.packed WHERE model_name = 'spam_local')}),
+	't', 'the same model from both');
+is($coord->safe_psql('postgres', q{
+  SELECT l.partmethod::text || ' ' || (l.colocationid = s.colocationid)::text
+  FROM pg_dist_partition l, pg_dist_partition s
+  WHERE l.logicalrelid = 'public.spam_labels'::regclass AND s.logicalrelid = 'public.mail'::regclass}),
+	'h true', 'the labels table is distributed, co-located with the source');
+is($coord->safe_psql('postgres',
+		"SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = 'public.spam_local_labels'::regclass"),
+	'0', "a local source's labels table stays local");
+is(alice(q{
+  EXPLAIN (COSTS OFF) SELECT count(*) FROM mail JOIN spam_labels USING (id)}) =~ /Task Count: 8/ ? 1 : 0,
+	1, 'a join of the source and its labels runs on the shards');
+is(alice(q{
+  SELECT count(*) FROM mail m JOIN spam_labels l USING (id)
+  JOIN spam_local_labels ll USING (id) WHERE l.label = ll.label}),
+	'403', 'every document labelled as on one node');
+
+# --- prediction on the workers, as alice ---
+like(alice("EXPLAIN (VERBOSE, COSTS OFF) SELECT id, gibbs_nb_predict('spam', tokens) FROM mail"),
+	qr/Task Count: 8.*Query: SELECT id, public\.gibbs_nb_predict\('spam'::text, tokens\)/s,
+	'gibbs_nb_predict runs in the shard queries, on the workers');
+is(alice(q{
+  CREATE TABLE on_workers AS SELECT id, gibbs_nb_predict('spam', tokens) AS label FROM mail;
+  CREATE TABLE on_one AS SELECT id, gibbs_nb_predict('spam', tokens) AS label FROM mail_local;
+  SELECT count(*) || ' ' || count(*) FILTER (WHERE w.label = o.label)
+  FROM on_workers w JOIN on_one o USING (id)}),
+	'403 403', "a non-superuser's prediction over the distributed table gives the labels of one node");
+is(alice(q{
+  SELECT count(*) FROM mail WHERE (gibbs_nb_predict_proba('spam', tokens))[1] BETWEEN 0 AND 1}),
+	'403', 'gibbs_nb_predict_proba too');
+
+# bob may not see alice's model: not on the coordinator, not on a worker
+($ret, $out, $err) = $coord->psql('postgres',
+	"SELECT count(gibbs_nb_predict('spam', tokens)) FROM mail_local",
+	extra_params => [ '-U', 'bob' ]);
+like($err, qr/permission denied for table mail_local/, 'bob cannot read the local copy');
+$coord->safe_psql('postgres', 'GRANT SELECT ON mail, mail_local TO bob');
+($ret, $out, $err) = $coord->psql('postgres',
+	"SELECT count(gibbs_nb_predict('spam', tokens)) FROM mail",
+	extra_params => [ '-U', 'bob' ]);
+like($err, qr/model "spam" does not exist/, "on the workers, bob does not see alice's model");
+is($workers[0]->safe_psql('postgres', q{
+  SET citus.show_shards_for_app_name_prefixes = '*';
+  SELECT count(*) FROM pg_class WHERE relname ~ '^packed_[0-9]+$'}),
+	'1', 'a worker holds a placement of gibbs_nb.packed');
+
+# a label trigger on a distributed table, firing on the workers
+alice(q{
+  CREATE TABLE inbox (id int PRIMARY KEY, tokens text[], predicted text);
+  SELECT create_distributed_table('inbox', 'id', colocate_with => 'mail');
+  SET citus.enable_unsafe_triggers = on;
+  CREATE TRIGGER label BEFORE INSERT OR UPDATE ON inbox
+    FOR EACH ROW EXECUTE FUNCTION gibbs_nb_label_trigger('spam', 'tokens', 'predicted');
+  INSERT INTO inbox SELECT id, tokens FROM mail;});
+is(alice(q{
+  SELECT count(*) || ' ' || count(*) FILTER (WHERE i.predicted = o.label)
+  FROM inbox i JOIN on_one o USING (id)}),
+	'403 403', 'a label trigger on a distributed table labels as on one node');
+
+# --- retraining on the coordinator, by hand and by pg_cron ---
+is(alice(q{SELECT version FROM gibbs_nb_retrain('spam')}), '2', 'gibbs_nb_retrain');
+is(alice(q{SELECT version || ' ' || count(*) FROM spam_labels GROUP BY version}),
+	'2 403', 'into the distributed labels table');
+# pg_cron lives on the coordinator only: not propagated to the workers
+$coord->safe_psql('postgres', 'SET citus.enable_ddl_propagation = off; CREATE EXTENSION pg_cron');
+my $jobid = $coord->safe_psql('postgres', q{
+  SELECT cron.schedule_in_database('retrain-spam', '* * * * *', $$SELECT gibbs_nb_retrain('spam')$$,
+                                   'postgres', 'alice')});
+ok($coord->poll_query_until('postgres', qq{
+  SELECT count(*) > 0 FROM cron.job_run_details WHERE jobid = $jobid AND status = 'succeeded'}),
+	'a pg_cron job on the coordinator retrains the model');
+$coord->safe_psql('postgres', "SELECT cron.unschedule($jobid)");
+cmp_ok(alice(q{SELECT max(version) FROM gibbs_nb.packed WHERE model_name = 'spam'}), '>=', 3,
+	'and publishes a new version, on every node');
+is($workers[1]->safe_psql('postgres', q{
+  SET citus.show_shards_for_app_name_prefixes = '*';
+  SELECT count(*) > 0 FROM pg_class WHERE relname ~ '^packed_[0-9]+$'}), 't',
+	'(the second worker too)');
+is(alice(q{SELECT count(*) FROM mail WHERE gibbs_nb_predict('spam', tokens) IS NOT NULL}),
+	'403', 'which the workers then predict with');
+
+# --- deploying and dropping: every node follows ---
+# a version from another seed, then version 1 deployed (an UPDATE of the
+# reference table): the workers predict with the deployed version, as the
+# coordinator does, from the next statement on
+is(alice(q{SELECT status FROM gibbs_nb_train('spam', 'mail', 'tokens', label_column => 'label',
+                                             sweeps => 40, seed => 99)}),
+	'succeeded', 'a version from another seed');
+alice(q{CREATE TABLE proba_latest AS
+        SELECT id, gibbs_nb_predict_proba('spam', tokens) AS p FROM mail});
+alice(q{SELECT gibbs_nb_deploy('spam', 1)});
+is(alice(q{
+  CREATE TABLE proba_workers AS SELECT id, gibbs_nb_predict_proba('spam', tokens) AS p FROM mail;
+  CREATE TABLE proba_one AS SELECT id, gibbs_nb_predict_proba('spam', tokens) AS p FROM mail_local;
+  SELECT count(*) FILTER (WHERE w.p = o.p) || ' ' || count(*) FILTER (WHERE w.p <> l.p)
+  FROM proba_workers w JOIN proba_one o USING (id) JOIN proba_latest l USING (id)}) =~ /^403 [1-9]/ ? 1 : 0,
+	1, 'after gibbs_nb_deploy the workers predict with the deployed version');
+is(alice(q{SELECT version || ' ' || count(*) FROM spam_labels GROUP BY version}),
+	'1 403', 'and the distributed labels table follows');
+is(alice(q{SELECT gibbs_nb_drop('spam_local')}), '1', 'gibbs_nb_drop (one version)');
+is($coord->safe_psql('postgres', "SELECT to_regclass('public.spam_local_labels') IS NULL"), 't',
+	'with its labels table');
+($ret, $out, $err) = $coord->psql('postgres',
+	"SELECT count(gibbs_nb_predict('spam_local', tokens)) FROM mail", extra_params => [ '-U', 'alice' ]);
+like($err, qr/model "spam_local" does not exist/, 'a dropped model is gone on the workers');
+
+$_->stop foreach (@workers, $coord);
+done_testing();
