@@ -241,7 +241,8 @@ pub_med=$(for r in "${!srv16[@]}"; do cut -d' ' -f3 <<<"${srv16[$r]}"; done | me
 mem16=$(for r in "${!srv16[@]}"; do cut -d' ' -f7 <<<"${srv16[$r]}"; done | median)
 read -r read1 _ pub1 _ _ _ mem1 <<<"${srv[paper]:-${srv[$(echo "$SAMPLERS" | awk '{print $1}')]}}"
 psql_q -c "SELECT gibbs_nb_drop('bench16')" -c "DROP TABLE mail16" -c "DROP TABLE IF EXISTS bench16_labels" >/dev/null
-echo "  gibbs_nb_train at 16x (96,736 e-mails, paper, $SCALE16_SWEEPS sweeps): read $read_med s, publish $pub_med s (1x: $read1 s, $pub1 s; medians of $REPEAT)"
+printf '  gibbs_nb_train at 16x (96,736 e-mails, paper, %d sweeps): read %.2f s, publish %.2f s (1x: %.2f s, %.2f s; medians of %d)\n' \
+  "$SCALE16_SWEEPS" "$read_med" "$pub_med" "$read1" "$pub1" "$REPEAT"
 
 # ---- 4. memory ----
 # What the worker must hold: the unlabelled documents' distinct words as
