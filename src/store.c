@@ -746,8 +746,9 @@ write_theta_sql(const GnbJobParams *params, const GnbCorpus *corpus,
 	MemoryContextDelete(batch_cxt);
 }
 
-/* Rows per table_multi_insert call of the bulk path. */
+/* Rows per table_multi_insert call of the bulk path: a word's K rows always fit. */
 #define THETA_BULK_BATCH 1000
+StaticAssertDecl(THETA_BULK_BATCH >= GNB_MAX_CLASSES, "a word's rows must fit in one batch");
 
 /* theta's columns, in the order write_theta_bulk fills them. */
 static const char *const theta_columns[] = {"model_name", "version", "class", "token",
