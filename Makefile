@@ -99,6 +99,13 @@ unit-asan: test/unit/test_core_asan
 unit-valgrind: test/unit/test_core
 	valgrind --error-exitcode=1 --leak-check=full -q test/unit/test_core
 
+# The benchmark suite (not part of the tests): the extension as users run it,
+# the core alone (test/bench/bench_core, src/core compiled unchanged, -O2 as
+# the server builds it) against numpy versions of both samplers, scaling,
+# memory, prediction and counting.  See test/bench/run-bench.sh.
+test/bench/bench_core: test/bench/bench_core.c $(CORE_SRC) $(CORE_HDR)
+	$(CC) $(CORE_CFLAGS) -D_POSIX_C_SOURCE=200809L -O2 -g -o $@ test/bench/bench_core.c $(CORE_SRC) -lm
+
 bench:
 	test/bench/run-bench.sh
 
@@ -116,7 +123,7 @@ check-sklearn: install
 bench-citus:
 	test/bench/citus-bench.sh
 
-EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan
+EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan test/bench/bench_core
 
 # ---- fuzzing: the libFuzzer targets of test/fuzz (clang) ----
 #   make fuzz                   build the targets, run each FUZZ_SECONDS (60)

@@ -23,14 +23,19 @@
  * must never silently pick up whatever model some other role made.
  */
 #include "gibbs_nb.h"
+#include "compat.h"
 
 #include <math.h>
 
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "commands/sequence.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -42,6 +47,8 @@
 #include "utils/float.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -750,10 +757,13 @@ gnb_int4_array(const int32 *values, int n)
 }
 
 
-/* theta-hat rows, batched over words, one statement per class and batch. */
+/*
+ * theta-hat rows through SQL, batched over words, one statement per class and
+ * batch: the general path, for a table the bulk path below cannot write.
+ */
 static void
-write_theta(const GnbJobParams *params, const GnbCorpus *corpus,
-			const gnb_result *result, int32 version)
+write_theta_sql(const GnbJobParams *params, const GnbCorpus *corpus,
+				const gnb_result *result, int32 version)
 {
 	int32		V = corpus->n_words;
 	Oid			types[6] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
@@ -786,6 +796,182 @@ write_theta(const GnbJobParams *params, const GnbCorpus *corpus,
 		CHECK_FOR_INTERRUPTS();
 	}
 	MemoryContextDelete(batch_cxt);
+}
+
+/* Rows per table_multi_insert call of the bulk path: a word's K rows always fit. */
+#define THETA_BULK_BATCH 1000
+StaticAssertDecl(THETA_BULK_BATCH >= GNB_MAX_CLASSES, "a word's rows must fit in one batch");
+
+/* theta's columns, in the order write_theta_bulk fills them. */
+static const char *const theta_columns[] = {"model_name", "version", "class", "token",
+"probability", "owner"};
+static const Oid theta_column_types[] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, FLOAT8OID, TEXTOID};
+
+#define THETA_NCOLUMNS lengthof(theta_columns)
+
+/*
+ * Can theta (opened, the extension's owner the current user) take the bulk
+ * path, with exactly the effect the INSERT of write_theta_sql would have?
+ * That INSERT stores the row and its index entries and does nothing else
+ * when: the table is a plain table; the current user may insert into it and
+ * row security does not apply to it (the owner, without FORCE ROW LEVEL
+ * SECURITY: an applying policy would be a check the bulk path cannot make);
+ * it has no triggers, CHECK constraints, generated or defaulted columns
+ * beyond ours (every column not dropped is one of the six, of its type).
+ * Fills attnum[] with the columns' positions.
+ */
+static bool
+theta_bulk_writable(Relation rel, AttrNumber *attnum)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	Oid			relid = RelationGetRelid(rel);
+	int			ours = 0;
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != NULL)
+		return false;
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		return false;
+	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return false;
+	if (desc->constr && (desc->constr->num_check > 0 || desc->constr->has_generated_stored))
+		return false;
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		int			c;
+
+		if (att->attisdropped)
+			continue;
+		for (c = 0; c < THETA_NCOLUMNS; c++)
+			if (strcmp(NameStr(att->attname), theta_columns[c]) == 0)
+				break;
+		if (c == THETA_NCOLUMNS || att->atttypid != theta_column_types[c])
+			return false;
+		attnum[c] = att->attnum;
+		ours++;
+	}
+	return ours == THETA_NCOLUMNS;
+}
+
+/*
+ * theta-hat rows straight through the table access method, as COPY FROM
+ * writes: table_multi_insert a batch of rows (one WAL record per page, not
+ * per row), then their index entries.  Returns false, having written
+ * nothing, if the table is not one it may write this way
+ * (theta_bulk_writable).  Runs as the extension's owner, in the caller's
+ * transaction: the rows become visible with everything else at its commit.
+ */
+static bool
+write_theta_bulk(const GnbJobParams *params, const GnbCorpus *corpus,
+				 const gnb_result *result, int32 version)
+{
+	int32		V = corpus->n_words;
+	int32		K = corpus->n_classes;
+	Oid			relid = get_relname_relid("theta", get_namespace_oid(GNB_SCHEMA, false));
+	Relation	rel;
+	AttrNumber	attnum[THETA_NCOLUMNS];
+	EState	   *estate;
+	ResultRelInfo *rri;
+	TupleTableSlot **slots;
+	BulkInsertState bistate;
+	CommandId	cid;
+	MemoryContext batch_cxt;
+	Datum		model_name = CStringGetTextDatum(params->model_name);
+	Datum		owner = CStringGetTextDatum(params->model_owner);
+	Datum	   *classes = palloc(sizeof(Datum) * K);
+	int			n = 0;
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "gibbs_nb.theta is missing");
+	rel = table_open(relid, RowExclusiveLock);
+	if (!theta_bulk_writable(rel, attnum))
+	{
+		table_close(rel, RowExclusiveLock);
+		return false;
+	}
+	for (int32 k = 0; k < K; k++)
+		classes[k] = CStringGetTextDatum(corpus->classes[k]);
+
+	estate = CreateExecutorState();
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	slots = palloc(sizeof(TupleTableSlot *) * THETA_BULK_BATCH);
+	for (int i = 0; i < THETA_BULK_BATCH; i++)
+		slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(rel), table_slot_callbacks(rel));
+	bistate = GetBulkInsertState();
+	cid = GetCurrentCommandId(true);
+	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb theta batch",
+									  ALLOCSET_DEFAULT_SIZES);
+
+	/* word-major, as the SQL path's rows: each word's K rows together */
+	for (int32 w = 0; w < V; w++)
+	{
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		Datum		token = CStringGetTextDatum(corpus->tokens[w]);
+
+		for (int32 k = 0; k < K; k++)
+		{
+			TupleTableSlot *slot = slots[n++];
+
+			ExecClearTuple(slot);
+			memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
+			slot->tts_values[attnum[0] - 1] = model_name;
+			slot->tts_values[attnum[1] - 1] = Int32GetDatum(version);
+			slot->tts_values[attnum[2] - 1] = classes[k];
+			slot->tts_values[attnum[3] - 1] = token;
+			slot->tts_values[attnum[4] - 1] = Float8GetDatum(result->theta[(int64) k * V + w]);
+			slot->tts_values[attnum[5] - 1] = owner;
+			for (int c = 0; c < THETA_NCOLUMNS; c++)
+				slot->tts_isnull[attnum[c] - 1] = false;
+			ExecStoreVirtualTuple(slot);
+		}
+		MemoryContextSwitchTo(old);
+		if (n + K > THETA_BULK_BATCH || w == V - 1)
+		{
+			old = MemoryContextSwitchTo(batch_cxt);
+			table_multi_insert(rel, slots, n, cid, 0, bistate);
+			for (int i = 0; i < n; i++)
+			{
+				List	   *conflicts = gnb_insert_index_tuples(rri, slots[i], estate);
+
+				list_free(conflicts);
+				ExecClearTuple(slots[i]);
+			}
+			MemoryContextSwitchTo(old);
+			ResetPerTupleExprContext(estate);
+			MemoryContextReset(batch_cxt);
+			n = 0;
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+
+	FreeBulkInsertState(bistate);
+	for (int i = 0; i < THETA_BULK_BATCH; i++)
+		ExecDropSingleTupleTableSlot(slots[i]);
+	ExecCloseIndices(rri);
+	FreeExecutorState(estate);
+	MemoryContextDelete(batch_cxt);
+	table_close(rel, NoLock);
+	return true;
+}
+
+/*
+ * theta-hat rows: V x K of them, the bulk of a version.  The bulk path when
+ * the table allows it (it always does as the extension creates it), else SQL.
+ */
+static void
+write_theta(const GnbJobParams *params, const GnbCorpus *corpus,
+			const gnb_result *result, int32 version)
+{
+	GnbPrivilegeState priv;
+	bool		done;
+
+	gnb_become_internal(&priv);
+	done = write_theta_bulk(params, corpus, result, version);
+	gnb_restore_user(&priv);
+	if (!done)
+		write_theta_sql(params, corpus, result, version);
 }
 
 /* pi-hat rows: K of them. */

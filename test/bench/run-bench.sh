@@ -1,22 +1,57 @@
 #!/usr/bin/env bash
-# Training benchmark on the SpamAssassin corpus (`make bench`).
+# The benchmark suite (`make bench`; not part of the tests).
 #
-# 6,046 e-mails, K = 2, the labels of the even ids hidden (3,023 documents),
-# tokens from the corpus README's tokenizer
+# Corpus: SpamAssassin, 6,046 e-mails, K = 2, the labels of the even ids
+# hidden (3,023 documents), tokens from the corpus README's tokenizer
 #   array(select m[1] from regexp_matches(lower(body), '([a-z0-9'']+)', 'g') m)
-# For each sampler, REPEAT runs (default 3) of SWEEPS sweeps (default 1000),
-# seed 42 + run: prints per run the seconds spent reading, sampling and
-# publishing, ms per sweep, seconds end to end, and the accuracy on the
-# hidden labels; then the median of each.  Runs on a throwaway cluster.
+# Every figure is the median of REPEAT runs (default 3); ratios are taken
+# between runs of the same invocation, interleaved.  Sections:
+#  1. gibbs_nb_train as users run it, each sampler, SWEEPS sweeps (default
+#     1000): seconds to read, sample and publish, ms per sweep, end to end,
+#     accuracy on the hidden labels, the worker's peak private memory
+#     (RssAnon of its process, polled every 20 ms); publishing's two ways of
+#     writing theta against each other.
+#  2. The sampler core alone (test/bench/bench_core: src/core compiled
+#     unchanged, fed the same documents, word ids, K and hidden labels,
+#     exported from the database) against numpy versions of each sampler
+#     (test/bench/numpy_samplers.py, Debian's python3-numpy and
+#     python3-scipy): ms per sweep, ns per (unlabelled document-word pair x
+#     class) for the whole sweep and, by perf's split of a sweep, for the
+#     label step alone; ns per Gamma draw of the theta step; a perf profile
+#     of a sweep.
+#  3. Scaling: the core on the corpus replicated 1x, 4x, 16x (same
+#     vocabulary) and on synthetic corpora of the same shape with K = 2, 8,
+#     32; the extension's read and publish at 16x.
+#  4. Memory: the worker's and the core's peak against the data they must
+#     hold (pairs as 32-bit ids and counts, the vocabulary, K x V counts).
+#  5. gibbs_nb_predict against SQL joins; 6. gibbs_nb_class_counts against
+#     GROUP BY.
+# Runs on a throwaway cluster; installs what it needs (scripts/install-deps.sh,
+# then python3-numpy, python3-scipy and linux-perf from apt).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 SWEEPS=${SWEEPS:-1000}
 REPEAT=${REPEAT:-3}
 SAMPLERS=${SAMPLERS:-"paper collapsed"}
+CORE_SWEEPS=${CORE_SWEEPS:-200}
+NUMPY_SWEEPS_paper=${NUMPY_SWEEPS_paper:-20}
+NUMPY_SWEEPS_collapsed=${NUMPY_SWEEPS_collapsed:-4}
+SCALE_SWEEPS=${SCALE_SWEEPS:-20}
+SCALE16_SWEEPS=${SCALE16_SWEEPS:-10}
+PY=/usr/bin/python3
+out=test/bench/out
+mkdir -p "$out"
 
 scripts/install-deps.sh
-make -s >/dev/null && make -s install >/dev/null
+need=()
+for pkg in python3-numpy python3-scipy linux-perf; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
+fi
+make -s >/dev/null && make -s install >/dev/null && make -s test/bench/bench_core >/dev/null
 corpus=$(test/bench/fetch-corpus.sh)
 
 # shellcheck source=../cluster.sh
@@ -24,7 +59,12 @@ source test/cluster.sh
 export PGOPTIONS="-c client_min_messages=warning"
 cluster_start "$(mktemp -d /tmp/gibbs_nb_bench.XXXXXX)" "shared_buffers = 256MB"
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# the value of key=value pair $2 in line $1
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo)"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "corpus: $corpus"
 psql_q -c "CREATE EXTENSION gibbs_nb" \
        -c "CREATE TABLE mail (id int PRIMARY KEY, truth text, folder text, body text,
@@ -38,38 +78,213 @@ SQL
 psql_q -At -F ' ' -c "SELECT 'documents', count(*), 'tokens', sum(cardinality(tokens)),
                              'labelled', count(label) FROM mail"
 
-printf '\n%-10s %3s %8s %9s %9s %11s %11s %9s\n' sampler run read_s sample_s publish_s ms/sweep end2end_s accuracy
+# Train model $1 on table $2 with sampler $3, $4 sweeps, seed $5, while
+# polling the worker's RssAnon.  Prints the job's read, sample and publish
+# seconds, ms per sweep, seconds end to end, accuracy on the hidden labels
+# and the worker's peak RssAnon in MB.
+train_measured() {
+  local model=$1 table=$2 sampler=$3 sweeps=$4 seed=$5 pid="" peak=0 k v _ job line
+  psql_q -At -c "SELECT t.job_id FROM gibbs_nb_train('$model', '$table', 'tokens', 'label',
+                   sampler => '$sampler', sweeps => $sweeps, seed => $seed) t" >"$out/job.$$" &
+  local trainer=$!
+  while [ -z "$pid" ] && kill -0 "$trainer" 2>/dev/null; do
+    pid=$(psql_q -At -c "SELECT worker_pid FROM gibbs_nb.jobs WHERE model_name = '$model'
+                           AND status = 'running' AND worker_pid IS NOT NULL LIMIT 1")
+    [ -n "$pid" ] || sleep 0.02
+  done
+  while [ -n "$pid" ] && [ -r "/proc/$pid/status" ]; do
+    while read -r k v _; do
+      if [ "$k" = RssAnon: ] && [ "$v" -gt "$peak" ]; then peak=$v; fi
+    done <"/proc/$pid/status" 2>/dev/null || true
+    sleep 0.02
+  done
+  wait "$trainer"
+  job=$(cat "$out/job.$$")
+  line=$(psql_q -At -F ' ' -c "
+    SELECT j.read_seconds, j.sample_seconds, j.publish_seconds,
+           1000 * j.sample_seconds / j.sweeps,
+           extract(epoch FROM j.finished_at - j.started_at),
+           (SELECT avg((l.label = m.truth)::int) FROM ${model}_labels l
+              JOIN $table m USING (id) WHERE m.label IS NULL)
+    FROM gibbs_nb.jobs j WHERE j.job_id = $job")
+  echo "$line $(awk -v p="$peak" 'BEGIN { printf "%.1f", p / 1024 }')"
+}
+
+# ---- 1. training as users run it ----
+echo
+echo "1. gibbs_nb_train, $SWEEPS sweeps, one chain (worker_MB: peak RssAnon of the worker)"
+printf '%-10s %3s %8s %9s %9s %9s %11s %9s %9s\n' sampler run read_s sample_s publish_s ms/sweep end2end_s accuracy worker_MB
+declare -A srv
 for sampler in $SAMPLERS; do
   results=()
   for run in $(seq 1 "$REPEAT"); do
-    line=$(psql_q -At -F ' ' <<SQL
-SELECT t.job_id FROM gibbs_nb_train('bench_$sampler', 'mail', 'tokens', 'label',
-                                    sampler => '$sampler', sweeps => $SWEEPS,
-                                    seed => $((41 + run))) t \gset
-SELECT j.read_seconds, j.sample_seconds, j.publish_seconds,
-       1000 * j.sample_seconds / j.sweeps,
-       extract(epoch FROM j.finished_at - j.started_at),
-       (SELECT avg((l.label = m.truth)::int) FROM bench_${sampler}_labels l
-          JOIN mail m USING (id) WHERE m.id % 2 = 0)
-FROM gibbs_nb.jobs j WHERE j.job_id = :job_id;
-SQL
-)
-    read -r read_s sample_s publish_s ms end2end acc <<<"$line"
-    printf '%-10s %3d %8.2f %9.2f %9.2f %11.2f %11.2f %9.4f\n' "$sampler" "$run" \
-      "$read_s" "$sample_s" "$publish_s" "$ms" "$end2end" "$acc"
+    line=$(train_measured "bench_$sampler" mail "$sampler" "$SWEEPS" $((41 + run)))
+    read -r read_s sample_s publish_s ms end2end acc mem <<<"$line"
+    printf '%-10s %3d %8.2f %9.2f %9.2f %9.2f %11.2f %9.4f %9.1f\n' "$sampler" "$run" \
+      "$read_s" "$sample_s" "$publish_s" "$ms" "$end2end" "$acc" "$mem"
     results+=("$line")
   done
   medians=()
-  for col in 1 2 3 4 5 6; do
-    medians+=("$(printf '%s\n' "${results[@]}" | cut -d' ' -f"$col" | sort -g |
-                 awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')")
+  for col in 1 2 3 4 5 6 7; do
+    medians+=("$(printf '%s\n' "${results[@]}" | cut -d' ' -f"$col" | median)")
   done
-  printf '%-10s %3s %8.2f %9.2f %9.2f %11.2f %11.2f %9.4f\n' "$sampler" med "${medians[@]}"
+  srv[$sampler]="${medians[*]}"
+  printf '%-10s %3s %8.2f %9.2f %9.2f %9.2f %11.2f %9.4f %9.1f\n' "$sampler" med "${medians[@]}"
 done
 psql_q -At -c "SELECT 'vocabulary ' || vocabulary_size || ', tokens ' || n_tokens
                FROM gibbs_nb.models ORDER BY created_at DESC LIMIT 1"
 
-# ---- prediction: gibbs_nb_predict against the same classification as a SQL join ----
+# ---- 1b. the two ways publishing writes theta ----
+# theta goes in by table_multi_insert unless gibbs_nb.theta is not as the
+# extension made it (a trigger, among other things): then by INSERT
+# statements.  A no-op statement trigger sends a training down that path.
+# Alternating, the same model (10 sweeps), retention high enough that no
+# publish also deletes a version.
+psql_q -c "CREATE FUNCTION bench_noop() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END'"
+train_measured bench_ab mail paper 10 42 >/dev/null
+psql_q -c "SELECT gibbs_nb_set_retention('bench_ab', 100)" >/dev/null
+pub_bulk=(); pub_sql=()
+for run in $(seq 1 "$REPEAT"); do
+  pub_bulk+=("$(train_measured bench_ab mail paper 10 42 | cut -d' ' -f3)")
+  psql_q -c "CREATE TRIGGER bench_sql_path AFTER INSERT ON gibbs_nb.theta
+               FOR EACH STATEMENT EXECUTE FUNCTION bench_noop()"
+  pub_sql+=("$(train_measured bench_ab mail paper 10 42 | cut -d' ' -f3)")
+  psql_q -c "DROP TRIGGER bench_sql_path ON gibbs_nb.theta"
+done
+psql_q -c "SELECT gibbs_nb_drop('bench_ab')" -c "DROP FUNCTION bench_noop()" >/dev/null
+pub_bulk_med=$(printf '%s\n' "${pub_bulk[@]}" | median)
+pub_sql_med=$(printf '%s\n' "${pub_sql[@]}" | median)
+printf 'publish, theta by table_multi_insert: %s s; by INSERT statements: %s s; medians %.2f and %.2f s (%.2fx)\n' \
+  "${pub_bulk[*]}" "${pub_sql[*]}" "$pub_bulk_med" "$pub_sql_med" \
+  "$(awk -v a="$pub_bulk_med" -v b="$pub_sql_med" 'BEGIN { print a / b }')"
+
+# ---- 2. the core alone against numpy ----
+psql -X -v ON_ERROR_STOP=1 -f test/bench/export-corpus.sql >"$out/corpus.txt"
+bc=test/bench/bench_core
+echo
+echo "2. the sampler core (bench_core, $CORE_SWEEPS sweeps) against numpy ($("$PY" -c 'import numpy, scipy; print("numpy", numpy.__version__, "scipy", scipy.__version__)')), same documents"
+printf '%-10s %3s %10s %12s %10s %9s %8s %9s\n' sampler run C_ms/sweep C_ns/pair*K np_ms/sweep ratio C_acc np_acc
+declare -A core
+for sampler in $SAMPLERS; do
+  np_sweeps_var=NUMPY_SWEEPS_$sampler
+  c_ms=(); c_ns=(); n_ms=(); ratios=()
+  for run in $(seq 1 "$REPEAT"); do
+    cl=$("$bc" real "$out/corpus.txt" "$sampler" "$CORE_SWEEPS" 1)
+    nl=$("$PY" test/bench/numpy_samplers.py "$out/corpus.txt" "$sampler" "${!np_sweeps_var}")
+    c=$(field "$cl" ms_per_sweep); n=$(field "$nl" ms_per_sweep)
+    r=$(awk -v c="$c" -v n="$n" 'BEGIN { printf "%.2f", n / c }')
+    c_ms+=("$c"); c_ns+=("$(field "$cl" ns_per_pair_class)"); n_ms+=("$n"); ratios+=("$r")
+    printf '%-10s %3d %10.2f %12.2f %10.1f %8.1fx %8.4f %9.4f\n' "$sampler" "$run" "$c" \
+      "$(field "$cl" ns_per_pair_class)" "$n" "$r" "$(field "$cl" accuracy)" "$(field "$nl" accuracy)"
+  done
+  core[$sampler]="$(printf '%s\n' "${c_ms[@]}" | median) $(printf '%s\n' "${c_ns[@]}" | median) $(printf '%s\n' "${n_ms[@]}" | median) $(printf '%s\n' "${ratios[@]}" | median)"
+  read -r a b c d <<<"${core[$sampler]}"
+  printf '%-10s %3s %10.2f %12.2f %10.1f %8.1fx\n' "$sampler" med "$a" "$b" "$c" "$d"
+done
+echo "  (pairs: distinct words of an unlabelled document; ratio: numpy / C of the same run, median of the runs' ratios)"
+g=(); for run in $(seq 1 "$REPEAT"); do g+=("$(field "$("$bc" gamma "$out/corpus.txt")" ns_per_gamma_draw)"); done
+gamma_ns=$(printf '%s\n' "${g[@]}" | median)
+echo "  gnb_rng_log_gamma over the theta step's shapes: ${gamma_ns} ns per draw (median of $REPEAT; each the fastest of 5 blocks)"
+cl=$("$bc" real "$out/corpus.txt" paper 2 1)
+echo "  per paper sweep: $(field "$cl" gamma_draws_per_sweep) Gamma draws ($(field "$cl" active_words) words of unlabelled documents x K + K), $(field "$cl" pairs) pairs x K = 2"
+
+# A sweep's profile: perf on a build of the same code that keeps the steps
+# as separate functions (-fno-inline-functions-called-once), inclusive shares
+# normalised to run_chain (the sweeps).
+prof_bin=$out/bench_core_prof
+cc -std=c11 -O2 -g -fno-omit-frame-pointer -fno-inline-functions-called-once -D_POSIX_C_SOURCE=200809L \
+   -Isrc/core -o "$prof_bin" test/bench/bench_core.c src/core/gnb_rng.c src/core/gnb_sampler.c -lm
+declare -A label_share theta_share
+for sampler in $SAMPLERS; do
+  perf record -q --call-graph dwarf,16384 -F 1000 -o "$out/perf.$sampler.data" \
+    "$prof_bin" real "$out/corpus.txt" "$sampler" 60 1 >/dev/null 2>&1
+  perf report -q -i "$out/perf.$sampler.data" --children --sort sym -g none 2>/dev/null |
+    awk '$3 == "[.]" { gsub("%", "", $1); print $1, $4 }' >"$out/perf.$sampler.txt"
+  rc=$(awk '$2 == "run_chain" { print $1; exit }' "$out/perf.$sampler.txt")
+  echo "  where a $sampler sweep goes (perf, inclusive, % of the sweeps):"
+  awk -v rc="$rc" '$2 ~ /^(label_step_|theta_step|move_doc|accumulate_kept|gnb_rng_|__ieee754_|lgamma|exp|log|compute_word_terms|log_joint_from_counts)/ && !seen[$2]++ {
+      printf "    %-28s %5.1f%%\n", $2, 100 * $1 / rc }' "$out/perf.$sampler.txt" | head -12
+  label_share[$sampler]=$(awk -v rc="$rc" '$2 ~ /^label_step_/ { printf "%.4f", $1 / rc; exit }' "$out/perf.$sampler.txt")
+  theta_share[$sampler]=$(awk -v rc="$rc" '$2 == "theta_step" { printf "%.4f", $1 / rc; exit }' "$out/perf.$sampler.txt")
+done
+pairs=$(field "$cl" pairs); draws=$(field "$cl" gamma_draws_per_sweep)
+for sampler in $SAMPLERS; do
+  read -r ms _ <<<"${core[$sampler]}"
+  awk -v s="$sampler" -v ms="$ms" -v ls="${label_share[$sampler]:-}" -v ts="${theta_share[$sampler]:-}" \
+      -v p="$pairs" -v d="$draws" 'BEGIN {
+    if (ls != "") printf "  %s label step: %.2f ms per sweep, %.2f ns per pair x class\n", s, ms * ls, ms * ls * 1e6 / (p * 2)
+    if (ts != "") printf "  %s theta step: %.2f ms per sweep, %.1f ns per Gamma draw (draw and normalisation)\n", s, ms * ts, ms * ts * 1e6 / d
+  }'
+done
+# ---- 3. scaling ----
+echo
+echo "3. scaling: the core, $SCALE_SWEEPS sweeps, ms per sweep (median of $REPEAT)"
+printf '%-10s %6s %10s %10s %12s %14s\n' sampler corpus pairs ms/sweep ns/pair*K 'vs 1x per pair'
+declare -A mem
+for sampler in $SAMPLERS; do
+  base=""
+  for rep in 1 4 16; do
+    ms=(); line=""
+    for run in $(seq 1 "$REPEAT"); do
+      line=$("$bc" real "$out/corpus.txt" "$sampler" "$SCALE_SWEEPS" "$rep")
+      ms+=("$(field "$line" ms_per_sweep)")
+    done
+    m=$(printf '%s\n' "${ms[@]}" | median)
+    [ -n "$base" ] || base=$m
+    mem[$sampler.$rep]="$(field "$line" core_peak_bytes) $(field "$line" corpus_bytes) $(field "$line" maxrss_kb) $(field "$line" pairs) $(field "$line" words) $(field "$line" classes)"
+    awk -v s="$sampler" -v r="$rep" -v p="$(field "$line" pairs)" -v m="$m" -v b="$base" 'BEGIN {
+      printf "%-10s %5dx %10d %10.2f %12.2f %13.2fx\n", s, r, p, m, m * 1e6 / (p * 2), (m / r) / b }'
+  done
+done
+printf '%-10s %6s %10s %10s %12s\n' sampler K pairs ms/sweep ns/pair*K
+for sampler in $SAMPLERS; do
+  for k in 2 8 32; do
+    ms=(); line=""
+    for run in $(seq 1 "$REPEAT"); do
+      line=$("$bc" synth "$out/corpus.txt" "$sampler" "$SCALE_SWEEPS" "$k")
+      ms+=("$(field "$line" ms_per_sweep)")
+    done
+    m=$(printf '%s\n' "${ms[@]}" | median)
+    awk -v s="$sampler" -v k="$k" -v p="$(field "$line" pairs)" -v m="$m" -v acc="$(field "$line" accuracy)" 'BEGIN {
+      printf "%-10s %6d %10d %10.2f %12.2f   (synthetic, accuracy %.3f)\n", s, k, p, m, m * 1e6 / (p * k), acc }'
+  done
+done
+
+# The extension at 16x: the documents repeated with new ids, same hidden labels.
+psql_q <<'SQL'
+CREATE TABLE mail16 AS
+  SELECT m.id + 100000 * r AS id, m.truth, m.tokens, m.label FROM mail m, generate_series(0, 15) r;
+ALTER TABLE mail16 ADD PRIMARY KEY (id);
+VACUUM ANALYZE mail16;
+SQL
+declare -A srv16
+for run in $(seq 1 "$REPEAT"); do
+  srv16[$run]=$(train_measured bench16 mail16 paper "$SCALE16_SWEEPS" $((41 + run)))
+done
+read_med=$(for r in "${!srv16[@]}"; do cut -d' ' -f1 <<<"${srv16[$r]}"; done | median)
+pub_med=$(for r in "${!srv16[@]}"; do cut -d' ' -f3 <<<"${srv16[$r]}"; done | median)
+mem16=$(for r in "${!srv16[@]}"; do cut -d' ' -f7 <<<"${srv16[$r]}"; done | median)
+read -r read1 _ pub1 _ _ _ mem1 <<<"${srv[paper]:-${srv[$(echo "$SAMPLERS" | awk '{print $1}')]}}"
+psql_q -c "SELECT gibbs_nb_drop('bench16')" -c "DROP TABLE mail16" -c "DROP TABLE IF EXISTS bench16_labels" >/dev/null
+printf '  gibbs_nb_train at 16x (96,736 e-mails, paper, %d sweeps): read %.2f s, publish %.2f s (1x: %.2f s, %.2f s; medians of %d)\n' \
+  "$SCALE16_SWEEPS" "$read_med" "$pub_med" "$read1" "$pub1" "$REPEAT"
+
+# ---- 4. memory ----
+# What the worker must hold: the unlabelled documents' distinct words as
+# 32-bit ids and counts, the vocabulary's text, K x V counts (8-byte).
+vocab_bytes=$(psql_q -At -c "SELECT sum(octet_length(tok)) FROM (SELECT DISTINCT unnest(tokens) tok FROM mail) s")
+echo
+echo "4. memory: peak against the data that must be held (pairs x 8 B + vocabulary text + K x V x 8 B)"
+for rep in 1 16; do
+  read -r cpeak cbytes rss pairs_r words classes <<<"${mem[paper.$rep]}"
+  need=$(awk -v p="$pairs_r" -v v="$vocab_bytes" -v w="$words" -v k="$classes" 'BEGIN { printf "%.0f", p * 8 + v + w * k * 8 }')
+  if [ "$rep" = 1 ]; then wmem=$mem1; else wmem=$mem16; fi
+  awk -v r="$rep" -v n="$need" -v c="$cpeak" -v cb="$cbytes" -v rss="$rss" -v w="$wmem" 'BEGIN {
+    printf "  %2dx: must hold %6.1f MB; worker peak RssAnon %6.1f MB (%.2fx); core alone: its allocations %6.1f MB + corpus %6.1f MB (%.2fx), process max RSS %6.1f MB\n",
+      r, n / 1048576, w, w * 1048576 / n, c / 1048576, cb / 1048576, (c + cb) / n, rss / 1024 }'
+done
+
+# ---- 5. prediction: gibbs_nb_predict against the same classification as a SQL join ----
 model=bench_$(echo "$SAMPLERS" | awk '{print $1}')
 # ms of each run of a statement, one per line, all in one session
 time_runs() {
@@ -77,17 +292,16 @@ time_runs() {
   for _ in $(seq 1 "$runs"); do args+=(-c "$sql"); done
   psql -X -q -At -c '\timing on' "${args[@]}" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
 # The baselines, as MADlib's Naive Bayes classifies: the documents' tokens
 # joined with the class-conditional probabilities, summed in logs per
 # document and class, the best class kept.  "theta join" is that over
 # gibbs_nb.theta itself (its primary key indexes the token); "log-table join"
 # is a stronger variant over a table of precomputed logs indexed on token.
-# Both after ANALYZE: without it the planner expects 10 tokens per document
-# and the theta join ran for over ten minutes.
+# Both after ANALYZE (without it the planner expects 10 tokens per document
+# and the theta join ran for over ten minutes) and after VACUUM of theta.
 psql_q <<SQL
-ANALYZE mail; ANALYZE gibbs_nb.theta; ANALYZE gibbs_nb.pi;
+-- the models dropped above leave dead rows the theta join would wade through
+VACUUM ANALYZE gibbs_nb.theta; VACUUM ANALYZE gibbs_nb.pi; ANALYZE mail;
 CREATE VIEW join_theta_labels AS
   SELECT DISTINCT ON (id) id, class AS label FROM (
     SELECT m.id, t.class, sum(ln(t.probability)) + max(ln(p.probability)) AS score
@@ -119,13 +333,23 @@ differing=$(psql_q -At -c "SELECT count(*) FROM join_theta_labels b JOIN mail m 
                            WHERE gibbs_nb_predict('$model', m.tokens) <> b.label")
 first_call=$(for _ in 1 2 3 4 5; do time_runs "SELECT gibbs_nb_classes('$model')" 1; done | median)
 warm_call=$(time_runs "SELECT gibbs_nb_classes('$model')" 6 | tail -n 5 | median)
-predict_ms=$(time_runs "SELECT count(gibbs_nb_predict('$model', tokens)) FROM mail" 4 | tail -n 3 | median)
-join_ms=$(time_runs "SELECT count(label) FROM join_theta_labels" 3 | median)
+# interleaved: each run's ratio is predict (warm, second call of its
+# session) against the theta join run right after it
+p_ms=(); j_ms=(); p_ratios=()
+for run in $(seq 1 "$REPEAT"); do
+  p=$(time_runs "SELECT count(gibbs_nb_predict('$model', tokens)) FROM mail" 2 | tail -n 1)
+  j=$(time_runs "SELECT count(label) FROM join_theta_labels" 1)
+  p_ms+=("$p"); j_ms+=("$j"); p_ratios+=("$(awk -v p="$p" -v j="$j" 'BEGIN { printf "%.1f", j / p }')")
+done
+predict_ms=$(printf '%s\n' "${p_ms[@]}" | median)
+join_ms=$(printf '%s\n' "${j_ms[@]}" | median)
+predict_ratio=$(printf '%s\n' "${p_ratios[@]}" | median)
+predict_ratio_min=$(printf '%s\n' "${p_ratios[@]}" | sort -g | head -n 1)
 logjoin_ms=$(time_runs "SELECT count(label) FROM join_logtable_labels" 3 | median)
 plans=$(for v in "SELECT count(gibbs_nb_predict('$model', tokens)) FROM mail" "SELECT count(label) FROM join_theta_labels"; do
           psql_q -At -c "EXPLAIN $v" | grep -o 'Workers Planned: [0-9]*' | head -1 || true; done | tr '\n' ';')
 echo
-echo "prediction with model $model ($rows e-mails; labels differing between the two methods: $differing)"
+echo "5. prediction with model $model ($rows e-mails; labels differing between the two methods: $differing)"
 echo "  parallel workers planned (predict; theta join): ${plans:-none}"
 awk -v r="$rows" -v p="$predict_ms" -v j="$join_ms" -v l="$logjoin_ms" -v f="$first_call" -v w="$warm_call" 'BEGIN {
   printf "  gibbs_nb_predict:  %8.1f ms  %9.0f rows/s   (median of 3, model cached)\n", p, r / p * 1000
@@ -133,8 +357,9 @@ awk -v r="$rows" -v p="$predict_ms" -v j="$join_ms" -v l="$logjoin_ms" -v f="$fi
   printf "  log-table join:    %8.1f ms  %9.0f rows/s   (median of 3)  ratio %5.1f x\n", l, r / l * 1000, l / p
   printf "  first call in a fresh backend: %.1f ms (median of 5; library and model load); cached call: %.2f ms\n", f, w
 }'
+echo "  predict vs theta join, each run: ${p_ratios[*]} (x)"
 
-# ---- class word counts: gibbs_nb_class_counts against GROUP BY ----
+# ---- 6. class word counts: gibbs_nb_class_counts against GROUP BY ----
 # The labelled half's class x word counts, serially and with 2 parallel
 # workers (the table is small enough that the planner would pick 1).
 psql_q -c "ALTER TABLE mail SET (parallel_workers = 2)"
@@ -145,10 +370,32 @@ same=$(psql_q -At -c "SELECT count(*) FROM (
          (SELECT label, tok, count(*) FROM mail, unnest(tokens) tok WHERE label IS NOT NULL GROUP BY 1, 2)
          EXCEPT SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail))) d")
 echo
-echo "class word counts of the labelled half (rows differing from GROUP BY: $same)"
+echo "6. class word counts of the labelled half (rows differing from GROUP BY: $same)"
+declare -A cc
 for workers in 0 2; do
   agg_ms=$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=$workers" time_runs "$agg" 4 | tail -n 3 | median)
   grp_ms=$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=$workers" time_runs "$grp" 3 | median)
   awk -v w="$workers" -v a="$agg_ms" -v g="$grp_ms" 'BEGIN {
     printf "  %d parallel workers: gibbs_nb_class_counts %7.1f ms, GROUP BY %7.1f ms, ratio %4.1f x   (medians of 3)\n", w, a, g, g / a }'
+  cc[$workers]="$agg_ms $grp_ms"
 done
+
+# ---- summary: the issue's table ----
+first=$(echo "$SAMPLERS" | awk '{print $1}')
+echo
+echo "summary (medians of $REPEAT; ratios from the same run; load average now $(cut -d' ' -f1-3 /proc/loadavg))"
+for sampler in $SAMPLERS; do
+  read -r _ _ _ sms _ <<<"${srv[$sampler]}"
+  read -r cms _ nms ratio <<<"${core[$sampler]}"
+  printf '  %-34s %7.2f ms in the worker, %6.2f ms in bench_core; numpy %6.1f ms: %5.1fx\n' \
+    "$sampler per sweep" "$sms" "$cms" "$nms" "$ratio"
+done
+read -r read_s _ pub_s _ e2e _ <<<"${srv[$first]}"
+printf '  %-34s %7.2f s (read %.2f + publish %.2f)\n' "read + publish, 6,046 e-mails" \
+  "$(awk -v a="$read_s" -v b="$pub_s" 'BEGIN { print a + b }')" "$read_s" "$pub_s"
+printf '  %-34s %7.2f s\n' "gibbs_nb_train end to end, $first, $SWEEPS sweeps" "$e2e"
+printf '  %-34s %7.2f s by table_multi_insert, %.2f s by INSERT statements\n' "publish (10 sweeps, alternating)" "$pub_bulk_med" "$pub_sql_med"
+printf '  %-34s %7.1fx median, %.1fx lowest run\n' "gibbs_nb_predict vs theta join" "$predict_ratio" "$predict_ratio_min"
+read -r a0 g0 <<<"${cc[0]}"; read -r a2 _ <<<"${cc[2]}"
+printf '  %-34s %7.1fx serial; 2 parallel workers vs serial %.2fx\n' "class_counts vs GROUP BY" \
+  "$(awk -v a="$a0" -v g="$g0" 'BEGIN { print g / a }')" "$(awk -v a="$a0" -v b="$a2" 'BEGIN { print a / b }')"

@@ -1,0 +1,494 @@
+/*
+ * bench_core.c
+ *	  The sampler core, timed on its own: src/core compiled unchanged and
+ *	  linked into this driver, fed the real corpus (or a synthetic one of the
+ *	  same shape) through its public API (gnb_train, gnb_rng_log_gamma).
+ *
+ *	  bench_core real FILE SAMPLER SWEEPS REPLICATE
+ *	      the corpus of FILE, its documents repeated REPLICATE times (same
+ *	      vocabulary, same hidden labels)
+ *	  bench_core synth FILE SAMPLER SWEEPS K
+ *	      a synthetic corpus with FILE's document lengths and vocabulary
+ *	      size, K classes, every other document's label hidden
+ *	  bench_core gamma FILE
+ *	      ns per gnb_rng_log_gamma draw, over the shapes the theta step of the
+ *	      paper sampler draws on this corpus (labelled counts + gamma_theta)
+ *
+ *	FILE (written by run-bench.sh from the database): a line "D V K", then one
+ *	line per document "label truth n w1 c1 ... wn cn": label the clamped class
+ *	or -1, truth the true class, then n distinct word ids and their counts.
+ *
+ *	Parameters are gibbs_nb_train's defaults: one chain, burn_in = sweeps / 2,
+ *	lag 1, gamma_pi = gamma_theta = 1, unlabeled_weight 1, seed 42.
+ *
+ *	The core has no entry point for the label step or the theta step alone, so
+ *	the per-unit figures are derived from whole sweeps: ns per (unlabelled
+ *	document-word pair x class) is the whole sweep's time divided by that
+ *	product (for `paper` it includes the theta step), and the theta step's
+ *	Gamma draws are timed separately by `gamma`.  perf on this binary shows
+ *	where within a sweep the time goes.
+ *
+ *	Output: one line of key=value pairs.
+ */
+#include "gnb_rng.h"
+#include "gnb_sampler.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+typedef struct corpus_buf
+{
+	int32_t		D,
+				V,
+				K;
+	int64_t    *start;
+	int32_t    *word;
+	int32_t    *count;
+	int32_t    *label;
+	int32_t    *truth;
+} corpus_buf;
+
+static double
+now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *
+xmalloc(size_t n)
+{
+	void	   *p = malloc(n ? n : 1);
+
+	if (p == NULL)
+	{
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	return p;
+}
+
+static int64_t
+read_int(FILE *f)
+{
+	long long	v;
+
+	if (fscanf(f, "%lld", &v) != 1)
+	{
+		fprintf(stderr, "corpus file: malformed\n");
+		exit(2);
+	}
+	return v;
+}
+
+/* Read FILE, its documents repeated `replicate` times. */
+static void
+read_corpus(const char *path, int replicate, corpus_buf *c)
+{
+	FILE	   *f = fopen(path, "r");
+	int32_t		D;
+	int64_t		cap = 1 << 20,
+				n = 0;
+	int64_t    *start1;
+	int32_t    *word1,
+			   *count1,
+			   *label1,
+			   *truth1;
+
+	if (f == NULL)
+	{
+		perror(path);
+		exit(2);
+	}
+	D = (int32_t) read_int(f);
+	c->V = (int32_t) read_int(f);
+	c->K = (int32_t) read_int(f);
+	start1 = xmalloc(sizeof(int64_t) * (D + 1));
+	label1 = xmalloc(sizeof(int32_t) * D);
+	truth1 = xmalloc(sizeof(int32_t) * D);
+	word1 = xmalloc(sizeof(int32_t) * cap);
+	count1 = xmalloc(sizeof(int32_t) * cap);
+	for (int32_t j = 0; j < D; j++)
+	{
+		int64_t		len;
+
+		label1[j] = (int32_t) read_int(f);
+		truth1[j] = (int32_t) read_int(f);
+		len = read_int(f);
+		start1[j] = n;
+		for (int64_t i = 0; i < len; i++)
+		{
+			if (n == cap)
+			{
+				cap *= 2;
+				word1 = realloc(word1, sizeof(int32_t) * cap);
+				count1 = realloc(count1, sizeof(int32_t) * cap);
+				if (!word1 || !count1)
+					exit(2);
+			}
+			word1[n] = (int32_t) read_int(f);
+			count1[n] = (int32_t) read_int(f);
+			n++;
+		}
+	}
+	start1[D] = n;
+	fclose(f);
+
+	c->D = D * replicate;
+	c->start = xmalloc(sizeof(int64_t) * (c->D + 1));
+	c->label = xmalloc(sizeof(int32_t) * c->D);
+	c->truth = xmalloc(sizeof(int32_t) * c->D);
+	c->word = xmalloc(sizeof(int32_t) * n * replicate);
+	c->count = xmalloc(sizeof(int32_t) * n * replicate);
+	for (int r = 0; r < replicate; r++)
+	{
+		memcpy(c->word + r * n, word1, sizeof(int32_t) * n);
+		memcpy(c->count + r * n, count1, sizeof(int32_t) * n);
+		memcpy(c->label + (int64_t) r * D, label1, sizeof(int32_t) * D);
+		memcpy(c->truth + (int64_t) r * D, truth1, sizeof(int32_t) * D);
+		for (int32_t j = 0; j < D; j++)
+			c->start[(int64_t) r * D + j] = r * n + start1[j];
+	}
+	c->start[c->D] = n * replicate;
+	free(start1);
+	free(word1);
+	free(count1);
+	free(label1);
+	free(truth1);
+}
+
+/*
+ * A synthetic corpus shaped like `real` (document lengths in distinct words,
+ * vocabulary size) with K classes: each class has its own Zipf-like word
+ * distribution (a class-specific permutation of the frequent words), counts
+ * from a geometric distribution; odd documents keep their label.
+ */
+static void
+synth_corpus(const corpus_buf *real, int32_t K, corpus_buf *c)
+{
+	gnb_rng		rng;
+	int32_t		V = real->V;
+	int64_t		n = real->start[real->D];
+	double	   *cdf = xmalloc(sizeof(double) * V);
+	int32_t   **perm = xmalloc(sizeof(int32_t *) * K);
+	double		total = 0.0;
+
+	gnb_rng_seed(&rng, 7);
+	for (int32_t w = 0; w < V; w++)
+	{
+		total += 1.0 / (w + 10.0);
+		cdf[w] = total;
+	}
+	for (int32_t k = 0; k < K; k++)
+	{
+		perm[k] = xmalloc(sizeof(int32_t) * V);
+		for (int32_t w = 0; w < V; w++)
+			perm[k][w] = w;
+		/* shuffle the 2,000 most frequent ranks: the classes differ there */
+		for (int32_t w = 1999; w > 0; w--)
+		{
+			int32_t		o = (int32_t) (gnb_rng_uniform(&rng) * (w + 1));
+			int32_t		t = perm[k][w];
+
+			perm[k][w] = perm[k][o];
+			perm[k][o] = t;
+		}
+	}
+	c->D = real->D;
+	c->V = V;
+	c->K = K;
+	c->start = xmalloc(sizeof(int64_t) * (c->D + 1));
+	c->label = xmalloc(sizeof(int32_t) * c->D);
+	c->truth = xmalloc(sizeof(int32_t) * c->D);
+	c->word = xmalloc(sizeof(int32_t) * n);
+	c->count = xmalloc(sizeof(int32_t) * n);
+	{
+		unsigned char *seen = calloc(V, 1);
+		int64_t		p = 0;
+
+		for (int32_t j = 0; j < c->D; j++)
+		{
+			int64_t		len = real->start[j + 1] - real->start[j];
+			int32_t		k = (int32_t) (gnb_rng_uniform(&rng) * K);
+			int64_t		first = p;
+
+			c->start[j] = p;
+			c->truth[j] = k;
+			c->label[j] = (j % 2) ? k : -1;
+			for (int64_t i = 0; i < len; i++)
+			{
+				double		u = gnb_rng_uniform(&rng) * total;
+				int32_t		lo = 0,
+							hi = V - 1,
+							w;
+
+				while (lo < hi)
+				{
+					int32_t		mid = (lo + hi) / 2;
+
+					if (cdf[mid] < u)
+						lo = mid + 1;
+					else
+						hi = mid;
+				}
+				w = perm[k][lo];
+				if (seen[w])
+					continue;	/* distinct words: a repeat is dropped */
+				seen[w] = 1;
+				c->word[p] = w;
+				c->count[p] = 1 + (int32_t) (-log(gnb_rng_uniform_pos(&rng)) * 1.2);
+				p++;
+			}
+			for (int64_t i = first; i < p; i++)
+				seen[c->word[i]] = 0;
+		}
+		c->start[c->D] = p;
+		free(seen);
+	}
+	for (int32_t k = 0; k < K; k++)
+		free(perm[k]);
+	free(perm);
+	free(cdf);
+}
+
+/* Allocation through the core's hooks, counted: current and peak bytes. */
+typedef struct alloc_meter
+{
+	size_t		current;
+	size_t		peak;
+	int32_t		sweeps_done;
+	double		t_first;		/* end of sweep 1 */
+	double		t_last;			/* end of the last sweep */
+} alloc_meter;
+
+static void *
+meter_alloc(size_t size, void *arg)
+{
+	alloc_meter *m = arg;
+	size_t	   *p = calloc(1, size + sizeof(size_t) * 2);
+
+	if (p == NULL)
+		exit(2);
+	p[0] = size;
+	m->current += size;
+	if (m->current > m->peak)
+		m->peak = m->current;
+	return p + 2;
+}
+
+static void
+meter_release(void *ptr, void *arg)
+{
+	alloc_meter *m = arg;
+	size_t	   *p = (size_t *) ptr - 2;
+
+	m->current -= p[0];
+	free(p);
+}
+
+static void
+meter_progress(void *arg, int chain, int sweep, double log_joint, double changed)
+{
+	alloc_meter *m = arg;
+	double		t = now_seconds();
+
+	(void) chain;
+	(void) log_joint;
+	(void) changed;
+	if (sweep == 1)
+		m->t_first = t;
+	m->t_last = t;
+	m->sweeps_done = sweep;
+}
+
+static gnb_sampler_kind
+parse_sampler(const char *s)
+{
+	if (strcmp(s, "paper") == 0)
+		return GNB_SAMPLER_PAPER;
+	if (strcmp(s, "collapsed") == 0)
+		return GNB_SAMPLER_COLLAPSED;
+	fprintf(stderr, "unknown sampler %s\n", s);
+	exit(2);
+}
+
+static void
+run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
+{
+	gnb_corpus	corpus = {0};
+	gnb_params	params = {0};
+	alloc_meter meter = {0};
+	gnb_hooks	hooks = {meter_alloc, meter_release, meter_progress, NULL, &meter};
+	gnb_result	result;
+	const char *err;
+	int64_t		pairs = 0,
+				tokens = 0;
+	int32_t		unlabelled = 0,
+				correct = 0;
+	unsigned char *active = calloc(c->V ? c->V : 1, 1);
+	int32_t		n_active = 0;
+	double		t0,
+				t1,
+				per_sweep;
+	size_t		corpus_bytes;
+	struct rusage ru;
+
+	corpus.n_docs = c->D;
+	corpus.n_words = c->V;
+	corpus.n_classes = c->K;
+	corpus.doc_start = c->start;
+	corpus.word = c->word;
+	corpus.count = c->count;
+	corpus.label = c->label;
+	params.sampler = kind;
+	params.sweeps = sweeps;
+	params.burn_in = sweeps / 2;
+	params.lag = 1;
+	params.chains = 1;
+	params.gamma_pi = 1.0;
+	params.gamma_theta = 1.0;
+	params.unlabeled_weight = 1.0;
+	params.seed = 42;
+	params.no_trace = 1;
+	if ((err = gnb_check(&corpus, &params)) != NULL)
+	{
+		fprintf(stderr, "gnb_check: %s\n", err);
+		exit(2);
+	}
+	for (int32_t j = 0; j < c->D; j++)
+		if (c->label[j] < 0)
+		{
+			unlabelled++;
+			pairs += c->start[j + 1] - c->start[j];
+			for (int64_t p = c->start[j]; p < c->start[j + 1]; p++)
+			{
+				tokens += c->count[p];
+				if (!active[c->word[p]])
+					n_active++;
+				active[c->word[p]] = 1;
+			}
+		}
+	free(active);
+
+	t0 = now_seconds();
+	gnb_train(&corpus, &params, &hooks, &result);
+	t1 = now_seconds();
+	for (int32_t j = 0; j < c->D; j++)
+		if (c->label[j] < 0)
+		{
+			int32_t		best = 0;
+
+			for (int32_t k = 1; k < c->K; k++)
+				if (result.label_prob[(int64_t) j * c->K + k] >
+					result.label_prob[(int64_t) j * c->K + best])
+					best = k;
+			correct += best == c->truth[j];
+		}
+	gnb_result_free(&result, &hooks);
+	getrusage(RUSAGE_SELF, &ru);
+
+	/* steady state: from the end of sweep 1 to the end of the last */
+	per_sweep = sweeps > 1 ? (meter.t_last - meter.t_first) / (sweeps - 1) : t1 - t0;
+	corpus_bytes = (size_t) (c->D + 1) * sizeof(int64_t) +
+		(size_t) c->start[c->D] * 2 * sizeof(int32_t) + (size_t) c->D * sizeof(int32_t);
+	printf("docs=%d unlabelled=%d words=%d classes=%d pairs=%lld tokens=%lld active_words=%d "
+		   "sweeps=%d ms_per_sweep=%.4f ns_per_pair_class=%.4f "
+		   "gamma_draws_per_sweep=%lld total_s=%.3f accuracy=%.4f "
+		   "core_peak_bytes=%zu corpus_bytes=%zu maxrss_kb=%ld\n",
+		   c->D, unlabelled, c->V, c->K, (long long) pairs, (long long) tokens, n_active,
+		   sweeps, per_sweep * 1e3, per_sweep * 1e9 / ((double) pairs * c->K),
+		   (long long) n_active * c->K + c->K, t1 - t0,
+		   unlabelled ? (double) correct / unlabelled : 0.0,
+		   meter.peak, corpus_bytes, ru.ru_maxrss);
+}
+
+/*
+ * ns per gnb_rng_log_gamma draw over the theta step's shapes: for every word
+ * of an unlabelled document and every class, its labelled count + 1, drawn
+ * REPS times over.
+ */
+static void
+time_gamma(const corpus_buf *c)
+{
+	int32_t		K = c->K;
+	double	   *n = calloc((size_t) c->V * K, sizeof(double));
+	unsigned char *active = calloc(c->V, 1);
+	double	   *shapes;
+	int64_t		m = 0;
+	gnb_rng		rng;
+	double		sink = 0.0,
+				best = INFINITY;
+	const int	reps = 20;
+
+	for (int32_t j = 0; j < c->D; j++)
+		for (int64_t p = c->start[j]; p < c->start[j + 1]; p++)
+		{
+			if (c->label[j] >= 0)
+				n[(int64_t) c->word[p] * K + c->label[j]] += c->count[p];
+			else
+				active[c->word[p]] = 1;
+		}
+	shapes = xmalloc(sizeof(double) * (size_t) c->V * K);
+	for (int32_t w = 0; w < c->V; w++)
+		if (active[w])
+			for (int32_t k = 0; k < K; k++)
+				shapes[m++] = n[(int64_t) w * K + k] + 1.0;
+	gnb_rng_seed(&rng, 42);
+	/* the fastest of 5 blocks of reps passes: the least disturbed by load */
+	for (int b = 0; b < 5; b++)
+	{
+		double		t0 = now_seconds(),
+					t;
+
+		for (int r = 0; r < reps; r++)
+			for (int64_t i = 0; i < m; i++)
+				sink += gnb_rng_log_gamma(&rng, shapes[i]);
+		t = (now_seconds() - t0) * 1e9 / ((double) reps * m);
+		if (t < best)
+			best = t;
+	}
+	printf("gamma_draws=%lld ns_per_gamma_draw=%.3f (checksum %g)\n",
+		   (long long) m, best, sink / ((double) reps * m * 5));
+	free(n);
+	free(active);
+	free(shapes);
+}
+
+int
+main(int argc, char **argv)
+{
+	corpus_buf	c;
+
+	if (argc == 6 && strcmp(argv[1], "real") == 0)
+	{
+		read_corpus(argv[2], atoi(argv[5]), &c);
+		run_sweeps(&c, parse_sampler(argv[3]), atoi(argv[4]));
+	}
+	else if (argc == 6 && strcmp(argv[1], "synth") == 0)
+	{
+		corpus_buf	real;
+
+		read_corpus(argv[2], 1, &real);
+		synth_corpus(&real, atoi(argv[5]), &c);
+		run_sweeps(&c, parse_sampler(argv[3]), atoi(argv[4]));
+	}
+	else if (argc == 3 && strcmp(argv[1], "gamma") == 0)
+	{
+		read_corpus(argv[2], 1, &c);
+		time_gamma(&c);
+	}
+	else
+	{
+		fprintf(stderr, "usage: bench_core real FILE SAMPLER SWEEPS REPLICATE\n"
+				"       bench_core synth FILE SAMPLER SWEEPS K\n"
+				"       bench_core gamma FILE\n");
+		return 2;
+	}
+	return 0;
+}
