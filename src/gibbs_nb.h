@@ -26,6 +26,8 @@
 
 /* Longest model name: it is part of the default labels table's name. */
 #define GNB_MODEL_NAME_MAX (NAMEDATALEN - 1)
+/* the longest tokenizer description gibbs_nb_train takes, in bytes */
+#define GNB_TOKENIZER_MAX 1000
 
 /* Largest number of classes a model may have. */
 #define GNB_MAX_CLASSES 1000
@@ -102,6 +104,8 @@ typedef struct GnbJobParams
 	double		holdout;		/* share of the labelled rows held out, [0, 1) */
 	int64		warm_version_id;	/* 0: a cold start; else the version whose
 									 * labels start the chains (retrain, warm) */
+	/* how the tokens were made, as the caller said (tokenizer => ...); "" unsaid */
+	char		tokenizer[GNB_TOKENIZER_MAX + 1];
 	gnb_params	sampler;		/* sweeps, burn_in, ..., the resolved seed */
 	char		labels_schema[NAMEDATALEN];
 	char		labels_table[NAMEDATALEN];

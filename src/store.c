@@ -1215,28 +1215,31 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 }
 
 /*
- * How the version's tokens were made, as far as the source says: the tokens
- * column's type, and for a generated column its expression (say
- * to_tsvector('english'::regconfig, body)), read from the catalogs under the
- * worker's lock on the source.  Shown by gibbs_nb_models.
+ * How the version's tokens were made: what the caller stated (tokenizer =>),
+ * else as far as the source says: the tokens column's type, and for a
+ * generated column its expression (say to_tsvector('english'::regconfig,
+ * body)), read from the catalogs under the worker's lock on the source.
+ * Shown by gibbs_nb_models.
  */
 static void
 write_tokenizer(const GnbJobParams *params, int64 version_id)
 {
-	Oid			types[4] = {OIDOID, INT2OID, OIDOID, INT8OID};
-	Datum		values[4] = {ObjectIdGetDatum(params->source.relid),
+	Oid			types[5] = {OIDOID, INT2OID, OIDOID, INT8OID, TEXTOID};
+	Datum		values[5] = {ObjectIdGetDatum(params->source.relid),
 		Int16GetDatum(params->source.tokens_attnum),
-		ObjectIdGetDatum(params->source.tokens_base), Int64GetDatum(version_id)};
+		ObjectIdGetDatum(params->source.tokens_base), Int64GetDatum(version_id),
+		CStringGetTextDatum(params->tokenizer)};
+	char		nulls[5] = {' ', ' ', ' ', ' ', params->tokenizer[0] ? ' ' : 'n'};
 
-	gnb_execute("UPDATE gibbs_nb.models SET tokenizer = ("
+	gnb_execute("UPDATE gibbs_nb.models SET tokenizer_stated = $5, tokenizer = COALESCE($5, ("
 				"SELECT pg_catalog.format_type($3, NULL) OPERATOR(pg_catalog.||) "
 				"COALESCE(' = ' OPERATOR(pg_catalog.||) pg_catalog.pg_get_expr(d.adbin, d.adrelid), '') "
 				"FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d "
 				"ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid AND d.adnum OPERATOR(pg_catalog.=) a.attnum "
 				"AND a.attgenerated OPERATOR(pg_catalog.=) 's' "
-				"WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $2) "
+				"WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $2)) "
 				"WHERE version_id OPERATOR(pg_catalog.=) $4",
-				4, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+				5, types, values, nulls, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
 }
 
 /*
@@ -1880,7 +1883,7 @@ gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *d
 					"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, "
 					"CASE WHEN gamma_pi_sampled THEN NULL ELSE gamma_pi END, "
 					"CASE WHEN gamma_theta_sampled THEN NULL ELSE gamma_theta END, "
-					"unlabeled_weight, seed, labels_table, source, holdout "
+					"unlabeled_weight, seed, labels_table, source, holdout, tokenizer_stated "
 					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
 					owner, model_name, GNB_AS_CALLER, SPI_OK_SELECT, 1);

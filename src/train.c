@@ -40,13 +40,14 @@ enum
 	ARG_MODEL_NAME, ARG_SOURCE, ARG_TOKENS_COLUMN, ARG_LABEL_COLUMN, ARG_ID_COLUMN,
 	ARG_N_CLASSES, ARG_SWEEPS, ARG_BURN_IN, ARG_LAG, ARG_CHAINS, ARG_SAMPLER,
 	ARG_GAMMA_PI, ARG_GAMMA_THETA, ARG_UNLABELED_WEIGHT, ARG_SEED, ARG_LABELS_TABLE,
-	ARG_WAIT, ARG_HOLDOUT
+	ARG_WAIT, ARG_HOLDOUT, ARG_TOKENIZER
 };
 
 static const char *const arg_names[] = {
 	"model_name", "source", "tokens_column", "label_column", "id_column",
 	"n_classes", "sweeps", "burn_in", "lag", "chains", "sampler",
-	"gamma_pi", "gamma_theta", "unlabeled_weight", "seed", "labels_table", "wait", "holdout"
+	"gamma_pi", "gamma_theta", "unlabeled_weight", "seed", "labels_table", "wait", "holdout",
+	"tokenizer"
 };
 
 static void
@@ -232,10 +233,10 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	char	   *source_sql;
 
 	memset(p, 0, sizeof(*p));
-	for (int arg = 0; arg <= ARG_HOLDOUT; arg++)
+	for (int arg = 0; arg <= ARG_TOKENIZER; arg++)
 		if (arg != ARG_LABEL_COLUMN && arg != ARG_N_CLASSES && arg != ARG_BURN_IN &&
 			arg != ARG_SEED && arg != ARG_LABELS_TABLE && arg != ARG_GAMMA_PI &&
-			arg != ARG_GAMMA_THETA)
+			arg != ARG_GAMMA_THETA && arg != ARG_TOKENIZER)
 			require_not_null(fcinfo, arg);
 
 	/* the model */
@@ -320,6 +321,23 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("holdout needs a label_column: it holds out a share of the labelled rows")));
+
+	/*
+	 * How the tokens were made, when the caller says so (the catalogs tell
+	 * only a generated column's expression): recorded with the version, shown
+	 * by gibbs_nb_models, carried by export, kept by retrain.
+	 */
+	if (!PG_ARGISNULL(ARG_TOKENIZER))
+	{
+		text	   *t = PG_GETARG_TEXT_PP(ARG_TOKENIZER);
+
+		if (VARSIZE_ANY_EXHDR(t) == 0)
+			invalid_argument("tokenizer must not be empty (NULL: not said)");
+		if (VARSIZE_ANY_EXHDR(t) > GNB_TOKENIZER_MAX)
+			invalid_argument("tokenizer must be at most %d bytes, not %zu", GNB_TOKENIZER_MAX,
+							 (size_t) VARSIZE_ANY_EXHDR(t));
+		text_to_cstring_buffer(t, p->tokenizer, sizeof(p->tokenizer));
+	}
 
 	/*
 	 * The source and its columns, by OID.  The lock keeps the relation as it
@@ -489,7 +507,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
 Datum
 gibbs_nb_retrain(PG_FUNCTION_ARGS)
 {
-	LOCAL_FCINFO(call, ARG_HOLDOUT + 1);
+	LOCAL_FCINFO(call, ARG_TOKENIZER + 1);
 	char	   *model_name;
 	const char *owner;
 	HeapTuple	row;
@@ -528,15 +546,18 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 
 	/*
 	 * gibbs_nb_train's arguments: the query's first 16 columns are its first
-	 * 16 arguments, in order (source_relid for source); its 18th is holdout.
+	 * 16 arguments, in order (source_relid for source); its 18th is holdout,
+	 * its 19th the tokenizer the caller stated.
 	 */
-	InitFunctionCallInfoData(*call, fcinfo->flinfo, ARG_HOLDOUT + 1, InvalidOid, NULL,
+	InitFunctionCallInfoData(*call, fcinfo->flinfo, ARG_TOKENIZER + 1, InvalidOid, NULL,
 							 fcinfo->resultinfo);
 	for (int arg = 0; arg < ARG_WAIT; arg++)
 		call->args[arg].value = heap_getattr(row, arg + 1, desc, &call->args[arg].isnull);
 	call->args[ARG_WAIT].value = PG_GETARG_DATUM(1);
 	call->args[ARG_WAIT].isnull = false;
 	call->args[ARG_HOLDOUT].value = heap_getattr(row, 18, desc, &call->args[ARG_HOLDOUT].isnull);
+	call->args[ARG_TOKENIZER].value = heap_getattr(row, 19, desc,
+												   &call->args[ARG_TOKENIZER].isnull);
 	gnb_train_call(call, owner, warm_version_id);
 	return (Datum) 0;
 }
