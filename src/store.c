@@ -31,6 +31,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -51,6 +52,8 @@
 #define JOB_LOCK_CLASS 0x474E
 /* ... and of the lock that makes checking the job limits and launching one step */
 #define LAUNCH_LOCK_CLASS 0x474F
+/* ... and of a model's publish lock (one publisher per model at a time) */
+#define PUBLISH_LOCK_CLASS 0x4750
 
 /* The owner of schema gibbs_nb: the role that created the extension. */
 Oid
@@ -919,10 +922,19 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 						 int64 *version_id, int32 *keep_versions)
 {
 	bool		isnull;
+	LOCKTAG		tag;
 
-	model_statement("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1), "
-					"pg_catalog.hashtext($2))",
-					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	/*
+	 * A lock of this transaction that no SQL call can take: a user advisory
+	 * lock on the same keys (pg_advisory_lock(hashtext(owner),
+	 * hashtext(model))) would let any role hold up another role's publish
+	 * for as long as it liked.
+	 */
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+						 hash_bytes((const unsigned char *) owner, strlen(owner)),
+						 hash_bytes((const unsigned char *) model_name, strlen(model_name)),
+						 PUBLISH_LOCK_CLASS);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 	/* the next number after the last ever issued, even if it was dropped */
 	model_statement("INSERT INTO gibbs_nb.versions_issued AS v (owner, model_name, last_version) "
 					"VALUES ($1, $2, 1) ON CONFLICT (model_name, owner) "
