@@ -265,6 +265,7 @@ extern void gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double
 extern void gnb_store_job_ended(const GnbJobParams *p, const char *status, const char *message,
 								const char *sqlstate, int pid);
 extern bool gnb_store_job_lookup(int64 job_id, bool *running, int *pid);
+extern bool gnb_store_delete_job(int64 job_id);
 extern int64 gnb_store_next_job_id(void);
 extern void gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain,
 								 const int32 *sweep, const double *log_joint,

@@ -656,6 +656,30 @@ gnb_store_job_lookup(int64 job_id, bool *running, int *pid)
 	return true;
 }
 
+/*
+ * Delete the row of a job that has ended, and its trace unless a version
+ * keeps it (the trace of a version's job goes with the version).  The caller
+ * has checked that it may see the job.  True if the row was deleted.  SPI
+ * connected.
+ */
+bool
+gnb_store_delete_job(int64 job_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+
+	gnb_execute("DELETE FROM gibbs_nb.jobs WHERE job_id OPERATOR(pg_catalog.=) $1 "
+				"AND status OPERATOR(pg_catalog.<>) 'running'",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
+	if (SPI_processed == 0)
+		return false;
+	gnb_execute("DELETE FROM gibbs_nb.trace WHERE job_id OPERATOR(pg_catalog.=) $1 "
+				"AND NOT EXISTS (SELECT 1 FROM gibbs_nb.models m "
+				"WHERE m.job_id OPERATOR(pg_catalog.=) $1)",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
+	return true;
+}
+
 /* A new job's id. */
 int64
 gnb_store_next_job_id(void)

@@ -35,6 +35,61 @@ RESET ROLE;
 SELECT pg_advisory_unlock(hashtext('gnb_h_victim'), hashtext('hv')) AS mallory_lets_go;
 SELECT status, version FROM gibbs_nb_wait(:blocked_job);
 
+--
+-- 2. Locking the extension's tables.  LOCK TABLE in any mode stronger than
+--    ACCESS SHARE needs only UPDATE, DELETE or TRUNCATE, and row security
+--    does not apply to it: a role that could take ACCESS EXCLUSIVE on
+--    gibbs_nb.jobs would stop every role's jobs (registering, progress,
+--    publishing) for as long as its transaction stays open.  Every mode but
+--    ACCESS SHARE must be refused on every table and view of the extension.
+--
+SET ROLE gnb_h_mallory;
+SELECT count(*) AS attempts,
+       count(*) FILTER (WHERE r LIKE '42501:%') AS refused,
+       string_agg(rel || ' ' || mode || ': ' || r, E'\n') FILTER (WHERE r NOT LIKE '42501:%') AS taken
+FROM (SELECT c.oid::regclass::text AS rel, mode,
+             try(format('LOCK TABLE %s IN %s MODE', c.oid::regclass, mode)) AS r
+        FROM pg_class c
+       CROSS JOIN unnest(ARRAY['ROW EXCLUSIVE', 'SHARE UPDATE EXCLUSIVE', 'SHARE',
+                               'SHARE ROW EXCLUSIVE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE']) mode
+       WHERE c.relkind IN ('r', 'v', 'p')
+         AND c.oid IN (SELECT objid FROM pg_depend
+                        WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'gibbs_nb')
+                          AND classid = 'pg_class'::regclass)) a;
+-- mallory deletes the rows of its own finished jobs, with the function for it
+CREATE TABLE hm.mail (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO hm.mail SELECT i, '{a,b}', CASE WHEN i <= 4 THEN (ARRAY['x', 'y'])[1 + i % 2] END
+FROM generate_series(1, 8) i;
+SELECT job_id AS mallory_job FROM gibbs_nb_train('mm', 'hm.mail', 'tokens', 'label', sweeps => 5, seed => 1) \gset
+-- and a cancelled one, once its trace has rows (bounded polling: 60 s)
+SELECT job_id AS mallory_cancelled_job
+FROM gibbs_nb_train('mm2', 'hm.mail', 'tokens', 'label', sweeps => 5000000, seed => 1, wait => false) \gset
+DO $$
+BEGIN
+  FOR i IN 1..600 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM gibbs_nb.trace t JOIN gibbs_nb.jobs j USING (job_id)
+                       WHERE j.model_name = 'mm2');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT gibbs_nb_delete_job(:mallory_cancelled_job) AS deleted_running_job;
+SELECT gibbs_nb_cancel(:mallory_cancelled_job);
+SELECT status FROM gibbs_nb_wait(:mallory_cancelled_job);
+SELECT count(*) > 0 AS cancelled_job_has_trace FROM gibbs_nb.trace WHERE job_id = :mallory_cancelled_job;
+SELECT gibbs_nb_delete_job(:mallory_job) AS deleted_succeeded_job,
+       gibbs_nb_delete_job(:mallory_cancelled_job) AS deleted_cancelled_job;
+SELECT count(*) AS rows_left FROM gibbs_nb.jobs WHERE job_id IN (:mallory_job, :mallory_cancelled_job);
+-- the published version keeps its trace; the cancelled job's went with its row
+SELECT count(*) > 0 AS version_keeps_trace FROM gibbs_nb.trace WHERE job_id = :mallory_job;
+SELECT count(*) AS cancelled_trace_left FROM gibbs_nb.trace WHERE job_id = :mallory_cancelled_job;
+-- not the victim's: it does not exist for mallory
+SELECT try(format('SELECT gibbs_nb_delete_job(%s)', :blocked_job));
+SELECT try('SELECT gibbs_nb_delete_job(NULL)');
+SELECT try('DELETE FROM gibbs_nb.jobs');
+SELECT gibbs_nb_drop('mm');
+RESET ROLE;
+SELECT count(*) AS victim_job_kept FROM gibbs_nb.jobs WHERE job_id = :blocked_job;
+
 -- clean up
 SET ROLE gnb_h_victim;
 SELECT gibbs_nb_drop('hv');
