@@ -426,7 +426,8 @@ gibbs_nb_classes(PG_FUNCTION_ARGS)
 /*
  * gibbs_nb_label_trigger(): a BEFORE INSERT OR UPDATE ... FOR EACH ROW
  * trigger with arguments (model_name, tokens_column, label_column) that sets
- * the label column to the predicted class (NULL when the tokens are NULL).
+ * the label column to the predicted class (NULL when the tokens are NULL),
+ * with the model the name means for the table's owner.
  */
 Datum
 gibbs_nb_label_trigger(PG_FUNCTION_ARGS)
@@ -483,13 +484,29 @@ gibbs_nb_label_trigger(PG_FUNCTION_ARGS)
 		LOCAL_FCINFO(call, 2);
 		Oid			typinput;
 		Oid			typioparam;
+		Oid			save_user;
+		int			save_sec_context;
 
 		InitFunctionCallInfoData(*call, fcinfo->flinfo, 2, InvalidOid, NULL, NULL);
 		call->args[0].value = CStringGetTextDatum(trigger->tgargs[0]);
 		call->args[0].isnull = false;
 		call->args[1].value = tokens;
 		call->args[1].isnull = false;
+
+		/*
+		 * The trigger is the table's: the model is the one its name means
+		 * for the table's owner, whoever fires the trigger.  As the
+		 * inserting role, a role allowed to insert only some columns would
+		 * choose the label with a model of its own of that name.  Only the
+		 * extension's own statements run meanwhile; an error restores the
+		 * user with the (sub)transaction.
+		 */
+		GetUserIdAndSecContext(&save_user, &save_sec_context);
+		SetUserIdAndSecContext(td->tg_relation->rd_rel->relowner,
+							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
 		label = predict(call, tokens_type == TSVECTOROID);
+		SetUserIdAndSecContext(save_user, save_sec_context);
 		/* the label column may be of any type with a text input */
 		getTypeInputInfo(label_type, &typinput, &typioparam);
 		label = OidInputFunctionCall(typinput, TextDatumGetCString(label), typioparam,

@@ -90,6 +90,40 @@ SELECT gibbs_nb_drop('mm');
 RESET ROLE;
 SELECT count(*) AS victim_job_kept FROM gibbs_nb.jobs WHERE job_id = :blocked_job;
 
+--
+-- 3. Choosing the label of a row in the victim's table.  The victim labels
+--    its inbox with its model 'hv' through gibbs_nb_label_trigger and lets
+--    mallory add mail: INSERT on (id, tokens) only, the label is the
+--    model's to write.  Mallory trains a model of its own named 'hv' whose
+--    only classes are its own words.  The trigger is the table's: it must
+--    label with the model the name means for the table's owner, whoever
+--    inserts, and never with the inserting role's model of that name.
+--
+SET ROLE gnb_h_victim;
+CREATE TABLE hv.inbox (id int, tokens text[], label text);
+CREATE TRIGGER label_inbox BEFORE INSERT OR UPDATE ON hv.inbox
+  FOR EACH ROW EXECUTE FUNCTION gibbs_nb_label_trigger('hv', 'tokens', 'label');
+GRANT USAGE ON SCHEMA hv TO gnb_h_mallory;
+GRANT INSERT (id, tokens), UPDATE (tokens), SELECT (id) ON hv.inbox TO gnb_h_mallory;
+INSERT INTO hv.inbox VALUES (1, '{cheap,pills}');
+RESET ROLE;
+SET ROLE gnb_h_mallory;
+-- with no model of its own of that name, mallory's insert is labelled by the victim's model
+INSERT INTO hv.inbox (id, tokens) VALUES (2, '{cheap,pills}');
+CREATE TABLE hm.own (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO hm.own VALUES (1, '{cheap,pills}', 'mallory-chose-this'), (2, '{meeting}', 'and-this');
+SELECT status FROM gibbs_nb_train('hv', 'hm.own', 'tokens', 'label', sweeps => 5, seed => 1,
+                                  labels_table => 'hm.hv_labels');
+SELECT gibbs_nb_predict('hv', '{cheap,pills}'::text[]) AS mallory_model_says;
+INSERT INTO hv.inbox (id, tokens) VALUES (3, '{cheap,pills}');
+UPDATE hv.inbox SET tokens = '{pills,cheap}' WHERE id = 2;
+SELECT try('UPDATE hv.inbox SET label = ''mallory-chose-this''');
+SELECT gibbs_nb_drop('hv');
+RESET ROLE;
+SELECT id, tokens, label FROM hv.inbox ORDER BY id;
+REVOKE ALL ON hv.inbox FROM gnb_h_mallory;
+REVOKE USAGE ON SCHEMA hv FROM gnb_h_mallory;
+
 -- clean up
 SET ROLE gnb_h_victim;
 SELECT gibbs_nb_drop('hv');
