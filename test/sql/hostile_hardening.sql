@@ -124,6 +124,42 @@ SELECT id, tokens, label FROM hv.inbox ORDER BY id;
 REVOKE ALL ON hv.inbox FROM gnb_h_mallory;
 REVOKE USAGE ON SCHEMA hv FROM gnb_h_mallory;
 
+--
+-- 4. Making the worker hold far more than gibbs_nb.max_job_memory.  The
+--    attacker's view makes each row a large token of its own (it could be
+--    1 GB): reading held a batch of 2,000 such rows, and a copy of every new
+--    token, before anything was checked against the budget; with enough of
+--    them the worker is killed for memory and the postmaster restarts every
+--    session.  The job must fail with 53200 while reading, after a few rows
+--    past the budget, not after all of them.
+--
+SET gibbs_nb.max_job_memory = '8MB';   -- a superuser's setting, as ALTER ROLE ... SET would
+SET ROLE gnb_h_mallory;
+CREATE SEQUENCE hm.rows_made;
+-- counts the rows the worker makes (the caller's checks make them too)
+CREATE FUNCTION hm.big_token(g int) RETURNS text[] LANGUAGE sql VOLATILE
+AS $$ SELECT ARRAY[repeat(chr(65 + g % 26) || g::text, 200000) ||
+                   CASE WHEN current_setting('application_name') = 'gibbs_nb worker'
+                        THEN nextval('hm.rows_made')::text END] $$;
+-- 200 rows of about 0.5 MB to 1 MB each: 150 MB in all.  Ids of a type
+-- without an ordering: no sort, each row is made as the worker asks for it.
+CREATE VIEW hm.huge AS SELECT g::text::xid AS id, hm.big_token(g) AS tokens
+FROM generate_series(1, 200) g;
+DO $$
+DECLARE
+  state text; msg text; detail text;
+BEGIN
+  PERFORM gibbs_nb_train('huge', 'hm.huge', 'tokens', n_classes => 2, sweeps => 5, seed => 1);
+  RAISE NOTICE 'the job succeeded';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+  RAISE NOTICE '%: % / %', state, regexp_replace(msg, '\d+', 'N', 'g'), split_part(detail, ':', 1);
+END $$;
+SELECT last_value < 50 AS worker_stopped_early FROM hm.rows_made;
+RESET ROLE;
+RESET gibbs_nb.max_job_memory;
+SELECT count(*) AS mallory_models FROM gibbs_nb.models WHERE owner = 'gnb_h_mallory';
+
 -- clean up
 SET ROLE gnb_h_victim;
 SELECT gibbs_nb_drop('hv');
