@@ -54,6 +54,8 @@
 #define LAUNCH_LOCK_CLASS 0x474F
 /* ... and of a model's publish lock (one publisher per model at a time) */
 #define PUBLISH_LOCK_CLASS 0x4750
+/* ... and of the lock every worker of a role holds, in every database */
+#define ROLE_LOCK_CLASS 0x4751
 
 /* The owner of schema gibbs_nb: the role that created the extension. */
 Oid
@@ -254,24 +256,41 @@ job_lock_tag(LOCKTAG *tag, int64 job_id)
 						 (uint32) job_id, JOB_LOCK_CLASS);
 }
 
+/*
+ * The lock each worker of a role holds (shared) while its job runs: in no
+ * database, so that counting its holders counts the role's jobs in the
+ * whole cluster (gibbs_nb.max_jobs_per_role).
+ */
+static void
+role_lock_tag(LOCKTAG *tag, Oid role)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, role, 0, ROLE_LOCK_CLASS);
+}
+
 /* Whether this process holds its job's lock (it is a worker that does). */
 static bool job_lock_held = false;
+/* ... and the role lock of the role its job runs as */
+static Oid	role_lock_role = InvalidOid;
 
 /*
- * Called by a job's worker before it registers the job: a session lock it
+ * Called by a job's worker before it registers the job: session locks it
  * holds until the job's outcome is recorded (gnb_release_job_lock), or until
- * it exits, however it exits.  Its being held is what "the job is running"
- * means, to everyone, whatever their privileges: to the jobs view, to the
- * job limits, to DROP EXTENSION.
+ * it exits, however it exits.  The job lock's being held is what "the job is
+ * running" means, to everyone, whatever their privileges: to the jobs view,
+ * to the job limits, to DROP EXTENSION; the role lock (role: the role the
+ * job runs as) is what the per-role limit counts.
  */
 void
-gnb_hold_job_lock(int64 job_id)
+gnb_hold_job_lock(int64 job_id, Oid role)
 {
 	LOCKTAG		tag;
 
 	job_lock_tag(&tag, job_id);
 	(void) LockAcquire(&tag, ExclusiveLock, true, false);
 	job_lock_held = true;
+	role_lock_tag(&tag, role);
+	(void) LockAcquire(&tag, ShareLock, true, false);
+	role_lock_role = role;
 }
 
 /*
@@ -283,6 +302,12 @@ gnb_release_job_lock(int64 job_id)
 {
 	LOCKTAG		tag;
 
+	if (OidIsValid(role_lock_role))
+	{
+		role_lock_tag(&tag, role_lock_role);
+		LockRelease(&tag, ShareLock, true);
+		role_lock_role = InvalidOid;
+	}
 	if (!job_lock_held)
 		return;
 	job_lock_tag(&tag, job_id);
@@ -466,22 +491,29 @@ gnb_count_running_jobs_here(void)
 }
 
 /*
- * Jobs of this database that run as `role` and whose worker is alive.
- * SPI connected.
+ * Jobs that run as `role` and whose worker is alive, in every database of
+ * the cluster: the holders of the role's lock.  Counted from the lock table,
+ * so that a role cannot pass its bound by starting jobs in other databases.
  */
-int64
-gnb_count_role_jobs(const char *role)
+int
+gnb_count_role_jobs(Oid role)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(role)};
-	bool		isnull;
+	LockData   *data = GetLockStatusData();
+	int			n = 0;
 
-	gnb_execute("SELECT pg_catalog.count(*) FROM gibbs_nb.jobs "
-				"WHERE worker_user OPERATOR(pg_catalog.=) $1::pg_catalog.name "
-				"AND status OPERATOR(pg_catalog.=) 'running' "
-				"AND gibbs_nb.job_worker_alive(job_id)",
-				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-	return DatumGetInt64(gnb_result_value(1, &isnull));
+	for (int i = 0; i < data->nelements; i++)
+	{
+		const LockInstanceData *l = &data->locks[i];
+
+		if (l->locktag.locktag_type == LOCKTAG_ADVISORY &&
+			l->locktag.locktag_lockmethodid == USER_LOCKMETHOD &&
+			l->locktag.locktag_field4 == ROLE_LOCK_CLASS &&
+			l->locktag.locktag_field1 == InvalidOid &&
+			l->locktag.locktag_field2 == role &&
+			(l->holdMask & LOCKBIT_ON(ShareLock)) != 0)
+			n++;
+	}
+	return n;
 }
 
 /*

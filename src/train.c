@@ -349,15 +349,16 @@ check_job_limits(const GnbJobParams *p)
 {
 	int64		running;
 	int			n_running;
-	int64		n_role;
+	int			n_role;
 	const char *role = gnb_current_role_name();
 
 	SPI_connect();
 	gnb_reconcile_jobs();
 	gnb_prune_jobs();
 	running = gnb_running_job(p->model_owner, p->model_name);
-	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(role) : 0;
 	SPI_finish();
+	/* the jobs the worker's role runs, in every database */
+	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(GetUserId()) : 0;
 	if (running != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
@@ -374,8 +375,8 @@ check_job_limits(const GnbJobParams *p)
 	if (gnb_max_jobs_per_role > 0 && n_role >= gnb_max_jobs_per_role)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("role \"%s\" runs %lld gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
-						role, (long long) n_role),
+				 errmsg("role \"%s\" runs %d gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
+						role, n_role),
 				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_role.")));
 }
 

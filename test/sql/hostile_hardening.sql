@@ -160,6 +160,47 @@ RESET ROLE;
 RESET gibbs_nb.max_job_memory;
 SELECT count(*) AS mallory_models FROM gibbs_nb.models WHERE owner = 'gnb_h_mallory';
 
+--
+-- 5. Taking more job slots than gibbs_nb.max_jobs_per_role allows, from
+--    another database.  The per-role bound must count the role's jobs in
+--    the whole cluster, as gibbs_nb.max_jobs does: with 2 jobs running in
+--    database hh_other, mallory's third job here is refused (53400).
+--
+SHOW gibbs_nb.max_jobs_per_role;
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE hh_other;
+\c hh_other
+CREATE EXTENSION gibbs_nb;
+CREATE TABLE public.mail (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO public.mail SELECT i, '{a,b}', CASE WHEN i <= 4 THEN (ARRAY['x', 'y'])[1 + i % 2] END
+FROM generate_series(1, 8) i;
+GRANT SELECT ON public.mail TO gnb_h_mallory;
+CREATE SCHEMA hm AUTHORIZATION gnb_h_mallory;
+SET ROLE gnb_h_mallory;
+SELECT job_id AS other_job_1 FROM gibbs_nb_train('o1', 'public.mail', 'tokens', 'label', sweeps => 10000000,
+                                                 seed => 1, labels_table => 'hm.o1', wait => false) \gset
+SELECT job_id AS other_job_2 FROM gibbs_nb_train('o2', 'public.mail', 'tokens', 'label', sweeps => 10000000,
+                                                 seed => 1, labels_table => 'hm.o2', wait => false) \gset
+SELECT count(*) AS running_in_hh_other FROM gibbs_nb_jobs WHERE status = 'running';
+RESET ROLE;
+\c :regress_db
+SET ROLE gnb_h_mallory;
+SELECT try($$SELECT gibbs_nb_train('o3', 'hm.mail', 'tokens', 'label', sweeps => 5, seed => 1)$$);
+RESET ROLE;
+\c hh_other
+SET ROLE gnb_h_mallory;
+SELECT gibbs_nb_cancel(:other_job_1), gibbs_nb_cancel(:other_job_2);
+SELECT status FROM gibbs_nb_wait(:other_job_1);
+SELECT status FROM gibbs_nb_wait(:other_job_2);
+RESET ROLE;
+\c :regress_db
+DROP DATABASE hh_other;
+-- and with them ended, mallory trains here again
+SET ROLE gnb_h_mallory;
+SELECT status FROM gibbs_nb_train('o3', 'hm.mail', 'tokens', 'label', sweeps => 5, seed => 1);
+SELECT gibbs_nb_drop('o3');
+RESET ROLE;
+
 -- clean up
 SET ROLE gnb_h_victim;
 SELECT gibbs_nb_drop('hv');
