@@ -31,7 +31,6 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -52,8 +51,6 @@
 #define JOB_LOCK_CLASS 0x474E
 /* ... and of the lock that makes checking the job limits and launching one step */
 #define LAUNCH_LOCK_CLASS 0x474F
-/* ... and of a model's publish lock (one publisher per model at a time) */
-#define PUBLISH_LOCK_CLASS 0x4750
 /* ... and of the lock every worker of a role holds, in every database */
 #define ROLE_LOCK_CLASS 0x4751
 
@@ -978,20 +975,16 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 						 int64 *version_id, int32 *keep_versions)
 {
 	bool		isnull;
-	LOCKTAG		tag;
 
 	/*
-	 * A lock of this transaction that no SQL call can take: a user advisory
-	 * lock on the same keys (pg_advisory_lock(hashtext(owner),
-	 * hashtext(model))) would let any role hold up another role's publish
-	 * for as long as it liked.
+	 * The upsert of the model's versions_issued row is the model's publish
+	 * lock: a second publisher of the model waits on that row until this
+	 * transaction ends.  Not a lock whose tag is made from the model: no
+	 * SQL call can take or hold this one (a user advisory lock on the
+	 * names' hashes let any role stop another's publish), and pg_locks,
+	 * which every role reads, shows no hash of an owner or model name.  The
+	 * number is the next after the last ever issued, even if it was dropped.
 	 */
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
-						 hash_bytes((const unsigned char *) owner, strlen(owner)),
-						 hash_bytes((const unsigned char *) model_name, strlen(model_name)),
-						 PUBLISH_LOCK_CLASS);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	/* the next number after the last ever issued, even if it was dropped */
 	model_statement("INSERT INTO gibbs_nb.versions_issued AS v (owner, model_name, last_version) "
 					"VALUES ($1, $2, 1) ON CONFLICT (model_name, owner) "
 					"DO UPDATE SET last_version = v.last_version OPERATOR(pg_catalog.+) 1 "

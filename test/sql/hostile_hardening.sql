@@ -201,6 +201,50 @@ SELECT status FROM gibbs_nb_train('o3', 'hm.mail', 'tokens', 'label', sweeps => 
 SELECT gibbs_nb_drop('o3');
 RESET ROLE;
 
+--
+-- 6. Learning another role's model names from pg_locks, which every role
+--    may read.  A lock whose tag is made from (owner, model name), such as
+--    an advisory lock on their hashes, shows the hashes to anyone who looks
+--    while the model publishes, and a name can be tried against them.  The
+--    victim's publish is held (by a trigger of its own on its labels table)
+--    while mallory looks: no lock in pg_locks may carry the hash of the
+--    victim's role or model name.
+--
+SET ROLE gnb_h_victim;
+CREATE TABLE hv.go_on (x int);
+CREATE FUNCTION hv.hold_publish() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM hv.go_on);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER hold BEFORE INSERT ON hv.hv_labels FOR EACH STATEMENT EXECUTE FUNCTION hv.hold_publish();
+SELECT job_id AS held_job
+FROM gibbs_nb_train('hv', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 3, wait => false) \gset
+RESET ROLE;
+-- the harness (a superuser) waits until the worker is publishing (bounded: 120 s)
+DO $$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE '%: publishing');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT count(*) AS publishing FROM pg_stat_activity WHERE query LIKE '%: publishing';
+SET ROLE gnb_h_mallory;
+SELECT count(*) AS locks_naming_the_victim
+FROM pg_locks
+WHERE locktype = 'advisory'
+  AND (classid::bigint IN ((hashtext('gnb_h_victim')::bigint + 4294967296) % 4294967296)
+       OR objid::bigint IN ((hashtext('hv')::bigint + 4294967296) % 4294967296));
+RESET ROLE;
+INSERT INTO hv.go_on VALUES (1);
+SELECT status, version FROM gibbs_nb_wait(:held_job);
+DROP TRIGGER hold ON hv.hv_labels;
+
 -- clean up
 SET ROLE gnb_h_victim;
 SELECT gibbs_nb_drop('hv');
