@@ -29,6 +29,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -67,6 +68,14 @@ static dlist_head model_lru = DLIST_STATIC_INIT(model_lru);
 static Size cache_bytes = 0;
 /* bumped whenever an entry is evicted: invalidates fn_extra pointers */
 static uint64 cache_generation = 0;
+
+/*
+ * The gibbs_nb.packed the cached versions were read from.  A version_id is
+ * unique for as long as the extension exists; dropping and creating it
+ * again starts version_id anew, and a new packed table then empties the
+ * cache, so that the cache is keyed by (packed table, version_id).
+ */
+static Oid	cache_packed_relid = InvalidOid;
 
 /*
  * When a name was last resolved to a version: the statement, the snapshot
@@ -266,6 +275,7 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	CheckStamp	now;
 	GnbModel   *m;
 	int64		version_id;
+	Oid			packed_relid;
 
 	if (len >= NAMEDATALEN)
 		ereport(ERROR,
@@ -292,6 +302,13 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 		ctl.hcxt = CacheMemoryContext;
 		model_cache = hash_create("gibbs_nb model cache", 16, &ctl,
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	packed_relid = get_relname_relid("packed", get_namespace_oid(GNB_SCHEMA, false));
+	if (packed_relid != cache_packed_relid)
+	{
+		while (!dlist_is_empty(&model_lru))
+			evict(dlist_container(GnbModel, lru, dlist_head_node(&model_lru)));
+		cache_packed_relid = packed_relid;
 	}
 	SPI_connect();
 	version_id = gnb_store_current_version_id(name);

@@ -245,9 +245,35 @@ INSERT INTO hv.go_on VALUES (1);
 SELECT status, version FROM gibbs_nb_wait(:held_job);
 DROP TRIGGER hold ON hv.hv_labels;
 
--- clean up
+--
+-- 7. A version served from this backend's prediction cache to another role,
+--    after the extension was dropped and created
+--    again (a reinstall), which starts version_id again at 1.  A session
+--    that serves several roles (SET ROLE, as a pooling application does)
+--    predicted with the victim's version 1; mallory's first model after the
+--    reinstall is version_id 1 as well, and must be mallory's, not the
+--    victim's from the cache.
+--
+DROP TRIGGER label_inbox ON hv.inbox;
+DROP EXTENSION gibbs_nb;
+CREATE EXTENSION gibbs_nb;
 SET ROLE gnb_h_victim;
-SELECT gibbs_nb_drop('hv');
+SELECT version FROM gibbs_nb_train('first', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 1,
+                                   labels_table => 'hv.first_labels');
+SELECT gibbs_nb_classes('first') AS victim_classes;
+RESET ROLE;
+DROP EXTENSION gibbs_nb;
+CREATE EXTENSION gibbs_nb;
+SET ROLE gnb_h_mallory;
+SELECT version FROM gibbs_nb_train('mine', 'hm.own', 'tokens', 'label', sweeps => 5, seed => 1,
+                                   labels_table => 'hm.mine_labels');
+SELECT version_id FROM gibbs_nb.packed WHERE model_name = 'mine';
+SELECT gibbs_nb_classes('mine') AS mallory_classes;
+SELECT gibbs_nb_predict('mine', '{cheap,pills}'::text[]) AS mallory_prediction;
+SELECT gibbs_nb_drop('mine');
+RESET ROLE;
+
+-- clean up
 RESET ROLE;
 DROP SCHEMA hv CASCADE;
 DROP SCHEMA hm CASCADE;
