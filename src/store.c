@@ -128,6 +128,34 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 	gnb_restore_user(&priv);
 }
 
+/*
+ * Keep a schema's name until the transaction ends: a row lock on its
+ * pg_namespace row, which ALTER SCHEMA ... RENAME (and DROP SCHEMA) must wait
+ * for.  A relation locked by OID and named from the catalogs for the
+ * statements that follow is named by its schema too; without this the
+ * schema's owner (with CREATE on the database) could rename the schema and
+ * create another of that name holding a look-alike relation, which the next
+ * statement by that name would reach, running the look-alike's triggers or
+ * view as the caller.  Connects to SPI itself (nested if connected).
+ */
+void
+gnb_lock_namespace_name(Oid nspid)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(nspid)};
+	/* the worker locks its source before it takes the read's snapshot */
+	bool		push = !ActiveSnapshotSet();
+
+	if (push)
+		PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	gnb_execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE oid OPERATOR(pg_catalog.=) $1 FOR SHARE",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	SPI_finish();
+	if (push)
+		PopActiveSnapshot();
+}
+
 /* The first column of the first row of the last gnb_execute, or *isnull. */
 Datum
 gnb_result_value(int col, bool *isnull)

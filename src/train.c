@@ -319,6 +319,8 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 						has_label ? text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABEL_COLUMN)) : NULL,
 						text_to_cstring(PG_GETARG_TEXT_PP(ARG_ID_COLUMN)),
 						&p->source);
+	/* the source's schema keeps its name while the checks read it by name */
+	gnb_lock_namespace_name(get_rel_namespace(p->source.relid));
 	source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->source.relid)),
 											get_rel_name(p->source.relid));
 	strlcpy(p->source_display, source_sql, sizeof(p->source_display));

@@ -273,6 +273,84 @@ SELECT gibbs_nb_predict('mine', '{cheap,pills}'::text[]) AS mallory_prediction;
 SELECT gibbs_nb_drop('mine');
 RESET ROLE;
 
+--
+-- 8. Renaming a schema under a statement that names a relation in it.  The
+--    victim keeps the labels table of its model 'lt' in mallory's schema hm
+--    (mallory granted it CREATE there).  While the victim's job publishes
+--    (its DELETE of the old labels is slow: a trigger of the victim's own
+--    holds it), mallory, with CREATE on the database, renames hm and
+--    creates a new hm holding a look-alike labels table whose trigger
+--    records who runs it; the job's next statement, by name, would insert
+--    into the look-alike as the victim.  The rename must wait until the
+--    publish is over (here: fail on lock_timeout), and mallory's trigger
+--    must never run as the victim.
+--
+SELECT format('GRANT CREATE ON DATABASE %I TO gnb_h_mallory', current_database()) \gexec
+CREATE TABLE public.hh_evidence (ran_as text);
+GRANT INSERT, SELECT ON public.hh_evidence TO PUBLIC;
+GRANT USAGE, CREATE ON SCHEMA hm TO gnb_h_victim;
+SET ROLE gnb_h_victim;
+SELECT version FROM gibbs_nb_train('lt', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 1,
+                                   labels_table => 'hm.lt_labels');
+CREATE TABLE hv.go_on_2 (x int);
+CREATE FUNCTION hv.slow_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM hv.go_on_2);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER slow BEFORE DELETE ON hm.lt_labels FOR EACH STATEMENT EXECUTE FUNCTION hv.slow_delete();
+SELECT job_id AS lt_job
+FROM gibbs_nb_train('lt', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 2,
+                    labels_table => 'hm.lt_labels', wait => false) \gset
+RESET ROLE;
+-- the harness waits until the worker is publishing (bounded: 120 s)
+DO $$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE '%: publishing');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SET ROLE gnb_h_mallory;
+SET lock_timeout = '3s';
+SELECT try('ALTER SCHEMA hm RENAME TO hm_old') AS rename_under_publish;
+RESET lock_timeout;
+-- if the rename went through, the look-alike
+DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'hm_old') THEN
+    CREATE SCHEMA hm;
+    GRANT USAGE ON SCHEMA hm TO gnb_h_victim;
+    CREATE TABLE hm.lt_labels (id int, label text, probability float8, probabilities float8[],
+                               version int);
+    GRANT ALL ON hm.lt_labels TO gnb_h_victim;
+    CREATE FUNCTION hm.record() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+      INSERT INTO public.hh_evidence VALUES (current_user);
+      RETURN NULL;
+    END $f$;
+    CREATE TRIGGER record BEFORE INSERT ON hm.lt_labels
+      FOR EACH STATEMENT EXECUTE FUNCTION hm.record();
+  END IF;
+END $$;
+RESET ROLE;
+INSERT INTO hv.go_on_2 VALUES (1);
+SELECT status, version FROM gibbs_nb_wait(:lt_job);
+SELECT ran_as FROM public.hh_evidence;
+-- the victim's own labels table holds the new version
+SET ROLE gnb_h_victim;
+SELECT labels_table, (SELECT max(version) FROM hm.lt_labels) AS labels_version
+FROM gibbs_nb.models WHERE model_name = 'lt' ORDER BY version DESC LIMIT 1;
+SELECT gibbs_nb_drop('lt');
+RESET ROLE;
+DROP SCHEMA IF EXISTS hm_old CASCADE;
+DROP TABLE public.hh_evidence;
+SELECT format('REVOKE CREATE ON DATABASE %I FROM gnb_h_mallory', current_database()) \gexec
+
 -- clean up
 RESET ROLE;
 DROP SCHEMA hv CASCADE;
