@@ -243,7 +243,7 @@ extern void gnb_restore_user(GnbPrivilegeState *state);
 extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
 						const char *nulls, GnbRunAs as, int expected, long limit);
 extern Datum gnb_result_value(int col, bool *isnull);
-extern void gnb_lock_namespace_name(Oid nspid);
+extern void gnb_lock_namespace_name(Oid nspid, bool nowait);
 extern char *gnb_current_role_name(void);
 extern const char *gnb_choose_owner(const char *model_name, char **owners, int n);
 extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_ok);

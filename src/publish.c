@@ -75,7 +75,7 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 		relid = get_relname_relid(params->labels_table, nspid);
 		LockRelationOid(relid, ShareRowExclusiveLock);
 	}
-	gnb_lock_namespace_name(get_rel_namespace(relid));
+	gnb_lock_namespace_name(get_rel_namespace(relid), true);
 	*sql_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 										   get_rel_name(relid));
 	return relid;
@@ -114,7 +114,7 @@ gnb_lock_labels_table(Oid relid, LOCKMODE mode)
 	LockRelationOid(relid, mode);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		return NULL;
-	gnb_lock_namespace_name(get_rel_namespace(relid));
+	gnb_lock_namespace_name(get_rel_namespace(relid), false);
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 									  get_rel_name(relid));
 }

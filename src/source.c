@@ -144,7 +144,7 @@ gnb_lock_source(const GnbSourceDesc *checked, int64 job_id)
 						job_id),
 				 errdetail("Its columns are no longer those gibbs_nb_train checked."),
 				 errhint("Train again.")));
-	gnb_lock_namespace_name(get_rel_namespace(checked->relid));
+	gnb_lock_namespace_name(get_rel_namespace(checked->relid), true);
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(checked->relid)),
 									  get_rel_name(checked->relid));
 }

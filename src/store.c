@@ -136,24 +136,38 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
  * schema's owner (with CREATE on the database) could rename the schema and
  * create another of that name holding a look-alike relation, which the next
  * statement by that name would reach, running the look-alike's triggers or
- * view as the caller.  Connects to SPI itself (nested if connected).
+ * view as the caller.  A job's worker does not wait (nowait): the row may be
+ * one its caller's open transaction altered (GRANT ... ON SCHEMA, then
+ * gibbs_nb_train), and the caller is waiting for the worker; it fails with
+ * 55P03 instead.  Connects to SPI itself (nested if connected).
  */
 void
-gnb_lock_namespace_name(Oid nspid)
+gnb_lock_namespace_name(Oid nspid, bool nowait)
 {
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(nspid)};
 	/* the worker locks its source before it takes the read's snapshot */
 	bool		push = !ActiveSnapshotSet();
+	bool		locked;
 
 	if (push)
 		PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	gnb_execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE oid OPERATOR(pg_catalog.=) $1 FOR SHARE",
+	gnb_execute(nowait ?
+				"SELECT 1 FROM pg_catalog.pg_namespace WHERE oid OPERATOR(pg_catalog.=) $1 FOR SHARE SKIP LOCKED" :
+				"SELECT 1 FROM pg_catalog.pg_namespace WHERE oid OPERATOR(pg_catalog.=) $1 FOR SHARE",
 				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	locked = SPI_processed > 0;
 	SPI_finish();
 	if (push)
 		PopActiveSnapshot();
+	if (!locked)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("schema \"%s\" is being altered by another transaction",
+						get_namespace_name(nspid)),
+				 errdetail("A gibbs_nb job does not wait for a schema whose relations it names."),
+				 errhint("Commit the transaction that altered the schema (ALTER SCHEMA, GRANT ... ON SCHEMA), then train again.")));
 }
 
 /* The first column of the first row of the last gnb_execute, or *isnull. */

@@ -320,7 +320,7 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 						text_to_cstring(PG_GETARG_TEXT_PP(ARG_ID_COLUMN)),
 						&p->source);
 	/* the source's schema keeps its name while the checks read it by name */
-	gnb_lock_namespace_name(get_rel_namespace(p->source.relid));
+	gnb_lock_namespace_name(get_rel_namespace(p->source.relid), false);
 	source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->source.relid)),
 											get_rel_name(p->source.relid));
 	strlcpy(p->source_display, source_sql, sizeof(p->source_display));

@@ -347,6 +347,15 @@ SELECT labels_table, (SELECT max(version) FROM hm.lt_labels) AS labels_version
 FROM gibbs_nb.models WHERE model_name = 'lt' ORDER BY version DESC LIMIT 1;
 SELECT gibbs_nb_drop('lt');
 RESET ROLE;
+-- The lock never makes a job wait for its own caller: a caller that altered
+-- the source's schema in its open transaction gets a clear error at once
+-- (bounded: statement_timeout 60 s), not a job that waits for it for ever.
+BEGIN;
+SET LOCAL ROLE gnb_h_victim;
+GRANT USAGE ON SCHEMA hv TO gnb_h_mallory;
+SET LOCAL statement_timeout = '60s';
+SELECT try($$SELECT gibbs_nb_train('st', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 1)$$);
+ROLLBACK;
 DROP SCHEMA IF EXISTS hm_old CASCADE;
 DROP TABLE public.hh_evidence;
 SELECT format('REVOKE CREATE ON DATABASE %I FROM gnb_h_mallory', current_database()) \gexec
