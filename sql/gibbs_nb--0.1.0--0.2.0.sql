@@ -814,3 +814,25 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
                                    float8, float8, float8, bigint, text, boolean, float8, text)
     IS 'train a version of one of your models in a background worker that runs as you';
+
+-- ==== hardening: a hostile role's attacks (test/sql/hostile_hardening.sql) ====
+--
+-- No role but the extension's owner has a privilege on the extension's
+-- tables beyond SELECT: LOCK TABLE in any mode stronger than ACCESS SHARE
+-- needs only UPDATE, DELETE or TRUNCATE (row security does not apply), and a
+-- role holding ACCESS EXCLUSIVE on gibbs_nb.jobs would stop every other
+-- role's jobs from starting, progressing and publishing.  Finished jobs'
+-- rows are deleted with gibbs_nb_delete_job instead.
+REVOKE DELETE ON gibbs_nb.jobs FROM PUBLIC;
+DROP POLICY owner_deletes_finished ON gibbs_nb.jobs;
+
+/*
+ * gibbs_nb_delete_job: delete the row of a job that has ended (and its
+ * trace, unless a version keeps it), for a role that may see the job.
+ */
+CREATE FUNCTION gibbs_nb_delete_job(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_delete_job'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_delete_job(bigint)
+    IS 'delete the row of a job that has ended (and its trace unless a version keeps it)';

@@ -19,8 +19,10 @@
 #include "gibbs_nb.h"
 #include "tokens.h"
 
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -31,9 +33,6 @@
 
 #include <math.h>
 
-
-/* Rows fetched per SPI round trip. */
-#define FETCH_ROWS 2000
 
 /* Growable arrays of the corpus under construction. */
 typedef struct CorpusBuilder
@@ -109,7 +108,11 @@ intern(CorpusBuilder *b, vocab_hash *table, const char *str, int len, bool is_la
 
 	if (!found)
 	{
-		char	   *copy = MemoryContextAlloc(b->cxt, len + 1);
+		char	   *copy;
+
+		gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
+							 (double) len + 1, "reading the source");
+		copy = MemoryContextAlloc(b->cxt, len + 1);
 
 		memcpy(copy, str, len);
 		copy[len] = '\0';
@@ -220,55 +223,108 @@ null_id_error(const GnbJobParams *params)
 }
 
 /*
- * Run a read-only query through a cursor, calling fn for every row.  The
- * query's columns must have the types in `types` (ncols of them): fn takes
- * their values as such.
+ * Run a read-only query, calling fn for every row as the executor produces
+ * it: no batch of rows is ever held, and what fn allocates (detoasted
+ * values) is freed after each row, so that what reading holds beyond the
+ * corpus is one row, however large the rows (a view may make each of them a
+ * 1 GB value).  The query's columns must have the types in `types` (ncols of
+ * them): fn takes their values as such.
  */
-typedef void (*row_fn) (CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple,
-						TupleDesc desc);
+typedef void (*row_fn) (CorpusBuilder *b, const GnbJobParams *params, Datum *values,
+						bool *nulls);
+
+typedef struct RowReceiver
+{
+	DestReceiver pub;
+	CorpusBuilder *b;
+	const GnbJobParams *params;
+	int			ncols;
+	const Oid  *types;
+	row_fn		fn;
+	MemoryContext row_cxt;
+} RowReceiver;
+
+static void
+row_receiver_startup(DestReceiver *self, int operation, TupleDesc desc)
+{
+	RowReceiver *r = (RowReceiver *) self;
+
+	for (int c = 0; c < r->ncols; c++)
+		gnb_check_result_column(desc, c + 1, r->types[c], c == 0 ? "id" : "tokens or label");
+}
+
+static bool
+row_receiver_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	RowReceiver *r = (RowReceiver *) self;
+	MemoryContext old;
+
+	slot_getallattrs(slot);
+	old = MemoryContextSwitchTo(r->row_cxt);
+	r->fn(r->b, r->params, slot->tts_values, slot->tts_isnull);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(r->row_cxt);
+	CHECK_FOR_INTERRUPTS();
+	return true;
+}
+
+static void
+row_receiver_noop(DestReceiver *self)
+{
+}
 
 static void
 for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
 			 int ncols, const Oid *types, row_fn fn)
 {
-	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb read batch",
-													ALLOCSET_DEFAULT_SIZES);
-	Portal		portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, true,
-												   CURSOR_OPT_NO_SCROLL);
+	RowReceiver r;
+	SPIExecuteOptions options;
+	int			rc;
 
-	for (;;)
-	{
-		MemoryContext old;
+	memset(&r, 0, sizeof(r));
+	r.pub.receiveSlot = row_receiver_receive;
+	r.pub.rStartup = row_receiver_startup;
+	r.pub.rShutdown = row_receiver_noop;
+	r.pub.rDestroy = row_receiver_noop;
+	r.pub.mydest = DestNone;
+	r.b = b;
+	r.params = params;
+	r.ncols = ncols;
+	r.types = types;
+	r.fn = fn;
+	r.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb read row",
+									  ALLOCSET_DEFAULT_SIZES);
+	memset(&options, 0, sizeof(options));
+	options.read_only = true;
+	options.dest = &r.pub;
+	/* a receiver that is not SPI's makes a SELECT return SPI_OK_UTILITY */
+	rc = SPI_execute_extended(sql, &options);
+	if (rc < 0)
+		elog(ERROR, "gibbs_nb: reading the source failed (%s): %s", SPI_result_code_string(rc), sql);
+	MemoryContextDelete(r.row_cxt);
+}
 
-		SPI_cursor_fetch(portal, true, FETCH_ROWS);
-		if (SPI_processed == 0)
-			break;
-		for (int c = 0; c < ncols; c++)
-			gnb_check_result_column(SPI_tuptable->tupdesc, c + 1, types[c],
-									c == 0 ? "id" : "tokens or label");
-		old = MemoryContextSwitchTo(batch_cxt);
-		for (uint64 r = 0; r < SPI_processed; r++)
-			fn(b, params, SPI_tuptable->vals[r], SPI_tuptable->tupdesc);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(batch_cxt);
-		SPI_freetuptable(SPI_tuptable);
-		CHECK_FOR_INTERRUPTS();
-	}
-	SPI_cursor_close(portal);
-	MemoryContextDelete(batch_cxt);
+/*
+ * Before a value of the row is detoasted (or, computed by a view, used):
+ * its size must fit the job's budget on top of what the corpus holds.
+ */
+static void
+check_value_size(CorpusBuilder *b, const GnbJobParams *params, Datum value)
+{
+	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) toast_raw_datum_size(value), "reading the source");
 }
 
 /* A row of the ids query: (id, label, tokens IS NULL, held out). */
 static void
-add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, TupleDesc desc)
+add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
 {
-	bool		id_null,
-				label_null,
-				isnull;
-	Datum		id = SPI_getbinval(tuple, desc, 1, &id_null);
-	Datum		label = SPI_getbinval(tuple, desc, 2, &label_null);
-	bool		no_tokens = DatumGetBool(SPI_getbinval(tuple, desc, 3, &isnull));
-	bool		held_out = DatumGetBool(SPI_getbinval(tuple, desc, 4, &isnull));
+	bool		id_null = nulls[0],
+				label_null = nulls[1];
+	Datum		id = values[0];
+	Datum		label = values[1];
+	bool		no_tokens = DatumGetBool(values[2]);
+	bool		held_out = DatumGetBool(values[3]);
 	text	   *t;
 	MemoryContext old;
 
@@ -291,8 +347,11 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, T
 		b->labeled_value = grow(b->cxt, b->labeled_value, sizeof(int32), b->labeled_cap, cap);
 		b->labeled_cap = cap;
 	}
+	check_value_size(b, params, label);
 	t = DatumGetTextPP(label);
 	b->labeled_value[b->n_labeled] = intern(b, b->labels, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), true);
+	if (b->id_typlen == -1)
+		check_value_size(b, params, id);
 	old = MemoryContextSwitchTo(b->cxt);
 	b->labeled_ids[b->n_labeled] = datumCopy(id, b->id_typbyval, b->id_typlen);
 	MemoryContextSwitchTo(old);
@@ -301,12 +360,12 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, T
 
 /* A row of the documents query: (id, tokens), an unlabelled document. */
 static void
-add_document_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, TupleDesc desc)
+add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
 {
-	bool		id_null,
-				tokens_null;
-	Datum		id = SPI_getbinval(tuple, desc, 1, &id_null);
-	Datum		tokens = SPI_getbinval(tuple, desc, 2, &tokens_null);
+	bool		id_null = nulls[0],
+				tokens_null = nulls[1];
+	Datum		id = values[0];
+	Datum		tokens = values[1];
 	MemoryContext old;
 
 	if (id_null)
@@ -323,8 +382,11 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, 
 	if (b->n_docs == b->docs_cap)
 		grow_docs(b);
 	b->doc_start[b->n_docs] = b->n_pairs;
+	check_value_size(b, params, tokens);
 	gnb_each_token(tokens, params->source.tokens_base == TSVECTOROID, add_token, b);
 	b->label[b->n_docs] = -1;
+	if (b->id_typlen == -1)
+		check_value_size(b, params, id);
 	old = MemoryContextSwitchTo(b->cxt);
 	b->ids[b->n_docs] = datumCopy(id, b->id_typbyval, b->id_typlen);
 	MemoryContextSwitchTo(old);
@@ -337,14 +399,14 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, 
  * vocabulary.
  */
 static void
-add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, TupleDesc desc)
+add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
 {
-	bool		id_null,
-				tokens_null,
-				label_null;
-	Datum		id = SPI_getbinval(tuple, desc, 1, &id_null);
-	Datum		tokens = SPI_getbinval(tuple, desc, 2, &tokens_null);
-	Datum		label = SPI_getbinval(tuple, desc, 3, &label_null);
+	bool		id_null = nulls[0],
+				tokens_null = nulls[1],
+				label_null = nulls[2];
+	Datum		id = values[0];
+	Datum		tokens = values[1];
+	Datum		label = values[2];
 	MemoryContext old;
 
 	if (id_null)
@@ -360,8 +422,10 @@ add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, HeapTuple tuple, T
 		b->holdout_labels = grow(b->cxt, b->holdout_labels, sizeof(char *), b->holdout_cap, cap);
 		b->holdout_cap = cap;
 	}
-	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
-						 (double) toast_raw_datum_size(tokens), "reading the held-out documents");
+	check_value_size(b, params, tokens);
+	check_value_size(b, params, label);
+	if (b->id_typlen == -1)
+		check_value_size(b, params, id);
 	old = MemoryContextSwitchTo(b->cxt);
 	b->holdout_ids[b->n_holdout] = datumCopy(id, b->id_typbyval, b->id_typlen);
 	b->holdout_tokens[b->n_holdout] = PointerGetDatum(PG_DETOAST_DATUM_COPY(tokens));
@@ -431,6 +495,7 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 													SPI_tuptable->tupdesc, 1, &isnull));
 	if (isnull)
 		elog(ERROR, "gibbs_nb_class_counts returned NULL");
+	check_value_size(b, params, PointerGetDatum(value));
 	old = MemoryContextSwitchTo(b->cxt);
 	value = DatumGetByteaPCopy(PointerGetDatum(value));
 	MemoryContextSwitchTo(old);

@@ -259,11 +259,12 @@ extern void gnb_pin_search_path(GnbPrivilegeState *state);
 extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
 						const char *nulls, GnbRunAs as, int expected, long limit);
 extern Datum gnb_result_value(int col, bool *isnull);
+extern void gnb_lock_namespace_name(Oid nspid, bool nowait);
 extern char *gnb_current_role_name(void);
 extern const char *gnb_choose_owner(const char *model_name, char **owners, int n);
 extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_ok);
 extern bool gnb_labels_table_registered(const char *owner, const char *model_name, Oid relid);
-extern void gnb_hold_job_lock(int64 job_id);
+extern void gnb_hold_job_lock(int64 job_id, Oid role);
 extern void gnb_release_job_lock(int64 job_id);
 extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
@@ -271,7 +272,7 @@ extern int64 gnb_running_job(const char *owner, const char *model_name);
 extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);
 extern int	gnb_count_live_jobs(void);
-extern int64 gnb_count_role_jobs(const char *role);
+extern int	gnb_count_role_jobs(Oid role);
 extern int64 gnb_count_running_jobs_here(void);
 extern void gnb_store_job_started(const GnbJobParams *p, int pid);
 extern void gnb_store_job_progress(int64 job_id, int32 chain, int32 sweep, double log_joint);
@@ -281,6 +282,7 @@ extern void gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double
 extern void gnb_store_job_ended(const GnbJobParams *p, const char *status, const char *message,
 								const char *sqlstate, int pid);
 extern bool gnb_store_job_lookup(int64 job_id, bool *running, int *pid);
+extern bool gnb_store_delete_job(int64 job_id);
 extern int64 gnb_store_next_job_id(void);
 extern void gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain,
 								 const int32 *sweep, const double *log_joint,

@@ -258,6 +258,43 @@ gibbs_nb_cancel(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(true);
 }
 
+PG_FUNCTION_INFO_V1(gibbs_nb_delete_job);
+
+/*
+ * gibbs_nb_delete_job(job_id bigint) returns boolean
+ *
+ * Deletes the row of a job that has ended (and its trace, unless a version
+ * keeps it), for any role that may see the job.  False if the job is still
+ * running.  This is how roles delete job rows: none has DELETE on
+ * gibbs_nb.jobs, since that privilege would also let it LOCK the table and
+ * stop every other role's jobs.
+ */
+Datum
+gibbs_nb_delete_job(PG_FUNCTION_ARGS)
+{
+	int64		job_id;
+	bool		running;
+	int			pid;
+	bool		deleted;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("job_id must not be NULL")));
+	job_id = PG_GETARG_INT64(0);
+
+	SPI_connect();
+	/* a job whose worker is gone has ended, whatever its row still says */
+	gnb_reconcile_jobs();
+	if (!gnb_store_job_lookup(job_id, &running, &pid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("gibbs_nb job " INT64_FORMAT " does not exist", job_id)));
+	deleted = !running && gnb_store_delete_job(job_id);
+	SPI_finish();
+	PG_RETURN_BOOL(deleted);
+}
+
 PG_FUNCTION_INFO_V1(gibbs_nb_guard_drop_extension);
 
 /*

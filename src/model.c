@@ -96,6 +96,7 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 		LockRelationOid(relid, all_versions ? AccessExclusiveLock : RowExclusiveLock);
 		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 			continue;
+		gnb_lock_namespace_name(get_rel_namespace(relid), false);
 		qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 											   get_rel_name(relid));
 		if (all_versions)

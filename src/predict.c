@@ -29,6 +29,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -67,6 +68,14 @@ static dlist_head model_lru = DLIST_STATIC_INIT(model_lru);
 static Size cache_bytes = 0;
 /* bumped whenever an entry is evicted: invalidates fn_extra pointers */
 static uint64 cache_generation = 0;
+
+/*
+ * The gibbs_nb.packed the cached versions were read from.  A version_id is
+ * unique for as long as the extension exists; dropping and creating it
+ * again starts version_id anew, and a new packed table then empties the
+ * cache, so that the cache is keyed by (packed table, version_id).
+ */
+static Oid	cache_packed_relid = InvalidOid;
 
 /*
  * When a name was last resolved to a version: the statement, the snapshot
@@ -296,6 +305,7 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	CheckStamp	now;
 	GnbModel   *m;
 	int64		version_id;
+	Oid			packed_relid;
 
 	if (len >= NAMEDATALEN)
 		ereport(ERROR,
@@ -322,6 +332,13 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 		ctl.hcxt = CacheMemoryContext;
 		model_cache = hash_create("gibbs_nb model cache", 16, &ctl,
 								  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	packed_relid = get_relname_relid("packed", get_namespace_oid(GNB_SCHEMA, false));
+	if (packed_relid != cache_packed_relid)
+	{
+		while (!dlist_is_empty(&model_lru))
+			evict(dlist_container(GnbModel, lru, dlist_head_node(&model_lru)));
+		cache_packed_relid = packed_relid;
 	}
 	SPI_connect();
 	version_id = gnb_store_current_version_id(name);
@@ -524,7 +541,8 @@ gibbs_nb_classes(PG_FUNCTION_ARGS)
 /*
  * gibbs_nb_label_trigger(): a BEFORE INSERT OR UPDATE ... FOR EACH ROW
  * trigger with arguments (model_name, tokens_column, label_column) that sets
- * the label column to the predicted class (NULL when the tokens are NULL).
+ * the label column to the predicted class (NULL when the tokens are NULL),
+ * with the model the name means for the table's owner.
  */
 Datum
 gibbs_nb_label_trigger(PG_FUNCTION_ARGS)
@@ -581,13 +599,29 @@ gibbs_nb_label_trigger(PG_FUNCTION_ARGS)
 		LOCAL_FCINFO(call, 2);
 		Oid			typinput;
 		Oid			typioparam;
+		Oid			save_user;
+		int			save_sec_context;
 
 		InitFunctionCallInfoData(*call, fcinfo->flinfo, 2, InvalidOid, NULL, NULL);
 		call->args[0].value = CStringGetTextDatum(trigger->tgargs[0]);
 		call->args[0].isnull = false;
 		call->args[1].value = tokens;
 		call->args[1].isnull = false;
+
+		/*
+		 * The trigger is the table's: the model is the one its name means
+		 * for the table's owner, whoever fires the trigger.  As the
+		 * inserting role, a role allowed to insert only some columns would
+		 * choose the label with a model of its own of that name.  Only the
+		 * extension's own statements run meanwhile; an error restores the
+		 * user with the (sub)transaction.
+		 */
+		GetUserIdAndSecContext(&save_user, &save_sec_context);
+		SetUserIdAndSecContext(td->tg_relation->rd_rel->relowner,
+							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
 		label = predict(call, tokens_type == TSVECTOROID);
+		SetUserIdAndSecContext(save_user, save_sec_context);
 		/* the label column may be of any type with a text input */
 		getTypeInputInfo(label_type, &typinput, &typioparam);
 		label = OidInputFunctionCall(typinput, TextDatumGetCString(label), typioparam,

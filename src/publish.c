@@ -77,6 +77,7 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 		/* on Citus, distributed like a distributed source (citus.c) */
 		gnb_citus_distribute_labels(relid, params->source.relid, params->source.id_column);
 	}
+	gnb_lock_namespace_name(get_rel_namespace(relid), true);
 	*sql_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 										   get_rel_name(relid));
 	return relid;
@@ -126,6 +127,7 @@ gnb_lock_labels_table(Oid relid, LOCKMODE mode)
 	LockRelationOid(relid, mode);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		return NULL;
+	gnb_lock_namespace_name(get_rel_namespace(relid), false);
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 									  get_rel_name(relid));
 }

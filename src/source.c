@@ -125,9 +125,10 @@ same_source(const GnbSourceDesc *a, const GnbSourceDesc *b)
 /*
  * In the worker, inside the read's transaction and before its snapshot:
  * lock the source the caller checked, by OID, and check it again.  Returns
- * its quoted, qualified name, made now from the catalogs; the lock (held to
- * the end of the transaction) keeps it from being dropped, renamed or
- * altered while it is read.
+ * its quoted, qualified name, made now from the catalogs; the locks (held to
+ * the end of the transaction, on the relation and on its schema's name) keep
+ * it from being dropped, renamed or altered, and its name from meaning
+ * another relation, while it is read.
  */
 char *
 gnb_lock_source(const GnbSourceDesc *checked, int64 job_id)
@@ -149,6 +150,7 @@ gnb_lock_source(const GnbSourceDesc *checked, int64 job_id)
 						job_id),
 				 errdetail("Its columns are no longer those gibbs_nb_train checked."),
 				 errhint("Train again.")));
+	gnb_lock_namespace_name(get_rel_namespace(checked->relid), true);
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(checked->relid)),
 									  get_rel_name(checked->relid));
 }

@@ -59,6 +59,8 @@
 #define JOB_LOCK_CLASS 0x474E
 /* ... and of the lock that makes checking the job limits and launching one step */
 #define LAUNCH_LOCK_CLASS 0x474F
+/* ... and of the lock every worker of a role holds, in every database */
+#define ROLE_LOCK_CLASS 0x4751
 
 /* The owner of schema gibbs_nb: the role that created the extension. */
 Oid
@@ -141,6 +143,48 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 	if (rc != expected)
 		elog(ERROR, "gibbs_nb: statement failed (%s): %s", SPI_result_code_string(rc), sql);
 	gnb_restore_user(&priv);
+}
+
+/*
+ * Keep a schema's name until the transaction ends: a row lock on its
+ * pg_namespace row, which ALTER SCHEMA ... RENAME (and DROP SCHEMA) must wait
+ * for.  A relation locked by OID and named from the catalogs for the
+ * statements that follow is named by its schema too; without this the
+ * schema's owner (with CREATE on the database) could rename the schema and
+ * create another of that name holding a look-alike relation, which the next
+ * statement by that name would reach, running the look-alike's triggers or
+ * view as the caller.  A job's worker does not wait (nowait): the row may be
+ * one its caller's open transaction altered (GRANT ... ON SCHEMA, then
+ * gibbs_nb_train), and the caller is waiting for the worker; it fails with
+ * 55P03 instead.  Connects to SPI itself (nested if connected).
+ */
+void
+gnb_lock_namespace_name(Oid nspid, bool nowait)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(nspid)};
+	/* the worker locks its source before it takes the read's snapshot */
+	bool		push = !ActiveSnapshotSet();
+	bool		locked;
+
+	if (push)
+		PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	gnb_execute(nowait ?
+				"SELECT 1 FROM pg_catalog.pg_namespace WHERE oid OPERATOR(pg_catalog.=) $1 FOR SHARE SKIP LOCKED" :
+				"SELECT 1 FROM pg_catalog.pg_namespace WHERE oid OPERATOR(pg_catalog.=) $1 FOR SHARE",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	locked = SPI_processed > 0;
+	SPI_finish();
+	if (push)
+		PopActiveSnapshot();
+	if (!locked)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("schema \"%s\" is being altered by another transaction",
+						get_namespace_name(nspid)),
+				 errdetail("A gibbs_nb job does not wait for a schema whose relations it names."),
+				 errhint("Commit the transaction that altered the schema (ALTER SCHEMA, GRANT ... ON SCHEMA), then train again.")));
 }
 
 /* The first column of the first row of the last gnb_execute, or *isnull. */
@@ -268,24 +312,41 @@ job_lock_tag(LOCKTAG *tag, int64 job_id)
 						 (uint32) job_id, JOB_LOCK_CLASS);
 }
 
+/*
+ * The lock each worker of a role holds (shared) while its job runs: in no
+ * database, so that counting its holders counts the role's jobs in the
+ * whole cluster (gibbs_nb.max_jobs_per_role).
+ */
+static void
+role_lock_tag(LOCKTAG *tag, Oid role)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, role, 0, ROLE_LOCK_CLASS);
+}
+
 /* Whether this process holds its job's lock (it is a worker that does). */
 static bool job_lock_held = false;
+/* ... and the role lock of the role its job runs as */
+static Oid	role_lock_role = InvalidOid;
 
 /*
- * Called by a job's worker before it registers the job: a session lock it
+ * Called by a job's worker before it registers the job: session locks it
  * holds until the job's outcome is recorded (gnb_release_job_lock), or until
- * it exits, however it exits.  Its being held is what "the job is running"
- * means, to everyone, whatever their privileges: to the jobs view, to the
- * job limits, to DROP EXTENSION.
+ * it exits, however it exits.  The job lock's being held is what "the job is
+ * running" means, to everyone, whatever their privileges: to the jobs view,
+ * to the job limits, to DROP EXTENSION; the role lock (role: the role the
+ * job runs as) is what the per-role limit counts.
  */
 void
-gnb_hold_job_lock(int64 job_id)
+gnb_hold_job_lock(int64 job_id, Oid role)
 {
 	LOCKTAG		tag;
 
 	job_lock_tag(&tag, job_id);
 	(void) LockAcquire(&tag, ExclusiveLock, true, false);
 	job_lock_held = true;
+	role_lock_tag(&tag, role);
+	(void) LockAcquire(&tag, ShareLock, true, false);
+	role_lock_role = role;
 }
 
 /*
@@ -297,6 +358,12 @@ gnb_release_job_lock(int64 job_id)
 {
 	LOCKTAG		tag;
 
+	if (OidIsValid(role_lock_role))
+	{
+		role_lock_tag(&tag, role_lock_role);
+		LockRelease(&tag, ShareLock, true);
+		role_lock_role = InvalidOid;
+	}
 	if (!job_lock_held)
 		return;
 	job_lock_tag(&tag, job_id);
@@ -519,22 +586,29 @@ gnb_count_running_jobs_here(void)
 }
 
 /*
- * Jobs of this database that run as `role` and whose worker is alive.
- * SPI connected.
+ * Jobs that run as `role` and whose worker is alive, in every database of
+ * the cluster: the holders of the role's lock.  Counted from the lock table,
+ * so that a role cannot pass its bound by starting jobs in other databases.
  */
-int64
-gnb_count_role_jobs(const char *role)
+int
+gnb_count_role_jobs(Oid role)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(role)};
-	bool		isnull;
+	LockData   *data = GetLockStatusData();
+	int			n = 0;
 
-	gnb_execute("SELECT pg_catalog.count(*) FROM gibbs_nb.jobs "
-				"WHERE worker_user OPERATOR(pg_catalog.=) $1::pg_catalog.name "
-				"AND status OPERATOR(pg_catalog.=) 'running' "
-				"AND gibbs_nb.job_worker_alive(job_id)",
-				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-	return DatumGetInt64(gnb_result_value(1, &isnull));
+	for (int i = 0; i < data->nelements; i++)
+	{
+		const LockInstanceData *l = &data->locks[i];
+
+		if (l->locktag.locktag_type == LOCKTAG_ADVISORY &&
+			l->locktag.locktag_lockmethodid == USER_LOCKMETHOD &&
+			l->locktag.locktag_field4 == ROLE_LOCK_CLASS &&
+			l->locktag.locktag_field1 == InvalidOid &&
+			l->locktag.locktag_field2 == role &&
+			(l->holdMask & LOCKBIT_ON(ShareLock)) != 0)
+			n++;
+	}
+	return n;
 }
 
 /*
@@ -709,6 +783,30 @@ gnb_store_job_lookup(int64 job_id, bool *running, int *pid)
 	*running = DatumGetBool(gnb_result_value(1, &isnull));
 	d = gnb_result_value(2, &isnull);
 	*pid = isnull ? 0 : DatumGetInt32(d);
+	return true;
+}
+
+/*
+ * Delete the row of a job that has ended, and its trace unless a version
+ * keeps it (the trace of a version's job goes with the version).  The caller
+ * has checked that it may see the job.  True if the row was deleted.  SPI
+ * connected.
+ */
+bool
+gnb_store_delete_job(int64 job_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+
+	gnb_execute("DELETE FROM gibbs_nb.jobs WHERE job_id OPERATOR(pg_catalog.=) $1 "
+				"AND status OPERATOR(pg_catalog.<>) 'running'",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
+	if (SPI_processed == 0)
+		return false;
+	gnb_execute("DELETE FROM gibbs_nb.trace WHERE job_id OPERATOR(pg_catalog.=) $1 "
+				"AND NOT EXISTS (SELECT 1 FROM gibbs_nb.models m "
+				"WHERE m.job_id OPERATOR(pg_catalog.=) $1)",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
 	return true;
 }
 
@@ -1195,10 +1293,15 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 {
 	bool		isnull;
 
-	model_statement("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1), "
-					"pg_catalog.hashtext($2))",
-					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
-	/* the next number after the last ever issued, even if it was dropped */
+	/*
+	 * The upsert of the model's versions_issued row is the model's publish
+	 * lock: a second publisher of the model waits on that row until this
+	 * transaction ends.  Not a lock whose tag is made from the model: no
+	 * SQL call can take or hold this one (a user advisory lock on the
+	 * names' hashes let any role stop another's publish), and pg_locks,
+	 * which every role reads, shows no hash of an owner or model name.  The
+	 * number is the next after the last ever issued, even if it was dropped.
+	 */
 	model_statement("INSERT INTO gibbs_nb.versions_issued AS v (owner, model_name, last_version) "
 					"VALUES ($1, $2, 1) ON CONFLICT (model_name, owner) "
 					"DO UPDATE SET last_version = v.last_version OPERATOR(pg_catalog.+) 1 "

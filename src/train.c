@@ -351,6 +351,8 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 						has_label ? text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABEL_COLUMN)) : NULL,
 						text_to_cstring(PG_GETARG_TEXT_PP(ARG_ID_COLUMN)),
 						&p->source);
+	/* the source's schema keeps its name while the checks read it by name */
+	gnb_lock_namespace_name(get_rel_namespace(p->source.relid), false);
 	source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->source.relid)),
 											get_rel_name(p->source.relid));
 	strlcpy(p->source_display, source_sql, sizeof(p->source_display));
@@ -381,15 +383,16 @@ check_job_limits(const GnbJobParams *p)
 {
 	int64		running;
 	int			n_running;
-	int64		n_role;
+	int			n_role;
 	const char *role = gnb_current_role_name();
 
 	SPI_connect();
 	gnb_reconcile_jobs();
 	gnb_prune_jobs();
 	running = gnb_running_job(p->model_owner, p->model_name);
-	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(role) : 0;
 	SPI_finish();
+	/* the jobs the worker's role runs, in every database */
+	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(GetUserId()) : 0;
 	if (running != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),

@@ -478,7 +478,7 @@ gibbs_nb_worker_main(Datum main_arg)
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("application_name", "gibbs_nb worker", PGC_USERSET, PGC_S_SESSION);
 	/* held until this process exits: what says the job's worker is alive */
-	gnb_hold_job_lock(p->job_id);
+	gnb_hold_job_lock(p->job_id, p->current_user_id);
 
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb job", ALLOCSET_DEFAULT_SIZES);
 	PG_TRY();

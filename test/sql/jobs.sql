@@ -101,11 +101,12 @@ SELECT job_id AS own_running FROM gibbs_nb_train('own2', 'docs', 'tokens', 'labe
 RESET ROLE;
 SELECT count(*) AS rows_before FROM gibbs_nb.jobs \gset
 SET ROLE gnb_other;
-DELETE FROM gibbs_nb.jobs;
+SELECT try('DELETE FROM gibbs_nb.jobs');
+SELECT try(format('SELECT gibbs_nb_delete_job(%s)', :own_running)) LIKE '42704:%' AS not_visible_to_another_role;
 RESET ROLE;
 SELECT count(*) = :rows_before AS nothing_deleted_by_another_role FROM gibbs_nb.jobs;
 SET ROLE gnb_jobowner;
-DELETE FROM gibbs_nb.jobs;
+SELECT model_name, status, gibbs_nb_delete_job(job_id) AS deleted FROM gibbs_nb_jobs ORDER BY job_id;
 SELECT model_name, status FROM gibbs_nb_jobs;
 SELECT gibbs_nb_cancel(:own_running);
 SELECT status FROM gibbs_nb_wait(:own_running);

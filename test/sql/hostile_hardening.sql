@@ -1,0 +1,369 @@
+-- More attacks of a hostile role (threats.md), each written as the attack:
+-- what the attacker does, and what must hold for the victim.  gnb_h_mallory
+-- is the attacker (CREATE on a schema of its own, nothing else);
+-- gnb_h_victim trains and serves its models.
+CREATE EXTENSION gibbs_nb;
+CREATE ROLE gnb_h_victim;
+CREATE ROLE gnb_h_mallory;
+CREATE SCHEMA hv AUTHORIZATION gnb_h_victim;
+CREATE SCHEMA hm AUTHORIZATION gnb_h_mallory;
+SET ROLE gnb_h_victim;
+CREATE TABLE hv.mail (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO hv.mail
+SELECT i, CASE WHEN i % 2 = 0 THEN '{cheap,pills,buy}'::text[] ELSE '{meeting,agenda,notes}' END,
+       CASE WHEN i <= 20 THEN (CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END) END
+FROM generate_series(1, 40) i;
+SELECT model_name, version, status
+FROM gibbs_nb_train('hv', 'hv.mail', 'tokens', 'label', sweeps => 20, seed => 1);
+RESET ROLE;
+
+--
+-- 1. Holding up another role's publish.  Publishing takes a per-model lock;
+--    if that is a user advisory lock on (hashtext(owner), hashtext(model)),
+--    any role can take it first, in a session it keeps open, and the
+--    victim's job never gets past publishing.  The victim's job must finish
+--    while mallory holds that advisory lock (bounded wait: 120 s).
+--
+SET ROLE gnb_h_mallory;
+SELECT pg_advisory_lock(hashtext('gnb_h_victim'), hashtext('hv')) AS mallory_holds_the_key;
+RESET ROLE;
+SET ROLE gnb_h_victim;
+SELECT job_id AS blocked_job
+FROM gibbs_nb_train('hv', 'hv.mail', 'tokens', 'label', sweeps => 20, seed => 2, wait => false) \gset
+SELECT status, version FROM gibbs_nb_wait(:blocked_job, '120 s');
+RESET ROLE;
+SELECT pg_advisory_unlock(hashtext('gnb_h_victim'), hashtext('hv')) AS mallory_lets_go;
+SELECT status, version FROM gibbs_nb_wait(:blocked_job);
+
+--
+-- 2. Locking the extension's tables.  LOCK TABLE in any mode stronger than
+--    ACCESS SHARE needs only UPDATE, DELETE or TRUNCATE, and row security
+--    does not apply to it: a role that could take ACCESS EXCLUSIVE on
+--    gibbs_nb.jobs would stop every role's jobs (registering, progress,
+--    publishing) for as long as its transaction stays open.  Every mode but
+--    ACCESS SHARE must be refused on every table and view of the extension.
+--
+SET ROLE gnb_h_mallory;
+SELECT count(*) AS attempts,
+       count(*) FILTER (WHERE r LIKE '42501:%') AS refused,
+       string_agg(rel || ' ' || mode || ': ' || r, E'\n') FILTER (WHERE r NOT LIKE '42501:%') AS taken
+FROM (SELECT c.oid::regclass::text AS rel, mode,
+             try(format('LOCK TABLE %s IN %s MODE', c.oid::regclass, mode)) AS r
+        FROM pg_class c
+       CROSS JOIN unnest(ARRAY['ROW EXCLUSIVE', 'SHARE UPDATE EXCLUSIVE', 'SHARE',
+                               'SHARE ROW EXCLUSIVE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE']) mode
+       WHERE c.relkind IN ('r', 'v', 'p')
+         AND c.oid IN (SELECT objid FROM pg_depend
+                        WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'gibbs_nb')
+                          AND classid = 'pg_class'::regclass)) a;
+-- mallory deletes the rows of its own finished jobs, with the function for it
+CREATE TABLE hm.mail (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO hm.mail SELECT i, '{a,b}', CASE WHEN i <= 4 THEN (ARRAY['x', 'y'])[1 + i % 2] END
+FROM generate_series(1, 8) i;
+SELECT job_id AS mallory_job FROM gibbs_nb_train('mm', 'hm.mail', 'tokens', 'label', sweeps => 5, seed => 1) \gset
+-- and a cancelled one, once its trace has rows (bounded polling: 60 s)
+SELECT job_id AS mallory_cancelled_job
+FROM gibbs_nb_train('mm2', 'hm.mail', 'tokens', 'label', sweeps => 5000000, seed => 1, wait => false) \gset
+DO $$
+BEGIN
+  FOR i IN 1..600 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM gibbs_nb.trace t JOIN gibbs_nb.jobs j USING (job_id)
+                       WHERE j.model_name = 'mm2');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT gibbs_nb_delete_job(:mallory_cancelled_job) AS deleted_running_job;
+SELECT gibbs_nb_cancel(:mallory_cancelled_job);
+SELECT status FROM gibbs_nb_wait(:mallory_cancelled_job);
+SELECT count(*) > 0 AS cancelled_job_has_trace FROM gibbs_nb.trace WHERE job_id = :mallory_cancelled_job;
+SELECT gibbs_nb_delete_job(:mallory_job) AS deleted_succeeded_job,
+       gibbs_nb_delete_job(:mallory_cancelled_job) AS deleted_cancelled_job;
+SELECT count(*) AS rows_left FROM gibbs_nb.jobs WHERE job_id IN (:mallory_job, :mallory_cancelled_job);
+-- the published version keeps its trace; the cancelled job's went with its row
+SELECT count(*) > 0 AS version_keeps_trace FROM gibbs_nb.trace WHERE job_id = :mallory_job;
+SELECT count(*) AS cancelled_trace_left FROM gibbs_nb.trace WHERE job_id = :mallory_cancelled_job;
+-- not the victim's: it does not exist for mallory
+SELECT try(format('SELECT gibbs_nb_delete_job(%s)', :blocked_job));
+SELECT try('SELECT gibbs_nb_delete_job(NULL)');
+SELECT try('DELETE FROM gibbs_nb.jobs');
+SELECT gibbs_nb_drop('mm');
+RESET ROLE;
+SELECT count(*) AS victim_job_kept FROM gibbs_nb.jobs WHERE job_id = :blocked_job;
+
+--
+-- 3. Choosing the label of a row in the victim's table.  The victim labels
+--    its inbox with its model 'hv' through gibbs_nb_label_trigger and lets
+--    mallory add mail: INSERT on (id, tokens) only, the label is the
+--    model's to write.  Mallory trains a model of its own named 'hv' whose
+--    only classes are its own words.  The trigger is the table's: it must
+--    label with the model the name means for the table's owner, whoever
+--    inserts, and never with the inserting role's model of that name.
+--
+SET ROLE gnb_h_victim;
+CREATE TABLE hv.inbox (id int, tokens text[], label text);
+CREATE TRIGGER label_inbox BEFORE INSERT OR UPDATE ON hv.inbox
+  FOR EACH ROW EXECUTE FUNCTION gibbs_nb_label_trigger('hv', 'tokens', 'label');
+GRANT USAGE ON SCHEMA hv TO gnb_h_mallory;
+GRANT INSERT (id, tokens), UPDATE (tokens), SELECT (id) ON hv.inbox TO gnb_h_mallory;
+INSERT INTO hv.inbox VALUES (1, '{cheap,pills}');
+RESET ROLE;
+SET ROLE gnb_h_mallory;
+-- with no model of its own of that name, mallory's insert is labelled by the victim's model
+INSERT INTO hv.inbox (id, tokens) VALUES (2, '{cheap,pills}');
+CREATE TABLE hm.own (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO hm.own VALUES (1, '{cheap,pills}', 'mallory-chose-this'), (2, '{meeting}', 'and-this');
+SELECT status FROM gibbs_nb_train('hv', 'hm.own', 'tokens', 'label', sweeps => 5, seed => 1,
+                                  labels_table => 'hm.hv_labels');
+SELECT gibbs_nb_predict('hv', '{cheap,pills}'::text[]) AS mallory_model_says;
+INSERT INTO hv.inbox (id, tokens) VALUES (3, '{cheap,pills}');
+UPDATE hv.inbox SET tokens = '{pills,cheap}' WHERE id = 2;
+SELECT try('UPDATE hv.inbox SET label = ''mallory-chose-this''');
+SELECT gibbs_nb_drop('hv');
+RESET ROLE;
+SELECT id, tokens, label FROM hv.inbox ORDER BY id;
+REVOKE ALL ON hv.inbox FROM gnb_h_mallory;
+REVOKE USAGE ON SCHEMA hv FROM gnb_h_mallory;
+
+--
+-- 4. Making the worker hold far more than gibbs_nb.max_job_memory.  The
+--    attacker's view makes each row a large token of its own (it could be
+--    1 GB): reading held a batch of 2,000 such rows, and a copy of every new
+--    token, before anything was checked against the budget; with enough of
+--    them the worker is killed for memory and the postmaster restarts every
+--    session.  The job must fail with 53200 while reading, after a few rows
+--    past the budget, not after all of them.
+--
+SET gibbs_nb.max_job_memory = '8MB';   -- a superuser's setting, as ALTER ROLE ... SET would
+SET ROLE gnb_h_mallory;
+CREATE SEQUENCE hm.rows_made;
+-- counts the rows the worker makes (the caller's checks make them too)
+CREATE FUNCTION hm.big_token(g int) RETURNS text[] LANGUAGE sql VOLATILE
+AS $$ SELECT ARRAY[repeat(chr(65 + g % 26) || g::text, 200000) ||
+                   CASE WHEN current_setting('application_name') = 'gibbs_nb worker'
+                        THEN nextval('hm.rows_made')::text END] $$;
+-- 200 rows of about 0.5 MB to 1 MB each: 150 MB in all.  Ids of a type
+-- without an ordering: no sort, each row is made as the worker asks for it.
+CREATE VIEW hm.huge AS SELECT g::text::xid AS id, hm.big_token(g) AS tokens
+FROM generate_series(1, 200) g;
+DO $$
+DECLARE
+  state text; msg text; detail text;
+BEGIN
+  PERFORM gibbs_nb_train('huge', 'hm.huge', 'tokens', n_classes => 2, sweeps => 5, seed => 1);
+  RAISE NOTICE 'the job succeeded';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+  RAISE NOTICE '%: % / %', state, regexp_replace(msg, '\d+', 'N', 'g'), split_part(detail, ':', 1);
+END $$;
+SELECT last_value < 50 AS worker_stopped_early FROM hm.rows_made;
+RESET ROLE;
+RESET gibbs_nb.max_job_memory;
+SELECT count(*) AS mallory_models FROM gibbs_nb.models WHERE owner = 'gnb_h_mallory';
+
+--
+-- 5. Taking more job slots than gibbs_nb.max_jobs_per_role allows, from
+--    another database.  The per-role bound must count the role's jobs in
+--    the whole cluster, as gibbs_nb.max_jobs does: with 2 jobs running in
+--    database hh_other, mallory's third job here is refused (53400).
+--
+SHOW gibbs_nb.max_jobs_per_role;
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE hh_other;
+\c hh_other
+CREATE EXTENSION gibbs_nb;
+CREATE TABLE public.mail (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO public.mail SELECT i, '{a,b}', CASE WHEN i <= 4 THEN (ARRAY['x', 'y'])[1 + i % 2] END
+FROM generate_series(1, 8) i;
+GRANT SELECT ON public.mail TO gnb_h_mallory;
+CREATE SCHEMA hm AUTHORIZATION gnb_h_mallory;
+SET ROLE gnb_h_mallory;
+SELECT job_id AS other_job_1 FROM gibbs_nb_train('o1', 'public.mail', 'tokens', 'label', sweeps => 10000000,
+                                                 seed => 1, labels_table => 'hm.o1', wait => false) \gset
+SELECT job_id AS other_job_2 FROM gibbs_nb_train('o2', 'public.mail', 'tokens', 'label', sweeps => 10000000,
+                                                 seed => 1, labels_table => 'hm.o2', wait => false) \gset
+SELECT count(*) AS running_in_hh_other FROM gibbs_nb_jobs WHERE status = 'running';
+RESET ROLE;
+\c :regress_db
+SET ROLE gnb_h_mallory;
+SELECT try($$SELECT gibbs_nb_train('o3', 'hm.mail', 'tokens', 'label', sweeps => 5, seed => 1)$$);
+RESET ROLE;
+\c hh_other
+SET ROLE gnb_h_mallory;
+SELECT gibbs_nb_cancel(:other_job_1), gibbs_nb_cancel(:other_job_2);
+SELECT status FROM gibbs_nb_wait(:other_job_1);
+SELECT status FROM gibbs_nb_wait(:other_job_2);
+RESET ROLE;
+\c :regress_db
+DROP DATABASE hh_other;
+-- and with them ended, mallory trains here again
+SET ROLE gnb_h_mallory;
+SELECT status FROM gibbs_nb_train('o3', 'hm.mail', 'tokens', 'label', sweeps => 5, seed => 1);
+SELECT gibbs_nb_drop('o3');
+RESET ROLE;
+
+--
+-- 6. Learning another role's model names from pg_locks, which every role
+--    may read.  A lock whose tag is made from (owner, model name), such as
+--    an advisory lock on their hashes, shows the hashes to anyone who looks
+--    while the model publishes, and a name can be tried against them.  The
+--    victim's publish is held (by a trigger of its own on its labels table)
+--    while mallory looks: no lock in pg_locks may carry the hash of the
+--    victim's role or model name.
+--
+SET ROLE gnb_h_victim;
+CREATE TABLE hv.go_on (x int);
+CREATE FUNCTION hv.hold_publish() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM hv.go_on);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER hold BEFORE INSERT ON hv.hv_labels FOR EACH STATEMENT EXECUTE FUNCTION hv.hold_publish();
+SELECT job_id AS held_job
+FROM gibbs_nb_train('hv', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 3, wait => false) \gset
+RESET ROLE;
+-- the harness (a superuser) waits until the worker is publishing (bounded: 120 s)
+DO $$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE '%: publishing');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT count(*) AS publishing FROM pg_stat_activity WHERE query LIKE '%: publishing';
+SET ROLE gnb_h_mallory;
+SELECT count(*) AS locks_naming_the_victim
+FROM pg_locks
+WHERE locktype = 'advisory'
+  AND (classid::bigint IN ((hashtext('gnb_h_victim')::bigint + 4294967296) % 4294967296)
+       OR objid::bigint IN ((hashtext('hv')::bigint + 4294967296) % 4294967296));
+RESET ROLE;
+INSERT INTO hv.go_on VALUES (1);
+SELECT status, version FROM gibbs_nb_wait(:held_job);
+DROP TRIGGER hold ON hv.hv_labels;
+
+--
+-- 7. A version served from this backend's prediction cache to another role,
+--    after the extension was dropped and created
+--    again (a reinstall), which starts version_id again at 1.  A session
+--    that serves several roles (SET ROLE, as a pooling application does)
+--    predicted with the victim's version 1; mallory's first model after the
+--    reinstall is version_id 1 as well, and must be mallory's, not the
+--    victim's from the cache.
+--
+DROP TRIGGER label_inbox ON hv.inbox;
+DROP EXTENSION gibbs_nb;
+CREATE EXTENSION gibbs_nb;
+SET ROLE gnb_h_victim;
+SELECT version FROM gibbs_nb_train('first', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 1,
+                                   labels_table => 'hv.first_labels');
+SELECT gibbs_nb_classes('first') AS victim_classes;
+RESET ROLE;
+DROP EXTENSION gibbs_nb;
+CREATE EXTENSION gibbs_nb;
+SET ROLE gnb_h_mallory;
+SELECT version FROM gibbs_nb_train('mine', 'hm.own', 'tokens', 'label', sweeps => 5, seed => 1,
+                                   labels_table => 'hm.mine_labels');
+SELECT version_id FROM gibbs_nb.packed WHERE model_name = 'mine';
+SELECT gibbs_nb_classes('mine') AS mallory_classes;
+SELECT gibbs_nb_predict('mine', '{cheap,pills}'::text[]) AS mallory_prediction;
+SELECT gibbs_nb_drop('mine');
+RESET ROLE;
+
+--
+-- 8. Renaming a schema under a statement that names a relation in it.  The
+--    victim keeps the labels table of its model 'lt' in mallory's schema hm
+--    (mallory granted it CREATE there).  While the victim's job publishes
+--    (its DELETE of the old labels is slow: a trigger of the victim's own
+--    holds it), mallory, with CREATE on the database, renames hm and
+--    creates a new hm holding a look-alike labels table whose trigger
+--    records who runs it; the job's next statement, by name, would insert
+--    into the look-alike as the victim.  The rename must wait until the
+--    publish is over (here: fail on lock_timeout), and mallory's trigger
+--    must never run as the victim.
+--
+SELECT format('GRANT CREATE ON DATABASE %I TO gnb_h_mallory', current_database()) \gexec
+CREATE TABLE public.hh_evidence (ran_as text);
+GRANT INSERT, SELECT ON public.hh_evidence TO PUBLIC;
+GRANT USAGE, CREATE ON SCHEMA hm TO gnb_h_victim;
+SET ROLE gnb_h_victim;
+SELECT version FROM gibbs_nb_train('lt', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 1,
+                                   labels_table => 'hm.lt_labels');
+CREATE TABLE hv.go_on_2 (x int);
+CREATE FUNCTION hv.slow_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM hv.go_on_2);
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER slow BEFORE DELETE ON hm.lt_labels FOR EACH STATEMENT EXECUTE FUNCTION hv.slow_delete();
+SELECT job_id AS lt_job
+FROM gibbs_nb_train('lt', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 2,
+                    labels_table => 'hm.lt_labels', wait => false) \gset
+RESET ROLE;
+-- the harness waits until the worker is publishing (bounded: 120 s)
+DO $$
+BEGIN
+  FOR i IN 1..1200 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE '%: publishing');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SET ROLE gnb_h_mallory;
+SET lock_timeout = '3s';
+SELECT try('ALTER SCHEMA hm RENAME TO hm_old') AS rename_under_publish;
+RESET lock_timeout;
+-- if the rename went through, the look-alike
+DO $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'hm_old') THEN
+    CREATE SCHEMA hm;
+    GRANT USAGE ON SCHEMA hm TO gnb_h_victim;
+    CREATE TABLE hm.lt_labels (id int, label text, probability float8, probabilities float8[],
+                               version int);
+    GRANT ALL ON hm.lt_labels TO gnb_h_victim;
+    CREATE FUNCTION hm.record() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+      INSERT INTO public.hh_evidence VALUES (current_user);
+      RETURN NULL;
+    END $f$;
+    CREATE TRIGGER record BEFORE INSERT ON hm.lt_labels
+      FOR EACH STATEMENT EXECUTE FUNCTION hm.record();
+  END IF;
+END $$;
+RESET ROLE;
+INSERT INTO hv.go_on_2 VALUES (1);
+SELECT status, version FROM gibbs_nb_wait(:lt_job);
+SELECT ran_as FROM public.hh_evidence;
+-- the victim's own labels table holds the new version
+SET ROLE gnb_h_victim;
+SELECT labels_table, (SELECT max(version) FROM hm.lt_labels) AS labels_version
+FROM gibbs_nb.models WHERE model_name = 'lt' ORDER BY version DESC LIMIT 1;
+SELECT gibbs_nb_drop('lt');
+RESET ROLE;
+-- The lock never makes a job wait for its own caller: a caller that altered
+-- the source's schema in its open transaction gets a clear error at once
+-- (bounded: statement_timeout 60 s), not a job that waits for it for ever.
+BEGIN;
+SET LOCAL ROLE gnb_h_victim;
+GRANT USAGE ON SCHEMA hv TO gnb_h_mallory;
+SET LOCAL statement_timeout = '60s';
+SELECT try($$SELECT gibbs_nb_train('st', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 1)$$);
+ROLLBACK;
+DROP SCHEMA IF EXISTS hm_old CASCADE;
+DROP TABLE public.hh_evidence;
+SELECT format('REVOKE CREATE ON DATABASE %I FROM gnb_h_mallory', current_database()) \gexec
+
+-- clean up
+RESET ROLE;
+DROP SCHEMA hv CASCADE;
+DROP SCHEMA hm CASCADE;
+DROP OWNED BY gnb_h_victim, gnb_h_mallory;
+DROP ROLE gnb_h_victim, gnb_h_mallory;
+DROP EXTENSION gibbs_nb;
