@@ -260,7 +260,7 @@ counts_check_budget(CountsState *st, double more)
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_OUT_OF_MEMORY),
-			 errmsg("gibbs_nb_class_counts would need %.0f MB, more than gibbs_nb.max_job_memory (%.0f MB)",
+			 errmsg("gibbs_nb_class_counts would need %.0f MB, more than the %.0f MB left of gibbs_nb.max_job_memory",
 					(in_use + more) / (1024.0 * 1024.0), budget / (1024.0 * 1024.0)),
 			 errdetail("Counting the labelled documents: %.0f MB on top of %.0f MB in use.",
 					   more / (1024.0 * 1024.0), in_use / (1024.0 * 1024.0)),
