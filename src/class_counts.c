@@ -38,6 +38,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/expandeddatum.h"
 #include "utils/memutils.h"
@@ -183,8 +184,15 @@ static const ExpandedObjectMethods counts_methods = {
 static CountsState *
 counts_create(MemoryContext parent)
 {
+	/*
+	 * Blocks of at most 1 MB (not the default 8 MB): the memory budget is
+	 * checked against what the context has allocated, which jumps by a
+	 * block at a time.
+	 */
 	MemoryContext cxt = AllocSetContextCreate(parent, "gibbs_nb_class_counts",
-											  ALLOCSET_DEFAULT_SIZES);
+											  ALLOCSET_DEFAULT_MINSIZE,
+											  ALLOCSET_DEFAULT_INITSIZE,
+											  1024 * 1024);
 	CountsState *st = MemoryContextAllocZero(cxt, sizeof(CountsState));
 
 	EOH_init_header(&st->hdr, &counts_methods, cxt);
@@ -227,6 +235,86 @@ counts_add(CountsState *st, int32 class_id, int32 word_id, int64 count)
 				 errmsg("gibbs_nb_class_counts: a count is out of range")));
 }
 
+/*
+ * The memory budget of a state (gibbs_nb.class_counts_budget, which the
+ * training worker sets to what is left of its job's gibbs_nb.max_job_memory
+ * and its parallel workers inherit): error out (53200) if the state's
+ * context, which holds all of it, would go past the budget by allocating
+ * `more` bytes.  Called before each block of tokens or cells is added, with
+ * what the block may allocate (the tables' doubling, the strings' copies),
+ * so that no state grows past its budget by more than an allocator's
+ * rounding.  0 bounds nothing: a user's own query is bounded as any
+ * aggregate's, by nothing of ours.
+ */
+static void
+counts_check_budget(CountsState *st, double more)
+{
+	double		in_use;
+	double		budget;
+
+	if (likely(gnb_class_counts_budget_kb <= 0))
+		return;
+	budget = (double) gnb_class_counts_budget_kb * 1024.0;
+	in_use = (double) MemoryContextMemAllocated(st->cxt, true);
+	if (in_use + more <= budget)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OUT_OF_MEMORY),
+			 errmsg("gibbs_nb_class_counts would need %.0f MB, more than the %.0f MB left of gibbs_nb.max_job_memory",
+					(in_use + more) / (1024.0 * 1024.0), budget / (1024.0 * 1024.0)),
+			 errdetail("Counting the labelled documents: %.0f MB on top of %.0f MB in use.",
+					   more / (1024.0 * 1024.0), in_use / (1024.0 * 1024.0)),
+			 errhint("Use fewer distinct tokens, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).")));
+}
+
+/* Bytes a simplehash table allocates when n more entries may be inserted. */
+#define HASH_GROWTH(tb, n, elem) \
+	((double) (tb)->members + (n) >= (double) (tb)->grow_threshold ? \
+	 2.0 * (double) (tb)->size * (elem) : 0.0)
+
+/*
+ * Check the budget before up to n new strings of `bytes` bytes in all join
+ * a string set: its hash may double, its arrays (and the per-word scratch
+ * of the row, as long as the words' arrays) may double, and each string is
+ * copied (with a chunk header).
+ */
+static void
+counts_budget_strings(CountsState *st, StringSet *set, int32 n, double bytes)
+{
+	double		more;
+
+	if (likely(gnb_class_counts_budget_kb <= 0))
+		return;
+	more = HASH_GROWTH(set->hash, n, sizeof(VocabEntry)) + bytes + 16.0 * n;
+	if ((double) set->n + n > (double) set->cap)
+		more += 2.0 * set->cap * (sizeof(char *) + sizeof(int32)) +
+			(set == &st->words ? 2.0 * set->cap * (sizeof(int64) + sizeof(int32)) : 0.0);
+	counts_check_budget(st, more);
+}
+
+/* Check the budget before up to n new cells join the state. */
+static inline void
+counts_budget_cells(CountsState *st, int64 n)
+{
+	if (likely(gnb_class_counts_budget_kb <= 0))
+		return;
+	counts_check_budget(st, HASH_GROWTH(st->cells, (double) n, sizeof(CountCell)));
+}
+
+/* Check the budget before n words of the given lengths join the state. */
+static void
+counts_budget_block(CountsState *st, const int32 *len, int32 n)
+{
+	double		bytes = 0;
+
+	if (likely(gnb_class_counts_budget_kb <= 0))
+		return;
+	CHECK_FOR_INTERRUPTS();
+	for (int32 i = 0; i < n; i++)
+		bytes += (double) len[i] + 1;
+	counts_budget_strings(st, &st->words, n, bytes);
+}
+
 /* Note one occurrence run of a word in the current row. */
 static void
 row_add_word(CountsState *st, int32 word, int64 count)
@@ -250,6 +338,7 @@ row_add_word(CountsState *st, int32 word, int64 count)
 	}
 	if (st->row_n == st->row_cap)
 	{
+		counts_check_budget(st, 2.0 * st->row_cap * (sizeof(int32) + sizeof(int64)));
 		st->row_cap *= 2;
 		st->row_word = repalloc_huge(st->row_word, sizeof(int32) * st->row_cap);
 		st->row_count = repalloc_huge(st->row_count, sizeof(int64) * st->row_cap);
@@ -268,6 +357,14 @@ flush_queue(CountsState *st)
 	vocab_hash *h = st->words.hash;
 	bool		is_new;
 
+	if (unlikely(gnb_class_counts_budget_kb > 0))
+	{
+		double		bytes = 0;
+
+		for (int i = 0; i < st->queued; i++)
+			bytes += st->queue_key[i].len + 1;
+		counts_budget_strings(st, &st->words, st->queued, bytes);
+	}
 	for (int i = 0; i < st->queued; i++)
 	{
 		st->queue_hash[i] = token_hash(st->queue_key[i].str, st->queue_key[i].len,
@@ -303,6 +400,7 @@ flush_row(CountsState *st, int32 class_id)
 	{
 		int32		n = Min(LOOKUP_BLOCK, st->row_n - start);
 
+		counts_budget_cells(st, n);
 		for (int32 i = 0; i < n; i++)
 		{
 			uint64		key = cell_key(class_id, st->row_word[start + i]);
@@ -351,20 +449,32 @@ counts_merge(CountsState *into, const CountsState *from)
 	cells_iterator it;
 	CountCell  *c;
 	bool		is_new;
+	int64		n;
 
 	check_state(into);
 	check_state(from);
 	for (int32 i = 0; i < from->classes.n; i++)
+	{
+		counts_budget_strings(into, &into->classes, 1, from->classes.len[i] + 1);
 		class_map[i] = stringset_id(&into->classes, into->cxt, from->classes.str[i],
 									from->classes.len[i], &is_new);
+	}
 	for (int32 i = 0; i < from->words.n; i++)
+	{
+		if (i % LOOKUP_BLOCK == 0)
+			counts_budget_block(into, from->words.len + i, Min(LOOKUP_BLOCK, from->words.n - i));
 		word_map[i] = stringset_id(&into->words, into->cxt, from->words.str[i],
 								   from->words.len[i], &is_new);
+	}
+	n = 0;
 	cells_start_iterate(from->cells, &it);
 	while ((c = cells_iterate(from->cells, &it)) != NULL)
 	{
 		uint32		cls = (uint32) (c->key >> 32);
 		uint32		word = (uint32) c->key;
+
+		if (n++ % LOOKUP_BLOCK == 0)
+			counts_budget_cells(into, LOOKUP_BLOCK);
 
 		if (cls >= (uint32) from->classes.n || word >= (uint32) from->words.n || c->count <= 0)
 			elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
@@ -384,14 +494,19 @@ counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
 
 	check_state(into);
 	for (int32 i = 0; i < pc->n_classes; i++)
+	{
+		counts_budget_strings(into, &into->classes, 1, pc->class_len[i] + 1);
 		class_map[i] = stringset_id(&into->classes, into->cxt, pc->class_str[i],
 									pc->class_len[i], &is_new);
+	}
 	/* words a block at a time: hash and prefetch, then intern */
 	for (int32 start = 0; start < pc->n_words; start += LOOKUP_BLOCK)
 	{
 		int32		n = Min(LOOKUP_BLOCK, pc->n_words - start);
 		TokenKey	keys[LOOKUP_BLOCK];
 		uint32		hashes[LOOKUP_BLOCK];
+
+		counts_budget_block(into, pc->word_len + start, n);
 
 		for (int32 i = 0; i < n; i++)
 		{
@@ -409,6 +524,8 @@ counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
 					word;
 		int64		count;
 
+		if (i % LOOKUP_BLOCK == 0)
+			counts_budget_cells(into, LOOKUP_BLOCK);
 		gnb_counts_cell(pc, i, &cls, &word, &count);
 		counts_add(into, class_map[cls], word_map[word], count);
 	}
@@ -489,8 +606,11 @@ class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
 	{
 		text	   *label = PG_GETARG_TEXT_PP(1);
 		bool		is_new;
-		int32		class_id = stringset_id(&st->classes, st->cxt, VARDATA_ANY(label),
-											VARSIZE_ANY_EXHDR(label), &is_new);
+		int32		class_id;
+
+		counts_budget_strings(st, &st->classes, 1, VARSIZE_ANY_EXHDR(label) + 1);
+		class_id = stringset_id(&st->classes, st->cxt, VARDATA_ANY(label),
+								VARSIZE_ANY_EXHDR(label), &is_new);
 
 		st->row++;
 		st->row_n = 0;
@@ -912,7 +1032,12 @@ gibbs_nb_counts_state_send(PG_FUNCTION_ARGS)
 Datum
 gibbs_nb_counts_state_final(PG_FUNCTION_ARGS)
 {
+	CountsState *st;
+
 	(void) aggregate_context(fcinfo, "gibbs_nb_class_counts_final");
+	/* the value is made beside the state: within the budget with it */
+	if (!PG_ARGISNULL(0) && (st = counts_expanded(PG_GETARG_DATUM(0))) != NULL)
+		counts_check_budget(st, (double) counts_get_flat_size(&st->hdr));
 	PG_RETURN_BYTEA_P(counts_flat_copy(fcinfo, 0));
 }
 

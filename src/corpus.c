@@ -26,6 +26,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/typcache.h"
@@ -476,6 +477,9 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	bool		isnull;
 	MemoryContext old;
 	bytea	   *value;
+	int64		budget_kb;
+	char		budget[32];
+	int			nestlevel;
 
 	if (schema == NULL)
 		elog(ERROR, "the schema of extension gibbs_nb is gone");
@@ -488,8 +492,23 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 				   source_sql,
 				   quote_identifier(src->label_column),
 				   held_out ? " AND NOT " : "", held_out ? held_out : "");
-	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+	/*
+	 * The aggregate's state, in this process and in each parallel worker
+	 * (which inherit the setting), is bounded by what is left of the job's
+	 * budget: without it, millions of distinct tokens would build a state of
+	 * gigabytes before anything here could check the value.  Superuser-only,
+	 * so nothing in the caller's source can raise it; the query's own GUC
+	 * level restores it.
+	 */
+	budget_kb = (params->max_job_memory - (int64) MemoryContextMemAllocated(b->cxt, true)) / 1024;
+	snprintf(budget, sizeof(budget), INT64_FORMAT "kB", Max(budget_kb, 1));
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("gibbs_nb.class_counts_budget", budget,
+							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	/* no row limit: a limit turns parallel execution off (ExecutePlan) */
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not count the labelled documents of %s", source_sql);
+	AtEOXact_GUC(true, nestlevel);
 	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "class counts");
 	value = (bytea *) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));

@@ -20,6 +20,13 @@ int			gnb_max_jobs = 4;
 /* gibbs_nb.max_job_memory: what one job may allocate, in kB */
 int			gnb_max_job_memory_kb = 1024 * 1024;
 
+/*
+ * gibbs_nb.class_counts_budget: what one process's gibbs_nb_class_counts
+ * state may take, in kB, 0 for no bound.  Set by the training worker for
+ * the query that counts a job's labelled documents (corpus.c).
+ */
+int			gnb_class_counts_budget_kb = 0;
+
 /* gibbs_nb.job_retention: seconds finished jobs' rows are kept, 0 for ever */
 int			gnb_job_retention_s = 7 * 24 * 3600;
 
@@ -70,6 +77,16 @@ _PG_init(void)
 							&gnb_max_job_memory_kb,
 							1024 * 1024, 1024, INT_MAX,
 							PGC_SUSET, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.class_counts_budget",
+							"Memory the state of gibbs_nb_class_counts may take in one process.",
+							"Set by the training worker, to what is left of the job's "
+							"gibbs_nb.max_job_memory, for the query that counts the labelled "
+							"documents; parallel workers inherit it.  0, the default, bounds "
+							"nothing.  Superuser only, so that no role can raise it for a job.",
+							&gnb_class_counts_budget_kb,
+							0, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_KB | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("gibbs_nb.job_retention",
 							"How long the rows of finished training jobs are kept.",

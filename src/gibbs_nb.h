@@ -39,6 +39,7 @@ extern int	gnb_max_jobs;
 extern int	gnb_max_jobs_per_role;
 extern int	gnb_max_job_memory_kb;
 extern int	gnb_job_retention_s;
+extern int	gnb_class_counts_budget_kb;
 
 /*
  * A training source as checked: the relation and the columns used.  Types

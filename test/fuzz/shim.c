@@ -169,6 +169,20 @@ shim_free_all(void)
 	CurrentMemoryContext = &top_context;
 }
 
+/*
+ * What a context has allocated: contexts are not tracked here, and the only
+ * caller (the state's memory budget) is off in the fuzz targets, whose
+ * gibbs_nb.class_counts_budget stays 0.
+ */
+Size
+MemoryContextMemAllocated(MemoryContext context, bool recurse)
+{
+	return 0;
+}
+
+/* gibbs_nb.class_counts_budget (gibbs_nb.c): no bound, as by default */
+int			gnb_class_counts_budget_kb = 0;
+
 /* ---- errors ---- */
 
 int			shim_sqlerrcode;
@@ -273,6 +287,13 @@ errmsg_internal(const char *fmt,...)
 /* A hint is not part of what the targets compare: dropped. */
 int
 errhint(const char *fmt,...)
+{
+	return 0;
+}
+
+/* Nor is a detail. */
+int
+errdetail(const char *fmt,...)
 {
 	return 0;
 }

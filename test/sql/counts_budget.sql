@@ -1,0 +1,87 @@
+-- The training worker bounds gibbs_nb_class_counts's state by what is left
+-- of its job's gibbs_nb.max_job_memory while the state is built, in its own
+-- process and in its parallel workers (gibbs_nb.class_counts_budget, which
+-- it sets and they inherit).  Before, a cap of 8 MB let the aggregate build
+-- a value of 125 MB (its worker 1 GB resident), and millions of distinct tokens grew it to
+-- gigabytes before the worker could check the value: an OOM kill.
+CREATE EXTENSION gibbs_nb;
+
+-- labelled rows with many large distinct tokens: ~25 MB of distinct tokens
+CREATE TABLE wide (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO wide
+SELECT i, array(SELECT repeat(md5(i::text || ':' || k), 6) FROM generate_series(1, 30) k),
+       CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END
+FROM generate_series(1, 4000) i;
+ANALYZE wide;
+
+-- the job fails with 53200 while the aggregate counts (its message names
+-- gibbs_nb_class_counts: the value is never built), and nothing is published
+-- (the sizes depend on the allocator: masked)
+SET gibbs_nb.max_job_memory = '8MB';
+SELECT regexp_replace(try($$SELECT gibbs_nb_train('wide', 'wide', 'tokens', 'label', sweeps => 2)$$),
+                      '\d+ MB', 'N MB', 'g') AS refused;
+RESET gibbs_nb.max_job_memory;
+SELECT status, sqlstate, regexp_replace(message, '\d+ MB', 'N MB', 'g') AS message
+FROM gibbs_nb_jobs WHERE model_name = 'wide';
+SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'wide';
+-- the budget was the job's query's own: the worker's session is unchanged
+-- and so is this one
+SHOW gibbs_nb.class_counts_budget;
+
+-- the same under plans that count in parallel workers (the job's session
+-- takes the role's settings)
+DO $$ BEGIN
+  EXECUTE format('ALTER ROLE %I SET max_parallel_workers_per_gather = 2', current_user);
+  EXECUTE format('ALTER ROLE %I SET parallel_setup_cost = 0', current_user);
+  EXECUTE format('ALTER ROLE %I SET parallel_tuple_cost = 0', current_user);
+  EXECUTE format('ALTER ROLE %I SET min_parallel_table_scan_size = 0', current_user);
+  EXECUTE format('ALTER ROLE %I SET force_parallel_mode = on', current_user);
+  EXECUTE format('ALTER ROLE %I SET parallel_leader_participation = off', current_user);
+END $$;
+SET gibbs_nb.max_job_memory = '8MB';
+SELECT regexp_replace(try($$SELECT gibbs_nb_train('wide2', 'wide', 'tokens', 'label', sweeps => 2)$$),
+                      '\d+ MB', 'N MB', 'g') AS refused;
+RESET gibbs_nb.max_job_memory;
+DO $$ BEGIN
+  EXECUTE format('ALTER ROLE %I RESET ALL', current_user);
+END $$;
+SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'wide2';
+
+-- in the parallel workers themselves: with the leader not counting, the
+-- error comes from a worker's partial state
+SET max_parallel_workers_per_gather = 2;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET parallel_leader_participation = off;
+EXPLAIN (COSTS OFF) SELECT gibbs_nb_class_counts(label, tokens) FROM wide;
+SET gibbs_nb.class_counts_budget = '2MB';
+DO $$
+DECLARE
+  ctx text;
+BEGIN
+  PERFORM gibbs_nb_class_counts(label, tokens) FROM wide;
+  RAISE NOTICE 'no error';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
+  RAISE NOTICE '%: %; in a parallel worker: %', SQLSTATE,
+    regexp_replace(SQLERRM, '\d+ MB', 'N MB', 'g'), ctx LIKE '%parallel worker%';
+END $$;
+RESET ALL;
+
+-- a user's own query is bounded by nothing of ours (as array_agg is not):
+-- the default budget is 0
+SELECT pg_column_size(gibbs_nb_class_counts(label, tokens)) > 8 * 1024 * 1024 AS unbounded
+FROM wide;
+
+-- no role but a superuser can set the budget, so none can raise it for a
+-- job (a function in a source could try)
+CREATE ROLE budget_user;
+SET ROLE budget_user;
+SELECT try($$SET gibbs_nb.class_counts_budget = '100GB'$$);
+SELECT try($$SELECT set_config('gibbs_nb.class_counts_budget', '0', true)$$);
+RESET ROLE;
+DROP ROLE budget_user;
+
+DROP TABLE wide;
+DROP EXTENSION gibbs_nb;
