@@ -74,7 +74,7 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-quality check-sklearn isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-chains bench-quality check-sklearn isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -101,6 +101,11 @@ unit-valgrind: test/unit/test_core
 
 bench:
 	test/bench/run-bench.sh
+
+# chains => 2 in parallel against chains => 1 and chains => 2 one after
+# another, on SpamAssassin (not in the test command; about 10 minutes)
+bench-chains:
+	test/bench/run-chains.sh
 
 # accuracy, NMI and the closed-form check on SpamAssassin (not in the test
 # command; about 10 minutes)

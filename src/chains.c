@@ -554,8 +554,15 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 			sh->slot[c].state = CHAIN_LOCAL;
 		}
 	}
-	elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": %d of %d chains in workers of their own",
-		 p->job_id, started, chains);
+	if (started < workers)
+		ereport(LOG,
+				(errmsg("gibbs_nb job " INT64_FORMAT ": %d of %d chain workers started; %d chains run in the job's worker",
+						p->job_id, started, workers, chains - started),
+				 errdetail("No background worker slot was free (max_worker_processes is %d).",
+						   max_worker_processes)));
+	else
+		elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": %d of %d chains in workers of their own",
+			 p->job_id, started, chains);
 
 	/* chain 0, then every chain that has no worker, here */
 	for (int c = 0; c < chains; c++)
