@@ -277,6 +277,28 @@ poll_chains(GnbChainsRun *run)
 			run->hooks->progress(run->hooks->arg, &sw);
 		}
 
+		/*
+		 * A worker that exited before it took its chain (it could not
+		 * connect: the role's connection limit, say) leaves the chain to
+		 * the job's worker: the model is the same.
+		 */
+		if (st == CHAIN_PENDING && stopped)
+		{
+			SpinLockAcquire(&s->mutex);
+			st = s->state;
+			if (st == CHAIN_PENDING)
+				s->state = st = CHAIN_LOCAL;
+			SpinLockRelease(&s->mutex);
+			if (st == CHAIN_LOCAL)
+			{
+				run->handle[c] = NULL;
+				ereport(LOG,
+						(errmsg("gibbs_nb job " INT64_FORMAT ": the chain worker of chain %d/%d exited before it started; the chain runs in the job's worker",
+								sh->params.job_id, c + 1, run->chains),
+						 errhint("The server log has its messages.")));
+				continue;
+			}
+		}
 		if (st == CHAIN_FAILED)
 			ereport(ERROR,
 					(errcode(s->sqlerrcode),
@@ -564,25 +586,15 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 		elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": %d of %d chains in workers of their own",
 			 p->job_id, started, chains);
 
-	/* chain 0, then every chain that has no worker, here */
-	for (int c = 0; c < chains; c++)
-	{
-		LocalChain lc = {run, c};
-		gnb_hooks	local = {local_alloc, local_release, local_progress,
-		local_check_interrupts, &lc};
-		gnb_chain	ch;
-
-		if (sh->slot[c].state != CHAIN_LOCAL)
-			continue;
-		gnb_train_chain(corpus, sp, c, &local, &ch);
-		chain_to_slot(sh, c, &ch);
-		gnb_chain_free(&ch, hooks);
-	}
-
-	/* the others: wait for them, with a timeout, watching them */
+	/*
+	 * Chain 0, then every chain that has no worker, here; then wait for the
+	 * others with a timeout, watching them.  A chain whose worker could not
+	 * start becomes one of ours meanwhile.
+	 */
 	for (;;)
 	{
 		bool		all_done = true;
+		int32		local = -1;
 
 		poll_chains(run);
 		for (int c = 0; c < chains; c++)
@@ -594,9 +606,23 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 			SpinLockRelease(&sh->slot[c].mutex);
 			if (st != CHAIN_DONE)
 				all_done = false;
+			if (st == CHAIN_LOCAL && local < 0)
+				local = c;
 		}
 		if (all_done)
 			break;
+		if (local >= 0)
+		{
+			LocalChain lc = {run, local};
+			gnb_hooks	own = {local_alloc, local_release, local_progress,
+			local_check_interrupts, &lc};
+			gnb_chain	ch;
+
+			gnb_train_chain(corpus, sp, local, &own, &ch);
+			chain_to_slot(sh, local, &ch);
+			gnb_chain_free(&ch, hooks);
+			continue;
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 CHAINS_POLL_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

@@ -104,12 +104,48 @@ is($node->safe_psql('postgres',
 $node->safe_psql('postgres', "SELECT gibbs_nb_cancel($job)");
 ok($node->poll_query_until('postgres', $no_workers), 'limit: all stopped');
 
+# --- a chain worker that cannot start: its chain runs in the job's worker ---
+# The role may no longer log in by the time the job's worker, still reading
+# a slow view, starts its chain workers: they are refused at connection and
+# exit before they take their chain, which then runs in the job's worker, to
+# the same model.
+$node->safe_psql('postgres', q{
+  CREATE ROLE lim LOGIN;
+  CREATE VIEW public.slow_docs AS SELECT * FROM public.docs WHERE pg_sleep(0.0005)::text = '';
+  GRANT SELECT ON public.docs, public.slow_docs TO lim;
+  GRANT CREATE ON SCHEMA public TO lim;
+});
+my $offset = -s $node->logfile;
+$job = $node->safe_psql('postgres', q{
+     SELECT job_id FROM gibbs_nb_train('lim3', 'public.slow_docs', 'tokens', 'label', sweeps => 30,
+                                       chains => 3, seed => 9, labels_table => 'public.lim3_labels',
+                                       wait => false)},
+		extra_params => [ '-U', 'lim' ]);
+$node->safe_psql('postgres', 'ALTER ROLE lim NOLOGIN');
+ok( $node->poll_query_until('postgres',
+		"SELECT status FROM gibbs_nb_jobs WHERE job_id = $job", 'succeeded'),
+	'a job whose chain workers cannot connect succeeds');
+$node->safe_psql('postgres', 'ALTER ROLE lim LOGIN');
+ok($node->log_contains(qr/role "lim" is not permitted to log in/, $offset),
+	'its chain workers were refused');
+ok($node->log_contains(qr/the chain worker of chain [23]\/3 exited before it started; the chain runs in the job's worker/, $offset),
+	'the log says the chains ran in the job worker');
+$node->safe_psql('postgres', q{
+  SET gibbs_nb.max_chain_workers = 0;
+  SELECT status FROM gibbs_nb_train('lim3_seq', 'slow_docs', 'tokens', 'label', sweeps => 30, chains => 3, seed => 9)});
+is($node->safe_psql('postgres', q{
+     SELECT p.log_theta = s.log_theta AND p.log_pi = s.log_pi
+            AND p.label_probabilities = s.label_probabilities
+     FROM gibbs_nb.packed p, gibbs_nb.packed s
+     WHERE p.model_name = 'lim3' AND s.model_name = 'lim3_seq'}),
+	't', 'the same model as the chains one after another');
+
 # --- too few worker slots: the remaining chains run in the job's worker ---
 # max_worker_processes = 4: the logical replication launcher and the job's
 # worker leave at most 2 of the 3 chain workers a 4-chain job asks for.
 $node->append_conf('postgresql.conf', "gibbs_nb.max_jobs = 4\nmax_worker_processes = 4\n");
 $node->restart;
-my $offset = -s $node->logfile;
+$offset = -s $node->logfile;
 $node->safe_psql('postgres', q{
   SET gibbs_nb.max_chain_workers = 0;
   SELECT status FROM gibbs_nb_train('few_seq', 'docs', 'tokens', 'label', sweeps => 30, chains => 4, seed => 9);
