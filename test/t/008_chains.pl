@@ -50,9 +50,15 @@ ok( $node->poll_query_until('postgres', qq{
       SELECT chain BETWEEN 1 AND 2 AND sweep > 0 FROM gibbs_nb_jobs WHERE job_id = $job}),
 	'gibbs_nb_jobs shows its chain and sweep');
 is($node->safe_psql('postgres', "SELECT gibbs_nb_cancel($job)"), 't', 'gibbs_nb_cancel');
-ok($node->poll_query_until('postgres', $no_workers), 'cancel: the job and chain workers are gone');
-is($node->safe_psql('postgres', "SELECT status FROM gibbs_nb_jobs WHERE job_id = $job"),
-	'cancelled', 'cancel: the job is cancelled');
+ok( $node->poll_query_until('postgres',
+		"SELECT status FROM gibbs_nb_jobs WHERE job_id = $job", 'cancelled'),
+	'cancel: the job is cancelled');
+# the job's worker stops its chain workers and waits for them before it
+# records the outcome: none is left once the job shows as cancelled
+is($node->safe_psql('postgres',
+		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'gibbs_nb chain worker'}),
+	'0', 'cancel: no chain worker outlives the job');
+ok($node->poll_query_until('postgres', $no_workers), 'cancel: the job worker is gone too');
 
 # --- a query cancel of the job's worker ---
 $job = start_chains_job('sigint', 2);
