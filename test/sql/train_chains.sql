@@ -79,5 +79,6 @@ SELECT try($$SET gibbs_nb.max_chain_workers = 8$$);
 RESET ROLE;
 SELECT try($$SET gibbs_nb.max_chain_workers = 64$$);
 DROP ROLE chain_user;
+DROP TABLE ch_seq2_labels, ch_par2_labels, ch_seq3_labels, ch_par3_labels, ch_mix3_labels;
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE chain_mail;
