@@ -146,6 +146,37 @@ is($node->safe_psql('postgres', q{
      WHERE p.model_name = 'lim3' AND s.model_name = 'lim3_seq'}),
 	't', 'the same model as the chains one after another');
 
+# --- the memory cap counts every chain ---
+# 500 documents of 100 words of their own (V = 50,000, K = 2): with 3
+# chains the job needs about 14 MB one chain after another and about 14 MB
+# more in parallel (the segment and 2 chain workers' samplers).  Under a
+# 20 MB cap the chains run one after another, to the same model.
+$node->safe_psql('postgres', q{
+  CREATE TABLE wide AS SELECT i AS id, array(SELECT 'w' || (i * 100 + k) FROM generate_series(1, 100) k) AS tokens
+  FROM generate_series(1, 500) i;
+  ALTER TABLE wide ADD PRIMARY KEY (id);
+});
+$offset = -s $node->logfile;
+is($node->safe_psql('postgres', q{
+     SET gibbs_nb.max_job_memory = '20MB';
+     SELECT status FROM gibbs_nb_train('wide20', 'wide', 'tokens', NULL, n_classes => 2, sweeps => 5,
+                                       chains => 3, seed => 1)}),
+	'succeeded', 'a 3-chain job over the cap in parallel but not one after another succeeds');
+ok($node->log_contains(qr/chains run one after another: in parallel they would need \d+ MB more than gibbs_nb.max_job_memory allows/, $offset),
+	'the log says its chains ran one after another');
+$offset = -s $node->logfile;
+$node->safe_psql('postgres', q{
+  SET gibbs_nb.max_job_memory = '64MB';
+  SELECT status FROM gibbs_nb_train('wide64', 'wide', 'tokens', NULL, n_classes => 2, sweeps => 5,
+                                    chains => 3, seed => 1)});
+ok(!$node->log_contains(qr/chains run one after another/, $offset), 'under 64 MB they run in parallel');
+is($node->safe_psql('postgres', q{
+     SELECT p.log_theta = s.log_theta AND p.log_pi = s.log_pi
+            AND p.label_probabilities = s.label_probabilities
+     FROM gibbs_nb.packed p, gibbs_nb.packed s
+     WHERE p.model_name = 'wide20' AND s.model_name = 'wide64'}),
+	't', 'memory cap: the same model');
+
 # --- too few worker slots: the remaining chains run in the job's worker ---
 # max_worker_processes = 4: the logical replication launcher and the job's
 # worker leave at most 2 of the 3 chain workers a 4-chain job asks for.
