@@ -7,6 +7,7 @@ OBJS = \
 	src/train.o \
 	src/job.o \
 	src/worker.o \
+	src/chains.o \
 	src/corpus.o \
 	src/publish.o \
 	src/model.o \
@@ -74,7 +75,7 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-chains bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -108,6 +109,11 @@ test/bench/bench_core: test/bench/bench_core.c $(CORE_SRC) $(CORE_HDR)
 
 bench:
 	test/bench/run-bench.sh
+
+# chains => 2 in parallel against chains => 1 and chains => 2 one after
+# another, on SpamAssassin (not in the test command; about 10 minutes)
+bench-chains:
+	test/bench/run-chains.sh
 
 # accuracy, NMI and the closed-form check on SpamAssassin (not in the test
 # command; about 10 minutes)

@@ -33,6 +33,9 @@ int			gnb_job_retention_s = 7 * 24 * 3600;
 /* gibbs_nb.max_jobs_per_role: jobs one role may run at once, 0 for no bound */
 int			gnb_max_jobs_per_role = 2;
 
+/* gibbs_nb.max_chain_workers: extra workers one job may run its chains in */
+int			gnb_max_chain_workers = 4;
+
 void		_PG_init(void);
 
 void
@@ -94,6 +97,16 @@ _PG_init(void)
 							&gnb_job_retention_s,
 							7 * 24 * 3600, 0, INT_MAX,
 							PGC_SUSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.max_chain_workers",
+							"Background workers, besides its own, one training job may run chains in.",
+							"A job with chains => n runs chain 1 in its own worker and up to n - 1 "
+							"others at the same time in workers of their own; chains beyond this "
+							"(or beyond free worker slots) run in the job's worker after its own.  "
+							"0 runs all chains one after another.  The model is the same either way.",
+							&gnb_max_chain_workers,
+							4, 0, 63,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");
 }

@@ -40,6 +40,7 @@ extern int	gnb_max_jobs_per_role;
 extern int	gnb_max_job_memory_kb;
 extern int	gnb_job_retention_s;
 extern int	gnb_class_counts_budget_kb;
+extern int	gnb_max_chain_workers;
 
 /*
  * A training source as checked: the relation and the columns used.  Types
@@ -101,6 +102,7 @@ typedef struct GnbJobParams
 	GnbSourceDesc source;
 	Oid			extension_schema;	/* where gibbs_nb_class_counts lives */
 	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
+	int32		max_chain_workers;	/* the caller's gibbs_nb.max_chain_workers */
 	int32		n_classes;		/* 0: from the labels */
 	double		holdout;		/* share of the labelled rows held out, [0, 1) */
 	int64		warm_version_id;	/* 0: a cold start; else the version whose
@@ -134,6 +136,7 @@ typedef struct GnbJobShared
 	int32		chain;			/* 0-based chain in progress */
 	int32		sweep;			/* last finished sweep of that chain */
 	double		log_joint;
+	int64		sweeps_so_far;	/* over all chains: for the time estimate */
 	TimestampTz sampling_started;
 	/* outcome */
 	int32		version;
@@ -457,6 +460,26 @@ extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);
 extern int32 gnb_store_import(const char *model_name, const GnbModelImage *img);
 extern int64 gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type,
 								  int32 *init_label);
+
+/*
+ * chains.c: the chains of a job in parallel, each in a background worker of
+ * its own (the job's worker runs chain 0 and any chain no worker could be
+ * started for), over the corpus shared read-only in dynamic shared memory,
+ * combined in chain order.  gnb_chains_position says where the least
+ * advanced chain is; gnb_chains_stop terminates the chain workers (the job
+ * failed or its worker exits).
+ */
+typedef struct GnbChainsRun GnbChainsRun;
+extern void gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus,
+							   const gnb_hooks *hooks, int32 trace_stride,
+							   double memory_committed, GnbChainsRun **run,
+							   gnb_result *result);
+extern void gnb_chains_position(GnbChainsRun *run, int32 *chain, int32 *sweep,
+								double *log_joint, int64 *sweeps_done);
+extern void gnb_chains_stop(bool wait);
+
+/* worker.c */
+extern void gnb_become_caller(const GnbJobParams *p, const char *application_name);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
 extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner,

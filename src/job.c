@@ -60,7 +60,7 @@ report_progress(const GnbJobShared *state)
 {
 	const gnb_params *sp = &state->params.sampler;
 	int64		total = (int64) sp->chains * sp->sweeps;
-	int64		done = (int64) state->chain * sp->sweeps + state->sweep;
+	int64		done = state->sweeps_so_far;
 	long		secs;
 	int			usecs;
 	double		elapsed;

@@ -80,6 +80,7 @@ handle_sigterm(SIGNAL_ARGS)
 typedef struct WorkerState
 {
 	GnbJobShared *job;
+	GnbChainsRun *run;			/* chains in parallel: where they are */
 	MemoryContext job_cxt;
 	MemoryContext sample_cxt;
 	TimestampTz started;
@@ -150,19 +151,24 @@ progress_hook(void *arg, const gnb_sweep *sw)
 	int			chain = sw->chain;
 	int			sweep = sw->sweep;
 	double		log_joint = sw->log_joint;
+	int64		so_far = (int64) chain * job->params.sampler.sweeps + sweep;
 
+	/* the job's position: with chains in parallel, the least advanced chain */
+	if (ws->run != NULL)
+		gnb_chains_position(ws->run, &chain, &sweep, &log_joint, &so_far);
 	SpinLockAcquire(&job->mutex);
 	job->chain = chain;
 	job->sweep = sweep;
 	job->log_joint = log_joint;
+	job->sweeps_so_far = so_far;
 	SpinLockRelease(&job->mutex);
 	CHECK_FOR_INTERRUPTS();
 
-	if (sweep % ws->trace_stride == 0 || sweep == job->params.sampler.sweeps)
+	if (sw->sweep % ws->trace_stride == 0 || sw->sweep == job->params.sampler.sweeps)
 	{
-		ws->trace_chain[ws->trace_n] = chain + 1;
-		ws->trace_sweep[ws->trace_n] = sweep;
-		ws->trace_lj[ws->trace_n] = log_joint;
+		ws->trace_chain[ws->trace_n] = sw->chain + 1;
+		ws->trace_sweep[ws->trace_n] = sw->sweep;
+		ws->trace_lj[ws->trace_n] = sw->log_joint;
 		ws->trace_changed[ws->trace_n] = sw->changed;
 		ws->trace_gamma_theta[ws->trace_n] = sw->gamma_theta;
 		ws->trace_gamma_pi[ws->trace_n] = sw->gamma_pi;
@@ -249,6 +255,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	char	   *source_sql;
 	int32	   *init_label = NULL;
 	int64		warm_docs = 0;
+	double		committed;
 
 	active_worker = ws;
 	ws->job = job;
@@ -318,18 +325,21 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	 * and log theta-hat as arrays (about three copies of V x K doubles and
 	 * two of the tokens).
 	 */
-	gnb_check_job_memory(p, (double) MemoryContextMemAllocated(job_cxt, true),
-						 (double) gnb_memory_needed(corpus.n_docs, corpus.n_words, corpus.n_classes,
-													&p->sampler) +
-						 3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
-						 64.0 * corpus.n_words,
-						 "sampling and publishing");
+	committed = (double) MemoryContextMemAllocated(job_cxt, true) +
+		(double) gnb_memory_needed(corpus.n_docs, corpus.n_words, corpus.n_classes,
+								   &p->sampler) +
+		3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
+		64.0 * corpus.n_words;
+	gnb_check_job_memory(p, 0.0, committed, "sampling and publishing");
 
 	SpinLockAcquire(&job->mutex);
 	job->sampling_started = GetCurrentTimestamp();
 	SpinLockRelease(&job->mutex);
 	ws->last_row_update = phase_start = GetCurrentTimestamp();
-	gnb_train(&core, &p->sampler, &hooks, &result);
+	if (p->sampler.chains > 1 && p->max_chain_workers > 0)
+		gnb_train_parallel(job, &core, &hooks, ws->trace_stride, committed, &ws->run, &result);
+	else
+		gnb_train(&core, &p->sampler, &hooks, &result);
 	flush_trace(ws);
 	sample_seconds = seconds_since(phase_start);
 
@@ -402,6 +412,10 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	FlushErrorState();
 	AbortOutOfAnyTransaction();
 	QueryCancelPending = false;
+	/* no chain outlives its job: stop them before the outcome is told */
+	if (active_worker != NULL)
+		active_worker->run = NULL;
+	gnb_chains_stop(true);
 
 	status = cancelled ? "cancelled" : "failed";
 	PG_TRY();
@@ -446,6 +460,23 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 }
 
 /*
+ * Connect as the caller's authenticated user and take on its session user,
+ * role and security context, as ParallelWorkerMain does; pin search_path.
+ * The job's worker and its chain workers alike.
+ */
+void
+gnb_become_caller(const GnbJobParams *p, const char *application_name)
+{
+	BackgroundWorkerInitializeConnectionByOid(p->database_id, p->authenticated_user_id, 0);
+	if (p->session_user_id != p->authenticated_user_id)
+		SetSessionAuthorization(p->session_user_id, p->session_user_is_superuser);
+	SetCurrentRoleId(p->outer_user_id, p->outer_user_is_superuser);
+	SetUserIdAndSecContext(p->current_user_id, p->sec_context);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("application_name", application_name, PGC_USERSET, PGC_S_SESSION);
+}
+
+/*
  * gibbs_nb_worker_main: entry point of a job's background worker.
  * main_arg is the handle of the job's shared memory segment.
  */
@@ -469,14 +500,7 @@ gibbs_nb_worker_main(Datum main_arg)
 	job = dsm_segment_address(seg);
 	p = &job->params;
 
-	/* become the caller, as ParallelWorkerMain does */
-	BackgroundWorkerInitializeConnectionByOid(p->database_id, p->authenticated_user_id, 0);
-	if (p->session_user_id != p->authenticated_user_id)
-		SetSessionAuthorization(p->session_user_id, p->session_user_is_superuser);
-	SetCurrentRoleId(p->outer_user_id, p->outer_user_is_superuser);
-	SetUserIdAndSecContext(p->current_user_id, p->sec_context);
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("application_name", "gibbs_nb worker", PGC_USERSET, PGC_S_SESSION);
+	gnb_become_caller(p, "gibbs_nb worker");
 	/* held until this process exits: what says the job's worker is alive */
 	gnb_hold_job_lock(p->job_id, p->current_user_id);
 
