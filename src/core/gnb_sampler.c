@@ -194,8 +194,10 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	uint64_t	K = (uint64_t) n_classes;
 	uint64_t	vk = V * K + 1;
 	uint64_t	trace = (uint64_t) params->chains * (uint64_t) params->sweeps;
+	uint64_t	kept_sweeps = (uint64_t) ((params->sweeps - params->burn_in) /
+											  (params->lag > 0 ? params->lag : 1));
 	uint64_t	kept = (uint64_t) params->chains *
-		(uint64_t) ((params->sweeps - params->burn_in) / (params->lag > 0 ? params->lag : 1));
+		(kept_sweeps < GNB_KEPT_SERIES_MAX ? kept_sweeps : GNB_KEPT_SERIES_MAX);
 	uint64_t	doubles = 0;
 	uint64_t	bytes;
 
@@ -210,8 +212,9 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	if (!params->no_trace)
 		doubles += 2 * trace;
 	/*
-	 * the kept sweeps' log joints (ESS, split R-hat), always kept: the
-	 * result's and the running chain's; the running chain's own trace
+	 * the kept sweeps' log joints (ESS, split R-hat), always kept, thinned to
+	 * at most GNB_KEPT_SERIES_MAX per chain: the result's and the running
+	 * chain's; the running chain's own trace
 	 */
 	doubles += 2 * (kept + 1);
 	if (!params->no_trace)
@@ -234,6 +237,20 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
+}
+
+int32_t
+gnb_kept_series(int64_t kept, int32_t *stride)
+{
+	int64_t		s = 1;
+
+	if (kept < 0)
+		kept = 0;
+	while ((kept + s - 1) / s > GNB_KEPT_SERIES_MAX)
+		s *= 2;
+	if (stride)
+		*stride = (int32_t) s;
+	return (int32_t) ((kept + s - 1) / s);
 }
 
 const char *
@@ -995,7 +1012,8 @@ chain_sums_add(chain_sums *s, double x)
 /*
  * Set a chain to its starting state and run all its sweeps.  The trace
  * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints,
- * kept_trace (kept long) the kept sweeps' log joints one by one.
+ * kept_trace (gnb_kept_series points long) the kept sweeps' log joints,
+ * thinned as gnb_kept_series describes.
  */
 static void
 run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
@@ -1007,7 +1025,9 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	const int32_t K = sh->K;
 	const int32_t V = sh->V;
 	size_t		vk = (size_t) V * K;
-	int64_t		n_kept = 0;
+	int64_t		n_kept = 0;		/* kept sweeps so far */
+	int32_t		n_points = 0;	/* of them in kept_trace */
+	int64_t		stride = 1;
 
 	memset(st->C, 0, K * sizeof(double));
 	memset(st->Nk, 0, K * sizeof(double));
@@ -1104,7 +1124,20 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		{
 			accumulate_kept(st);
 			chain_sums_add(sums, info.log_joint);
-			kept_trace[n_kept++] = info.log_joint;
+			if (n_kept % stride == 0)
+			{
+				if (n_points == GNB_KEPT_SERIES_MAX)
+				{
+					/* full: keep every other point, at twice the stride */
+					for (int32_t i = 0; i < GNB_KEPT_SERIES_MAX / 2; i++)
+						kept_trace[i] = kept_trace[2 * i];
+					n_points = GNB_KEPT_SERIES_MAX / 2;
+					stride *= 2;
+				}
+				if (n_kept % stride == 0)
+					kept_trace[n_points++] = info.log_joint;
+			}
+			n_kept++;
 		}
 		if (sh->hooks->progress)
 			sh->hooks->progress(sh->hooks->arg, &info);
@@ -1482,7 +1515,10 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	out->chain = chain;
 	out->kept = kept;
 	out->sweeps = params->sweeps;
-	out->kept_log_joint = xalloc(hooks, kept, sizeof(double));
+	out->kept_points = gnb_kept_series(kept, &out->kept_stride);
+	/* filled up to GNB_KEPT_SERIES_MAX points before it is thinned */
+	out->kept_log_joint = xalloc(hooks, kept < GNB_KEPT_SERIES_MAX ? kept : GNB_KEPT_SERIES_MAX,
+								 sizeof(double));
 	if (!params->no_trace)
 	{
 		out->log_joint = xalloc(hooks, params->sweeps, sizeof(double));
@@ -1630,7 +1666,9 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 		result->log_joint = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
 		result->changed = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
 	}
-	result->kept_log_joint = xalloc(hooks, (size_t) params->chains * result->kept, sizeof(double));
+	result->kept_points = gnb_kept_series(result->kept, &result->kept_stride);
+	result->kept_log_joint = xalloc(hooks, (size_t) params->chains * result->kept_points,
+									sizeof(double));
 	result->ess = xalloc(hooks, params->chains, sizeof(double));
 	result->changed_after_burn_in = xalloc(hooks, params->chains, sizeof(int32_t));
 	result->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
@@ -1674,9 +1712,9 @@ gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
 	}
 	result->gamma_theta += chain->gamma_theta / params->chains;
 	result->gamma_pi += chain->gamma_pi / params->chains;
-	memcpy(result->kept_log_joint + (int64_t) c * result->kept, chain->kept_log_joint,
-		   (size_t) result->kept * sizeof(double));
-	for (int32_t t = 0; t < result->kept; t++)
+	memcpy(result->kept_log_joint + (int64_t) c * result->kept_points, chain->kept_log_joint,
+		   (size_t) result->kept_points * sizeof(double));
+	for (int32_t t = 0; t < result->kept_points; t++)
 		chain_sums_add(&cb->sums[c], chain->kept_log_joint[t]);
 	cb->sums[c].last = chain->last_log_joint;
 	cb->sums[c].changed_after_burn_in = chain->changed_after_burn_in;
@@ -1724,8 +1762,8 @@ gnb_combine_end(gnb_combiner *cb)
 		result->changed_after_burn_in[chain] =
 			cb->sums[chain].changed_after_burn_in > INT32_MAX ? INT32_MAX :
 			(int32_t) cb->sums[chain].changed_after_burn_in;
-		result->ess[chain] = gnb_ess(result->kept_log_joint + (int64_t) chain * result->kept,
-									 result->kept);
+		result->ess[chain] = gnb_ess(result->kept_log_joint + (int64_t) chain * result->kept_points,
+									 result->kept_points);
 		if (!isnan(result->ess[chain]))
 		{
 			result->ess_total += result->ess[chain];
@@ -1735,7 +1773,8 @@ gnb_combine_end(gnb_combiner *cb)
 	if (n_ess == 0)
 		result->ess_total = NAN;
 	result->r_hat = r_hat(cb->sums, params->chains);
-	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains, result->kept);
+	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains,
+										  result->kept_points);
 	result->warnings = gnb_diagnose(result->split_r_hat, result->ess_total,
 									result->changed_after_burn_in, params->chains,
 									sh->n_unlabeled,
