@@ -15,11 +15,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * The label steps read a row of N or log theta per document-word pair, in
+ * the corpus's order: rows this many pairs ahead are prefetched.
+ */
+#define GNB_PREFETCH_AHEAD 16
+#if defined(__GNUC__) || defined(__clang__)
+#define gnb_prefetch(p) __builtin_prefetch(p)
+#else
+#define gnb_prefetch(p) ((void) 0)
+#endif
+
 /* How many documents of a sweep between calls of hooks->check_interrupts. */
 #define GNB_INTERRUPT_EVERY 2048
 
 /* Counts up to this are scored with a running product instead of lgamma. */
 #define GNB_PRODUCT_MAX_COUNT 8
+/* the same for K = 2, in products of 8 terms */
+#define GNB_PRODUCT_MAX_COUNT_K2 32
 
 static void *
 default_alloc(size_t size, void *arg)
@@ -80,9 +93,29 @@ log_product_value(const log_product *p)
  * factorial (n + g)(n + g + 1)...(n + g + c - 1).  Small c goes into the
  * running product *p; large c is returned directly.
  */
+/*
+ * x (x + 1) ... (x + c - 1) for 1 <= c <= 4 without a branch on c: counts
+ * vary from word to word, and a loop over them costs a mispredicted branch
+ * on most words.  (c > 1 ? x + 1 : 1) = 1 + [c > 1] x, and so on.
+ */
+static inline double
+rising_small(double x, int32_t c)
+{
+	double		b2 = c > 1,
+				b3 = c > 2,
+				b4 = c > 3;
+
+	return x * (1.0 + b2 * x) * (1.0 + b3 * (x + 1.0)) * (1.0 + b4 * (x + 2.0));
+}
+
 static inline double
 log_rising(log_product *p, double n_plus_g, int32_t c)
 {
+	if (c <= 4)
+	{
+		log_product_mul(p, rising_small(n_plus_g, c));
+		return 0.0;
+	}
 	if (c <= GNB_PRODUCT_MAX_COUNT)
 	{
 		double		f = n_plus_g;
@@ -104,6 +137,7 @@ typedef struct run_shared
 	int32_t		K;
 	int32_t		V;
 	int32_t		D;
+	int64_t		n_pairs;		/* doc_start[D] */
 	int32_t    *unlabeled;		/* ids of unlabelled documents */
 	int32_t		n_unlabeled;
 	int32_t    *active;			/* words that occur in an unlabelled document */
@@ -536,6 +570,32 @@ theta_step(chain_state *st, const double *N)
 		double		lz;
 		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
 
+		if (g >= 1.0)
+		{
+			/*
+			 * Every shape is at least 1: the draws cannot underflow, so they
+			 * are normalised as they are (no exp per draw) and logged once.
+			 * The same random numbers as gnb_rng_log_gamma would use.
+			 */
+			for (int32_t i = 0; i < sh->n_active; i++)
+			{
+				int64_t		idx = (int64_t) sh->active[i] * K + k;
+				double		y = gnb_rng_gamma(&st->rng, N[idx] + g);
+
+				lt[idx] = y;
+				sum += y;
+			}
+			if (inactive_shape > 0.0)
+				sum += gnb_rng_gamma(&st->rng, inactive_shape);
+			lz = log(sum);
+			for (int32_t i = 0; i < sh->n_active; i++)
+			{
+				int64_t		idx = (int64_t) sh->active[i] * K + k;
+
+				lt[idx] = log(lt[idx]) - lz;
+			}
+			continue;
+		}
 		for (int32_t i = 0; i < sh->n_active; i++)
 		{
 			int64_t		idx = (int64_t) sh->active[i] * K + k;
@@ -558,6 +618,19 @@ theta_step(chain_state *st, const double *N)
 		for (int32_t i = 0; i < sh->n_active; i++)
 			lt[(int64_t) sh->active[i] * K + k] -= lz;
 	}
+}
+
+/*
+ * A draw from two classes with log scores s0, s1: class 0 with probability
+ * 1 / (1 + exp(s1 - s0)), from one uniform and one exp (an infinite exp
+ * gives class 1, an underflowing one class 0).
+ */
+static inline int32_t
+categorical2(gnb_rng *rng, double s0, double s1)
+{
+	double		u = gnb_rng_uniform(rng);
+
+	return u * (1.0 + exp(s1 - s0)) < 1.0 ? 0 : 1;
 }
 
 static inline void
@@ -593,6 +666,56 @@ add_probabilities(chain_state *st, int32_t j, const double *s)
  * label as if it were new) goes to the label probability sums.
  */
 static int32_t
+label_step_paper2(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const double lambda = st->lambda;
+	const int	predictive = st->kept_sweep && lambda != 1.0;
+	const double *lt = st->log_theta;
+	int32_t		changed = 0;
+
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		int32_t		a = st->z[j];
+		int32_t		b;
+		double		l0 = 0.0,
+					l1 = 0.0;
+		double		s0,
+					s1;
+
+		maybe_check_interrupts(sh, i);
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+		{
+			const double *row = lt + 2 * (int64_t) c->word[p];
+			double		cnt = c->count[p];
+
+			if (p + GNB_PREFETCH_AHEAD < sh->n_pairs)
+				gnb_prefetch(lt + 2 * (int64_t) c->word[p + GNB_PREFETCH_AHEAD]);
+
+			l0 += cnt * row[0];
+			l1 += cnt * row[1];
+		}
+		s0 = (a == 0 ? st->log_prior_own[0] : st->log_prior[0]) + lambda * l0;
+		s1 = (a == 1 ? st->log_prior_own[1] : st->log_prior[1]) + lambda * l1;
+		if (predictive)
+		{
+			st->pred[0] = l0 + (a == 0 ? st->log_pred_own[0] : st->log_pred[0]);
+			st->pred[1] = l1 + (a == 1 ? st->log_pred_own[1] : st->log_pred[1]);
+			add_probabilities(st, j, st->pred);
+		}
+		b = categorical2(&st->rng, s0, s1);
+		if (b != a)
+		{
+			move_doc(st, j, a, b);
+			changed++;
+		}
+	}
+	return changed;
+}
+
+static int32_t
 label_step_paper(chain_state *st)
 {
 	const run_shared *sh = st->sh;
@@ -604,6 +727,8 @@ label_step_paper(chain_state *st)
 	double	   *loglik = st->pred;
 	int32_t		changed = 0;
 
+	if (K == 2)
+		return label_step_paper2(st);
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
@@ -640,6 +765,88 @@ label_step_paper(chain_state *st)
 }
 
 /*
+ * collapsed_full_scores for K = 2: both classes in one pass, counts up to 4
+ * (nine words in ten) without a branch on the count.
+ */
+static void
+collapsed_full_scores2(chain_state *st, int32_t j, int32_t a, double *s)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const double g = st->g_theta;
+	const double vg = sh->V * g;
+	const double R = sh->doc_length[j];
+	const double own0 = a == 0 ? st->lambda : 0.0;
+	const double own1 = a == 1 ? st->lambda : 0.0;
+	const double nk0 = st->Nk[0] - own0 * R + vg;
+	const double nk1 = st->Nk[1] - own1 * R + vg;
+	double		p0 = 1.0,
+				p1 = 1.0,
+				l0 = 0.0,
+				l1 = 0.0;
+
+	for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+	{
+		const double *row = st->N + 2 * (int64_t) c->word[p];
+		int32_t		cnt = c->count[p];
+
+		if (p + GNB_PREFETCH_AHEAD < sh->n_pairs)
+			gnb_prefetch(st->N + 2 * (int64_t) c->word[p + GNB_PREFETCH_AHEAD]);
+		double		x0 = row[0] - own0 * cnt + g;
+		double		x1 = row[1] - own1 * cnt + g;
+
+		if (cnt <= 4)
+		{
+			p0 *= rising_small(x0, cnt);
+			p1 *= rising_small(x1, cnt);
+		}
+		else if (cnt <= GNB_PRODUCT_MAX_COUNT_K2)
+		{
+			/* in factors of at most 8 terms, each product checked */
+			for (int32_t i = 0; i < cnt; i += 8)
+			{
+				int32_t		end = cnt - i < 8 ? cnt : i + 8;
+				double		f0 = x0 + i,
+							f1 = x1 + i;
+
+				for (int32_t m = i + 1; m < end; m++)
+				{
+					f0 *= x0 + m;
+					f1 *= x1 + m;
+				}
+				p0 *= f0;
+				p1 *= f1;
+				if (p0 > 1e200 || p0 < 1e-200 || p1 > 1e200 || p1 < 1e-200)
+				{
+					l0 += log(p0);
+					l1 += log(p1);
+					p0 = p1 = 1.0;
+				}
+			}
+		}
+		else
+		{
+			l0 += lgamma(x0 + cnt) - lgamma(x0);
+			l1 += lgamma(x1 + cnt) - lgamma(x1);
+		}
+		/*
+		 * a factor is at most (x + 7)^8, x a count below 2^31 plus gamma_theta
+		 * < 1e3 : below 1e75, far from overflow above 1e200
+		 */
+		if (p0 > 1e200 || p0 < 1e-200 || p1 > 1e200 || p1 < 1e-200)
+		{
+			l0 += log(p0);
+			l1 += log(p1);
+			p0 = p1 = 1.0;
+		}
+	}
+	s[0] = (a == 0 ? st->log_pred_own[0] : st->log_pred[0]) -
+		(lgamma(nk0 + R) - lgamma(nk0)) + l0 + log(p0);
+	s[1] = (a == 1 ? st->log_pred_own[1] : st->log_pred[1]) -
+		(lgamma(nk1 + R) - lgamma(nk1)) + l1 + log(p1);
+}
+
+/*
  * The collapsed conditional of document j at full weight, against the counts
  * with j's weighted share taken out (docs/model.md):
  *   s_k = log(C_k^-j + g_pi)
@@ -661,6 +868,11 @@ collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s)
 	const double R = sh->doc_length[j];
 	log_product *prod = st->products;
 
+	if (K == 2)
+	{
+		collapsed_full_scores2(st, j, a, s);
+		return;
+	}
 	for (int32_t k = 0; k < K; k++)
 	{
 		double		nk = st->Nk[k] - (k == a ? lambda * R : 0.0) + vg;
@@ -761,7 +973,10 @@ label_step_collapsed(chain_state *st)
 		}
 		else
 			collapsed_full_scores(st, j, a, s);
-		b = gnb_rng_categorical_log(&st->rng, s, K, st->scratch);
+		if (K == 2)
+			b = categorical2(&st->rng, s[0], s[1]);
+		else
+			b = gnb_rng_categorical_log(&st->rng, s, K, st->scratch);
 		if (b != a)
 		{
 			move_doc(st, j, a, b);
@@ -1433,6 +1648,7 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	sh->K = K;
 	sh->V = V;
 	sh->D = D;
+	sh->n_pairs = corpus->doc_start[D];
 	sh->unlabeled = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 	sh->doc_length = xalloc(hooks, D > 0 ? D : 1, sizeof(double));
 	sh->inactive_count = xalloc(hooks, K, sizeof(double));
