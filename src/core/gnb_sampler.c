@@ -789,11 +789,11 @@ collapsed_full_scores2(chain_state *st, int32_t j, int32_t a, double *s)
 	{
 		const double *row = st->N + 2 * (int64_t) c->word[p];
 		int32_t		cnt = c->count[p];
+		double		x0 = row[0] - own0 * cnt + g;
+		double		x1 = row[1] - own1 * cnt + g;
 
 		if (p + GNB_PREFETCH_AHEAD < sh->n_pairs)
 			gnb_prefetch(st->N + 2 * (int64_t) c->word[p + GNB_PREFETCH_AHEAD]);
-		double		x0 = row[0] - own0 * cnt + g;
-		double		x1 = row[1] - own1 * cnt + g;
 
 		if (cnt <= 4)
 		{
