@@ -63,7 +63,7 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/core/*.h)
 # ---- the sampler core on its own: unit tests, sanitizers, valgrind ----
 
 CORE_SRC = src/core/gnb_rng.c src/core/gnb_sampler.c
-CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h
+CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h src/core/gnb_zig.h
 CORE_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wno-missing-field-initializers -Isrc/core
 
 test/unit/test_core: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)

@@ -255,6 +255,39 @@ test_gamma_distribution(void)
 	free(xs);
 }
 
+/*
+ * Exp(1) by the ziggurat: KS over a million draws (every layer is hit about
+ * 4,000 times), and the tail beyond r, drawn by its own path: P(X > r) =
+ * exp(-r), and beyond r + 2 a share exp(-2) of it.
+ */
+static void
+test_exponential(void)
+{
+	enum
+	{
+	n = 1000000};
+	const double r = 7.69711747013104972;
+	double	   *xs = malloc(n * sizeof(double));
+	double		p = exp(-r);
+	int			tail = 0,
+				far = 0;
+	gnb_rng		rng;
+
+	gnb_rng_seed(&rng, 23);
+	for (int i = 0; i < n; i++)
+	{
+		xs[i] = gnb_rng_exponential(&rng);
+		tail += xs[i] > r;
+		far += xs[i] > r + 2.0;
+	}
+	CHECK(ks_scaled(xs, n, gamma_cdf, 1.0) < 2.3, "Exp(1) KS");
+	CHECK(fabs(tail - n * p) < Z_TOLERANCE * sqrt(n * p), "Exp(1) tail beyond r: %d vs %.1f",
+		  tail, n * p);
+	CHECK(fabs(far - tail * exp(-2.0)) < Z_TOLERANCE * sqrt(tail * exp(-2.0)) + 1,
+		  "Exp(1) tail beyond r + 2: %d of %d", far, tail);
+	free(xs);
+}
+
 static void
 test_categorical(void)
 {
@@ -2258,6 +2291,7 @@ main(void)
 	printf("gamma distribution\n");
 	test_gamma_distribution();
 	printf("categorical\n");
+	test_exponential();
 	test_categorical();
 	printf("exactness against enumeration\n");
 	test_exactness();
