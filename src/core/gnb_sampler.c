@@ -202,7 +202,20 @@ typedef struct chain_state
 	int			kept_sweep;		/* the sweep under way will be kept */
 	/* sums over kept sweeps */
 	double	   *prob_sum;		/* D x K */
+	/*
+	 * theta-hat, lazily: theta-hat_kw is the mean over kept sweeps t of
+	 * (N_kw(t) + g(t)) inv_k(t), inv_k(t) = 1 / (N_k(t) + V g(t)).  With
+	 * inv_sum_k the running sum of inv_k over kept sweeps and g_inv_sum_k
+	 * that of g inv_k, the sum over kept sweeps so far is
+	 *   theta_sum_kw + N_kw (inv_sum_k - theta_mark_kw) + g_inv_sum_k
+	 * where theta_sum_kw is brought up to date (flush_theta) only when N_kw
+	 * is about to change: O(K) per kept sweep instead of O(V K), the rest
+	 * paid by the words of documents that move.
+	 */
 	double	   *theta_sum;		/* V x K */
+	double	   *theta_mark;		/* V x K: inv_sum_k when last brought up to date */
+	double	   *inv_sum;		/* K */
+	double	   *g_inv_sum;		/* K */
 	double	   *pi_sum;			/* K */
 	double		g_theta_sum;
 	double		g_pi_sum;
@@ -236,10 +249,11 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	uint64_t	bytes;
 
 	/*
-	 * V x K: labelled counts (shared), N, log theta (paper), theta sums, theta
-	 * totals over chains, the reference chain's theta, the result's theta.
+	 * V x K: labelled counts (shared), N, log theta (paper), theta sums and
+	 * their marks, theta totals over chains, the reference chain's theta, the
+	 * result's theta.
 	 */
-	doubles += 7 * vk;
+	doubles += 8 * vk;
 	/* D x K: label probability sums and the result's */
 	doubles += 2 * (D * K + 1);
 	/* the trace: log joint and share changed per sweep and chain */
@@ -485,6 +499,14 @@ refresh_prior(chain_state *st, int32_t k)
 	st->log_pred_own[k] = log(st->C[k] - lambda + gp);
 }
 
+/* Bring theta_sum up to date for entry idx of class k before N changes. */
+static inline void
+flush_theta(chain_state *st, int64_t idx, int32_t k)
+{
+	st->theta_sum[idx] += st->N[idx] * (st->inv_sum[k] - st->theta_mark[idx]);
+	st->theta_mark[idx] = st->inv_sum[k];
+}
+
 /*
  * Move unlabelled document j from class a to class b, keeping N, Nk, C, the
  * prior terms and the word terms S up to date.  With lambda = 1 the change of S is a log of
@@ -513,9 +535,12 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 		log_product_init(&pb);
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			double	   *row = st->N + (int64_t) c->word[p] * K;
+			int64_t		base = (int64_t) c->word[p] * K;
+			double	   *row = st->N + base;
 			int32_t		cnt = c->count[p];
 
+			flush_theta(st, base + a, a);
+			flush_theta(st, base + b, b);
 			row[a] -= cnt;
 			/* removing: lgamma(n_new + g) - lgamma(n_new + cnt + g) */
 			delta_a -= log_rising(&pa, row[a] + g, cnt);
@@ -529,9 +554,12 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 	{
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			double	   *row = st->N + (int64_t) c->word[p] * K;
+			int64_t		base = (int64_t) c->word[p] * K;
+			double	   *row = st->N + base;
 			double		add = lambda * c->count[p];
 
+			flush_theta(st, base + a, a);
+			flush_theta(st, base + b, b);
 			delta_a += lgamma(row[a] - add + g) - lgamma(row[a] + g);
 			delta_b += lgamma(row[b] + add + g) - lgamma(row[b] + g);
 			row[a] -= add;
@@ -1183,16 +1211,13 @@ accumulate_kept(chain_state *st)
 
 			st->prob_sum[(int64_t) j * K + st->z[j]] += 1.0;
 		}
+	/* theta-hat lazily (see chain_state) */
 	for (int32_t k = 0; k < K; k++)
 	{
 		double		inv = 1.0 / (st->Nk[k] + vg);
 
-		for (int32_t w = 0; w < sh->V; w++)
-		{
-			int64_t		idx = (int64_t) w * K + k;
-
-			st->theta_sum[idx] += (st->N[idx] + g) * inv;
-		}
+		st->inv_sum[k] += inv;
+		st->g_inv_sum[k] += g * inv;
 		total += st->C[k];
 	}
 	for (int32_t k = 0; k < K; k++)
@@ -1249,6 +1274,9 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	memset(st->N, 0, vk * sizeof(double));
 	memset(st->prob_sum, 0, (size_t) sh->D * K * sizeof(double));
 	memset(st->theta_sum, 0, vk * sizeof(double));
+	memset(st->theta_mark, 0, vk * sizeof(double));
+	memset(st->inv_sum, 0, K * sizeof(double));
+	memset(st->g_inv_sum, 0, K * sizeof(double));
 	memset(st->pi_sum, 0, K * sizeof(double));
 	st->lambda = params->unlabeled_weight;
 	st->g_theta = params->gamma_theta;
@@ -1768,6 +1796,9 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	/* the sums become the chain's means in place */
 	st.prob_sum = out->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
 	st.theta_sum = out->theta = xalloc(hooks, vk + 1, sizeof(double));
+	st.theta_mark = xalloc(hooks, vk + 1, sizeof(double));
+	st.inv_sum = xalloc(hooks, K, sizeof(double));
+	st.g_inv_sum = xalloc(hooks, K, sizeof(double));
 	st.pi_sum = out->pi = xalloc(hooks, K, sizeof(double));
 
 	/* chain c's stream: the seed's, jumped c times */
@@ -1777,6 +1808,15 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	memset(&sums, 0, sizeof(sums));
 	run_chain(&st, chain, out->log_joint, out->changed, &sums, out->kept_log_joint);
 
+	/* every entry brought up to date: the sums over all kept sweeps */
+	for (int32_t w = 0; w < V; w++)
+		for (int32_t k = 0; k < K; k++)
+		{
+			int64_t		idx = (int64_t) w * K + k;
+
+			flush_theta(&st, idx, k);
+			out->theta[idx] += st.g_inv_sum[k];
+		}
 	for (size_t i = 0; i < vk; i++)
 		out->theta[i] /= kept;
 	for (int32_t k = 0; k < K; k++)
@@ -1793,6 +1833,9 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	out->last_log_joint = sums.last;
 	out->changed_after_burn_in = sums.changed_after_burn_in;
 
+	hooks->release(st.theta_mark, hooks->arg);
+	hooks->release(st.inv_sum, hooks->arg);
+	hooks->release(st.g_inv_sum, hooks->arg);
 	hooks->release(st.C, hooks->arg);
 	hooks->release(st.N, hooks->arg);
 	hooks->release(st.Nk, hooks->arg);
