@@ -193,7 +193,13 @@ typedef struct chain_state
 	double	   *log_prior_own;	/* K */
 	double	   *log_pred;		/* K */
 	double	   *log_pred_own;	/* K */
-	double	   *log_theta;		/* V x K, paper sampler only */
+	/*
+	 * V x K, paper sampler only: log theta, word-major; with K = 2 instead
+	 * log_theta[w] = log y_1w - log y_0w for the unnormalised draws y, and
+	 * lz_diff = log z_1 - log z_0 for their normalisers (theta_step2).
+	 */
+	double	   *log_theta;
+	double		lz_diff;
 	double	   *scores;			/* K scratch */
 	double	   *pred;			/* K scratch */
 	double	   *scratch;		/* K scratch */
@@ -582,6 +588,85 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
  * by one: no other word's theta is ever read, and together they are one
  * Gamma draw of their summed shapes (the aggregation property).
  */
+/*
+ * theta_step for K = 2.  The K = 2 label step needs only the log-odds of
+ * the two classes' theta per word: log y_1w - log y_0w, less the difference
+ * of the normalisers per token.  So one log per word rather than per (word,
+ * class), and the label step reads one contiguous V-array.  The draws, in the
+ * same order as theta_step's, are held class by class in log_theta[k * V + w]
+ * until the log-odds replace them in log_theta[0 .. V).
+ */
+static void
+theta_step2(chain_state *st, const double *N)
+{
+	const run_shared *sh = st->sh;
+	const double g = st->g_theta;
+	const int32_t V = sh->V;
+	double	   *lt = st->log_theta;
+	double		lz[2];
+
+	for (int32_t k = 0; k < 2; k++)
+	{
+		double	   *y = lt + (int64_t) k * V;
+		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
+		double		sum = 0.0;
+
+		if (g >= 1.0)
+		{
+			/* shapes at least 1: no underflow, normalised as they are */
+			for (int32_t i = 0; i < sh->n_active; i++)
+			{
+				int32_t		w = sh->active[i];
+
+				y[w] = gnb_rng_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
+				sum += y[w];
+			}
+			if (inactive_shape > 0.0)
+				sum += gnb_rng_gamma(&st->rng, inactive_shape);
+			lz[k] = log(sum);
+		}
+		else
+		{
+			double		lmax = -INFINITY;
+			double		lrest = -INFINITY;
+
+			for (int32_t i = 0; i < sh->n_active; i++)
+			{
+				int32_t		w = sh->active[i];
+
+				y[w] = gnb_rng_log_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
+				if (y[w] > lmax)
+					lmax = y[w];
+			}
+			if (inactive_shape > 0.0)
+			{
+				lrest = gnb_rng_log_gamma(&st->rng, inactive_shape);
+				if (lrest > lmax)
+					lmax = lrest;
+			}
+			for (int32_t i = 0; i < sh->n_active; i++)
+				sum += exp(y[sh->active[i]] - lmax);
+			sum += exp(lrest - lmax);
+			lz[k] = lmax + log(sum);
+		}
+	}
+	if (g >= 1.0)
+		for (int32_t i = 0; i < sh->n_active; i++)
+		{
+			int32_t		w = sh->active[i];
+
+			lt[w] = log(lt[V + w] / lt[w]);
+		}
+	else
+		for (int32_t i = 0; i < sh->n_active; i++)
+		{
+			int32_t		w = sh->active[i];
+
+			lt[w] = lt[V + w] - lt[w];
+		}
+	st->lz_diff = lz[1] - lz[0];
+}
+
 static void
 theta_step(chain_state *st, const double *N)
 {
@@ -590,6 +675,11 @@ theta_step(chain_state *st, const double *N)
 	const double g = st->g_theta;
 	double	   *lt = st->log_theta;
 
+	if (K == 2)
+	{
+		theta_step2(st, N);
+		return;
+	}
 	for (int32_t k = 0; k < K; k++)
 	{
 		double		lmax = -INFINITY;
@@ -708,29 +798,26 @@ label_step_paper2(chain_state *st)
 		int32_t		j = sh->unlabeled[i];
 		int32_t		a = st->z[j];
 		int32_t		b;
-		double		l0 = 0.0,
-					l1 = 0.0;
+		double		l = 0.0;
 		double		s0,
 					s1;
 
 		maybe_check_interrupts(sh, i);
+		/* l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2 */
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			const double *row = lt + 2 * (int64_t) c->word[p];
-			double		cnt = c->count[p];
-
 			if (p + GNB_PREFETCH_AHEAD < sh->n_pairs)
-				gnb_prefetch(lt + 2 * (int64_t) c->word[p + GNB_PREFETCH_AHEAD]);
-
-			l0 += cnt * row[0];
-			l1 += cnt * row[1];
+				gnb_prefetch(lt + c->word[p + GNB_PREFETCH_AHEAD]);
+			l += c->count[p] * lt[c->word[p]];
 		}
-		s0 = (a == 0 ? st->log_prior_own[0] : st->log_prior[0]) + lambda * l0;
-		s1 = (a == 1 ? st->log_prior_own[1] : st->log_prior[1]) + lambda * l1;
+		l -= sh->doc_length[j] * st->lz_diff;
+		/* the scores up to a shift common to both classes */
+		s0 = a == 0 ? st->log_prior_own[0] : st->log_prior[0];
+		s1 = (a == 1 ? st->log_prior_own[1] : st->log_prior[1]) + lambda * l;
 		if (predictive)
 		{
-			st->pred[0] = l0 + (a == 0 ? st->log_pred_own[0] : st->log_pred[0]);
-			st->pred[1] = l1 + (a == 1 ? st->log_pred_own[1] : st->log_pred[1]);
+			st->pred[0] = a == 0 ? st->log_pred_own[0] : st->log_pred[0];
+			st->pred[1] = l + (a == 1 ? st->log_pred_own[1] : st->log_pred[1]);
 			add_probabilities(st, j, st->pred);
 		}
 		b = categorical2(&st->rng, s0, s1);
