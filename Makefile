@@ -65,7 +65,7 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/core/*.h)
 # ---- the sampler core on its own: unit tests, sanitizers, valgrind ----
 
 CORE_SRC = src/core/gnb_rng.c src/core/gnb_sampler.c
-CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h
+CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h src/core/gnb_zig.h
 CORE_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wno-missing-field-initializers -Isrc/core
 
 test/unit/test_core: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
@@ -91,7 +91,9 @@ prove_installcheck:
 	cd $(srcdir) && TESTDIR='$(TAP_OUTPUT)' PATH="$(bindir):$$PATH" \
 		PG_REGRESS='$(pgxsdir)/src/test/regress/pg_regress' \
 		$(PROVE) -I $(pgxsdir)/src/test/perl -I test $(PROVE_FLAGS) test/t/*.pl
-unit: test/unit/test_core
+# (the benchmark's driver is built too, so that a change of the core's API
+# cannot leave `make bench` broken)
+unit: test/unit/test_core test/bench/bench_core
 	test/unit/test_core
 
 unit-asan: test/unit/test_core_asan

@@ -78,6 +78,8 @@ typedef struct GnbChainSlot
 	char		message[512];
 	/* the result, once state is CHAIN_DONE */
 	int64		changed_after_burn_in;
+	int32		kept_points;	/* the thinned kept log joints in the slot */
+	int32		kept_stride;
 	double		last_log_joint;
 	double		gamma_theta;
 	double		gamma_pi;
@@ -85,7 +87,7 @@ typedef struct GnbChainSlot
 	Size		label_prob_off;	/* n_docs x K */
 	Size		theta_off;		/* V x K */
 	Size		pi_off;			/* K */
-	Size		kept_off;		/* kept */
+	Size		kept_off;		/* min(kept, GNB_KEPT_SERIES_MAX) */
 	Size		last_labels_off;	/* max(n_docs, 1) */
 	Size		trace_off;		/* max_trace */
 } GnbChainSlot;
@@ -325,11 +327,13 @@ chain_to_slot(GnbChainsShared *sh, int32 c, const gnb_chain *ch)
 	memcpy(AT(sh, s->label_prob_off, double *), ch->label_prob, dk * sizeof(double));
 	memcpy(AT(sh, s->theta_off, double *), ch->theta, vk * sizeof(double));
 	memcpy(AT(sh, s->pi_off, double *), ch->pi, sh->n_classes * sizeof(double));
-	memcpy(AT(sh, s->kept_off, double *), ch->kept_log_joint, ch->kept * sizeof(double));
+	memcpy(AT(sh, s->kept_off, double *), ch->kept_log_joint, ch->kept_points * sizeof(double));
 	memcpy(AT(sh, s->last_labels_off, int32 *), ch->last_labels,
 		   (Size) Max(sh->n_docs, 1) * sizeof(int32));
 	SpinLockAcquire(&s->mutex);
 	s->changed_after_burn_in = ch->changed_after_burn_in;
+	s->kept_points = ch->kept_points;
+	s->kept_stride = ch->kept_stride;
 	s->last_log_joint = ch->last_log_joint;
 	s->gamma_theta = ch->gamma_theta;
 	s->gamma_pi = ch->gamma_pi;
@@ -356,6 +360,8 @@ chain_from_slot(GnbChainsShared *sh, int32 c, gnb_chain *ch)
 	ch->last_labels = AT(sh, s->last_labels_off, int32 *);
 	ch->last_log_joint = s->last_log_joint;
 	ch->changed_after_burn_in = s->changed_after_burn_in;
+	ch->kept_points = s->kept_points;
+	ch->kept_stride = s->kept_stride;
 	ch->gamma_theta = s->gamma_theta;
 	ch->gamma_pi = s->gamma_pi;
 }
@@ -458,7 +464,8 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 		slot_off[6 * c + 0] = place(&size, (double) sizeof(double) * D * K);
 		slot_off[6 * c + 1] = place(&size, (double) sizeof(double) * V * K);
 		slot_off[6 * c + 2] = place(&size, (double) sizeof(double) * K);
-		slot_off[6 * c + 3] = place(&size, (double) sizeof(double) * kept);
+		/* the kept log joints, thinned by the core to at most GNB_KEPT_SERIES_MAX */
+		slot_off[6 * c + 3] = place(&size, (double) sizeof(double) * Min(kept, GNB_KEPT_SERIES_MAX));
 		slot_off[6 * c + 4] = place(&size, (double) sizeof(int32) * (D + 1));
 		slot_off[6 * c + 5] = place(&size, (double) sizeof(GnbTracePoint) * max_trace);
 	}

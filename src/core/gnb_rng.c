@@ -3,6 +3,7 @@
  *	  xoshiro256++ and the Normal, Gamma and categorical draws of the samplers.
  */
 #include "gnb_rng.h"
+#include "gnb_zig.h"
 
 #include <math.h>
 
@@ -69,20 +70,47 @@ gnb_rng_normal(gnb_rng *rng)
 	return u * sqrt(-2.0 * log(s) / s);
 }
 
+/*
+ * Exp(1) by the ziggurat (gnb_zig.h): one 64-bit draw gives the layer (its
+ * low 8 bits) and the position in it (its top 53 bits); about 99 draws in
+ * 100 end in the layer's rectangle under the curve, without a log or exp.
+ * The tail beyond r is r + Exp(1), Exp(1) being memoryless.
+ */
+double
+gnb_rng_exponential(gnb_rng *rng)
+{
+	for (;;)
+	{
+		uint64_t	bits = gnb_rng_next(rng);
+		int			i = (int) (bits & 255);
+		double		x = (double) (bits >> 11) * 0x1.0p-53 * gnb_zig_x[i];
+
+		if (x < gnb_zig_x[i + 1])
+			return x;
+		if (i == 0)
+			return GNB_ZIG_R - log(gnb_rng_uniform_pos(rng));
+		if (gnb_zig_f[i] + gnb_rng_uniform(rng) * (gnb_zig_f[i + 1] - gnb_zig_f[i]) < exp(-x))
+			return x;
+	}
+}
+
 /* Largest integer shape drawn as a sum of exponentials (product of uniforms). */
 #define GNB_SMALL_INTEGER_SHAPE 8
 
 /*
  * Gamma(shape, 1) for shape >= 1.
  *
- * Integer shapes up to GNB_SMALL_INTEGER_SHAPE are -log(U_1 ... U_m): one log
- * per draw.  With gamma_theta = 1 every shape N_kw + 1 is an integer, and
- * most words are rare, so this is the common case.  Other shapes use
+ * Shape 1 is an exponential (the ziggurat: no log).  Other integer shapes up
+ * to GNB_SMALL_INTEGER_SHAPE are -log(U_1 ... U_m): one log per draw.  With
+ * gamma_theta = 1 every shape N_kw + 1 is an integer, and most words are
+ * rare, so this is the common case.  Other shapes use
  * Marsaglia & Tsang (2000), whose squeeze avoids the log nearly always.
  */
 double
 gnb_rng_gamma(gnb_rng *rng, double shape)
 {
+	if (shape == 1.0)
+		return gnb_rng_exponential(rng);
 	if (shape <= GNB_SMALL_INTEGER_SHAPE && shape == (double) (int) shape)
 	{
 		int			m = (int) shape;

@@ -63,6 +63,9 @@ gnb_rng_uniform_pos(gnb_rng *rng)
 /* Standard normal. */
 extern double gnb_rng_normal(gnb_rng *rng);
 
+/* Exp(1), by the ziggurat method. */
+extern double gnb_rng_exponential(gnb_rng *rng);
+
 /*
  * Gamma(shape, 1) draws.  gnb_rng_gamma is for shape >= 1, where a draw
  * never underflows; gnb_rng_log_gamma returns the log of a draw for any

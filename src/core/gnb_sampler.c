@@ -15,11 +15,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * The label steps read a row of N or log theta per document-word pair, in
+ * the corpus's order: rows this many pairs ahead are prefetched.
+ */
+#define GNB_PREFETCH_AHEAD 16
+#if defined(__GNUC__) || defined(__clang__)
+#define gnb_prefetch(p) __builtin_prefetch(p)
+#else
+#define gnb_prefetch(p) ((void) 0)
+#endif
+
 /* How many documents of a sweep between calls of hooks->check_interrupts. */
 #define GNB_INTERRUPT_EVERY 2048
 
 /* Counts up to this are scored with a running product instead of lgamma. */
 #define GNB_PRODUCT_MAX_COUNT 8
+/* the same for K = 2, in products of 8 terms */
+#define GNB_PRODUCT_MAX_COUNT_K2 32
 
 static void *
 default_alloc(size_t size, void *arg)
@@ -80,9 +93,29 @@ log_product_value(const log_product *p)
  * factorial (n + g)(n + g + 1)...(n + g + c - 1).  Small c goes into the
  * running product *p; large c is returned directly.
  */
+/*
+ * x (x + 1) ... (x + c - 1) for 1 <= c <= 4 without a branch on c: counts
+ * vary from word to word, and a loop over them costs a mispredicted branch
+ * on most words.  (c > 1 ? x + 1 : 1) = 1 + [c > 1] x, and so on.
+ */
+static inline double
+rising_small(double x, int32_t c)
+{
+	double		b2 = c > 1,
+				b3 = c > 2,
+				b4 = c > 3;
+
+	return x * (1.0 + b2 * x) * (1.0 + b3 * (x + 1.0)) * (1.0 + b4 * (x + 2.0));
+}
+
 static inline double
 log_rising(log_product *p, double n_plus_g, int32_t c)
 {
+	if (c <= 4)
+	{
+		log_product_mul(p, rising_small(n_plus_g, c));
+		return 0.0;
+	}
 	if (c <= GNB_PRODUCT_MAX_COUNT)
 	{
 		double		f = n_plus_g;
@@ -104,6 +137,7 @@ typedef struct run_shared
 	int32_t		K;
 	int32_t		V;
 	int32_t		D;
+	int64_t		n_pairs;		/* doc_start[D] */
 	int32_t    *unlabeled;		/* ids of unlabelled documents */
 	int32_t		n_unlabeled;
 	int32_t    *active;			/* words that occur in an unlabelled document */
@@ -159,7 +193,13 @@ typedef struct chain_state
 	double	   *log_prior_own;	/* K */
 	double	   *log_pred;		/* K */
 	double	   *log_pred_own;	/* K */
-	double	   *log_theta;		/* V x K, paper sampler only */
+	/*
+	 * V x K, paper sampler only: log theta, word-major; with K = 2 instead
+	 * log_theta[w] = log y_1w - log y_0w for the unnormalised draws y, and
+	 * lz_diff = log z_1 - log z_0 for their normalisers (theta_step2).
+	 */
+	double	   *log_theta;
+	double		lz_diff;
 	double	   *scores;			/* K scratch */
 	double	   *pred;			/* K scratch */
 	double	   *scratch;		/* K scratch */
@@ -168,7 +208,20 @@ typedef struct chain_state
 	int			kept_sweep;		/* the sweep under way will be kept */
 	/* sums over kept sweeps */
 	double	   *prob_sum;		/* D x K */
+	/*
+	 * theta-hat, lazily: theta-hat_kw is the mean over kept sweeps t of
+	 * (N_kw(t) + g(t)) inv_k(t), inv_k(t) = 1 / (N_k(t) + V g(t)).  With
+	 * inv_sum_k the running sum of inv_k over kept sweeps and g_inv_sum_k
+	 * that of g inv_k, the sum over kept sweeps so far is
+	 *   theta_sum_kw + N_kw (inv_sum_k - theta_mark_kw) + g_inv_sum_k
+	 * where theta_sum_kw is brought up to date (flush_theta) only when N_kw
+	 * is about to change: O(K) per kept sweep instead of O(V K), the rest
+	 * paid by the words of documents that move.
+	 */
 	double	   *theta_sum;		/* V x K */
+	double	   *theta_mark;		/* V x K: inv_sum_k when last brought up to date */
+	double	   *inv_sum;		/* K */
+	double	   *g_inv_sum;		/* K */
 	double	   *pi_sum;			/* K */
 	double		g_theta_sum;
 	double		g_pi_sum;
@@ -194,24 +247,28 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	uint64_t	K = (uint64_t) n_classes;
 	uint64_t	vk = V * K + 1;
 	uint64_t	trace = (uint64_t) params->chains * (uint64_t) params->sweeps;
+	uint64_t	kept_sweeps = (uint64_t) ((params->sweeps - params->burn_in) /
+											  (params->lag > 0 ? params->lag : 1));
 	uint64_t	kept = (uint64_t) params->chains *
-		(uint64_t) ((params->sweeps - params->burn_in) / (params->lag > 0 ? params->lag : 1));
+		(kept_sweeps < GNB_KEPT_SERIES_MAX ? kept_sweeps : GNB_KEPT_SERIES_MAX);
 	uint64_t	doubles = 0;
 	uint64_t	bytes;
 
 	/*
-	 * V x K: labelled counts (shared), N, log theta (paper), theta sums, theta
-	 * totals over chains, the reference chain's theta, the result's theta.
+	 * V x K: labelled counts (shared), N, log theta (paper), theta sums and
+	 * their marks, theta totals over chains, the reference chain's theta, the
+	 * result's theta.
 	 */
-	doubles += 7 * vk;
+	doubles += 8 * vk;
 	/* D x K: label probability sums and the result's */
 	doubles += 2 * (D * K + 1);
 	/* the trace: log joint and share changed per sweep and chain */
 	if (!params->no_trace)
 		doubles += 2 * trace;
 	/*
-	 * the kept sweeps' log joints (ESS, split R-hat), always kept: the
-	 * result's and the running chain's; the running chain's own trace
+	 * the kept sweeps' log joints (ESS, split R-hat), always kept, thinned to
+	 * at most GNB_KEPT_SERIES_MAX per chain: the result's and the running
+	 * chain's; the running chain's own trace
 	 */
 	doubles += 2 * (kept + 1);
 	if (!params->no_trace)
@@ -234,6 +291,20 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
+}
+
+int32_t
+gnb_kept_series(int64_t kept, int32_t *stride)
+{
+	int64_t		s = 1;
+
+	if (kept < 0)
+		kept = 0;
+	while ((kept + s - 1) / s > GNB_KEPT_SERIES_MAX)
+		s *= 2;
+	if (stride)
+		*stride = (int32_t) s;
+	return (int32_t) ((kept + s - 1) / s);
 }
 
 const char *
@@ -434,6 +505,14 @@ refresh_prior(chain_state *st, int32_t k)
 	st->log_pred_own[k] = log(st->C[k] - lambda + gp);
 }
 
+/* Bring theta_sum up to date for entry idx of class k before N changes. */
+static inline void
+flush_theta(chain_state *st, int64_t idx, int32_t k)
+{
+	st->theta_sum[idx] += st->N[idx] * (st->inv_sum[k] - st->theta_mark[idx]);
+	st->theta_mark[idx] = st->inv_sum[k];
+}
+
 /*
  * Move unlabelled document j from class a to class b, keeping N, Nk, C, the
  * prior terms and the word terms S up to date.  With lambda = 1 the change of S is a log of
@@ -462,9 +541,12 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 		log_product_init(&pb);
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			double	   *row = st->N + (int64_t) c->word[p] * K;
+			int64_t		base = (int64_t) c->word[p] * K;
+			double	   *row = st->N + base;
 			int32_t		cnt = c->count[p];
 
+			flush_theta(st, base + a, a);
+			flush_theta(st, base + b, b);
 			row[a] -= cnt;
 			/* removing: lgamma(n_new + g) - lgamma(n_new + cnt + g) */
 			delta_a -= log_rising(&pa, row[a] + g, cnt);
@@ -478,9 +560,12 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 	{
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			double	   *row = st->N + (int64_t) c->word[p] * K;
+			int64_t		base = (int64_t) c->word[p] * K;
+			double	   *row = st->N + base;
 			double		add = lambda * c->count[p];
 
+			flush_theta(st, base + a, a);
+			flush_theta(st, base + b, b);
 			delta_a += lgamma(row[a] - add + g) - lgamma(row[a] + g);
 			delta_b += lgamma(row[b] + add + g) - lgamma(row[b] + g);
 			row[a] -= add;
@@ -503,6 +588,85 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
  * by one: no other word's theta is ever read, and together they are one
  * Gamma draw of their summed shapes (the aggregation property).
  */
+/*
+ * theta_step for K = 2.  The K = 2 label step needs only the log-odds of
+ * the two classes' theta per word: log y_1w - log y_0w, less the difference
+ * of the normalisers per token.  So one log per word rather than per (word,
+ * class), and the label step reads one contiguous V-array.  The draws, in the
+ * same order as theta_step's, are held class by class in log_theta[k * V + w]
+ * until the log-odds replace them in log_theta[0 .. V).
+ */
+static void
+theta_step2(chain_state *st, const double *N)
+{
+	const run_shared *sh = st->sh;
+	const double g = st->g_theta;
+	const int32_t V = sh->V;
+	double	   *lt = st->log_theta;
+	double		lz[2];
+
+	for (int32_t k = 0; k < 2; k++)
+	{
+		double	   *y = lt + (int64_t) k * V;
+		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
+		double		sum = 0.0;
+
+		if (g >= 1.0)
+		{
+			/* shapes at least 1: no underflow, normalised as they are */
+			for (int32_t i = 0; i < sh->n_active; i++)
+			{
+				int32_t		w = sh->active[i];
+
+				y[w] = gnb_rng_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
+				sum += y[w];
+			}
+			if (inactive_shape > 0.0)
+				sum += gnb_rng_gamma(&st->rng, inactive_shape);
+			lz[k] = log(sum);
+		}
+		else
+		{
+			double		lmax = -INFINITY;
+			double		lrest = -INFINITY;
+
+			for (int32_t i = 0; i < sh->n_active; i++)
+			{
+				int32_t		w = sh->active[i];
+
+				y[w] = gnb_rng_log_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
+				if (y[w] > lmax)
+					lmax = y[w];
+			}
+			if (inactive_shape > 0.0)
+			{
+				lrest = gnb_rng_log_gamma(&st->rng, inactive_shape);
+				if (lrest > lmax)
+					lmax = lrest;
+			}
+			for (int32_t i = 0; i < sh->n_active; i++)
+				sum += exp(y[sh->active[i]] - lmax);
+			sum += exp(lrest - lmax);
+			lz[k] = lmax + log(sum);
+		}
+	}
+	if (g >= 1.0)
+		for (int32_t i = 0; i < sh->n_active; i++)
+		{
+			int32_t		w = sh->active[i];
+
+			lt[w] = log(lt[V + w] / lt[w]);
+		}
+	else
+		for (int32_t i = 0; i < sh->n_active; i++)
+		{
+			int32_t		w = sh->active[i];
+
+			lt[w] = lt[V + w] - lt[w];
+		}
+	st->lz_diff = lz[1] - lz[0];
+}
+
 static void
 theta_step(chain_state *st, const double *N)
 {
@@ -511,6 +675,11 @@ theta_step(chain_state *st, const double *N)
 	const double g = st->g_theta;
 	double	   *lt = st->log_theta;
 
+	if (K == 2)
+	{
+		theta_step2(st, N);
+		return;
+	}
 	for (int32_t k = 0; k < K; k++)
 	{
 		double		lmax = -INFINITY;
@@ -519,6 +688,32 @@ theta_step(chain_state *st, const double *N)
 		double		lz;
 		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
 
+		if (g >= 1.0)
+		{
+			/*
+			 * Every shape is at least 1: the draws cannot underflow, so they
+			 * are normalised as they are (no exp per draw) and logged once.
+			 * The same random numbers as gnb_rng_log_gamma would use.
+			 */
+			for (int32_t i = 0; i < sh->n_active; i++)
+			{
+				int64_t		idx = (int64_t) sh->active[i] * K + k;
+				double		y = gnb_rng_gamma(&st->rng, N[idx] + g);
+
+				lt[idx] = y;
+				sum += y;
+			}
+			if (inactive_shape > 0.0)
+				sum += gnb_rng_gamma(&st->rng, inactive_shape);
+			lz = log(sum);
+			for (int32_t i = 0; i < sh->n_active; i++)
+			{
+				int64_t		idx = (int64_t) sh->active[i] * K + k;
+
+				lt[idx] = log(lt[idx]) - lz;
+			}
+			continue;
+		}
 		for (int32_t i = 0; i < sh->n_active; i++)
 		{
 			int64_t		idx = (int64_t) sh->active[i] * K + k;
@@ -541,6 +736,19 @@ theta_step(chain_state *st, const double *N)
 		for (int32_t i = 0; i < sh->n_active; i++)
 			lt[(int64_t) sh->active[i] * K + k] -= lz;
 	}
+}
+
+/*
+ * A draw from two classes with log scores s0, s1: class 0 with probability
+ * 1 / (1 + exp(s1 - s0)), from one uniform and one exp (an infinite exp
+ * gives class 1, an underflowing one class 0).
+ */
+static inline int32_t
+categorical2(gnb_rng *rng, double s0, double s1)
+{
+	double		u = gnb_rng_uniform(rng);
+
+	return u * (1.0 + exp(s1 - s0)) < 1.0 ? 0 : 1;
 }
 
 static inline void
@@ -576,6 +784,53 @@ add_probabilities(chain_state *st, int32_t j, const double *s)
  * label as if it were new) goes to the label probability sums.
  */
 static int32_t
+label_step_paper2(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const double lambda = st->lambda;
+	const int	predictive = st->kept_sweep && lambda != 1.0;
+	const double *lt = st->log_theta;
+	int32_t		changed = 0;
+
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		int32_t		a = st->z[j];
+		int32_t		b;
+		double		l = 0.0;
+		double		s0,
+					s1;
+
+		maybe_check_interrupts(sh, i);
+		/* l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2 */
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+		{
+			if (p + GNB_PREFETCH_AHEAD < sh->n_pairs)
+				gnb_prefetch(lt + c->word[p + GNB_PREFETCH_AHEAD]);
+			l += c->count[p] * lt[c->word[p]];
+		}
+		l -= sh->doc_length[j] * st->lz_diff;
+		/* the scores up to a shift common to both classes */
+		s0 = a == 0 ? st->log_prior_own[0] : st->log_prior[0];
+		s1 = (a == 1 ? st->log_prior_own[1] : st->log_prior[1]) + lambda * l;
+		if (predictive)
+		{
+			st->pred[0] = a == 0 ? st->log_pred_own[0] : st->log_pred[0];
+			st->pred[1] = l + (a == 1 ? st->log_pred_own[1] : st->log_pred[1]);
+			add_probabilities(st, j, st->pred);
+		}
+		b = categorical2(&st->rng, s0, s1);
+		if (b != a)
+		{
+			move_doc(st, j, a, b);
+			changed++;
+		}
+	}
+	return changed;
+}
+
+static int32_t
 label_step_paper(chain_state *st)
 {
 	const run_shared *sh = st->sh;
@@ -587,6 +842,8 @@ label_step_paper(chain_state *st)
 	double	   *loglik = st->pred;
 	int32_t		changed = 0;
 
+	if (K == 2)
+		return label_step_paper2(st);
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
@@ -623,6 +880,88 @@ label_step_paper(chain_state *st)
 }
 
 /*
+ * collapsed_full_scores for K = 2: both classes in one pass, counts up to 4
+ * (nine words in ten) without a branch on the count.
+ */
+static void
+collapsed_full_scores2(chain_state *st, int32_t j, int32_t a, double *s)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const double g = st->g_theta;
+	const double vg = sh->V * g;
+	const double R = sh->doc_length[j];
+	const double own0 = a == 0 ? st->lambda : 0.0;
+	const double own1 = a == 1 ? st->lambda : 0.0;
+	const double nk0 = st->Nk[0] - own0 * R + vg;
+	const double nk1 = st->Nk[1] - own1 * R + vg;
+	double		p0 = 1.0,
+				p1 = 1.0,
+				l0 = 0.0,
+				l1 = 0.0;
+
+	for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+	{
+		const double *row = st->N + 2 * (int64_t) c->word[p];
+		int32_t		cnt = c->count[p];
+		double		x0 = row[0] - own0 * cnt + g;
+		double		x1 = row[1] - own1 * cnt + g;
+
+		if (p + GNB_PREFETCH_AHEAD < sh->n_pairs)
+			gnb_prefetch(st->N + 2 * (int64_t) c->word[p + GNB_PREFETCH_AHEAD]);
+
+		if (cnt <= 4)
+		{
+			p0 *= rising_small(x0, cnt);
+			p1 *= rising_small(x1, cnt);
+		}
+		else if (cnt <= GNB_PRODUCT_MAX_COUNT_K2)
+		{
+			/* in factors of at most 8 terms, each product checked */
+			for (int32_t i = 0; i < cnt; i += 8)
+			{
+				int32_t		end = cnt - i < 8 ? cnt : i + 8;
+				double		f0 = x0 + i,
+							f1 = x1 + i;
+
+				for (int32_t m = i + 1; m < end; m++)
+				{
+					f0 *= x0 + m;
+					f1 *= x1 + m;
+				}
+				p0 *= f0;
+				p1 *= f1;
+				if (p0 > 1e200 || p0 < 1e-200 || p1 > 1e200 || p1 < 1e-200)
+				{
+					l0 += log(p0);
+					l1 += log(p1);
+					p0 = p1 = 1.0;
+				}
+			}
+		}
+		else
+		{
+			l0 += lgamma(x0 + cnt) - lgamma(x0);
+			l1 += lgamma(x1 + cnt) - lgamma(x1);
+		}
+		/*
+		 * a factor is at most (x + 7)^8, x a count below 2^31 plus gamma_theta
+		 * < 1e3 : below 1e75, far from overflow above 1e200
+		 */
+		if (p0 > 1e200 || p0 < 1e-200 || p1 > 1e200 || p1 < 1e-200)
+		{
+			l0 += log(p0);
+			l1 += log(p1);
+			p0 = p1 = 1.0;
+		}
+	}
+	s[0] = (a == 0 ? st->log_pred_own[0] : st->log_pred[0]) -
+		(lgamma(nk0 + R) - lgamma(nk0)) + l0 + log(p0);
+	s[1] = (a == 1 ? st->log_pred_own[1] : st->log_pred[1]) -
+		(lgamma(nk1 + R) - lgamma(nk1)) + l1 + log(p1);
+}
+
+/*
  * The collapsed conditional of document j at full weight, against the counts
  * with j's weighted share taken out (docs/model.md):
  *   s_k = log(C_k^-j + g_pi)
@@ -644,6 +983,11 @@ collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s)
 	const double R = sh->doc_length[j];
 	log_product *prod = st->products;
 
+	if (K == 2)
+	{
+		collapsed_full_scores2(st, j, a, s);
+		return;
+	}
 	for (int32_t k = 0; k < K; k++)
 	{
 		double		nk = st->Nk[k] - (k == a ? lambda * R : 0.0) + vg;
@@ -744,7 +1088,10 @@ label_step_collapsed(chain_state *st)
 		}
 		else
 			collapsed_full_scores(st, j, a, s);
-		b = gnb_rng_categorical_log(&st->rng, s, K, st->scratch);
+		if (K == 2)
+			b = categorical2(&st->rng, s[0], s[1]);
+		else
+			b = gnb_rng_categorical_log(&st->rng, s, K, st->scratch);
 		if (b != a)
 		{
 			move_doc(st, j, a, b);
@@ -951,16 +1298,13 @@ accumulate_kept(chain_state *st)
 
 			st->prob_sum[(int64_t) j * K + st->z[j]] += 1.0;
 		}
+	/* theta-hat lazily (see chain_state) */
 	for (int32_t k = 0; k < K; k++)
 	{
 		double		inv = 1.0 / (st->Nk[k] + vg);
 
-		for (int32_t w = 0; w < sh->V; w++)
-		{
-			int64_t		idx = (int64_t) w * K + k;
-
-			st->theta_sum[idx] += (st->N[idx] + g) * inv;
-		}
+		st->inv_sum[k] += inv;
+		st->g_inv_sum[k] += g * inv;
 		total += st->C[k];
 	}
 	for (int32_t k = 0; k < K; k++)
@@ -995,7 +1339,8 @@ chain_sums_add(chain_sums *s, double x)
 /*
  * Set a chain to its starting state and run all its sweeps.  The trace
  * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints,
- * kept_trace (kept long) the kept sweeps' log joints one by one.
+ * kept_trace (gnb_kept_series points long) the kept sweeps' log joints,
+ * thinned as gnb_kept_series describes.
  */
 static void
 run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
@@ -1007,13 +1352,18 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	const int32_t K = sh->K;
 	const int32_t V = sh->V;
 	size_t		vk = (size_t) V * K;
-	int64_t		n_kept = 0;
+	int64_t		n_kept = 0;		/* kept sweeps so far */
+	int32_t		n_points = 0;	/* of them in kept_trace */
+	int64_t		stride = 1;
 
 	memset(st->C, 0, K * sizeof(double));
 	memset(st->Nk, 0, K * sizeof(double));
 	memset(st->N, 0, vk * sizeof(double));
 	memset(st->prob_sum, 0, (size_t) sh->D * K * sizeof(double));
 	memset(st->theta_sum, 0, vk * sizeof(double));
+	memset(st->theta_mark, 0, vk * sizeof(double));
+	memset(st->inv_sum, 0, K * sizeof(double));
+	memset(st->g_inv_sum, 0, K * sizeof(double));
 	memset(st->pi_sum, 0, K * sizeof(double));
 	st->lambda = params->unlabeled_weight;
 	st->g_theta = params->gamma_theta;
@@ -1104,7 +1454,20 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		{
 			accumulate_kept(st);
 			chain_sums_add(sums, info.log_joint);
-			kept_trace[n_kept++] = info.log_joint;
+			if (n_kept % stride == 0)
+			{
+				if (n_points == GNB_KEPT_SERIES_MAX)
+				{
+					/* full: keep every other point, at twice the stride */
+					for (int32_t i = 0; i < GNB_KEPT_SERIES_MAX / 2; i++)
+						kept_trace[i] = kept_trace[2 * i];
+					n_points = GNB_KEPT_SERIES_MAX / 2;
+					stride *= 2;
+				}
+				if (n_kept % stride == 0)
+					kept_trace[n_points++] = info.log_joint;
+			}
+			n_kept++;
 		}
 		if (sh->hooks->progress)
 			sh->hooks->progress(sh->hooks->arg, &info);
@@ -1372,7 +1735,7 @@ gnb_warning_text(int32_t warning)
 	switch (warning)
 	{
 		case GNB_WARN_R_HAT:
-			return "the chains disagree: run more sweeps, a longer burn_in or more chains";
+			return "the chains (or the two halves of one chain) disagree: run more sweeps, a longer burn_in or more chains";
 		case GNB_WARN_ESS:
 			return "the log joint is strongly autocorrelated: run more sweeps";
 		case GNB_WARN_STUCK:
@@ -1400,6 +1763,7 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	sh->K = K;
 	sh->V = V;
 	sh->D = D;
+	sh->n_pairs = corpus->doc_start[D];
 	sh->unlabeled = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 	sh->doc_length = xalloc(hooks, D > 0 ? D : 1, sizeof(double));
 	sh->inactive_count = xalloc(hooks, K, sizeof(double));
@@ -1482,7 +1846,10 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	out->chain = chain;
 	out->kept = kept;
 	out->sweeps = params->sweeps;
-	out->kept_log_joint = xalloc(hooks, kept, sizeof(double));
+	out->kept_points = gnb_kept_series(kept, &out->kept_stride);
+	/* filled up to GNB_KEPT_SERIES_MAX points before it is thinned */
+	out->kept_log_joint = xalloc(hooks, kept < GNB_KEPT_SERIES_MAX ? kept : GNB_KEPT_SERIES_MAX,
+								 sizeof(double));
 	if (!params->no_trace)
 	{
 		out->log_joint = xalloc(hooks, params->sweeps, sizeof(double));
@@ -1516,6 +1883,9 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	/* the sums become the chain's means in place */
 	st.prob_sum = out->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
 	st.theta_sum = out->theta = xalloc(hooks, vk + 1, sizeof(double));
+	st.theta_mark = xalloc(hooks, vk + 1, sizeof(double));
+	st.inv_sum = xalloc(hooks, K, sizeof(double));
+	st.g_inv_sum = xalloc(hooks, K, sizeof(double));
 	st.pi_sum = out->pi = xalloc(hooks, K, sizeof(double));
 
 	/* chain c's stream: the seed's, jumped c times */
@@ -1525,6 +1895,15 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	memset(&sums, 0, sizeof(sums));
 	run_chain(&st, chain, out->log_joint, out->changed, &sums, out->kept_log_joint);
 
+	/* every entry brought up to date: the sums over all kept sweeps */
+	for (int32_t w = 0; w < V; w++)
+		for (int32_t k = 0; k < K; k++)
+		{
+			int64_t		idx = (int64_t) w * K + k;
+
+			flush_theta(&st, idx, k);
+			out->theta[idx] += st.g_inv_sum[k];
+		}
 	for (size_t i = 0; i < vk; i++)
 		out->theta[i] /= kept;
 	for (int32_t k = 0; k < K; k++)
@@ -1541,6 +1920,9 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	out->last_log_joint = sums.last;
 	out->changed_after_burn_in = sums.changed_after_burn_in;
 
+	hooks->release(st.theta_mark, hooks->arg);
+	hooks->release(st.inv_sum, hooks->arg);
+	hooks->release(st.g_inv_sum, hooks->arg);
 	hooks->release(st.C, hooks->arg);
 	hooks->release(st.N, hooks->arg);
 	hooks->release(st.Nk, hooks->arg);
@@ -1630,7 +2012,9 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 		result->log_joint = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
 		result->changed = xalloc(hooks, (size_t) params->chains * params->sweeps, sizeof(double));
 	}
-	result->kept_log_joint = xalloc(hooks, (size_t) params->chains * result->kept, sizeof(double));
+	result->kept_points = gnb_kept_series(result->kept, &result->kept_stride);
+	result->kept_log_joint = xalloc(hooks, (size_t) params->chains * result->kept_points,
+									sizeof(double));
 	result->ess = xalloc(hooks, params->chains, sizeof(double));
 	result->changed_after_burn_in = xalloc(hooks, params->chains, sizeof(int32_t));
 	result->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
@@ -1674,9 +2058,9 @@ gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
 	}
 	result->gamma_theta += chain->gamma_theta / params->chains;
 	result->gamma_pi += chain->gamma_pi / params->chains;
-	memcpy(result->kept_log_joint + (int64_t) c * result->kept, chain->kept_log_joint,
-		   (size_t) result->kept * sizeof(double));
-	for (int32_t t = 0; t < result->kept; t++)
+	memcpy(result->kept_log_joint + (int64_t) c * result->kept_points, chain->kept_log_joint,
+		   (size_t) result->kept_points * sizeof(double));
+	for (int32_t t = 0; t < result->kept_points; t++)
 		chain_sums_add(&cb->sums[c], chain->kept_log_joint[t]);
 	cb->sums[c].last = chain->last_log_joint;
 	cb->sums[c].changed_after_burn_in = chain->changed_after_burn_in;
@@ -1724,8 +2108,8 @@ gnb_combine_end(gnb_combiner *cb)
 		result->changed_after_burn_in[chain] =
 			cb->sums[chain].changed_after_burn_in > INT32_MAX ? INT32_MAX :
 			(int32_t) cb->sums[chain].changed_after_burn_in;
-		result->ess[chain] = gnb_ess(result->kept_log_joint + (int64_t) chain * result->kept,
-									 result->kept);
+		result->ess[chain] = gnb_ess(result->kept_log_joint + (int64_t) chain * result->kept_points,
+									 result->kept_points);
 		if (!isnan(result->ess[chain]))
 		{
 			result->ess_total += result->ess[chain];
@@ -1735,7 +2119,8 @@ gnb_combine_end(gnb_combiner *cb)
 	if (n_ess == 0)
 		result->ess_total = NAN;
 	result->r_hat = r_hat(cb->sums, params->chains);
-	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains, result->kept);
+	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains,
+										  result->kept_points);
 	result->warnings = gnb_diagnose(result->split_r_hat, result->ess_total,
 									result->changed_after_burn_in, params->chains,
 									sh->n_unlabeled,

@@ -134,7 +134,15 @@ typedef struct gnb_result
 	double		final_log_joint;	/* mean over chains of the last sweep's */
 	double		r_hat;			/* of the log joint; NaN with one chain */
 	/* diagnostics of the kept sweeps' log joints (docs/model.md) */
-	double	   *kept_log_joint; /* chains x kept */
+	/*
+	 * The kept sweeps' log joints, thinned to at most GNB_KEPT_SERIES_MAX
+	 * points per chain (gnb_kept_series): chains x kept_points, chain c's
+	 * at kept_log_joint[c * kept_points + t], every kept_stride-th kept sweep
+	 * from the first.  ESS and both R-hats are of this series.
+	 */
+	double	   *kept_log_joint;
+	int32_t		kept_points;
+	int32_t		kept_stride;
 	double	   *ess;			/* chains: effective sample size per chain */
 	double		ess_total;		/* their sum; NaN if not estimable */
 	double		split_r_hat;	/* over 2 x chains half-chains; NaN if < 4 kept */
@@ -144,6 +152,18 @@ typedef struct gnb_result
 	double		gamma_theta;
 	double		gamma_pi;
 } gnb_result;
+
+/*
+ * The kept sweeps' log joints are held thinned, so that their memory does not
+ * grow with the number of sweeps: every kept sweep while they fit in
+ * GNB_KEPT_SERIES_MAX points, then every 2nd, 4th, ... (the stride doubles,
+ * dropping every other point held, each time they would not fit).
+ * gnb_kept_series gives, for `kept` kept sweeps, the number of points held
+ * at the end (*stride: the final stride): the smallest power of two s with
+ * ceil(kept / s) <= GNB_KEPT_SERIES_MAX, and ceil(kept / s).
+ */
+#define GNB_KEPT_SERIES_MAX 4096
+extern int32_t gnb_kept_series(int64_t kept, int32_t *stride);
 
 /*
  * Check a corpus and parameters; returns NULL if they are usable, else a
@@ -182,7 +202,9 @@ typedef struct gnb_chain
 	double	   *label_prob;		/* n_docs x K: the chain's estimates (unlabelled rows) */
 	double	   *theta;			/* V x K word-major: theta[w * K + k] */
 	double	   *pi;				/* K */
-	double	   *kept_log_joint; /* kept */
+	double	   *kept_log_joint; /* kept_points: thinned as in gnb_result */
+	int32_t		kept_points;
+	int32_t		kept_stride;
 	double	   *log_joint;		/* sweeps (NULL with no_trace) */
 	double	   *changed;		/* sweeps (NULL with no_trace) */
 	int32_t    *last_labels;	/* n_docs */

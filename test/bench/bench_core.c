@@ -293,18 +293,15 @@ meter_release(void *ptr, void *arg)
 }
 
 static void
-meter_progress(void *arg, int chain, int sweep, double log_joint, double changed)
+meter_progress(void *arg, const gnb_sweep *s)
 {
 	alloc_meter *m = arg;
 	double		t = now_seconds();
 
-	(void) chain;
-	(void) log_joint;
-	(void) changed;
-	if (sweep == 1)
+	if (s->sweep == 1)
 		m->t_first = t;
 	m->t_last = t;
-	m->sweeps_done = sweep;
+	m->sweeps_done = s->sweep;
 }
 
 static gnb_sampler_kind

@@ -255,6 +255,39 @@ test_gamma_distribution(void)
 	free(xs);
 }
 
+/*
+ * Exp(1) by the ziggurat: KS over a million draws (every layer is hit about
+ * 4,000 times), and the tail beyond r, drawn by its own path: P(X > r) =
+ * exp(-r), and beyond r + 2 a share exp(-2) of it.
+ */
+static void
+test_exponential(void)
+{
+	enum
+	{
+	n = 1000000};
+	const double r = 7.69711747013104972;
+	double	   *xs = malloc(n * sizeof(double));
+	double		p = exp(-r);
+	int			tail = 0,
+				far = 0;
+	gnb_rng		rng;
+
+	gnb_rng_seed(&rng, 23);
+	for (int i = 0; i < n; i++)
+	{
+		xs[i] = gnb_rng_exponential(&rng);
+		tail += xs[i] > r;
+		far += xs[i] > r + 2.0;
+	}
+	CHECK(ks_scaled(xs, n, gamma_cdf, 1.0) < 2.3, "Exp(1) KS");
+	CHECK(fabs(tail - n * p) < Z_TOLERANCE * sqrt(n * p), "Exp(1) tail beyond r: %d vs %.1f",
+		  tail, n * p);
+	CHECK(fabs(far - tail * exp(-2.0)) < Z_TOLERANCE * sqrt(tail * exp(-2.0)) + 1,
+		  "Exp(1) tail beyond r + 2: %d of %d", far, tail);
+	free(xs);
+}
+
 static void
 test_categorical(void)
 {
@@ -1727,7 +1760,7 @@ test_diagnostics(void)
 		CHECK(res.warnings == 0, "a mixing run: no warning (%d)", res.warnings);
 		CHECK(res.ess[0] > 0 && fabs(res.ess[0] + res.ess[1] - res.ess_total) < 1e-9,
 			  "ESS total is the chains' sum");
-		CHECK(fabs(res.ess[0] - gnb_ess(res.kept_log_joint, res.kept)) < 1e-9,
+		CHECK(fabs(res.ess[0] - gnb_ess(res.kept_log_joint, res.kept_points)) < 1e-9,
 			  "ESS of the kept log joints");
 		gnb_result_free(&res, NULL);
 		/* too short a run: the ESS warning */
@@ -1988,6 +2021,7 @@ test_memory_estimate(void)
 		{2000, 300, 2, 0.0, GNB_SAMPLER_PAPER, 20, 3},
 		{500, 2000, 5, 0.2, GNB_SAMPLER_COLLAPSED, 10, 2},
 		{50, 100, 8, 0.0, GNB_SAMPLER_COLLAPSED, 5000, 4},
+		{20, 30, 2, 0.5, GNB_SAMPLER_COLLAPSED, 20000, 2},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
@@ -2009,6 +2043,140 @@ test_memory_estimate(void)
 			  i, (unsigned long long) needed, b.peak);
 		gnb_result_free(&r, &hooks);
 		free_synthetic(&s);
+	}
+}
+
+/*
+ * theta-hat, accumulated lazily (flushed only for words whose counts move),
+ * equals the eager mean over kept sweeps of (N_kw + g) / (N_k + V g): the
+ * labels at each kept sweep t are those a run of t sweeps ends with (the same
+ * random numbers: the sweep count changes nothing before the end), N is
+ * recounted from them.  Both samplers, lambda 1 and 0.5.  (Without the flush
+ * in move_doc every other test passes; this one does not.)
+ */
+static void
+test_theta_lazy(void)
+{
+	enum
+	{
+	D = 200, V = 30, K = 2, B = 20, M = 6};
+	synthetic	s;
+	double	   *want = malloc(sizeof(double) * K * V);
+	double	   *N = malloc(sizeof(double) * K * V);
+
+	make_synthetic(&s, D, V, K, 12, 0.1, 41);
+	for (int sm = 0; sm < 2; sm++)
+		for (int l = 0; l < 2; l++)
+		{
+			gnb_params	p = {sm ? GNB_SAMPLER_COLLAPSED : GNB_SAMPLER_PAPER, 0, B, 1, 1,
+			1.0, 0.7, l ? 0.5 : 1.0, 43};
+			gnb_result	r;
+			double		worst = 0.0;
+			int			moved = 0;
+			int32_t		prev[D];
+
+			memset(want, 0, sizeof(double) * K * V);
+			for (int t = B + 1; t <= B + M; t++)
+			{
+				double		Nk[K] = {0, 0};
+
+				p.sweeps = t;
+				gnb_train(&s.c, &p, NULL, &r);
+				memset(N, 0, sizeof(double) * K * V);
+				for (int j = 0; j < D; j++)
+				{
+					double		w = s.c.label[j] >= 0 ? 1.0 : p.unlabeled_weight;
+
+					if (t > B + 1 && prev[j] != r.last_labels[j])
+						moved++;
+					prev[j] = r.last_labels[j];
+					for (int64_t q = s.c.doc_start[j]; q < s.c.doc_start[j + 1]; q++)
+					{
+						N[r.last_labels[j] * V + s.c.word[q]] += w * s.c.count[q];
+						Nk[r.last_labels[j]] += w * s.c.count[q];
+					}
+				}
+				for (int k = 0; k < K; k++)
+					for (int w = 0; w < V; w++)
+						want[k * V + w] += (N[k * V + w] + p.gamma_theta) /
+							(Nk[k] + V * p.gamma_theta) / M;
+				if (t < B + M)
+					gnb_result_free(&r, NULL);
+			}
+			for (int i = 0; i < K * V; i++)
+				worst = fmax(worst, fabs(r.theta[i] - want[i]) / want[i]);
+			CHECK(moved > 0 && worst < 1e-12,
+				  "%s lambda %g: lazy theta-hat vs eager, relative %g (%d label changes)",
+				  sm ? "collapsed" : "paper", p.unlabeled_weight, worst, moved);
+			gnb_result_free(&r, NULL);
+		}
+	free(want);
+	free(N);
+	free_synthetic(&s);
+}
+
+/*
+ * The kept log joints are thinned, not grown without bound: gnb_kept_series's
+ * closed form; a run with more kept sweeps than GNB_KEPT_SERIES_MAX holds
+ * every stride-th kept sweep's log joint (checked against the trace), the
+ * same for every chain; and with no_trace, gnb_memory_needed no longer grows
+ * with the number of sweeps (64 chains of 10,000,000 sweeps needed GBs).
+ */
+static void
+test_kept_series(void)
+{
+	synthetic	s;
+	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 0, 0, 3, 2, 1.0, 1.0, 1.0, 29};
+	gnb_result	r;
+	int32_t		stride;
+	int			same = 1;
+
+	CHECK(gnb_kept_series(0, &stride) == 0 && stride == 1, "no kept sweep: no point");
+	CHECK(gnb_kept_series(GNB_KEPT_SERIES_MAX, &stride) == GNB_KEPT_SERIES_MAX && stride == 1,
+		  "a full series is not thinned");
+	CHECK(gnb_kept_series(GNB_KEPT_SERIES_MAX + 1, &stride) == GNB_KEPT_SERIES_MAX / 2 + 1 &&
+		  stride == 2, "one more: every other point");
+	CHECK(gnb_kept_series(3000000000LL, &stride) == 2862 && stride == 1048576,
+		  "3e9 kept sweeps: stride 2^20, 2862 points");
+
+	/* 5,000 sweeps, 500 of burn-in, lag 3: 1,500 kept; at lag 1, 4,500: stride 2 */
+	make_synthetic(&s, 30, 20, 2, 6, 0.3, 31);
+	p.sweeps = 5000;
+	p.burn_in = 500;
+	p.lag = 1;
+	gnb_train(&s.c, &p, NULL, &r);
+	CHECK(r.kept == 4500 && r.kept_stride == 2 && r.kept_points == 2250,
+		  "4,500 kept sweeps held as %d points at stride %d", r.kept_points, r.kept_stride);
+	for (int c = 0; c < p.chains; c++)
+		for (int t = 0; t < r.kept_points; t++)
+		{
+			/* kept sweep i = t * stride is sweep burn_in + (i + 1) * lag */
+			int64_t		sweep = p.burn_in + ((int64_t) t * r.kept_stride + 1) * p.lag;
+
+			if (r.kept_log_joint[(int64_t) c * r.kept_points + t] !=
+				r.log_joint[(int64_t) c * p.sweeps + sweep - 1])
+				same = 0;
+		}
+	CHECK(same, "the thinned series is every stride-th kept sweep's log joint, each chain");
+	CHECK(fabs(r.ess[0] - gnb_ess(r.kept_log_joint, r.kept_points)) < 1e-9,
+		  "ESS of the thinned series");
+	gnb_result_free(&r, NULL);
+	free_synthetic(&s);
+
+	p.no_trace = 1;
+	p.chains = 64;
+	p.lag = 1;
+	p.sweeps = 100000;
+	p.burn_in = 0;
+	{
+		uint64_t	small = gnb_memory_needed(1000, 5000, 2, &p);
+		uint64_t	big;
+
+		p.sweeps = 10000000;
+		big = gnb_memory_needed(1000, 5000, 2, &p);
+		CHECK(big == small && big < 10 * 1024 * 1024,
+			  "64 chains x 10,000,000 sweeps with no_trace: %llu bytes, as for 100,000 sweeps",
+			  (unsigned long long) big);
 	}
 }
 
@@ -2192,6 +2360,7 @@ main(void)
 	printf("gamma distribution\n");
 	test_gamma_distribution();
 	printf("categorical\n");
+	test_exponential();
 	test_categorical();
 	printf("exactness against enumeration\n");
 	test_exactness();
@@ -2213,6 +2382,8 @@ main(void)
 	test_hooks();
 	printf("memory estimate\n");
 	test_memory_estimate();
+	test_kept_series();
+	test_theta_lazy();
 	printf("no trace arrays\n");
 	test_no_trace();
 	printf("tempered posterior, sampled gammas, the paths of issue 11\n");
