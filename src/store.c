@@ -545,12 +545,13 @@ gnb_launch_lock_release(void)
 }
 
 /*
- * Jobs whose worker is alive, in every database of the cluster: the holders
- * of job locks.  Counted from the lock table, so that it needs no other
- * database's table.
+ * How many processes of the cluster hold a lock of ours of this class in
+ * this mode (a job's lock, a role's lock), counted from the lock table, so
+ * that no other database's table is needed.  With `role` valid, only the
+ * locks of that role (their tag's second field; the first is no database).
  */
-int
-gnb_count_live_jobs(void)
+static int
+count_lock_holders(uint16 lock_class, Oid role, LOCKMODE mode)
 {
 	LockData   *data = GetLockStatusData();
 	int			n = 0;
@@ -561,11 +562,20 @@ gnb_count_live_jobs(void)
 
 		if (l->locktag.locktag_type == LOCKTAG_ADVISORY &&
 			l->locktag.locktag_lockmethodid == USER_LOCKMETHOD &&
-			l->locktag.locktag_field4 == JOB_LOCK_CLASS &&
-			(l->holdMask & LOCKBIT_ON(ExclusiveLock)) != 0)
+			l->locktag.locktag_field4 == lock_class &&
+			(!OidIsValid(role) ||
+			 (l->locktag.locktag_field1 == InvalidOid && l->locktag.locktag_field2 == role)) &&
+			(l->holdMask & LOCKBIT_ON(mode)) != 0)
 			n++;
 	}
 	return n;
+}
+
+/* Jobs whose worker is alive, in every database of the cluster. */
+int
+gnb_count_live_jobs(void)
+{
+	return count_lock_holders(JOB_LOCK_CLASS, InvalidOid, ExclusiveLock);
 }
 
 /*
@@ -587,28 +597,13 @@ gnb_count_running_jobs_here(void)
 
 /*
  * Jobs that run as `role` and whose worker is alive, in every database of
- * the cluster: the holders of the role's lock.  Counted from the lock table,
- * so that a role cannot pass its bound by starting jobs in other databases.
+ * the cluster, so that a role cannot pass its bound by starting jobs in
+ * other databases.
  */
 int
 gnb_count_role_jobs(Oid role)
 {
-	LockData   *data = GetLockStatusData();
-	int			n = 0;
-
-	for (int i = 0; i < data->nelements; i++)
-	{
-		const LockInstanceData *l = &data->locks[i];
-
-		if (l->locktag.locktag_type == LOCKTAG_ADVISORY &&
-			l->locktag.locktag_lockmethodid == USER_LOCKMETHOD &&
-			l->locktag.locktag_field4 == ROLE_LOCK_CLASS &&
-			l->locktag.locktag_field1 == InvalidOid &&
-			l->locktag.locktag_field2 == role &&
-			(l->holdMask & LOCKBIT_ON(ShareLock)) != 0)
-			n++;
-	}
-	return n;
+	return count_lock_holders(ROLE_LOCK_CLASS, role, ShareLock);
 }
 
 /*
