@@ -393,7 +393,8 @@ CREATE FUNCTION gibbs_nb_train(
     seed              bigint DEFAULT NULL,
     labels_table      text DEFAULT NULL,
     wait              boolean DEFAULT true,
-    holdout           float8 DEFAULT 0)
+    holdout           float8 DEFAULT 0,
+    tokenizer         text DEFAULT NULL)
 RETURNS TABLE (
     job_id          bigint,
     model_name      text,
@@ -405,7 +406,7 @@ RETURNS TABLE (
 AS 'MODULE_PATHNAME', 'gibbs_nb_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
-                                   float8, float8, float8, bigint, text, boolean, float8)
+                                   float8, float8, float8, bigint, text, boolean, float8, text)
     IS 'train a version of one of your models in a background worker that runs as you';
 
 -- ==== issue 11: tempered lambda, sampled gammas, diagnostics ====
@@ -771,49 +772,11 @@ COMMENT ON FUNCTION gibbs_nb_citus_distribute()
 -- gibbs_nb_train(..., tokenizer => 'to_tsvector(''english'', body)') records
 -- how the tokens were made when the catalogs cannot tell (a plain column, a
 -- view): gibbs_nb.models.tokenizer_stated keeps what was said (retrain says
--- it again), and tokenizer shows it in place of the column's type.
+-- it again), and tokenizer shows it in place of the column's type.  (The
+-- argument is declared with holdout, above.)
 ALTER TABLE gibbs_nb.models ADD COLUMN tokenizer_stated text;
 COMMENT ON COLUMN gibbs_nb.models.tokenizer_stated
     IS 'how the tokens were made, as gibbs_nb_train''s tokenizer argument said; NULL if not said';
-DROP FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
-                             float8, float8, float8, bigint, text, boolean, float8);
-/*
- * gibbs_nb_train: train a model version in a background worker that runs as
- * the caller.  Returns when the job has ended (wait => true) or at once.
- */
-CREATE FUNCTION gibbs_nb_train(
-    model_name        text,
-    source            regclass,
-    tokens_column     text,
-    label_column      text DEFAULT NULL,
-    id_column         text DEFAULT 'id',
-    n_classes         int DEFAULT NULL,
-    sweeps            int DEFAULT 1000,
-    burn_in           int DEFAULT NULL,
-    lag               int DEFAULT 1,
-    chains            int DEFAULT 1,
-    sampler           text DEFAULT 'paper',
-    gamma_pi          float8 DEFAULT 1.0,
-    gamma_theta       float8 DEFAULT 1.0,
-    unlabeled_weight  float8 DEFAULT 1.0,
-    seed              bigint DEFAULT NULL,
-    labels_table      text DEFAULT NULL,
-    wait              boolean DEFAULT true,
-    holdout           float8 DEFAULT 0,
-    tokenizer         text DEFAULT NULL)
-RETURNS TABLE (
-    job_id          bigint,
-    model_name      text,
-    version         int,
-    status          text,
-    sweeps_done     int,
-    seconds         float8,
-    log_likelihood  float8)
-AS 'MODULE_PATHNAME', 'gibbs_nb_train'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
-                                   float8, float8, float8, bigint, text, boolean, float8, text)
-    IS 'train a version of one of your models in a background worker that runs as you';
 
 -- ==== hardening: a hostile role's attacks (test/sql/hostile_hardening.sql) ====
 --
