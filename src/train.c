@@ -490,6 +490,17 @@ PG_FUNCTION_INFO_V1(gibbs_nb_train);
 Datum
 gibbs_nb_train(PG_FUNCTION_ARGS)
 {
+	/*
+	 * A library newer than the extension's SQL (installed, but ALTER
+	 * EXTENSION not yet run) would read arguments the old declaration does
+	 * not pass.
+	 */
+	if (PG_NARGS() != ARG_TOKENIZER + 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("gibbs_nb_train of this library takes %d arguments, not %d",
+						ARG_TOKENIZER + 1, PG_NARGS()),
+				 errhint("Run ALTER EXTENSION gibbs_nb UPDATE.")));
 	gnb_train_call(fcinfo, NULL, 0);
 	return (Datum) 0;
 }
@@ -519,6 +530,7 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	bool		isnull;
 	Oid			source;
 	int64		warm_version_id = 0;
+	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || (PG_NARGS() > 2 && PG_ARGISNULL(2)))
 		ereport(ERROR,
@@ -537,7 +549,17 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" does not exist", model_name)));
-	owner = pstrdup(owner);
+	/*
+	 * SPI_finish frees what was allocated since SPI_connect: the owner's
+	 * name and the row's descriptor are copied out (the row already is).
+	 */
+	owner = MemoryContextStrdup(caller_cxt, owner);
+	{
+		MemoryContext old = MemoryContextSwitchTo(caller_cxt);
+
+		desc = CreateTupleDescCopy(desc);
+		MemoryContextSwitchTo(old);
+	}
 	source = DatumGetObjectId(SPI_getbinval(row, desc, 2, &isnull));
 	if (isnull || !SearchSysCacheExists1(RELOID, ObjectIdGetDatum(source)))
 		ereport(ERROR,

@@ -78,11 +78,19 @@ stop_cluster
 # --- this build, then ALTER EXTENSION ... UPDATE ---
 install_version "$repo"
 start_cluster
-q -c "ALTER EXTENSION gibbs_nb UPDATE"
 fail=0
 check() {   # $1: what, $2: expected, $3: got
   if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: expected '$2', got '$3'"; fail=1; fi
 }
+# before ALTER EXTENSION: the new library under 0.1.0's declarations says
+# what to do (it must not read arguments the old declaration does not pass)
+check "the new library asks for the update" "0A000 Run ALTER EXTENSION gibbs_nb UPDATE." \
+  "$(q -c "DO \$\$ DECLARE h text; BEGIN
+             PERFORM gibbs_nb_train('x', 'alice.mail', 'tokens', 'label', sweeps => 1);
+           EXCEPTION WHEN OTHERS THEN
+             GET STACKED DIAGNOSTICS h = PG_EXCEPTION_HINT; RAISE NOTICE '% %', SQLSTATE, h;
+           END \$\$" 2>&1 >/dev/null | sed -n 's/^NOTICE:  //p')"
+q -c "ALTER EXTENSION gibbs_nb UPDATE"
 check "the extension is at the new version" \
   "$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$repo/gibbs_nb.control")" \
   "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'")"
