@@ -15,6 +15,8 @@
 
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/memutils.h"
 
 /*
  * Probabilities of the held-out documents (n_holdout x K, row-major) under
@@ -34,6 +36,10 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 	GnbModel   *m;
 	GnbMetrics *mt;
 
+	if ((int64) V * K > MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%d words x %d classes are too many to score the held-out rows", V, K)));
 	for (int32 w = 0; w < V; w++)
 		for (int32 k = 0; k < K; k++)
 			log_theta[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);

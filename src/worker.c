@@ -330,6 +330,15 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 								   &p->sampler) +
 		3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
 		64.0 * corpus.n_words;
+	/*
+	 * Scoring the held-out rows builds a model of the version beside it (log
+	 * theta-hat and its array copy, the vocabulary index) and their
+	 * probabilities, before publishing.
+	 */
+	if (p->holdout > 0.0)
+		committed += 3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
+			64.0 * corpus.n_words +
+			2.0 * sizeof(double) * corpus.n_holdout * corpus.n_classes;
 	gnb_check_job_memory(p, 0.0, committed, "sampling and publishing");
 
 	SpinLockAcquire(&job->mutex);
