@@ -395,6 +395,8 @@ gibbs_nb_evaluate(PG_FUNCTION_ARGS)
 	Datum		values[14];
 	bool		nulls[14];
 	int32		K;
+	int32		version;
+	int64		version_id;
 	double	   *probs;
 
 	for (int arg = 0; arg < 4; arg++)
@@ -410,6 +412,8 @@ gibbs_nb_evaluate(PG_FUNCTION_ARGS)
 	m = gnb_serving_model(fcinfo, name);
 	mt = gnb_metrics_create(m);
 	K = gnb_model_n_classes(m);
+	version = gnb_model_version(m);
+	version_id = gnb_model_version_id(m);
 	probs = palloc(sizeof(double) * K);
 
 	/*
@@ -444,8 +448,17 @@ gibbs_nb_evaluate(PG_FUNCTION_ARGS)
 			break;
 		gnb_check_result_column(SPI_tuptable->tupdesc, 1, src.tokens_base, "tokens");
 		gnb_check_result_column(SPI_tuptable->tupdesc, 2, TEXTOID, "label");
-		/* the query may have run SQL that evicted the model: ask again */
+		/*
+		 * The query may have run SQL that evicted the model: ask again.  Its
+		 * SQL may also have published, dropped or (SET ROLE) hidden the
+		 * version being scored: every row must be scored by the same one.
+		 */
 		m = gnb_serving_model(fcinfo, name);
+		if (gnb_model_version_id(m) != version_id)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("model \"%s\" changed while it was evaluated", text_to_cstring(name)),
+					 errdetail("Reading the source ran SQL after which the name means another version.")));
 		old = MemoryContextSwitchTo(batch_cxt);
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
@@ -479,7 +492,7 @@ gibbs_nb_evaluate(PG_FUNCTION_ARGS)
 	metrics_compute(mt, &r);
 	memset(nulls, false, sizeof(nulls));
 	values[0] = PointerGetDatum(name);
-	values[1] = Int32GetDatum(gnb_model_version(m));
+	values[1] = Int32GetDatum(version);
 	values[2] = Int64GetDatum(mt->n);
 	values[3] = Int64GetDatum(mt->n_skipped);
 	values[4] = Int64GetDatum(mt->n_unknown);

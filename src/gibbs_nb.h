@@ -365,6 +365,7 @@ extern GnbModel *gnb_model_from_arrays(struct ArrayType *classes, struct ArrayTy
 									   struct ArrayType *tokens, struct ArrayType *log_theta);
 extern int32 gnb_model_proba(const GnbModel *m, Datum tokens, bool is_tsvector, double *probs);
 extern int32 gnb_model_version(const GnbModel *m);
+extern int64 gnb_model_version_id(const GnbModel *m);
 extern int32 gnb_model_n_classes(const GnbModel *m);
 extern char *gnb_model_class(const GnbModel *m, int32 k);
 

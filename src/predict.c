@@ -443,6 +443,12 @@ gnb_model_version(const GnbModel *m)
 	return m->version;
 }
 
+int64
+gnb_model_version_id(const GnbModel *m)
+{
+	return m->version_id;
+}
+
 int32
 gnb_model_n_classes(const GnbModel *m)
 {
