@@ -1708,10 +1708,14 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 					"source, tokens_column, label_column, id_column, n_classes, "
 					"sweeps, burn_in, lag, chains, sampler, gamma_pi, gamma_theta, "
 					"unlabeled_weight, seed, r_hat, log_likelihood, labels_table, "
-					"labels_relid, trained_by, version_id, keep_versions, tokenizer) VALUES "
+					"labels_relid, trained_by, version_id, keep_versions, tokenizer, "
+					"warnings) VALUES "
 					"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
 					"$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, '', "
-					"0::pg_catalog.regclass, $3, $26, $27, $28)",
+					"0::pg_catalog.regclass, $3, $26, $27, $28, "
+					"'{\"imported: the training diagnostics (warnings, ess, split_r_hat, "
+					"whether a gamma was sampled, held-out metrics) stayed where the model "
+					"was trained\"}')",
 					28, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 	}
 
