@@ -33,6 +33,8 @@ FROM gibbs_nb.packed p, before_packed b;
 SELECT model_name, serving_version, classes, n_documents, n_labeled, vocabulary_size, sampler, sweeps,
        chains, seed, r_hat IS NOT NULL AS has_r_hat, source, labels_table, trained_by, tokenizer
 FROM gibbs_nb_models;
+-- and that its training diagnostics did not come along
+SELECT warnings, ess, split_r_hat, gamma_theta_sampled, holdout_metrics FROM gibbs_nb_models;
 SELECT count(*) AS theta_rows,
        bool_and(abs(t.probability - exp(p.log_theta[(array_position(p.tokens, t.token) - 1) * 3
                                                     + array_position(p.classes, t.class)]))
