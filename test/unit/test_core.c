@@ -288,6 +288,56 @@ test_exponential(void)
 	free(xs);
 }
 
+/*
+ * Normal by the ziggurat: KS over a million draws (every layer is hit about
+ * 4,000 times), the mean, variance and fourth moment, both signs equally,
+ * and the tail beyond r, drawn by its own path: P(|X| > r) = erfc(r / sqrt 2),
+ * and beyond r + 1 a share P(|X| > r + 1) / P(|X| > r) of it.
+ */
+static void
+test_normal_ziggurat(void)
+{
+	enum
+	{
+	n = 1000000};
+	const double r = 3.65415288536100877;
+	double	   *xs = malloc(n * sizeof(double));
+	double		p = erfc(r / sqrt(2.0));
+	double		q = erfc((r + 1.0) / sqrt(2.0)) / p;
+	double		m1 = 0.0,
+				m2 = 0.0,
+				m4 = 0.0;
+	int			tail = 0,
+				far = 0,
+				neg = 0;
+	gnb_rng		rng;
+
+	gnb_rng_seed(&rng, 29);
+	for (int i = 0; i < n; i++)
+	{
+		double		x = gnb_rng_normal(&rng);
+
+		xs[i] = x;
+		m1 += x / n;
+		m2 += x * x / n;
+		m4 += x * x * x * x / n;
+		tail += fabs(x) > r;
+		far += fabs(x) > r + 1.0;
+		neg += x < 0.0;
+	}
+	CHECK(ks_scaled(xs, n, normal_cdf, 0) < 2.3, "ziggurat normal KS");
+	CHECK(fabs(m1) < Z_TOLERANCE * sqrt(1.0 / n), "normal mean %g", m1);
+	/* Var(X^2) = 2, Var(X^4) = 105 - 9 = 96 */
+	CHECK(fabs(m2 - 1.0) < Z_TOLERANCE * sqrt(2.0 / n), "normal second moment %g", m2);
+	CHECK(fabs(m4 - 3.0) < Z_TOLERANCE * sqrt(96.0 / n), "normal fourth moment %g", m4);
+	CHECK(fabs(neg - 0.5 * n) < Z_TOLERANCE * sqrt(0.25 * n), "normal signs: %d negative", neg);
+	CHECK(fabs(tail - n * p) < Z_TOLERANCE * sqrt(n * p), "normal tail beyond r: %d vs %.1f",
+		  tail, n * p);
+	CHECK(fabs(far - tail * q) < Z_TOLERANCE * sqrt(tail * q * (1 - q)) + 1,
+		  "normal tail beyond r + 1: %d of %d (share %g)", far, tail, q);
+	free(xs);
+}
+
 static void
 test_categorical(void)
 {
@@ -2361,6 +2411,7 @@ main(void)
 	test_gamma_distribution();
 	printf("categorical\n");
 	test_exponential();
+	test_normal_ziggurat();
 	test_categorical();
 	printf("exactness against enumeration\n");
 	test_exactness();
