@@ -57,6 +57,7 @@ CROSS JOIN LATERAL gibbs_nb_explain('pair', d.tokens, 1) e
 JOIN gibbs_nb.theta tp ON tp.model_name = 'pair' AND tp.token = e.token AND tp.class = e.predicted
 JOIN gibbs_nb.theta tr ON tr.model_name = 'pair' AND tr.token = e.token AND tr.class = e.runner_up
 WHERE d.id < 100000 AND e.kind = 'word';
+SELECT gibbs_nb_drop('pair');
 DROP VIEW reference;
 DROP TABLE two, probe_docs;
 DROP EXTENSION gibbs_nb;
