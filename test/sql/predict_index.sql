@@ -2,7 +2,9 @@
 -- that agree on their first 8 bytes and their length (the part a record
 -- compares first) differ only in their further bytes, and each must still
 -- get its own log theta-hat, alone, in a document longer than a scoring
--- block, and in gibbs_nb_explain.
+-- block, and in gibbs_nb_explain.  (The slots' 32-bit hashes tell these
+-- words apart first; the comparison of the further bytes matters only on a
+-- hash collision, which this test does not construct.)
 CREATE EXTENSION gibbs_nb;
 CREATE TABLE two (id int PRIMARY KEY, tokens text[], label text);
 INSERT INTO two
