@@ -14,6 +14,8 @@ A=$1 B=$2 R=${3:-5}
 lib=$(pg_config --pkglibdir)
 export PGDATABASE=pbench
 psql_q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+# shellcheck source=corpus.sh
+source test/bench/corpus.sh
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 time_runs() {
   local sql=$1 runs=$2 args=()
@@ -25,13 +27,9 @@ if ! psql -X -At -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'pben
   use "$B"
   psql -X -q -d postgres -c "CREATE DATABASE pbench"
   corpus=$(test/bench/fetch-corpus.sh)
-  psql_q -c "CREATE EXTENSION gibbs_nb" \
-         -c "CREATE TABLE mail (id int PRIMARY KEY, truth text, folder text, body text, tokens text[], label text)"
-  zcat "$corpus" | psql_q -c "\\copy mail (id, truth, folder, body) FROM STDIN"
+  psql_q -c "CREATE EXTENSION gibbs_nb"
+  load_mail "$corpus"
   psql_q <<'SQL'
-UPDATE mail SET tokens = array(SELECT m[1] FROM regexp_matches(lower(body), '([a-z0-9'']+)', 'g') m),
-                label = CASE WHEN id % 2 = 1 THEN truth END;
-VACUUM ANALYZE mail;
 SELECT t.job_id FROM gibbs_nb_train('bench_paper', 'mail', 'tokens', 'label', sampler => 'paper', sweeps => 200, seed => 1) t;
 VACUUM ANALYZE gibbs_nb.theta; VACUUM ANALYZE gibbs_nb.pi; ANALYZE mail;
 CREATE VIEW join_theta_labels AS

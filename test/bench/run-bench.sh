@@ -56,6 +56,8 @@ corpus=$(test/bench/fetch-corpus.sh)
 
 # shellcheck source=../cluster.sh
 source test/cluster.sh
+# shellcheck source=corpus.sh
+source test/bench/corpus.sh
 export PGOPTIONS="-c client_min_messages=warning"
 cluster_start "$(mktemp -d /tmp/gibbs_nb_bench.XXXXXX)" "shared_buffers = 256MB"
 
@@ -66,15 +68,8 @@ field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(awk '/MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo)"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "corpus: $corpus"
-psql_q -c "CREATE EXTENSION gibbs_nb" \
-       -c "CREATE TABLE mail (id int PRIMARY KEY, truth text, folder text, body text,
-                              tokens text[], label text)"
-zcat "$corpus" | psql_q -c "\\copy mail (id, truth, folder, body) FROM STDIN"
-psql_q <<'SQL'
-UPDATE mail SET tokens = array(SELECT m[1] FROM regexp_matches(lower(body), '([a-z0-9'']+)', 'g') m),
-                label = CASE WHEN id % 2 = 1 THEN truth END;
-VACUUM ANALYZE mail;
-SQL
+psql_q -c "CREATE EXTENSION gibbs_nb"
+load_mail "$corpus"
 psql_q -At -F ' ' -c "SELECT 'documents', count(*), 'tokens', sum(cardinality(tokens)),
                              'labelled', count(label) FROM mail"
 

@@ -23,19 +23,14 @@ corpus=$(test/bench/fetch-corpus.sh)
 
 # shellcheck source=../cluster.sh
 source test/cluster.sh
+# shellcheck source=corpus.sh
+source test/bench/corpus.sh
 export PGOPTIONS="-c client_min_messages=warning"
 cluster_start "$(mktemp -d /tmp/gibbs_nb_bench.XXXXXX)" "shared_buffers = 256MB"
 
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-psql_q -c "CREATE EXTENSION gibbs_nb" \
-       -c "CREATE TABLE mail (id int PRIMARY KEY, truth text, folder text, body text,
-                              tokens text[], label text)"
-zcat "$corpus" | psql_q -c "\\copy mail (id, truth, folder, body) FROM STDIN"
-psql_q <<'SQL'
-UPDATE mail SET tokens = array(SELECT m[1] FROM regexp_matches(lower(body), '([a-z0-9'']+)', 'g') m),
-                label = CASE WHEN id % 2 = 1 THEN truth END;
-VACUUM ANALYZE mail;
-SQL
+psql_q -c "CREATE EXTENSION gibbs_nb"
+load_mail "$corpus"
 
 # train: name chains max_chain_workers -> "sample_seconds end2end_seconds"
 train() {
