@@ -61,6 +61,16 @@ now_seconds(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* CPU seconds of this process: on a shared machine, less disturbed than wall time. */
+static double
+cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static void *
 xmalloc(size_t n)
 {
@@ -265,6 +275,8 @@ typedef struct alloc_meter
 	int32_t		sweeps_done;
 	double		t_first;		/* end of sweep 1 */
 	double		t_last;			/* end of the last sweep */
+	double		cpu_first;		/* CPU seconds at the end of sweep 1 */
+	double		cpu_last;		/* and at the end of the last */
 } alloc_meter;
 
 static void *
@@ -297,10 +309,15 @@ meter_progress(void *arg, const gnb_sweep *s)
 {
 	alloc_meter *m = arg;
 	double		t = now_seconds();
+	double		cpu = cpu_seconds();
 
 	if (s->sweep == 1)
+	{
 		m->t_first = t;
+		m->cpu_first = cpu;
+	}
 	m->t_last = t;
+	m->cpu_last = cpu;
 	m->sweeps_done = s->sweep;
 }
 
@@ -332,7 +349,8 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	int32_t		n_active = 0;
 	double		t0,
 				t1,
-				per_sweep;
+				per_sweep,
+				cpu_per_sweep;
 	size_t		corpus_bytes;
 	struct rusage ru;
 
@@ -392,17 +410,18 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 
 	/* steady state: from the end of sweep 1 to the end of the last */
 	per_sweep = sweeps > 1 ? (meter.t_last - meter.t_first) / (sweeps - 1) : t1 - t0;
+	cpu_per_sweep = sweeps > 1 ? (meter.cpu_last - meter.cpu_first) / (sweeps - 1) : 0.0;
 	corpus_bytes = (size_t) (c->D + 1) * sizeof(int64_t) +
 		(size_t) c->start[c->D] * 2 * sizeof(int32_t) + (size_t) c->D * sizeof(int32_t);
 	printf("docs=%d unlabelled=%d words=%d classes=%d pairs=%lld tokens=%lld active_words=%d "
 		   "sweeps=%d ms_per_sweep=%.4f ns_per_pair_class=%.4f "
 		   "gamma_draws_per_sweep=%lld total_s=%.3f accuracy=%.4f "
-		   "core_peak_bytes=%zu corpus_bytes=%zu maxrss_kb=%ld\n",
+		   "core_peak_bytes=%zu corpus_bytes=%zu maxrss_kb=%ld cpu_ms_per_sweep=%.4f\n",
 		   c->D, unlabelled, c->V, c->K, (long long) pairs, (long long) tokens, n_active,
 		   sweeps, per_sweep * 1e3, per_sweep * 1e9 / ((double) pairs * c->K),
 		   (long long) n_active * c->K + c->K, t1 - t0,
 		   unlabelled ? (double) correct / unlabelled : 0.0,
-		   meter.peak, corpus_bytes, ru.ru_maxrss);
+		   meter.peak, corpus_bytes, ru.ru_maxrss, cpu_per_sweep * 1e3);
 }
 
 /*
