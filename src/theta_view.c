@@ -29,7 +29,7 @@
 
 PG_FUNCTION_INFO_V1(gibbs_nb_theta_rows);
 
-/* Words between interrupt checks. */
+/* Rows between interrupt checks (per row, not per word: K may be large). */
 #define THETA_ROWS_CHECK_EVERY 4096
 
 /*
@@ -79,6 +79,7 @@ gibbs_nb_theta_rows(PG_FUNCTION_ARGS)
 	array_iter	tokens;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
+	int64		rows = 0;
 
 	/* each length is at most MaxArraySize: the product cannot overflow */
 	if ((int64) n != (int64) V * K)
@@ -106,9 +107,9 @@ gibbs_nb_theta_rows(PG_FUNCTION_ARGS)
 			values[0] = classes[k];
 			values[2] = Float8GetDatum(exp(log_theta[(int64) w * K + k]));
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			if (++rows % THETA_ROWS_CHECK_EVERY == 0)
+				CHECK_FOR_INTERRUPTS();
 		}
-		if (w % THETA_ROWS_CHECK_EVERY == 0)
-			CHECK_FOR_INTERRUPTS();
 	}
 	return (Datum) 0;
 }
