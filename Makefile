@@ -23,6 +23,7 @@ OBJS = \
 	src/model_format.o \
 	src/diagnostics.o \
 	src/citus.o \
+	src/theta_view.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 

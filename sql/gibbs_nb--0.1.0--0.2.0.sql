@@ -799,3 +799,75 @@ AS 'MODULE_PATHNAME', 'gibbs_nb_delete_job'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_delete_job(bigint)
     IS 'delete the row of a job that has ended (and its trace unless a version keeps it)';
+
+-- ==== issue 12: gibbs_nb.theta, a view of the packed models ====
+--
+-- theta-hat was stored twice per version: V x K rows of gibbs_nb.theta (and
+-- their two indexes), and the packed row prediction loads (tokens text[],
+-- log_theta float8[] word-major V x K, classes text[]).  Writing the rows
+-- was most of publishing.  gibbs_nb.theta is now a view of gibbs_nb.packed,
+-- with the same columns, names, types and order as the table had: each
+-- packed row the caller may see (security_invoker: packed's row security
+-- applies to whoever queries the view) expanded into its (class, token,
+-- probability) rows by gibbs_nb.theta_rows, probability = exp(log_theta).
+-- A query on one model or version reads only its packed rows (the primary
+-- key), then expands them.
+
+/*
+ * gibbs_nb.theta_rows: the rows of one packed theta-hat, word-major.  Any
+ * role may call it with any arrays: it checks their shape (one dimension,
+ * no NULLs, len(log_theta) = len(tokens) x len(classes)) first.
+ */
+CREATE FUNCTION gibbs_nb.theta_rows(classes text[], tokens text[], log_theta float8[])
+RETURNS TABLE (class text, token text, probability float8)
+AS 'MODULE_PATHNAME', 'gibbs_nb_theta_rows'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE ROWS 1000;
+COMMENT ON FUNCTION gibbs_nb.theta_rows(text[], text[], float8[])
+    IS 'internal: the (class, token, probability) rows of a packed theta-hat (tokens x classes, word-major, exp of log_theta)';
+
+-- Nothing is lost: 0.1.0 wrote a version's theta rows and its packed row in
+-- one transaction and deleted them together, so every version with theta
+-- rows has its packed row, holding the same theta-hat.  A database where
+-- that is not so (rows edited by hand) is not updated: which versions, and
+-- what to do, are said.
+DO $$
+DECLARE
+    bad text;
+BEGIN
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s version %s (owner %s)', b.model_name, b.version, b.owner),
+                                 ', ' ORDER BY b.model_name, b.owner, b.version)
+      INTO bad
+      FROM (SELECT DISTINCT t.model_name, t.owner, t.version
+              FROM gibbs_nb.theta t
+              LEFT JOIN (SELECT p.model_name, p.owner, p.version, r.class, r.token, r.probability
+                           FROM gibbs_nb.packed p
+                          CROSS JOIN LATERAL gibbs_nb.theta_rows(p.classes, p.tokens, p.log_theta) r) e
+                ON e.model_name OPERATOR(pg_catalog.=) t.model_name
+               AND e.owner OPERATOR(pg_catalog.=) t.owner
+               AND e.version OPERATOR(pg_catalog.=) t.version
+               AND e.class OPERATOR(pg_catalog.=) t.class
+               AND e.token OPERATOR(pg_catalog.=) t.token
+             WHERE e.probability IS NULL
+                OR pg_catalog.abs(e.probability OPERATOR(pg_catalog.-) t.probability)
+                   OPERATOR(pg_catalog.>) (1e-12 OPERATOR(pg_catalog.*) t.probability)) b;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'gibbs_nb.theta has rows that gibbs_nb.packed does not hold: %', bad
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'In 0.2.0 gibbs_nb.theta is a view of gibbs_nb.packed; its table is dropped by this update.',
+                  HINT = 'Drop those versions with gibbs_nb_drop (or restore their gibbs_nb.packed rows), then update.';
+    END IF;
+END $$;
+
+-- out of the extension first: that takes it out of pg_extension.extconfig
+-- (the list of tables whose rows pg_dump dumps), which DROP TABLE alone
+-- would leave naming a table that is gone
+ALTER EXTENSION gibbs_nb DROP TABLE gibbs_nb.theta;
+DROP TABLE gibbs_nb.theta;
+CREATE VIEW gibbs_nb.theta WITH (security_invoker = true) AS
+    SELECT p.model_name, p.version, r.class, r.token, r.probability, p.owner
+      FROM gibbs_nb.packed p
+     CROSS JOIN LATERAL gibbs_nb.theta_rows(p.classes, p.tokens, p.log_theta) r;
+REVOKE ALL ON gibbs_nb.theta FROM PUBLIC;
+GRANT SELECT ON gibbs_nb.theta TO PUBLIC;
+COMMENT ON VIEW gibbs_nb.theta
+    IS 'theta-hat: P(word | class) per model version, the rows of gibbs_nb.packed (row security: your models)';

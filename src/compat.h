@@ -32,13 +32,4 @@
 #define gnb_namespace_aclcheck(nsp, role, mode) pg_namespace_aclcheck((nsp), (role), (mode))
 #endif
 
-/* PostgreSQL 16 added ExecInsertIndexTuples' onlySummarizing. */
-#if PG_VERSION_NUM >= 160000
-#define gnb_insert_index_tuples(rri, slot, estate) \
-	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, false)
-#else
-#define gnb_insert_index_tuples(rri, slot, estate) \
-	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
-#endif
-
 #endif							/* GNB_COMPAT_H */

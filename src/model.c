@@ -40,7 +40,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_set_retention);
 /*
  * gibbs_nb_drop(model_name text, version int DEFAULT NULL) returns int
  *
- * Drops one version of a model (its models, theta, pi, packed and trace
+ * Drops one version of a model (its models, pi, packed (theta-hat) and trace
  * rows, and its rows in the labels table), or with version NULL the whole
  * model, including the labels table training created for it; dropping the
  * last version drops the model.  The name is resolved as every model name

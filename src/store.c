@@ -23,19 +23,14 @@
  * must never silently pick up whatever model some other role made.
  */
 #include "gibbs_nb.h"
-#include "compat.h"
 
 #include <math.h>
 
-#include "access/heapam.h"
-#include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
 #include "commands/sequence.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
-#include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -47,8 +42,6 @@
 #include "utils/float.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
-#include "utils/rel.h"
-#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
@@ -815,9 +808,6 @@ gnb_store_next_job_id(void)
 
 /* ---------- a model version's rows ---------- */
 
-/* Rows of theta per INSERT statement. */
-#define VERSION_BATCH 50000
-
 /* Arrays to pass many rows' values as one statement parameter. */
 ArrayType *
 gnb_float8_array(const double *values, int n)
@@ -849,223 +839,6 @@ gnb_int4_array(const int32 *values, int n)
 	return construct_array(d, n, INT4OID, sizeof(int32), true, TYPALIGN_INT);
 }
 
-
-/*
- * theta-hat rows through SQL, batched over words, one statement per class and
- * batch: the general path, for a table the bulk path below cannot write.
- */
-static void
-write_theta_sql(const GnbJobParams *params, const GnbCorpus *corpus,
-				const gnb_result *result, int32 version)
-{
-	int32		V = corpus->n_words;
-	Oid			types[6] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
-	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
-													"gibbs_nb theta batch",
-													ALLOCSET_DEFAULT_SIZES);
-	Datum		values[6];
-
-	values[0] = CStringGetTextDatum(params->model_name);
-	values[1] = Int32GetDatum(version);
-	values[5] = CStringGetTextDatum(params->model_owner);
-	for (int32 start = 0; start < V; start += VERSION_BATCH)
-	{
-		int32		n = Min(VERSION_BATCH, V - start);
-		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-
-		values[3] = PointerGetDatum(gnb_text_array(corpus->tokens + start, n));
-		MemoryContextSwitchTo(old);
-		for (int32 k = 0; k < corpus->n_classes; k++)
-		{
-			old = MemoryContextSwitchTo(batch_cxt);
-			values[2] = CStringGetTextDatum(corpus->classes[k]);
-			values[4] = PointerGetDatum(gnb_float8_array(result->theta + (int64) k * V + start, n));
-			MemoryContextSwitchTo(old);
-			gnb_execute("INSERT INTO gibbs_nb.theta (model_name, version, class, token, probability, owner) "
-						"SELECT $1, $2, $3, u.t, u.p, $6 FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(t, p)",
-						6, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
-		}
-		MemoryContextReset(batch_cxt);
-		CHECK_FOR_INTERRUPTS();
-	}
-	MemoryContextDelete(batch_cxt);
-}
-
-/* Rows per table_multi_insert call of the bulk path: a word's K rows always fit. */
-#define THETA_BULK_BATCH 1000
-StaticAssertDecl(THETA_BULK_BATCH >= GNB_MAX_CLASSES, "a word's rows must fit in one batch");
-
-/* theta's columns, in the order write_theta_bulk fills them. */
-static const char *const theta_columns[] = {"model_name", "version", "class", "token",
-"probability", "owner"};
-static const Oid theta_column_types[] = {TEXTOID, INT4OID, TEXTOID, TEXTOID, FLOAT8OID, TEXTOID};
-
-#define THETA_NCOLUMNS lengthof(theta_columns)
-
-/*
- * Can theta (opened, the extension's owner the current user) take the bulk
- * path, with exactly the effect the INSERT of write_theta_sql would have?
- * That INSERT stores the row and its index entries and does nothing else
- * when: the table is a plain table; the current user may insert into it and
- * row security does not apply to it (the owner, without FORCE ROW LEVEL
- * SECURITY: an applying policy would be a check the bulk path cannot make);
- * it has no triggers, CHECK constraints, generated or defaulted columns
- * beyond ours (every column not dropped is one of the six, of its type).
- * Fills attnum[] with the columns' positions.
- */
-static bool
-theta_bulk_writable(Relation rel, AttrNumber *attnum)
-{
-	TupleDesc	desc = RelationGetDescr(rel);
-	Oid			relid = RelationGetRelid(rel);
-	int			ours = 0;
-
-	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->trigdesc != NULL)
-		return false;
-	if (pg_class_aclcheck(relid, GetUserId(), ACL_INSERT) != ACLCHECK_OK)
-		return false;
-	if (check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
-		return false;
-	if (desc->constr && (desc->constr->num_check > 0 || desc->constr->has_generated_stored))
-		return false;
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		int			c;
-
-		if (att->attisdropped)
-			continue;
-		for (c = 0; c < THETA_NCOLUMNS; c++)
-			if (strcmp(NameStr(att->attname), theta_columns[c]) == 0)
-				break;
-		if (c == THETA_NCOLUMNS || att->atttypid != theta_column_types[c])
-			return false;
-		attnum[c] = att->attnum;
-		ours++;
-	}
-	return ours == THETA_NCOLUMNS;
-}
-
-/*
- * theta-hat rows straight through the table access method, as COPY FROM
- * writes: table_multi_insert a batch of rows (one WAL record per page, not
- * per row), then their index entries.  Returns false, having written
- * nothing, if the table is not one it may write this way
- * (theta_bulk_writable).  Runs as the extension's owner, in the caller's
- * transaction: the rows become visible with everything else at its commit.
- */
-static bool
-write_theta_bulk(const GnbJobParams *params, const GnbCorpus *corpus,
-				 const gnb_result *result, int32 version)
-{
-	int32		V = corpus->n_words;
-	int32		K = corpus->n_classes;
-	Oid			relid = get_relname_relid("theta", get_namespace_oid(GNB_SCHEMA, false));
-	Relation	rel;
-	AttrNumber	attnum[THETA_NCOLUMNS];
-	EState	   *estate;
-	ResultRelInfo *rri;
-	TupleTableSlot **slots;
-	BulkInsertState bistate;
-	CommandId	cid;
-	MemoryContext batch_cxt;
-	Datum		model_name = CStringGetTextDatum(params->model_name);
-	Datum		owner = CStringGetTextDatum(params->model_owner);
-	Datum	   *classes = palloc(sizeof(Datum) * K);
-	int			n = 0;
-
-	if (!OidIsValid(relid))
-		elog(ERROR, "gibbs_nb.theta is missing");
-	rel = table_open(relid, RowExclusiveLock);
-	if (!theta_bulk_writable(rel, attnum))
-	{
-		table_close(rel, RowExclusiveLock);
-		return false;
-	}
-	for (int32 k = 0; k < K; k++)
-		classes[k] = CStringGetTextDatum(corpus->classes[k]);
-
-	estate = CreateExecutorState();
-	rri = makeNode(ResultRelInfo);
-	InitResultRelInfo(rri, rel, 1, NULL, 0);
-	ExecOpenIndices(rri, false);
-	slots = palloc(sizeof(TupleTableSlot *) * THETA_BULK_BATCH);
-	for (int i = 0; i < THETA_BULK_BATCH; i++)
-		slots[i] = MakeSingleTupleTableSlot(RelationGetDescr(rel), table_slot_callbacks(rel));
-	bistate = GetBulkInsertState();
-	cid = GetCurrentCommandId(true);
-	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb theta batch",
-									  ALLOCSET_DEFAULT_SIZES);
-
-	/* word-major, as the SQL path's rows: each word's K rows together */
-	for (int32 w = 0; w < V; w++)
-	{
-		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-		Datum		token = CStringGetTextDatum(corpus->tokens[w]);
-
-		for (int32 k = 0; k < K; k++)
-		{
-			TupleTableSlot *slot = slots[n++];
-
-			ExecClearTuple(slot);
-			memset(slot->tts_isnull, true, sizeof(bool) * slot->tts_tupleDescriptor->natts);
-			slot->tts_values[attnum[0] - 1] = model_name;
-			slot->tts_values[attnum[1] - 1] = Int32GetDatum(version);
-			slot->tts_values[attnum[2] - 1] = classes[k];
-			slot->tts_values[attnum[3] - 1] = token;
-			slot->tts_values[attnum[4] - 1] = Float8GetDatum(result->theta[(int64) k * V + w]);
-			slot->tts_values[attnum[5] - 1] = owner;
-			for (int c = 0; c < THETA_NCOLUMNS; c++)
-				slot->tts_isnull[attnum[c] - 1] = false;
-			ExecStoreVirtualTuple(slot);
-		}
-		MemoryContextSwitchTo(old);
-		if (n + K > THETA_BULK_BATCH || w == V - 1)
-		{
-			old = MemoryContextSwitchTo(batch_cxt);
-			table_multi_insert(rel, slots, n, cid, 0, bistate);
-			for (int i = 0; i < n; i++)
-			{
-				List	   *conflicts = gnb_insert_index_tuples(rri, slots[i], estate);
-
-				list_free(conflicts);
-				ExecClearTuple(slots[i]);
-			}
-			MemoryContextSwitchTo(old);
-			ResetPerTupleExprContext(estate);
-			MemoryContextReset(batch_cxt);
-			n = 0;
-			CHECK_FOR_INTERRUPTS();
-		}
-	}
-
-	FreeBulkInsertState(bistate);
-	for (int i = 0; i < THETA_BULK_BATCH; i++)
-		ExecDropSingleTupleTableSlot(slots[i]);
-	ExecCloseIndices(rri);
-	FreeExecutorState(estate);
-	MemoryContextDelete(batch_cxt);
-	table_close(rel, NoLock);
-	return true;
-}
-
-/*
- * theta-hat rows: V x K of them, the bulk of a version.  The bulk path when
- * the table allows it (it always does as the extension creates it), else SQL.
- */
-static void
-write_theta(const GnbJobParams *params, const GnbCorpus *corpus,
-			const gnb_result *result, int32 version)
-{
-	GnbPrivilegeState priv;
-	bool		done;
-
-	gnb_become_internal(&priv);
-	done = write_theta_bulk(params, corpus, result, version);
-	gnb_restore_user(&priv);
-	if (!done)
-		write_theta_sql(params, corpus, result, version);
-}
 
 /* pi-hat rows: K of them. */
 static void
@@ -1341,16 +1114,16 @@ write_tokenizer(const GnbJobParams *params, int64 version_id)
 }
 
 /*
- * Write a version's rows: theta, pi, packed and the model row (the trace was
- * written as the job sampled, gnb_store_trace_rows), as
- * the extension's owner, in the caller's transaction.  SPI connected.
+ * Write a version's rows: pi, packed and the model row (the trace was
+ * written as the job sampled, gnb_store_trace_rows), as the extension's
+ * owner, in the caller's transaction.  theta-hat is written once, in the
+ * packed row: gibbs_nb.theta is a view of it.  SPI connected.
  */
 void
 gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *result,
 				  const GnbDocLabels *labels, int32 version, int64 version_id, Oid labels_relid,
 				  int32 keep_versions, double seconds)
 {
-	write_theta(params, corpus, result, version);
 	write_pi(params, corpus, result, version);
 	write_packed(params, corpus, result, labels, version, version_id);
 	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
@@ -1633,7 +1406,7 @@ text_array_len(const char **str, const int32 *len, int64 n)
 
 /*
  * A new version of the current role's model `model_name`, made of an
- * exported model: its models, theta, pi and packed rows, written as the
+ * exported model: its models, pi and packed rows, written as the
  * extension's owner in the caller's transaction, then retention applied.  It
  * has no source (it cannot be retrained) and no labels (nor labels table).
  * Returns the version.  SPI connected.
@@ -1650,7 +1423,6 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 	ArrayType  *classes = text_array_len(img->class_str, img->class_len, K);
 	ArrayType  *tokens = text_array_len(img->word_str, img->word_len, V);
 	double	   *pi = palloc(sizeof(double) * K);
-	MemoryContext batch_cxt;
 
 	gnb_store_number_version(owner, model_name, &version, &version_id, &keep);
 
@@ -1719,7 +1491,7 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 					28, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 	}
 
-	/* pi-hat and theta-hat rows, as training writes them */
+	/* pi-hat rows, as training writes them (theta-hat is in the packed row) */
 	for (int32 k = 0; k < K; k++)
 		pi[k] = exp(img->log_pi[k]);
 	{
@@ -1732,36 +1504,6 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 					"SELECT $1, $2, u.c, u.p, $5 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(c, p)",
 					5, types, v, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 	}
-	batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb import batch",
-									  ALLOCSET_DEFAULT_SIZES);
-	for (int32 start = 0; start < V; start += VERSION_BATCH)
-	{
-		int32		n = Min(VERSION_BATCH, V - start);
-		Oid			types[6] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
-		Datum		v[6];
-		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-		double	   *theta = palloc(sizeof(double) * n);
-
-		v[0] = CStringGetTextDatum(model_name);
-		v[1] = Int32GetDatum(version);
-		v[3] = PointerGetDatum(text_array_len(img->word_str + start, img->word_len + start, n));
-		v[5] = CStringGetTextDatum(owner);
-		for (int32 k = 0; k < K; k++)
-		{
-			for (int32 i = 0; i < n; i++)
-				theta[i] = exp(img->log_theta[(int64) (start + i) * K + k]);
-			v[2] = PointerGetDatum(cstring_to_text_with_len(img->class_str[k], img->class_len[k]));
-			v[4] = PointerGetDatum(gnb_float8_array(theta, n));
-			gnb_execute("INSERT INTO gibbs_nb.theta (model_name, version, class, token, probability, owner) "
-						"SELECT $1, $2, $3, u.t, u.p, $6 FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(t, p)",
-						6, types, v, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(batch_cxt);
-		CHECK_FOR_INTERRUPTS();
-	}
-	MemoryContextDelete(batch_cxt);
-
 	/* the packed row prediction loads: the exported log values, bit for bit */
 	{
 		Oid			types[9] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
@@ -1917,7 +1659,7 @@ gnb_delete_versions(const char *owner, const char *model_name, const char *filte
 	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
 	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
 	Int32GetDatum(arg)};
-	static const char *const estimates[] = {"theta", "pi", "packed"};
+	static const char *const estimates[] = {"pi", "packed"};
 	bool		isnull;
 	int			dropped;
 

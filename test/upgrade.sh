@@ -58,6 +58,7 @@ start_cluster() {
   runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -l "$work/server.log" -w start >/dev/null
 }
 q() { "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -U postgres -d postgres "$@"; }
+qd() { local db=$1; shift; "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -U postgres -d "$db" "$@"; }
 
 # --- under 0.1.0: a model trained by a non-superuser, two versions ---
 install_version "$work/old"
@@ -72,6 +73,18 @@ probe="SET ROLE alice; SELECT string_agg(gibbs_nb_predict_proba('spam', tokens):
        FROM (VALUES (1, '{cheap,w3}'::text[]), (2, '{agenda,w5}')) d(id, tokens)"
 before=$(q -c "$probe")
 versions_before=$(q -c "SELECT string_agg(version::text, ',' ORDER BY version) FROM gibbs_nb.models")
+# 0.1.0's theta rows, kept beside the extension to compare with the view
+q -c "CREATE TABLE public.theta_before AS
+        SELECT model_name, version, class, token, probability, pg_get_userbyid(owner) AS owner
+          FROM gibbs_nb.theta"
+theta_rows_before=$(q -c "SELECT count(*) FROM public.theta_before")
+# another database whose theta has a row its packed table lacks (a hand
+# edit: 0.1.0 itself writes and deletes both together): its update must stop
+q -c "CREATE DATABASE orphan"
+qd orphan <<'SQL'
+CREATE EXTENSION gibbs_nb;
+INSERT INTO gibbs_nb.theta VALUES ('ghost', 1, 'a', 'x', 0.5, 10);
+SQL
 [ "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'")" = 0.1.0 ]
 stop_cluster
 
@@ -105,6 +118,35 @@ check "alice retrains it" "3 succeeded" \
   "$(q -c "SET ROLE alice; SELECT version || ' ' || status FROM gibbs_nb_retrain('spam')")"
 check "into the labels table 0.1.0 created" "3 200" \
   "$(q -c "SELECT max(version) || ' ' || count(*) FROM alice.spam_labels")"
+# theta: the table's rows are the view's, exp(log theta) of the packed rows
+check "theta has as many rows, all of them found" "$theta_rows_before $theta_rows_before" \
+  "$(q -c "SELECT count(*) || ' ' || count(t.probability) FROM public.theta_before b
+             LEFT JOIN gibbs_nb.theta t USING (model_name, version, class, token, owner)")"
+theta_diff=$(q -F ' ' -c "SELECT count(*) FILTER (WHERE t.probability = b.probability),
+                                  coalesce(max(abs(t.probability - b.probability) / b.probability), 0)
+                             FROM public.theta_before b
+                             JOIN gibbs_nb.theta t USING (model_name, version, class, token, owner)")
+read -r theta_same theta_rel <<<"$theta_diff"
+echo "# theta after the update: $theta_same of $theta_rows_before probabilities bit for bit the same;" \
+     "largest relative difference $theta_rel (0.1.0 stored theta, 0.2.0 shows exp(log theta))"
+check "theta's probabilities are 0.1.0's within 1e-14 (relative)" "t" \
+  "$(awk -v r="$theta_rel" 'BEGIN { print (r <= 1e-14) ? "t" : "f" }')"
+check "theta is a view; pg_dump's table list names no table that is gone" "v 0" \
+  "$(q -c "SELECT (SELECT relkind::text FROM pg_class WHERE oid = 'gibbs_nb.theta'::regclass) || ' ' ||
+                  (SELECT count(*) FROM pg_extension e, unnest(e.extconfig) x(oid)
+                    WHERE e.extname = 'gibbs_nb'
+                      AND NOT EXISTS (SELECT FROM pg_class c WHERE c.oid = x.oid AND c.relname <> 'theta'))")"
+# the database with a theta row that packed lacks is not updated, and says why
+check "an update that would lose theta rows stops, naming them" \
+  "55000 gibbs_nb.theta has rows that gibbs_nb.packed does not hold: ghost version 1 (owner postgres)" \
+  "$(qd orphan -c "DO \$\$ BEGIN ALTER EXTENSION gibbs_nb UPDATE;
+                   EXCEPTION WHEN OTHERS THEN RAISE NOTICE '% %', SQLSTATE, SQLERRM; END \$\$" 2>&1 >/dev/null |
+     sed -n 's/^NOTICE:  //p')"
+check "... and leaves the extension at 0.1.0" "0.1.0" \
+  "$(qd orphan -c "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'")"
+check "... which updates once the row is gone" "1" \
+  "$(qd orphan -c "DELETE FROM gibbs_nb.theta" -c "ALTER EXTENSION gibbs_nb UPDATE" \
+                 -c "SELECT count(*) FROM pg_class WHERE oid = 'gibbs_nb.theta'::regclass AND relkind = 'v'")"
 check "a new database gets the same objects" "$(q -c "SELECT count(*) FROM pg_depend d
     JOIN pg_extension e ON d.refobjid = e.oid WHERE e.extname = 'gibbs_nb' AND d.deptype = 'e'")" \
   "$(q -c "CREATE DATABASE fresh" >/dev/null; "$bin/psql" -X -At -h "$work" -U postgres -d fresh \

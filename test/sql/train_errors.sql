@@ -139,6 +139,7 @@ SELECT try($$SET gibbs_nb.max_job_memory = '100GB'$$);
 SELECT try($$SET gibbs_nb.max_jobs_per_role = 100$$);
 SELECT try($$INSERT INTO gibbs_nb.models (model_name, version, owner, classes) VALUES ('x', 1, 1, '{}')$$);
 SELECT try($$DELETE FROM gibbs_nb.theta$$);
+SELECT try($$DELETE FROM gibbs_nb.packed$$);
 SELECT try($$UPDATE gibbs_nb.jobs SET status = 'failed'$$);
 SELECT count(*) AS jobs_the_intruder_sees FROM gibbs_nb.jobs;
 SELECT try($$SELECT nextval('gibbs_nb.job_id_seq')$$);

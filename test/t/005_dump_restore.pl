@@ -44,6 +44,13 @@ my $state = q{SELECT string_agg(format('%s/%s v%s id%s %s', owner, model_name, v
                                       labels_relid), ', ' ORDER BY owner, version)
               FROM gibbs_nb.models};
 my $models_before = $old->safe_psql('shop', $state);
+# theta-hat, as gibbs_nb.theta shows it (a view of gibbs_nb.packed, whose
+# rows the dump carries)
+my $theta = q{SELECT count(*) || ' ' || md5(string_agg(format('%s/%s v%s %s %s %s', owner, model_name,
+                                                             version, class, token, probability),
+                                                      ';' ORDER BY owner, model_name, version, token, class))
+              FROM gibbs_nb.theta};
+my $theta_before = $old->safe_psql('shop', $theta);
 my $max_job = $old->safe_psql('shop', 'SELECT max(job_id) FROM gibbs_nb.jobs');
 my $max_version_id = $old->safe_psql('shop', 'SELECT max(version_id) FROM gibbs_nb.models');
 
@@ -76,6 +83,11 @@ for my $role ('alice', 'bob')
 }
 is($new->safe_psql('shop', q{SET ROLE bob; SELECT count(*) FROM gibbs_nb.models}), '1',
 	'row security holds after the restore: bob sees only his model');
+like($theta_before, qr/^[1-9]\d* /, 'before: theta has rows');
+is($new->safe_psql('shop', $theta), $theta_before,
+	'theta comes back through packed: the same rows, probabilities to the last digit');
+is($new->safe_psql('shop', q{SET ROLE bob; SELECT string_agg(DISTINCT owner, ',') FROM gibbs_nb.theta}),
+	'bob', 'bob sees only his model\'s theta');
 is($new->safe_psql('shop', q{SELECT count(*) FROM alice.spam_labels}), '200',
 	'the labels table came back');
 

@@ -156,6 +156,22 @@ is(alice(q{
   SELECT (SELECT row(classes, log_pi, tokens, log_theta) FROM gibbs_nb.packed WHERE model_name = 'spam')
        = (SELECT row(classes, log_pi, tokens, log_theta) FROM gibbs_nb.packed WHERE model_name = 'spam_local')}),
 	't', 'the same model from both');
+# gibbs_nb.theta, a view of the reference table, on the coordinator and on a
+# worker: the model's rows, as many as the packed row holds, the same as the
+# local model's; bob sees none of them
+my $theta_q = q{SELECT count(*) || ' ' || md5(string_agg(class || ' ' || token || ' ' || probability, ';'
+                                                        ORDER BY token, class))
+                FROM gibbs_nb.theta WHERE model_name = '%s' AND version = 1};
+my $theta_spam = alice(sprintf($theta_q, 'spam'));
+is($theta_spam, alice(sprintf($theta_q, 'spam_local')),
+	'gibbs_nb.theta over the reference table: the same rows as the local model');
+is((split / /, $theta_spam)[0],
+	alice(q{SELECT cardinality(tokens) * cardinality(classes) FROM gibbs_nb.packed WHERE model_name = 'spam'}),
+	'one row per token and class');
+is($workers[0]->safe_psql('postgres', sprintf($theta_q, 'spam'), extra_params => [ '-U', 'alice' ]),
+	$theta_spam, 'and the same on a worker');
+is($coord->safe_psql('postgres', q{SELECT count(*) FROM gibbs_nb.theta}, extra_params => [ '-U', 'bob' ]),
+	'0', 'bob sees no theta rows of alice\'s');
 is($coord->safe_psql('postgres', q{
   SELECT l.partmethod::text || ' ' || (l.colocationid = s.colocationid)::text
   FROM pg_dist_partition l, pg_dist_partition s
