@@ -54,6 +54,12 @@ PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers $(EXTRA_CFLAGS)
 
+# Link libm by name: without it the library's references to log, exp and
+# lgamma are unversioned and bind to glibc's oldest versions (log@GLIBC_2.2.5,
+# the errno-setting wrapper), not the ones the sampler core is tested and
+# benchmarked with (log@@GLIBC_2.29).
+SHLIB_LINK += -lm
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
