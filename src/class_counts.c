@@ -356,11 +356,10 @@ arena_copy(CountsState *st, const char *str, int len)
 	return copy;
 }
 
-/* Double the words' slots. */
+/* Rebuild the words' slots with mask + 1 of them. */
 static void
-words_grow_slots(CountsState *st)
+words_resize_slots(CountsState *st, uint64 mask)
 {
-	uint64		mask = 2 * st->slot_mask + 1;
 	WordSlot   *slots = MemoryContextAllocExtended(st->cxt, sizeof(WordSlot) * (mask + 1),
 												   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 
@@ -380,6 +379,33 @@ words_grow_slots(CountsState *st)
 	st->slot_mask = mask;
 }
 
+/*
+ * Make room for n more words at once (the first state merged into an empty
+ * one): the slots and the array resized once, not doubled step by step.
+ */
+static void
+words_reserve(CountsState *st, int32 n)
+{
+	uint64		want = Min((uint64) st->n_words + n, (uint64) PG_INT32_MAX);
+	uint64		mask = st->slot_mask;
+	double		more = 0;
+
+	while (want > (mask + 1) / 2)
+		mask = 2 * mask + 1;
+	if (mask != st->slot_mask)
+		more += (double) (mask + 1) * sizeof(WordSlot);
+	if (want > (uint64) st->words_cap)
+		more += (double) want * sizeof(CountsWord);
+	counts_check_budget(st, more);
+	if (mask != st->slot_mask)
+		words_resize_slots(st, mask);
+	if (want > (uint64) st->words_cap)
+	{
+		st->words_cap = (int32) want;
+		st->words = repalloc_huge(st->words, sizeof(CountsWord) * (Size) st->words_cap);
+	}
+}
+
 /* Add a new word, whose slot would be slot i, and return its id. */
 static pg_noinline int32
 word_insert(CountsState *st, TokenKey key, uint32 hash, uint64 i)
@@ -393,7 +419,7 @@ word_insert(CountsState *st, TokenKey key, uint32 hash, uint64 i)
 				 errmsg("too many distinct tokens or classes for gibbs_nb_class_counts")));
 	if ((uint64) st->n_words + 1 > (st->slot_mask + 1) / 2)
 	{
-		words_grow_slots(st);
+		words_resize_slots(st, 2 * st->slot_mask + 1);
 		i = hash & st->slot_mask;
 		while (st->slots[i].idp1 != 0)
 			i = (i + 1) & st->slot_mask;
@@ -514,21 +540,69 @@ count_block(TokenBlock *b)
 	b->bytes = 0;
 }
 
-/* Queue one token of the current row (a gnb_token_fn). */
-static void
-count_token(void *arg, const char *str, int len, int32 count)
+/* Queue one token of the current row, whose first word is known. */
+static inline void
+block_add(TokenBlock *b, const char *str, int len, uint64 first, int32 count)
 {
-	TokenBlock *b = arg;
-	TokenKey	key = token_key(str, len);
-	uint32		hash = token_hash(str, len, key.first);
+	uint32		hash = token_hash(str, len, first);
 
 	__builtin_prefetch(&b->st->slots[hash & b->st->slot_mask]);
-	b->key[b->n] = key;
+	b->key[b->n].str = str;
+	b->key[b->n].len = len;
+	b->key[b->n].first = first;
 	b->hash[b->n] = hash;
 	b->count[b->n] = count;
 	b->bytes += len;
 	if (++b->n == LOOKUP_BLOCK)
 		count_block(b);
+}
+
+/* Queue one token of the current row (a gnb_token_fn: a tsvector's). */
+static void
+count_token(void *arg, const char *str, int len, int32 count)
+{
+	block_add(arg, str, len, first_word(str, len), count);
+}
+
+/*
+ * Queue every token of a text[] (the row's, detoasted): the elements walked
+ * as array_iter_next walks them (each varlena element aligned to int), NULL
+ * elements skipped.  A token's first word is one 8-byte load, masked to its
+ * length, when 8 bytes from its start are still within the array.
+ */
+static void
+count_text_array(TokenBlock *b, Datum tokens)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(tokens);
+	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	const bits8 *nulls = ARR_NULLBITMAP(arr);
+	const char *p = ARR_DATA_PTR(arr);
+	const char *end = (const char *) arr + VARSIZE(arr);
+
+	for (int i = 0; i < n; i++)
+	{
+		const char *str;
+		int			len;
+		uint64		first;
+
+		if (nulls != NULL && !(nulls[i >> 3] & (1 << (i & 7))))
+			continue;
+		str = VARDATA_ANY(p);
+		len = VARSIZE_ANY_EXHDR(p);
+		p = (const char *) att_align_nominal(p + VARSIZE_ANY(p), TYPALIGN_INT);
+#ifndef WORDS_BIGENDIAN
+		if (len >= 8)
+			memcpy(&first, str, 8);
+		else if (end - str >= 8)
+		{
+			memcpy(&first, str, 8);
+			first = len == 0 ? 0 : first & (~UINT64CONST(0) >> (64 - 8 * len));
+		}
+		else
+#endif
+			first = first_word(str, len);
+		block_add(b, str, len, first, 1);
+	}
 }
 
 static MemoryContext
@@ -549,37 +623,95 @@ check_state(const CountsState *st)
 }
 
 /*
- * Map n words (keys and hashes known) to into's ids, interning the new
- * ones: a block at a time, hashed slots and then words prefetched.
+ * Map words [start, start + m) (keys and hashes known; m <= LOOKUP_BLOCK)
+ * to into's ids, interning the new ones: hashed slots and then words
+ * prefetched, then looked up.
  */
 static void
-merge_words(CountsState *into, const TokenKey *keys, const uint32 *hashes, int32 n,
-			int32 *word_map)
+merge_word_block(CountsState *into, const TokenKey *keys, const uint32 *hashes, int32 start,
+				 int32 m, int32 *word_map)
 {
-	for (int32 start = 0; start < n; start += LOOKUP_BLOCK)
+	double		bytes = 0;
+
+	for (int32 i = start; i < start + m; i++)
+		bytes += keys[i].len;
+	CHECK_FOR_INTERRUPTS();
+	counts_budget_words(into, m, bytes);
+	for (int32 i = start; i < start + m; i++)
+		__builtin_prefetch(&into->slots[hashes[i] & into->slot_mask]);
+	for (int32 i = start; i < start + m; i++)
 	{
-		int32		m = Min(LOOKUP_BLOCK, n - start);
-		double		bytes = 0;
+		uint32		idp1 = into->slots[hashes[i] & into->slot_mask].idp1;
 
-		for (int32 i = start; i < start + m; i++)
-			bytes += keys[i].len;
-		CHECK_FOR_INTERRUPTS();
-		counts_budget_words(into, m, bytes);
-		for (int32 i = start; i < start + m; i++)
-			__builtin_prefetch(&into->slots[hashes[i] & into->slot_mask]);
-		for (int32 i = start; i < start + m; i++)
-		{
-			uint32		idp1 = into->slots[hashes[i] & into->slot_mask].idp1;
-
-			if (idp1 != 0)
-				__builtin_prefetch(&into->words[idp1 - 1]);
-		}
-		for (int32 i = start; i < start + m; i++)
-			word_map[i] = word_id(into, keys[i], hashes[i]);
+		if (idp1 != 0)
+			__builtin_prefetch(&into->words[idp1 - 1]);
 	}
+	for (int32 i = start; i < start + m; i++)
+		word_map[i] = word_id(into, keys[i], hashes[i]);
 }
 
 static void counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc);
+
+/*
+ * Make an empty state a copy of `from` (the first state a combine gets,
+ * often the leader's own partial one): its arrays and slots copied as they
+ * are, the strings copied, no word looked up.
+ */
+static void
+counts_copy(CountsState *into, const CountsState *from)
+{
+	cells_iterator it;
+	CountCell  *c;
+	int64		n = 0;
+
+	Assert(into->n_words == 0 && into->classes.n == 0 && into->more->members == 0);
+	counts_check_budget(into, (double) from->n_words * (sizeof(CountsWord) + 17.0) +
+						(double) (from->slot_mask + 1) * sizeof(WordSlot) +
+						(double) from->word_bytes + ARENA_CHUNK);
+	for (int32 i = 0; i < from->classes.n; i++)
+	{
+		counts_budget_class(into, from->classes.len[i] + 1);
+		if (stringset_id(&into->classes, into->cxt, from->classes.str[i],
+						 from->classes.len[i]) != i)
+			elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
+	}
+	if (from->n_words > into->words_cap)
+	{
+		pfree(into->words);
+		into->words_cap = from->n_words;
+		into->words = MemoryContextAllocExtended(into->cxt, sizeof(CountsWord) * (Size) into->words_cap,
+												 MCXT_ALLOC_HUGE);
+	}
+	memcpy(into->words, from->words, sizeof(CountsWord) * (Size) from->n_words);
+	for (int32 i = 0; i < from->n_words; i++)
+	{
+		if (i % 1024 == 0)
+			CHECK_FOR_INTERRUPTS();
+		into->words[i].str = arena_copy(into, from->words[i].str, from->words[i].len);
+	}
+	into->n_words = from->n_words;
+	into->word_bytes = from->word_bytes;
+	into->n_inline = from->n_inline;
+	pfree(into->slots);
+	into->slot_mask = from->slot_mask;
+	into->slots = MemoryContextAllocExtended(into->cxt, sizeof(WordSlot) * (from->slot_mask + 1),
+											 MCXT_ALLOC_HUGE);
+	memcpy(into->slots, from->slots, sizeof(WordSlot) * (from->slot_mask + 1));
+	cells_start_iterate(from->more, &it);
+	while ((c = cells_iterate(from->more, &it)) != NULL)
+	{
+		bool		found;
+		CountCell  *cell;
+
+		if (n++ % LOOKUP_BLOCK == 0)
+			counts_budget_cells(into, LOOKUP_BLOCK);
+		if ((uint32) (c->key >> 32) >= (uint32) from->classes.n ||
+			(uint32) c->key >= (uint32) from->n_words || c->count <= 0)
+			elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
+		cell = cells_insert(into->more, c->key, &found);
+		cell->count = c->count;
+	}
+}
 
 /*
  * Add every cell of `from` into `into`, mapping its strings to into's ids
@@ -611,6 +743,11 @@ counts_merge(CountsState *into, const CountsState *from)
 		pfree(flat);
 		return;
 	}
+	if (into->n_words == 0 && into->classes.n == 0 && into->more->members == 0)
+	{
+		counts_copy(into, from);
+		return;
+	}
 	class_map = palloc(sizeof(int32) * (from->classes.n + 1));
 	for (int32 i = 0; i < from->classes.n; i++)
 	{
@@ -628,29 +765,29 @@ counts_merge(CountsState *into, const CountsState *from)
 		keys[i].first = from->words[i].first;
 		hashes[i] = from->words[i].hash;
 	}
-	merge_words(into, keys, hashes, from->n_words, word_map);
-	pfree(keys);
-	pfree(hashes);
-	for (int32 i = 0; i < from->n_words; i++)
+	/* a block of words, then their inline cells while the words are cached */
+	for (int32 start = 0; start < from->n_words; start += LOOKUP_BLOCK)
 	{
-		const CountsWord *w = &from->words[i];
+		int32		m = Min(LOOKUP_BLOCK, from->n_words - start);
 
-		if (i % LOOKUP_BLOCK == 0)
+		merge_word_block(into, keys, hashes, start, m, word_map);
+		counts_budget_cells(into, 2 * m);
+		for (int32 i = start; i < start + m; i++)
 		{
-			CHECK_FOR_INTERRUPTS();
-			counts_budget_cells(into, 2 * LOOKUP_BLOCK);
-		}
-		if (i + 8 < from->n_words)
-			__builtin_prefetch(&into->words[word_map[i + 8]]);
-		for (int j = 0; j < 2; j++)
-		{
-			if (w->cls[j] < 0)
-				continue;
-			if (w->cls[j] >= from->classes.n || w->n[j] <= 0)
-				elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
-			word_add(into, word_map[i], class_map[w->cls[j]], w->n[j]);
+			const CountsWord *w = &from->words[i];
+
+			for (int j = 0; j < 2; j++)
+			{
+				if (w->cls[j] < 0)
+					continue;
+				if (w->cls[j] >= from->classes.n || w->n[j] <= 0)
+					elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
+				word_add(into, word_map[i], class_map[w->cls[j]], w->n[j]);
+			}
 		}
 	}
+	pfree(keys);
+	pfree(hashes);
 	n = 0;
 	cells_start_iterate(from->more, &it);
 	while ((c = cells_iterate(from->more, &it)) != NULL)
@@ -668,7 +805,39 @@ counts_merge(CountsState *into, const CountsState *from)
 	pfree(word_map);
 }
 
-/* Add every cell of a parsed value into `into`. */
+/*
+ * Add cells *ci, *ci + 1, ... of a parsed value into `into` as long as
+ * their words are in [lo, hi) (mapped already); stop at the first that is
+ * not.
+ */
+static void
+merge_parsed_cells(CountsState *into, const GnbParsedCounts *pc, const int32 *class_map,
+				   const int32 *word_map, int64 *ci, int32 lo, int32 hi)
+{
+	for (; *ci < pc->n_cells; (*ci)++)
+	{
+		int32		cls,
+					word;
+		int64		count;
+
+		gnb_counts_cell(pc, *ci, &cls, &word, &count);
+		if (word < lo || word >= hi)
+			return;
+		if (*ci % LOOKUP_BLOCK == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			counts_budget_cells(into, LOOKUP_BLOCK);
+		}
+		word_add(into, word_map[word], class_map[cls], count);
+	}
+}
+
+/*
+ * Add every cell of a parsed value into `into`.  A block of words is
+ * looked up, then the cells that follow for those words (a flattened state
+ * lists each word's inline cells in word order) while the words are in
+ * cache; the cells left, in any order, after all the words.
+ */
 static void
 counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
 {
@@ -676,6 +845,7 @@ counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
 	int32	   *word_map = palloc_extended(sizeof(int32) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
 	TokenKey   *keys = palloc_extended(sizeof(TokenKey) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
 	uint32	   *hashes = palloc_extended(sizeof(uint32) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
+	int64		ci = 0;
 
 	check_state(into);
 	for (int32 i = 0; i < pc->n_classes; i++)
@@ -684,34 +854,23 @@ counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
 		class_map[i] = stringset_id(&into->classes, into->cxt, pc->class_str[i],
 									pc->class_len[i]);
 	}
+	if (into->n_words == 0)
+		words_reserve(into, pc->n_words);
 	for (int32 i = 0; i < pc->n_words; i++)
 	{
 		keys[i] = token_key(pc->word_str[i], pc->word_len[i]);
 		hashes[i] = token_hash(keys[i].str, keys[i].len, keys[i].first);
 	}
-	merge_words(into, keys, hashes, pc->n_words, word_map);
+	for (int32 start = 0; start < pc->n_words; start += LOOKUP_BLOCK)
+	{
+		int32		m = Min(LOOKUP_BLOCK, pc->n_words - start);
+
+		merge_word_block(into, keys, hashes, start, m, word_map);
+		merge_parsed_cells(into, pc, class_map, word_map, &ci, start, start + m);
+	}
+	merge_parsed_cells(into, pc, class_map, word_map, &ci, 0, pc->n_words);
 	pfree(keys);
 	pfree(hashes);
-	/* the cells: those of one word are together in a value we flattened */
-	for (int64 i = 0; i < pc->n_cells; i++)
-	{
-		int32		cls,
-					word;
-		int64		count;
-
-		if (i % LOOKUP_BLOCK == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			counts_budget_cells(into, LOOKUP_BLOCK);
-		}
-		if (i + 8 < pc->n_cells)
-		{
-			gnb_counts_cell(pc, i + 8, &cls, &word, &count);
-			__builtin_prefetch(&into->words[word_map[word]]);
-		}
-		gnb_counts_cell(pc, i, &cls, &word, &count);
-		word_add(into, word_map[word], class_map[cls], count);
-	}
 	pfree(class_map);
 	pfree(word_map);
 }
@@ -796,7 +955,10 @@ class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
 							 VARSIZE_ANY_EXHDR(label));
 		b.n = 0;
 		b.bytes = 0;
-		gnb_each_token(PG_GETARG_DATUM(2), is_tsvector, count_token, &b);
+		if (is_tsvector)
+			gnb_each_token(PG_GETARG_DATUM(2), true, count_token, &b);
+		else
+			count_text_array(&b, PG_GETARG_DATUM(2));
 		if (b.n > 0)
 			count_block(&b);
 	}
