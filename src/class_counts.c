@@ -653,67 +653,6 @@ merge_word_block(CountsState *into, const TokenKey *keys, const uint32 *hashes, 
 static void counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc);
 
 /*
- * Make an empty state a copy of `from` (the first state a combine gets,
- * often the leader's own partial one): its arrays and slots copied as they
- * are, the strings copied, no word looked up.
- */
-static void
-counts_copy(CountsState *into, const CountsState *from)
-{
-	cells_iterator it;
-	CountCell  *c;
-	int64		n = 0;
-
-	Assert(into->n_words == 0 && into->classes.n == 0 && into->more->members == 0);
-	counts_check_budget(into, (double) from->n_words * (sizeof(CountsWord) + 17.0) +
-						(double) (from->slot_mask + 1) * sizeof(WordSlot) +
-						(double) from->word_bytes + ARENA_CHUNK);
-	for (int32 i = 0; i < from->classes.n; i++)
-	{
-		counts_budget_class(into, from->classes.len[i] + 1);
-		if (stringset_id(&into->classes, into->cxt, from->classes.str[i],
-						 from->classes.len[i]) != i)
-			elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
-	}
-	if (from->n_words > into->words_cap)
-	{
-		pfree(into->words);
-		into->words_cap = from->n_words;
-		into->words = MemoryContextAllocExtended(into->cxt, sizeof(CountsWord) * (Size) into->words_cap,
-												 MCXT_ALLOC_HUGE);
-	}
-	memcpy(into->words, from->words, sizeof(CountsWord) * (Size) from->n_words);
-	for (int32 i = 0; i < from->n_words; i++)
-	{
-		if (i % 1024 == 0)
-			CHECK_FOR_INTERRUPTS();
-		into->words[i].str = arena_copy(into, from->words[i].str, from->words[i].len);
-	}
-	into->n_words = from->n_words;
-	into->word_bytes = from->word_bytes;
-	into->n_inline = from->n_inline;
-	pfree(into->slots);
-	into->slot_mask = from->slot_mask;
-	into->slots = MemoryContextAllocExtended(into->cxt, sizeof(WordSlot) * (from->slot_mask + 1),
-											 MCXT_ALLOC_HUGE);
-	memcpy(into->slots, from->slots, sizeof(WordSlot) * (from->slot_mask + 1));
-	cells_start_iterate(from->more, &it);
-	while ((c = cells_iterate(from->more, &it)) != NULL)
-	{
-		bool		found;
-		CountCell  *cell;
-
-		if (n++ % LOOKUP_BLOCK == 0)
-			counts_budget_cells(into, LOOKUP_BLOCK);
-		if ((uint32) (c->key >> 32) >= (uint32) from->classes.n ||
-			(uint32) c->key >= (uint32) from->n_words || c->count <= 0)
-			elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
-		cell = cells_insert(into->more, c->key, &found);
-		cell->count = c->count;
-	}
-}
-
-/*
  * Add every cell of `from` into `into`, mapping its strings to into's ids
  * by the hashes from already holds: no string is hashed again.
  */
@@ -741,11 +680,6 @@ counts_merge(CountsState *into, const CountsState *from)
 		gnb_counts_parse(flat, &pc, false);
 		counts_merge_parsed(into, &pc);
 		pfree(flat);
-		return;
-	}
-	if (into->n_words == 0 && into->classes.n == 0 && into->more->members == 0)
-	{
-		counts_copy(into, from);
 		return;
 	}
 	class_map = palloc(sizeof(int32) * (from->classes.n + 1));
