@@ -6,10 +6,15 @@
  *
  * The transition state is a value of the type gibbs_nb.class_counts_state.
  * While the aggregate runs it is an expanded object (utils/expandeddatum.h):
- * the words and classes seen (strings interned in the object's own memory
- * context) and one count per (class, word) pair that occurred, in a hash
- * keyed by the pair: memory grows with the non-zero cells, never with
- * classes x vocabulary, and the transition changes it in place.  Wherever
+ * the classes and the words seen (strings interned in the object's own
+ * memory context; the words in an array by id, found through an
+ * open-addressing table of (hash, id) slots), and one count per (class,
+ * word) pair that occurred: each word holds its counts in the first two
+ * classes it was seen in (with K = 2, all of them), further ones are cells
+ * of a hash keyed by the pair.  Counting a token therefore costs one hash
+ * of its bytes, a slot and its word; memory grows with the words and the
+ * non-zero cells, never with classes x vocabulary, and the transition
+ * changes it in place.  Wherever
  * the state must leave the process (a parallel worker's tuple to the leader,
  * a Citus shard's partial result to the coordinator) PostgreSQL flattens it
  * into the serialised form below; the combine function merges such a value
@@ -44,16 +49,51 @@
 #include "utils/memutils.h"
 
 #define COUNTS_MAGIC 0x47424E43	/* "GNBC" */
-
-/*
- * Tokens (and a row's cells) are looked up a block at a time: hash them all
- * and prefetch their buckets, then insert.  The vocabulary does not fit in
- * cache, and this lets the misses of a block overlap.
- */
-#define LOOKUP_BLOCK 32
 #define COUNTS_FORMAT 1
 
-/* One non-zero cell: (class << 32 | word) -> count. */
+/*
+ * Tokens are looked up a block at a time: hash them all (prefetching their
+ * slots), prefetch the words the slots name, then count.  The vocabulary
+ * does not fit in cache, and this lets the misses of a block overlap.
+ */
+#define LOOKUP_BLOCK 32
+
+/*
+ * The words' strings are copied into chunks of ARENA_CHUNK bytes, not
+ * allocated one by one; a string longer than ARENA_ALONE gets an allocation
+ * of its own.
+ */
+#define ARENA_CHUNK (64 * 1024)
+#define ARENA_ALONE (ARENA_CHUNK / 8)
+
+/*
+ * A word of the state, by id: its string, and its counts in the first two
+ * classes it was seen in (with K = 2, all of them), so that counting a token
+ * touches its word and nothing else.  Its counts in further classes are
+ * cells of the `more` hash.
+ */
+typedef struct CountsWord
+{
+	uint64		first;			/* the first 8 bytes, as token_key gives them */
+	char	   *str;			/* its own copy, NUL-terminated */
+	int32		len;
+	uint32		hash;			/* token_hash */
+	int32		cls[2];			/* classes of the two inline cells, -1: none */
+	int64		n[2];			/* their counts */
+} CountsWord;
+
+/*
+ * A slot of the words' open-addressing table (linear probing, at most half
+ * full): the word's hash and id + 1, 0 if empty.  Eight bytes: the table is
+ * a quarter of a hash of the words themselves.
+ */
+typedef struct WordSlot
+{
+	uint32		hash;
+	uint32		idp1;
+} WordSlot;
+
+/* A cell beyond a word's two inline ones: (class << 32 | word) -> count. */
 typedef struct CountCell
 {
 	uint64		key;
@@ -73,7 +113,7 @@ typedef struct CountCell
 #define SH_DEFINE
 #include "lib/simplehash.h"
 
-/* A list of interned strings with ids, for words and for classes. */
+/* A list of interned strings with ids: the classes. */
 typedef struct StringSet
 {
 	vocab_hash *hash;
@@ -90,27 +130,30 @@ typedef struct CountsState
 	uint32		magic;			/* COUNTS_MAGIC: an expanded object really is one */
 	MemoryContext cxt;			/* the object's own, a child of the aggregate's */
 	StringSet	classes;
-	StringSet	words;
-	cells_hash *cells;
-	/*
-	 * A row's repeated tokens are merged before they reach the cells:
-	 * row_word/row_count hold the row's distinct words, and for a word
-	 * seen_row/seen_pos say whether (and where) it is among them.
-	 */
-	int64		row;
-	int32		row_n;
-	int32		row_cap;
-	int32	   *row_word;
-	int64	   *row_count;
-	int64	   *seen_row;		/* per word id, words.cap long */
-	int32	   *seen_pos;
-	int32		seen_cap;
-	/* tokens queued for lookup: hashed and prefetched a block at a time */
-	int			queued;
-	TokenKey	queue_key[LOOKUP_BLOCK];
-	uint32		queue_hash[LOOKUP_BLOCK];
-	int32		queue_count[LOOKUP_BLOCK];
+	/* the words, by id, and the table that finds them */
+	CountsWord *words;
+	int32		n_words;
+	int32		words_cap;
+	WordSlot   *slots;
+	uint64		slot_mask;		/* number of slots - 1 (a power of two - 1) */
+	Size		word_bytes;		/* of all words' strings, for the flat size */
+	char	   *arena;			/* free space for the words' strings */
+	Size		arena_left;
+	int64		n_inline;		/* inline cells in use */
+	cells_hash *more;			/* the cells beyond each word's first two */
 } CountsState;
+
+/* Up to LOOKUP_BLOCK tokens of a row, hashed, waiting to be counted. */
+typedef struct TokenBlock
+{
+	CountsState *st;
+	int32		cls;			/* the row's class */
+	int			n;
+	double		bytes;			/* of the tokens' strings, for the budget */
+	TokenKey	key[LOOKUP_BLOCK];
+	uint32		hash[LOOKUP_BLOCK];
+	int32		count[LOOKUP_BLOCK];
+} TokenBlock;
 
 static void
 stringset_init(StringSet *set, MemoryContext cxt, int32 cap)
@@ -123,16 +166,14 @@ stringset_init(StringSet *set, MemoryContext cxt, int32 cap)
 	set->bytes = 0;
 }
 
-/* Id of a string whose key and hash are known, interning a copy if new. */
+/* Id of a string, interning a copy if it is new. */
 static int32
-stringset_id_hash(StringSet *set, MemoryContext cxt, TokenKey key, uint32 hash, bool *is_new)
+stringset_id(StringSet *set, MemoryContext cxt, const char *str, int len)
 {
-	const char *str = key.str;
-	int			len = key.len;
+	TokenKey	key = token_key(str, len);
 	bool		found;
-	VocabEntry *e = vocab_insert_hash(set->hash, key, hash, &found);
+	VocabEntry *e = vocab_insert(set->hash, key, &found);
 
-	*is_new = !found;
 	if (!found)
 	{
 		char	   *copy = MemoryContextAlloc(cxt, len + 1);
@@ -157,15 +198,6 @@ stringset_id_hash(StringSet *set, MemoryContext cxt, TokenKey key, uint32 hash, 
 		set->n++;
 	}
 	return e->id;
-}
-
-/* Id of a string, interning a copy if it is new. */
-static int32
-stringset_id(StringSet *set, MemoryContext cxt, const char *str, int len, bool *is_new)
-{
-	TokenKey	key = token_key(str, len);
-
-	return stringset_id_hash(set, cxt, key, token_hash(str, len, key.first), is_new);
 }
 
 static Size counts_get_flat_size(ExpandedObjectHeader *eohptr);
@@ -199,13 +231,11 @@ counts_create(MemoryContext parent)
 	st->magic = COUNTS_MAGIC;
 	st->cxt = cxt;
 	stringset_init(&st->classes, cxt, 8);
-	stringset_init(&st->words, cxt, 1024);
-	st->cells = cells_create(cxt, 1024, NULL);
-	st->row = 0;
-	st->row_cap = 256;
-	st->row_word = MemoryContextAlloc(cxt, sizeof(int32) * st->row_cap);
-	st->row_count = MemoryContextAlloc(cxt, sizeof(int64) * st->row_cap);
-	st->seen_cap = 0;
+	st->words_cap = 1024;
+	st->words = MemoryContextAlloc(cxt, sizeof(CountsWord) * st->words_cap);
+	st->slot_mask = 2 * st->words_cap - 1;
+	st->slots = MemoryContextAllocZero(cxt, sizeof(WordSlot) * (st->slot_mask + 1));
+	st->more = cells_create(cxt, 16, NULL);
 	return st;
 }
 
@@ -213,26 +243,6 @@ static inline uint64
 cell_key(int32 class_id, int32 word_id)
 {
 	return ((uint64) class_id << 32) | (uint32) word_id;
-}
-
-/*
- * Add count to a cell, when merging another state.  A cell of real data
- * never comes near 2^63, but the sum of two partial states is checked all
- * the same: an overflow would wrap into a negative count that the next
- * parse rejects as corrupt, far from its cause.
- */
-static inline void
-counts_add(CountsState *st, int32 class_id, int32 word_id, int64 count)
-{
-	bool		found;
-	CountCell  *c = cells_insert(st->cells, cell_key(class_id, word_id), &found);
-
-	if (!found)
-		c->count = 0;
-	if (unlikely(pg_add_s64_overflow(c->count, count, &c->count)))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("gibbs_nb_class_counts: a count is out of range")));
 }
 
 /*
@@ -273,151 +283,325 @@ counts_check_budget(CountsState *st, double more)
 	 2.0 * (double) (tb)->size * (elem) : 0.0)
 
 /*
- * Check the budget before up to n new strings of `bytes` bytes in all join
- * a string set: its hash may double, its arrays (and the per-word scratch
- * of the row, as long as the words' arrays) may double, and each string is
- * copied (with a chunk header).
+ * Check the budget before a class of `bytes` bytes joins the classes: their
+ * hash may double, their arrays may double, and the string is copied (with
+ * a chunk header).
  */
 static void
-counts_budget_strings(CountsState *st, StringSet *set, int32 n, double bytes)
+counts_budget_class(CountsState *st, double bytes)
 {
+	StringSet  *set = &st->classes;
 	double		more;
 
 	if (likely(gnb_class_counts_budget_kb <= 0))
 		return;
-	more = HASH_GROWTH(set->hash, n, sizeof(VocabEntry)) + bytes + 16.0 * n;
-	if ((double) set->n + n > (double) set->cap)
-		more += 2.0 * set->cap * (sizeof(char *) + sizeof(int32)) +
-			(set == &st->words ? 2.0 * set->cap * (sizeof(int64) + sizeof(int32)) : 0.0);
+	more = HASH_GROWTH(set->hash, 1, sizeof(VocabEntry)) + bytes + 16.0;
+	if (set->n + 1 > set->cap)
+		more += 2.0 * set->cap * (sizeof(char *) + sizeof(int32));
 	counts_check_budget(st, more);
 }
 
-/* Check the budget before up to n new cells join the state. */
+/* Check the budget before up to n new cells beyond the inline ones. */
 static inline void
 counts_budget_cells(CountsState *st, int64 n)
 {
 	if (likely(gnb_class_counts_budget_kb <= 0))
 		return;
-	counts_check_budget(st, HASH_GROWTH(st->cells, (double) n, sizeof(CountCell)));
+	counts_check_budget(st, HASH_GROWTH(st->more, (double) n, sizeof(CountCell)));
 }
 
-/* Check the budget before n words of the given lengths join the state. */
+/*
+ * Check the budget before up to n new words of `bytes` bytes in all join
+ * the state, with as many new cells: the slots and the words' array may
+ * double, the strings are copied (into a new chunk, or alone with a chunk
+ * header) and the cells beyond the inline ones may double.
+ */
 static void
-counts_budget_block(CountsState *st, const int32 *len, int32 n)
+counts_budget_words(CountsState *st, int n, double bytes)
 {
-	double		bytes = 0;
+	double		more;
 
 	if (likely(gnb_class_counts_budget_kb <= 0))
 		return;
+	more = bytes + 17.0 * n + ARENA_CHUNK +
+		HASH_GROWTH(st->more, (double) n, sizeof(CountCell));
+	if ((double) st->n_words + n > (double) (st->slot_mask + 1) / 2)
+		more += 2.0 * (double) (st->slot_mask + 1) * sizeof(WordSlot);
+	if ((double) st->n_words + n > (double) st->words_cap)
+		more += 2.0 * (double) st->words_cap * sizeof(CountsWord);
+	counts_check_budget(st, more);
+}
+
+/* A copy of a word's string, NUL-terminated, in the state's memory. */
+static char *
+arena_copy(CountsState *st, const char *str, int len)
+{
+	char	   *copy;
+
+	if (len >= ARENA_ALONE)
+		copy = MemoryContextAlloc(st->cxt, (Size) len + 1);
+	else
+	{
+		if (st->arena_left < (Size) len + 1)
+		{
+			st->arena = MemoryContextAlloc(st->cxt, ARENA_CHUNK);
+			st->arena_left = ARENA_CHUNK;
+		}
+		copy = st->arena;
+		st->arena += len + 1;
+		st->arena_left -= len + 1;
+	}
+	memcpy(copy, str, len);
+	copy[len] = '\0';
+	return copy;
+}
+
+/* Rebuild the words' slots with mask + 1 of them. */
+static void
+words_resize_slots(CountsState *st, uint64 mask)
+{
+	WordSlot   *slots = MemoryContextAllocExtended(st->cxt, sizeof(WordSlot) * (mask + 1),
+												   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+
+	for (uint64 i = 0; i <= st->slot_mask; i++)
+	{
+		uint64		j;
+
+		if (st->slots[i].idp1 == 0)
+			continue;
+		j = st->slots[i].hash & mask;
+		while (slots[j].idp1 != 0)
+			j = (j + 1) & mask;
+		slots[j] = st->slots[i];
+	}
+	pfree(st->slots);
+	st->slots = slots;
+	st->slot_mask = mask;
+}
+
+/*
+ * Make room for n more words at once (the first state merged into an empty
+ * one): the slots and the array resized once, not doubled step by step.
+ */
+static void
+words_reserve(CountsState *st, int32 n)
+{
+	uint64		want = Min((uint64) st->n_words + n, (uint64) PG_INT32_MAX);
+	uint64		mask = st->slot_mask;
+	double		more = 0;
+
+	while (want > (mask + 1) / 2)
+		mask = 2 * mask + 1;
+	if (mask != st->slot_mask)
+		more += (double) (mask + 1) * sizeof(WordSlot);
+	if (want > (uint64) st->words_cap)
+		more += (double) want * sizeof(CountsWord);
+	counts_check_budget(st, more);
+	if (mask != st->slot_mask)
+		words_resize_slots(st, mask);
+	if (want > (uint64) st->words_cap)
+	{
+		st->words_cap = (int32) want;
+		st->words = repalloc_huge(st->words, sizeof(CountsWord) * (Size) st->words_cap);
+	}
+}
+
+/* Add a new word, whose slot would be slot i, and return its id. */
+static pg_noinline int32
+word_insert(CountsState *st, TokenKey key, uint32 hash, uint64 i)
+{
+	CountsWord *w;
+	int32		id;
+
+	if (st->n_words == PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many distinct tokens or classes for gibbs_nb_class_counts")));
+	if ((uint64) st->n_words + 1 > (st->slot_mask + 1) / 2)
+	{
+		words_resize_slots(st, 2 * st->slot_mask + 1);
+		i = hash & st->slot_mask;
+		while (st->slots[i].idp1 != 0)
+			i = (i + 1) & st->slot_mask;
+	}
+	if (st->n_words == st->words_cap)
+	{
+		st->words_cap = (int32) Min((int64) st->words_cap * 2, (int64) PG_INT32_MAX);
+		st->words = repalloc_huge(st->words, sizeof(CountsWord) * (Size) st->words_cap);
+	}
+	id = st->n_words++;
+	w = &st->words[id];
+	w->first = key.first;
+	w->str = arena_copy(st, key.str, key.len);
+	w->len = key.len;
+	w->hash = hash;
+	w->cls[0] = w->cls[1] = -1;
+	w->n[0] = w->n[1] = 0;
+	st->word_bytes += key.len;
+	st->slots[i].hash = hash;
+	st->slots[i].idp1 = (uint32) id + 1;
+	return id;
+}
+
+/*
+ * The id of a word whose key and hash are known, interning a copy if it is
+ * new.  The caller has checked the budget for it.
+ */
+static inline int32
+word_id(CountsState *st, TokenKey key, uint32 hash)
+{
+	uint64		i = hash & st->slot_mask;
+
+	for (;;)
+	{
+		WordSlot	s = st->slots[i];
+
+		if (s.idp1 == 0)
+			return word_insert(st, key, hash, i);
+		if (s.hash == hash)
+		{
+			const CountsWord *w = &st->words[s.idp1 - 1];
+
+			if (w->first == key.first && w->len == key.len &&
+				(key.len <= 8 || memcmp(w->str + 8, key.str + 8, key.len - 8) == 0))
+				return (int32) (s.idp1 - 1);
+		}
+		i = (i + 1) & st->slot_mask;
+	}
+}
+
+/*
+ * Add n (> 0) to the count of (class, word): one of the word's inline cells
+ * if it has that class or a free one, else a cell of the `more` hash (whose
+ * growth the caller has checked against the budget).  A cell of real data
+ * never comes near 2^63, but the sum is checked all the same (two partial
+ * states' cells are added so): an overflow would wrap into a negative count
+ * that the next parse rejects as corrupt, far from its cause.
+ */
+static inline void
+word_add(CountsState *st, int32 word_id, int32 class_id, int64 n)
+{
+	CountsWord *w = &st->words[word_id];
+	int64	   *c;
+
+	if (w->cls[0] == class_id)
+		c = &w->n[0];
+	else if (w->cls[1] == class_id)
+		c = &w->n[1];
+	else if (w->cls[0] < 0)
+	{
+		w->cls[0] = class_id;
+		st->n_inline++;
+		c = &w->n[0];
+	}
+	else if (w->cls[1] < 0)
+	{
+		w->cls[1] = class_id;
+		st->n_inline++;
+		c = &w->n[1];
+	}
+	else
+	{
+		bool		found;
+		CountCell  *cell = cells_insert(st->more, cell_key(class_id, word_id), &found);
+
+		if (!found)
+			cell->count = 0;
+		c = &cell->count;
+	}
+	if (unlikely(pg_add_s64_overflow(*c, n, c)))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("gibbs_nb_class_counts: a count is out of range")));
+}
+
+/*
+ * Count the tokens of a block: their slots were prefetched as they were
+ * hashed; prefetch the words the slots name (the token's own, unless a
+ * collision or a new word), then look each up and count it.
+ */
+static void
+count_block(TokenBlock *b)
+{
+	CountsState *st = b->st;
+
 	CHECK_FOR_INTERRUPTS();
-	for (int32 i = 0; i < n; i++)
-		bytes += (double) len[i] + 1;
-	counts_budget_strings(st, &st->words, n, bytes);
+	counts_budget_words(st, b->n, b->bytes);
+	for (int i = 0; i < b->n; i++)
+	{
+		uint32		idp1 = st->slots[b->hash[i] & st->slot_mask].idp1;
+
+		if (idp1 != 0)
+			__builtin_prefetch(&st->words[idp1 - 1]);
+	}
+	for (int i = 0; i < b->n; i++)
+		word_add(st, word_id(st, b->key[i], b->hash[i]), b->cls, b->count[i]);
+	b->n = 0;
+	b->bytes = 0;
 }
 
-/* Note one occurrence run of a word in the current row. */
-static void
-row_add_word(CountsState *st, int32 word, int64 count)
+/* Queue one token of the current row, whose first word is known. */
+static inline void
+block_add(TokenBlock *b, const char *str, int len, uint64 first, int32 count)
 {
-	if (word >= st->seen_cap)
-	{
-		int32		cap = Max(st->words.cap, word + 1);
+	uint32		hash = token_hash(str, len, first);
 
-		st->seen_row = st->seen_cap ? repalloc_huge(st->seen_row, sizeof(int64) * cap)
-			: MemoryContextAllocExtended(st->cxt, sizeof(int64) * cap, MCXT_ALLOC_HUGE);
-		st->seen_pos = st->seen_cap ? repalloc_huge(st->seen_pos, sizeof(int32) * cap)
-			: MemoryContextAllocExtended(st->cxt, sizeof(int32) * cap, MCXT_ALLOC_HUGE);
-		for (int32 w = st->seen_cap; w < cap; w++)
-			st->seen_row[w] = -1;
-		st->seen_cap = cap;
-	}
-	if (st->seen_row[word] == st->row)
-	{
-		st->row_count[st->seen_pos[word]] += count;
-		return;
-	}
-	if (st->row_n == st->row_cap)
-	{
-		counts_check_budget(st, 2.0 * st->row_cap * (sizeof(int32) + sizeof(int64)));
-		st->row_cap *= 2;
-		st->row_word = repalloc_huge(st->row_word, sizeof(int32) * st->row_cap);
-		st->row_count = repalloc_huge(st->row_count, sizeof(int64) * st->row_cap);
-	}
-	st->seen_row[word] = st->row;
-	st->seen_pos[word] = st->row_n;
-	st->row_word[st->row_n] = word;
-	st->row_count[st->row_n] = count;
-	st->row_n++;
+	__builtin_prefetch(&b->st->slots[hash & b->st->slot_mask]);
+	b->key[b->n].str = str;
+	b->key[b->n].len = len;
+	b->key[b->n].first = first;
+	b->hash[b->n] = hash;
+	b->count[b->n] = count;
+	b->bytes += len;
+	if (++b->n == LOOKUP_BLOCK)
+		count_block(b);
 }
 
-/* Look up the queued tokens: hash and prefetch all, then intern each. */
-static void
-flush_queue(CountsState *st)
-{
-	vocab_hash *h = st->words.hash;
-	bool		is_new;
-
-	if (unlikely(gnb_class_counts_budget_kb > 0))
-	{
-		double		bytes = 0;
-
-		for (int i = 0; i < st->queued; i++)
-			bytes += st->queue_key[i].len + 1;
-		counts_budget_strings(st, &st->words, st->queued, bytes);
-	}
-	for (int i = 0; i < st->queued; i++)
-	{
-		st->queue_hash[i] = token_hash(st->queue_key[i].str, st->queue_key[i].len,
-									   st->queue_key[i].first);
-		__builtin_prefetch(&h->data[st->queue_hash[i] & h->sizemask]);
-	}
-	for (int i = 0; i < st->queued; i++)
-		row_add_word(st, stringset_id_hash(&st->words, st->cxt, st->queue_key[i],
-										   st->queue_hash[i], &is_new),
-					 st->queue_count[i]);
-	st->queued = 0;
-}
-
-/* Queue one token of the current row (a gnb_token_fn). */
+/* Queue one token of the current row (a gnb_token_fn: a tsvector's). */
 static void
 count_token(void *arg, const char *str, int len, int32 count)
 {
-	CountsState *st = arg;
-
-	st->queue_key[st->queued] = token_key(str, len);
-	st->queue_count[st->queued] = count;
-	if (++st->queued == LOOKUP_BLOCK)
-		flush_queue(st);
+	block_add(arg, str, len, first_word(str, len), count);
 }
 
-/* Add the current row's distinct words to the cells of its class. */
+/*
+ * Queue every token of a text[] (the row's, detoasted): the elements walked
+ * as array_iter_next walks them (each varlena element aligned to int), NULL
+ * elements skipped.  A token's first word is one 8-byte load, masked to its
+ * length, when 8 bytes from its start are still within the array.
+ */
 static void
-flush_row(CountsState *st, int32 class_id)
+count_text_array(TokenBlock *b, Datum tokens)
 {
-	uint32		hash[LOOKUP_BLOCK];
+	ArrayType  *arr = DatumGetArrayTypeP(tokens);
+	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	const bits8 *nulls = ARR_NULLBITMAP(arr);
+	const char *p = ARR_DATA_PTR(arr);
+	const char *end = (const char *) arr + VARSIZE(arr);
 
-	for (int32 start = 0; start < st->row_n; start += LOOKUP_BLOCK)
+	for (int i = 0; i < n; i++)
 	{
-		int32		n = Min(LOOKUP_BLOCK, st->row_n - start);
+		const char *str;
+		int			len;
+		uint64		first;
 
-		counts_budget_cells(st, n);
-		for (int32 i = 0; i < n; i++)
+		if (nulls != NULL && !(nulls[i >> 3] & (1 << (i & 7))))
+			continue;
+		str = VARDATA_ANY(p);
+		len = VARSIZE_ANY_EXHDR(p);
+		p = (const char *) att_align_nominal(p + VARSIZE_ANY(p), TYPALIGN_INT);
+#ifndef WORDS_BIGENDIAN
+		if (len >= 8)
+			memcpy(&first, str, 8);
+		else if (end - str >= 8)
 		{
-			uint64		key = cell_key(class_id, st->row_word[start + i]);
-
-			hash[i] = SH_CELL_HASH(key);
-			__builtin_prefetch(&st->cells->data[hash[i] & st->cells->sizemask]);
+			memcpy(&first, str, 8);
+			first = len == 0 ? 0 : first & (~UINT64CONST(0) >> (64 - 8 * len));
 		}
-		for (int32 i = 0; i < n; i++)
-		{
-			bool		found;
-			CountCell  *c = cells_insert_hash(st->cells, cell_key(class_id, st->row_word[start + i]),
-											  hash[i], &found);
-
-			if (!found)
-				c->count = 0;
-			c->count += st->row_count[start + i];
-		}
+		else
+#endif
+			first = first_word(str, len);
+		block_add(b, str, len, first, 1);
 	}
 }
 
@@ -438,97 +622,189 @@ check_state(const CountsState *st)
 		elog(ERROR, "gibbs_nb_class_counts: not a class counts state");
 }
 
+/*
+ * Map words [start, start + m) (keys and hashes known; m <= LOOKUP_BLOCK)
+ * to into's ids, interning the new ones: hashed slots and then words
+ * prefetched, then looked up.
+ */
+static void
+merge_word_block(CountsState *into, const TokenKey *keys, const uint32 *hashes, int32 start,
+				 int32 m, int32 *word_map)
+{
+	double		bytes = 0;
 
+	for (int32 i = start; i < start + m; i++)
+		bytes += keys[i].len;
+	CHECK_FOR_INTERRUPTS();
+	counts_budget_words(into, m, bytes);
+	for (int32 i = start; i < start + m; i++)
+		__builtin_prefetch(&into->slots[hashes[i] & into->slot_mask]);
+	for (int32 i = start; i < start + m; i++)
+	{
+		uint32		idp1 = into->slots[hashes[i] & into->slot_mask].idp1;
 
-/* Add every cell of `from` into `into`, mapping its strings to into's ids. */
+		if (idp1 != 0)
+			__builtin_prefetch(&into->words[idp1 - 1]);
+	}
+	for (int32 i = start; i < start + m; i++)
+		word_map[i] = word_id(into, keys[i], hashes[i]);
+}
+
+static void counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc);
+
+/*
+ * Add every cell of `from` into `into`, mapping its strings to into's ids
+ * by the hashes from already holds: no string is hashed again.
+ */
 static void
 counts_merge(CountsState *into, const CountsState *from)
 {
-	int32	   *class_map = palloc(sizeof(int32) * (from->classes.n + 1));
-	int32	   *word_map = palloc_extended(sizeof(int32) * ((Size) from->words.n + 1), MCXT_ALLOC_HUGE);
+	int32	   *class_map;
+	int32	   *word_map;
+	TokenKey   *keys;
+	uint32	   *hashes;
 	cells_iterator it;
 	CountCell  *c;
-	bool		is_new;
 	int64		n;
 
 	check_state(into);
 	check_state(from);
+	if (into == from)
+	{
+		/* a state merged into itself: from its flat copy */
+		Size		size = counts_get_flat_size(&into->hdr);
+		bytea	   *flat = palloc_extended(size, MCXT_ALLOC_HUGE);
+		GnbParsedCounts pc;
+
+		counts_flatten_into(&into->hdr, flat, size);
+		gnb_counts_parse(flat, &pc, false);
+		counts_merge_parsed(into, &pc);
+		pfree(flat);
+		return;
+	}
+	class_map = palloc(sizeof(int32) * (from->classes.n + 1));
 	for (int32 i = 0; i < from->classes.n; i++)
 	{
-		counts_budget_strings(into, &into->classes, 1, from->classes.len[i] + 1);
+		counts_budget_class(into, from->classes.len[i] + 1);
 		class_map[i] = stringset_id(&into->classes, into->cxt, from->classes.str[i],
-									from->classes.len[i], &is_new);
+									from->classes.len[i]);
 	}
-	for (int32 i = 0; i < from->words.n; i++)
+	word_map = palloc_extended(sizeof(int32) * ((Size) from->n_words + 1), MCXT_ALLOC_HUGE);
+	keys = palloc_extended(sizeof(TokenKey) * ((Size) from->n_words + 1), MCXT_ALLOC_HUGE);
+	hashes = palloc_extended(sizeof(uint32) * ((Size) from->n_words + 1), MCXT_ALLOC_HUGE);
+	for (int32 i = 0; i < from->n_words; i++)
 	{
-		if (i % LOOKUP_BLOCK == 0)
-			counts_budget_block(into, from->words.len + i, Min(LOOKUP_BLOCK, from->words.n - i));
-		word_map[i] = stringset_id(&into->words, into->cxt, from->words.str[i],
-								   from->words.len[i], &is_new);
+		keys[i].str = from->words[i].str;
+		keys[i].len = from->words[i].len;
+		keys[i].first = from->words[i].first;
+		hashes[i] = from->words[i].hash;
 	}
+	/* a block of words, then their inline cells while the words are cached */
+	for (int32 start = 0; start < from->n_words; start += LOOKUP_BLOCK)
+	{
+		int32		m = Min(LOOKUP_BLOCK, from->n_words - start);
+
+		merge_word_block(into, keys, hashes, start, m, word_map);
+		counts_budget_cells(into, 2 * m);
+		for (int32 i = start; i < start + m; i++)
+		{
+			const CountsWord *w = &from->words[i];
+
+			for (int j = 0; j < 2; j++)
+			{
+				if (w->cls[j] < 0)
+					continue;
+				if (w->cls[j] >= from->classes.n || w->n[j] <= 0)
+					elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
+				word_add(into, word_map[i], class_map[w->cls[j]], w->n[j]);
+			}
+		}
+	}
+	pfree(keys);
+	pfree(hashes);
 	n = 0;
-	cells_start_iterate(from->cells, &it);
-	while ((c = cells_iterate(from->cells, &it)) != NULL)
+	cells_start_iterate(from->more, &it);
+	while ((c = cells_iterate(from->more, &it)) != NULL)
 	{
 		uint32		cls = (uint32) (c->key >> 32);
 		uint32		word = (uint32) c->key;
 
 		if (n++ % LOOKUP_BLOCK == 0)
 			counts_budget_cells(into, LOOKUP_BLOCK);
-
-		if (cls >= (uint32) from->classes.n || word >= (uint32) from->words.n || c->count <= 0)
+		if (cls >= (uint32) from->classes.n || word >= (uint32) from->n_words || c->count <= 0)
 			elog(ERROR, "gibbs_nb_class_counts: corrupt state in combine");
-		counts_add(into, class_map[cls], word_map[word], c->count);
+		word_add(into, word_map[word], class_map[cls], c->count);
 	}
 	pfree(class_map);
 	pfree(word_map);
 }
 
-/* Add every cell of a parsed value into `into`. */
+/*
+ * Add cells *ci, *ci + 1, ... of a parsed value into `into` as long as
+ * their words are in [lo, hi) (mapped already); stop at the first that is
+ * not.
+ */
 static void
-counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
+merge_parsed_cells(CountsState *into, const GnbParsedCounts *pc, const int32 *class_map,
+				   const int32 *word_map, int64 *ci, int32 lo, int32 hi)
 {
-	int32	   *class_map = palloc(sizeof(int32) * (pc->n_classes + 1));
-	int32	   *word_map = palloc_extended(sizeof(int32) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
-	bool		is_new;
-
-	check_state(into);
-	for (int32 i = 0; i < pc->n_classes; i++)
-	{
-		counts_budget_strings(into, &into->classes, 1, pc->class_len[i] + 1);
-		class_map[i] = stringset_id(&into->classes, into->cxt, pc->class_str[i],
-									pc->class_len[i], &is_new);
-	}
-	/* words a block at a time: hash and prefetch, then intern */
-	for (int32 start = 0; start < pc->n_words; start += LOOKUP_BLOCK)
-	{
-		int32		n = Min(LOOKUP_BLOCK, pc->n_words - start);
-		TokenKey	keys[LOOKUP_BLOCK];
-		uint32		hashes[LOOKUP_BLOCK];
-
-		counts_budget_block(into, pc->word_len + start, n);
-
-		for (int32 i = 0; i < n; i++)
-		{
-			keys[i] = token_key(pc->word_str[start + i], pc->word_len[start + i]);
-			hashes[i] = token_hash(keys[i].str, keys[i].len, keys[i].first);
-			__builtin_prefetch(&into->words.hash->data[hashes[i] & into->words.hash->sizemask]);
-		}
-		for (int32 i = 0; i < n; i++)
-			word_map[start + i] = stringset_id_hash(&into->words, into->cxt, keys[i], hashes[i],
-													&is_new);
-	}
-	for (int64 i = 0; i < pc->n_cells; i++)
+	for (; *ci < pc->n_cells; (*ci)++)
 	{
 		int32		cls,
 					word;
 		int64		count;
 
-		if (i % LOOKUP_BLOCK == 0)
+		gnb_counts_cell(pc, *ci, &cls, &word, &count);
+		if (word < lo || word >= hi)
+			return;
+		if (*ci % LOOKUP_BLOCK == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
 			counts_budget_cells(into, LOOKUP_BLOCK);
-		gnb_counts_cell(pc, i, &cls, &word, &count);
-		counts_add(into, class_map[cls], word_map[word], count);
+		}
+		word_add(into, word_map[word], class_map[cls], count);
 	}
+}
+
+/*
+ * Add every cell of a parsed value into `into`.  A block of words is
+ * looked up, then the cells that follow for those words (a flattened state
+ * lists each word's inline cells in word order) while the words are in
+ * cache; the cells left, in any order, after all the words.
+ */
+static void
+counts_merge_parsed(CountsState *into, const GnbParsedCounts *pc)
+{
+	int32	   *class_map = palloc(sizeof(int32) * (pc->n_classes + 1));
+	int32	   *word_map = palloc_extended(sizeof(int32) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
+	TokenKey   *keys = palloc_extended(sizeof(TokenKey) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
+	uint32	   *hashes = palloc_extended(sizeof(uint32) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
+	int64		ci = 0;
+
+	check_state(into);
+	for (int32 i = 0; i < pc->n_classes; i++)
+	{
+		counts_budget_class(into, pc->class_len[i] + 1);
+		class_map[i] = stringset_id(&into->classes, into->cxt, pc->class_str[i],
+									pc->class_len[i]);
+	}
+	if (into->n_words == 0)
+		words_reserve(into, pc->n_words);
+	for (int32 i = 0; i < pc->n_words; i++)
+	{
+		keys[i] = token_key(pc->word_str[i], pc->word_len[i]);
+		hashes[i] = token_hash(keys[i].str, keys[i].len, keys[i].first);
+	}
+	for (int32 start = 0; start < pc->n_words; start += LOOKUP_BLOCK)
+	{
+		int32		m = Min(LOOKUP_BLOCK, pc->n_words - start);
+
+		merge_word_block(into, keys, hashes, start, m, word_map);
+		merge_parsed_cells(into, pc, class_map, word_map, &ci, start, start + m);
+	}
+	merge_parsed_cells(into, pc, class_map, word_map, &ci, 0, pc->n_words);
+	pfree(keys);
+	pfree(hashes);
 	pfree(class_map);
 	pfree(word_map);
 }
@@ -605,19 +881,20 @@ class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
 	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
 	{
 		text	   *label = PG_GETARG_TEXT_PP(1);
-		bool		is_new;
-		int32		class_id;
+		TokenBlock	b;
 
-		counts_budget_strings(st, &st->classes, 1, VARSIZE_ANY_EXHDR(label) + 1);
-		class_id = stringset_id(&st->classes, st->cxt, VARDATA_ANY(label),
-								VARSIZE_ANY_EXHDR(label), &is_new);
-
-		st->row++;
-		st->row_n = 0;
-		st->queued = 0;
-		gnb_each_token(PG_GETARG_DATUM(2), is_tsvector, count_token, st);
-		flush_queue(st);
-		flush_row(st, class_id);
+		counts_budget_class(st, VARSIZE_ANY_EXHDR(label) + 1);
+		b.st = st;
+		b.cls = stringset_id(&st->classes, st->cxt, VARDATA_ANY(label),
+							 VARSIZE_ANY_EXHDR(label));
+		b.n = 0;
+		b.bytes = 0;
+		if (is_tsvector)
+			gnb_each_token(PG_GETARG_DATUM(2), true, count_token, &b);
+		else
+			count_text_array(&b, PG_GETARG_DATUM(2));
+		if (b.n > 0)
+			count_block(&b);
 	}
 	PG_RETURN_DATUM(EOHPGetRWDatum(&st->hdr));
 }
@@ -695,9 +972,9 @@ counts_get_flat_size(ExpandedObjectHeader *eohptr)
 
 	check_state(st);
 	size = VARHDRSZ + COUNTS_HEADER_SIZE
-		+ sizeof(int32) * ((Size) st->classes.n + st->words.n)
-		+ st->classes.bytes + st->words.bytes
-		+ CELL_SIZE * (Size) st->cells->members;
+		+ sizeof(int32) * ((Size) st->classes.n + st->n_words)
+		+ st->classes.bytes + st->word_bytes
+		+ CELL_SIZE * ((Size) st->n_inline + st->more->members);
 	if (size > MaxAllocSize)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -706,14 +983,17 @@ counts_get_flat_size(ExpandedObjectHeader *eohptr)
 	return size;
 }
 
-/* Write a state's serialised form, of the size counts_get_flat_size gave. */
+/*
+ * Write a state's serialised form, of the size counts_get_flat_size gave:
+ * the cells word by word (each word's inline cells), then those beyond.
+ */
 static void
 counts_flatten_into(ExpandedObjectHeader *eohptr, void *result, Size allocated_size)
 {
 	CountsState *st = (CountsState *) eohptr;
 	char	   *p = VARDATA(result);
 	uint32		header[2] = {COUNTS_MAGIC, COUNTS_FORMAT};
-	int64		n_cells = (int64) st->cells->members;
+	int64		n_cells = st->n_inline + (int64) st->more->members;
 	cells_iterator it;
 	CountCell  *c;
 
@@ -724,24 +1004,39 @@ counts_flatten_into(ExpandedObjectHeader *eohptr, void *result, Size allocated_s
 	p += sizeof(header);
 	memcpy(p, &st->classes.n, sizeof(int32));
 	p += sizeof(int32);
-	memcpy(p, &st->words.n, sizeof(int32));
+	memcpy(p, &st->n_words, sizeof(int32));
 	p += sizeof(int32);
 	memcpy(p, &n_cells, sizeof(int64));
 	p += sizeof(int64);
-	for (int pass = 0; pass < 2; pass++)
+	for (int32 i = 0; i < st->classes.n; i++)
 	{
-		const StringSet *set = pass == 0 ? &st->classes : &st->words;
-
-		for (int32 i = 0; i < set->n; i++)
+		memcpy(p, &st->classes.len[i], sizeof(int32));
+		p += sizeof(int32);
+		memcpy(p, st->classes.str[i], st->classes.len[i]);
+		p += st->classes.len[i];
+	}
+	for (int32 i = 0; i < st->n_words; i++)
+	{
+		memcpy(p, &st->words[i].len, sizeof(int32));
+		p += sizeof(int32);
+		memcpy(p, st->words[i].str, st->words[i].len);
+		p += st->words[i].len;
+	}
+	for (int32 i = 0; i < st->n_words; i++)
+	{
+		for (int j = 0; j < 2; j++)
 		{
-			memcpy(p, &set->len[i], sizeof(int32));
-			p += sizeof(int32);
-			memcpy(p, set->str[i], set->len[i]);
-			p += set->len[i];
+			int32		cell[2] = {st->words[i].cls[j], i};
+
+			if (cell[0] < 0)
+				continue;
+			memcpy(p, cell, sizeof(cell));
+			memcpy(p + sizeof(cell), &st->words[i].n[j], sizeof(int64));
+			p += CELL_SIZE;
 		}
 	}
-	cells_start_iterate(st->cells, &it);
-	while ((c = cells_iterate(st->cells, &it)) != NULL)
+	cells_start_iterate(st->more, &it);
+	while ((c = cells_iterate(st->more, &it)) != NULL)
 	{
 		int32		cell[2] = {(int32) (c->key >> 32), (int32) (uint32) c->key};
 
@@ -749,7 +1044,8 @@ counts_flatten_into(ExpandedObjectHeader *eohptr, void *result, Size allocated_s
 		memcpy(p + sizeof(cell), &c->count, sizeof(int64));
 		p += CELL_SIZE;
 	}
-	Assert(p == (char *) result + allocated_size);
+	if (p != (char *) result + allocated_size)
+		elog(ERROR, "gibbs_nb_class_counts: flat size changed");
 }
 
 /*

@@ -83,6 +83,19 @@ SELECT class, token, count FROM gibbs_nb_class_counts_rows(
      ('b', NULL::tsvector)) v(l, t)))
 ORDER BY 1, 2;
 
+-- text[] tokens as the transition walks them: a short token at the end of
+-- an array (read byte by byte) and in the middle of one (one 8-byte load,
+-- masked) is the same token; long ones that share their first 8 bytes are
+-- not; the empty string is a token; a word in four classes (two cells held
+-- by the word, two beyond)
+SELECT class, token, count FROM gibbs_nb_class_counts_rows(
+  (SELECT gibbs_nb_class_counts(l, t) FROM (VALUES
+     ('a', '{x,abcdefgh1,abcdefgh2,"",x}'::text[]),
+     ('b', '{x,"",abcdefgh1,x,abcdefg}'),
+     ('c', '{abcdefg,x}'),
+     ('d', '{x,abcdefgh2,abcdefgh2}')) v(l, t)))
+ORDER BY 1, 2;
+
 -- a value from elsewhere is checked, not trusted
 SELECT * FROM gibbs_nb_class_counts_rows('\x00'::bytea);
 SELECT * FROM gibbs_nb_class_counts_rows('\x434e4247010000000100000001000000ffffffff00000000'::bytea);
