@@ -592,9 +592,15 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
  * theta_step for K = 2.  The K = 2 label step needs only the log-odds of
  * the two classes' theta per word: log y_1w - log y_0w, less the difference
  * of the normalisers per token.  So one log per word rather than per (word,
- * class), and the label step reads one contiguous V-array.  The draws, in the
- * same order as theta_step's, are held class by class in log_theta[k * V + w]
- * until the log-odds replace them in log_theta[0 .. V).
+ * class), and the label step reads one contiguous V-array, log_theta[0 .. V).
+ *
+ * With gamma_theta >= 1 (no underflow) both classes' draws of a word are
+ * made together, word by word, then the inactive words' class 0 and class 1
+ * lumps; the ratios y_1w / y_0w go to log_theta[V .. V + n_active) in the
+ * order of the active words, are logged there in one vectorised pass
+ * (gnb_log_array) and then put in place.  Below 1 the draws are logs
+ * (gnb_rng_log_gamma), made class by class and held in log_theta[k * V + w]
+ * until their differences replace them.
  */
 static void
 theta_step2(chain_state *st, const double *N)
@@ -602,68 +608,81 @@ theta_step2(chain_state *st, const double *N)
 	const run_shared *sh = st->sh;
 	const double g = st->g_theta;
 	const int32_t V = sh->V;
+	const int32_t n_active = sh->n_active;
+	const int32_t *active = sh->active;
 	double	   *lt = st->log_theta;
 	double		lz[2];
 
+	if (g >= 1.0)
+	{
+		/* shapes at least 1: no underflow, normalised as they are */
+		double	   *ratio = lt + V;
+		double		sum0 = 0.0,
+					sum1 = 0.0;
+		gnb_rng		rng = st->rng;
+
+		for (int32_t i = 0; i < n_active; i++)
+		{
+			const double *n = N + 2 * (int64_t) active[i];
+			double		y0 = gnb_rng_gamma(&rng, n[0] + g);
+			double		y1 = gnb_rng_gamma(&rng, n[1] + g);
+
+			sum0 += y0;
+			sum1 += y1;
+			ratio[i] = y1 / y0;
+		}
+		for (int32_t k = 0; k < 2; k++)
+		{
+			double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
+
+			if (inactive_shape > 0.0)
+			{
+				if (k == 0)
+					sum0 += gnb_rng_gamma(&rng, inactive_shape);
+				else
+					sum1 += gnb_rng_gamma(&rng, inactive_shape);
+			}
+		}
+		st->rng = rng;
+		gnb_log_array(ratio, n_active);
+		for (int32_t i = 0; i < n_active; i++)
+			lt[active[i]] = ratio[i];
+		st->lz_diff = log(sum1) - log(sum0);
+		return;
+	}
 	for (int32_t k = 0; k < 2; k++)
 	{
 		double	   *y = lt + (int64_t) k * V;
 		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
 		double		sum = 0.0;
+		double		lmax = -INFINITY;
+		double		lrest = -INFINITY;
 
-		if (g >= 1.0)
+		for (int32_t i = 0; i < n_active; i++)
 		{
-			/* shapes at least 1: no underflow, normalised as they are */
-			for (int32_t i = 0; i < sh->n_active; i++)
-			{
-				int32_t		w = sh->active[i];
+			int32_t		w = active[i];
 
-				y[w] = gnb_rng_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
-				sum += y[w];
-			}
-			if (inactive_shape > 0.0)
-				sum += gnb_rng_gamma(&st->rng, inactive_shape);
-			lz[k] = log(sum);
+			y[w] = gnb_rng_log_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
+			if (y[w] > lmax)
+				lmax = y[w];
 		}
-		else
+		if (inactive_shape > 0.0)
 		{
-			double		lmax = -INFINITY;
-			double		lrest = -INFINITY;
-
-			for (int32_t i = 0; i < sh->n_active; i++)
-			{
-				int32_t		w = sh->active[i];
-
-				y[w] = gnb_rng_log_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
-				if (y[w] > lmax)
-					lmax = y[w];
-			}
-			if (inactive_shape > 0.0)
-			{
-				lrest = gnb_rng_log_gamma(&st->rng, inactive_shape);
-				if (lrest > lmax)
-					lmax = lrest;
-			}
-			for (int32_t i = 0; i < sh->n_active; i++)
-				sum += exp(y[sh->active[i]] - lmax);
-			sum += exp(lrest - lmax);
-			lz[k] = lmax + log(sum);
+			lrest = gnb_rng_log_gamma(&st->rng, inactive_shape);
+			if (lrest > lmax)
+				lmax = lrest;
 		}
+		for (int32_t i = 0; i < n_active; i++)
+			sum += exp(y[active[i]] - lmax);
+		sum += exp(lrest - lmax);
+		lz[k] = lmax + log(sum);
 	}
-	if (g >= 1.0)
-		for (int32_t i = 0; i < sh->n_active; i++)
-		{
-			int32_t		w = sh->active[i];
+	for (int32_t i = 0; i < n_active; i++)
+	{
+		int32_t		w = active[i];
 
-			lt[w] = log(lt[V + w] / lt[w]);
-		}
-	else
-		for (int32_t i = 0; i < sh->n_active; i++)
-		{
-			int32_t		w = sh->active[i];
-
-			lt[w] = lt[V + w] - lt[w];
-		}
+		lt[w] = lt[V + w] - lt[w];
+	}
 	st->lz_diff = lz[1] - lz[0];
 }
 
