@@ -2245,7 +2245,8 @@ test_memory_estimate(void)
 		uint64_t	needed;
 
 		make_synthetic(&s, cases[i].D, cases[i].V, cases[i].K, 8, cases[i].labelled, 5 + i);
-		needed = gnb_memory_needed(s.c.n_docs, s.c.n_words, s.c.n_classes, &p);
+		needed = gnb_memory_needed(s.c.n_docs, s.c.n_words, s.c.n_classes,
+								   s.c.doc_start[s.c.n_docs], &p);
 		gnb_train(&s.c, &p, &hooks, &r);
 		CHECK(b.peak <= needed, "case %zu: peak %zu bytes within the estimate %llu",
 			  i, b.peak, (unsigned long long) needed);
@@ -2379,11 +2380,11 @@ test_kept_series(void)
 	p.sweeps = 100000;
 	p.burn_in = 0;
 	{
-		uint64_t	small = gnb_memory_needed(1000, 5000, 2, &p);
+		uint64_t	small = gnb_memory_needed(1000, 5000, 2, 100000, &p);
 		uint64_t	big;
 
 		p.sweeps = 10000000;
-		big = gnb_memory_needed(1000, 5000, 2, &p);
+		big = gnb_memory_needed(1000, 5000, 2, 100000, &p);
 		CHECK(big == small && big < 10 * 1024 * 1024,
 			  "64 chains x 10,000,000 sweeps with no_trace: %llu bytes, as for 100,000 sweeps",
 			  (unsigned long long) big);
