@@ -476,7 +476,7 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 	 * corpus is in memory already, and V x K was checked with it.)
 	 */
 	one.chains = 1;
-	chain_memory = (double) size + (chains - 1) * (double) gnb_memory_needed(D, V, K, &one);
+	chain_memory = (double) size + (chains - 1) * (double) gnb_memory_needed(D, V, K, nnz, &one);
 	if (memory_committed + chain_memory > (double) p->max_job_memory)
 	{
 		elog(LOG, "gibbs_nb job " INT64_FORMAT ": chains run one after another: in parallel they would need %.0f MB more than gibbs_nb.max_job_memory allows",

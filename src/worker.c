@@ -327,7 +327,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	 */
 	committed = (double) MemoryContextMemAllocated(job_cxt, true) +
 		(double) gnb_memory_needed(corpus.n_docs, corpus.n_words, corpus.n_classes,
-								   &p->sampler) +
+								   corpus.doc_start[corpus.n_docs], &p->sampler) +
 		3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
 		64.0 * corpus.n_words;
 	/*

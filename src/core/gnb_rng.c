@@ -3,8 +3,8 @@
  *	  xoshiro256++ and the Normal, Gamma and categorical draws of the samplers.
  */
 #include "gnb_rng.h"
-#include "gnb_zig.h"
 
+#include <float.h>
 #include <math.h>
 
 /* splitmix64: spreads a 64-bit seed over the 256-bit state. */
@@ -50,116 +50,70 @@ gnb_rng_jump(gnb_rng *rng)
 }
 
 /*
- * Standard normal by the ziggurat (gnb_zig.h, the half-normal's tables): one
- * 64-bit draw gives the layer (its low 8 bits), the sign (bit 8) and the
- * position in the layer (its top 53 bits); about 99 draws in 100 end in the
- * layer's rectangle under the curve, without a log or exp.  The tail beyond r
- * is drawn by Marsaglia's method: r + a with a = E_1 / r, accepted when
- * 2 E_2 >= a^2, the E exponentials.
+ * The rest of the ziggurat's standard normal draw (gnb_rng_normal,
+ * gnb_rng.h) when its position x in layer i is not in the layer's rectangle.
+ * The tail beyond r (the base layer) is drawn by Marsaglia's method: r + a
+ * with a = E_1 / r, accepted when 2 E_2 >= a^2, the E exponentials; in the
+ * other layers x is accepted under the curve, or a new draw starts.
  */
 double
-gnb_rng_normal(gnb_rng *rng)
+gnb_rng_normal_reject(gnb_rng *rng, int i, double x, double sign)
 {
-	for (;;)
+	if (i == 0)
 	{
-		uint64_t	bits = gnb_rng_next(rng);
-		int			i = (int) (bits & 255);
-		double		sign = (bits & 256) ? -1.0 : 1.0;
-		double		x = (double) (bits >> 11) * 0x1.0p-53 * gnb_zign_x[i];
+		double		a,
+					b;
 
-		if (x < gnb_zign_x[i + 1])
-			return sign * x;
-		if (i == 0)
+		do
 		{
-			double		a,
-						b;
-
-			do
-			{
-				a = gnb_rng_exponential(rng) / GNB_ZIGN_R;
-				b = gnb_rng_exponential(rng);
-			} while (b + b < a * a);
-			return sign * (GNB_ZIGN_R + a);
-		}
-		if (gnb_zign_f[i] + gnb_rng_uniform(rng) * (gnb_zign_f[i + 1] - gnb_zign_f[i]) <
-			exp(-0.5 * x * x))
-			return sign * x;
+			a = gnb_rng_exponential(rng) / GNB_ZIGN_R;
+			b = gnb_rng_exponential(rng);
+		} while (b + b < a * a);
+		return sign * (GNB_ZIGN_R + a);
 	}
+	if (gnb_zign_f[i] + gnb_rng_uniform(rng) * (gnb_zign_f[i + 1] - gnb_zign_f[i]) <
+		exp(-0.5 * x * x))
+		return sign * x;
+	return gnb_rng_normal(rng);
 }
 
 /*
- * Exp(1) by the ziggurat (gnb_zig.h): one 64-bit draw gives the layer (its
- * low 8 bits) and the position in it (its top 53 bits); about 99 draws in
- * 100 end in the layer's rectangle under the curve, without a log or exp.
- * The tail beyond r is r + Exp(1), Exp(1) being memoryless.
+ * The rest of the ziggurat's Exp(1) draw (gnb_rng_exponential, gnb_rng.h)
+ * when its position x in layer i is not in the layer's rectangle.  The tail
+ * beyond r (the base layer) is r + Exp(1), Exp(1) being memoryless; in the
+ * other layers x is accepted under the curve, or a new draw starts.
  */
 double
-gnb_rng_exponential(gnb_rng *rng)
+gnb_rng_exponential_reject(gnb_rng *rng, int i, double x)
+{
+	if (i == 0)
+		return GNB_ZIG_R - log(gnb_rng_uniform_pos(rng));
+	if (gnb_zig_f[i] + gnb_rng_uniform(rng) * (gnb_zig_f[i + 1] - gnb_zig_f[i]) < exp(-x))
+		return x;
+	return gnb_rng_exponential(rng);
+}
+
+/*
+ * The rest of Marsaglia and Tsang's Gamma(shape, 1) draw (gnb_rng_gamma,
+ * gnb_rng.h) when its first candidate d v is not accepted by the squeeze:
+ * the exact test with logs, then new candidates until one is accepted.
+ */
+double
+gnb_rng_gamma_mt_reject(gnb_rng *rng, double d, double c, double x, double v, double u)
 {
 	for (;;)
 	{
-		uint64_t	bits = gnb_rng_next(rng);
-		int			i = (int) (bits & 255);
-		double		x = (double) (bits >> 11) * 0x1.0p-53 * gnb_zig_x[i];
-
-		if (x < gnb_zig_x[i + 1])
-			return x;
-		if (i == 0)
-			return GNB_ZIG_R - log(gnb_rng_uniform_pos(rng));
-		if (gnb_zig_f[i] + gnb_rng_uniform(rng) * (gnb_zig_f[i + 1] - gnb_zig_f[i]) < exp(-x))
-			return x;
-	}
-}
-
-/* Largest integer shape drawn as a sum of exponentials (product of uniforms). */
-#define GNB_SMALL_INTEGER_SHAPE 8
-
-/*
- * Gamma(shape, 1) for shape >= 1.
- *
- * Shape 1 is an exponential (the ziggurat: no log).  Other integer shapes up
- * to GNB_SMALL_INTEGER_SHAPE are -log(U_1 ... U_m): one log per draw.  With
- * gamma_theta = 1 every shape N_kw + 1 is an integer, and most words are
- * rare, so this is the common case.  Other shapes use
- * Marsaglia & Tsang (2000), whose squeeze avoids the log nearly always.
- */
-double
-gnb_rng_gamma(gnb_rng *rng, double shape)
-{
-	if (shape == 1.0)
-		return gnb_rng_exponential(rng);
-	if (shape <= GNB_SMALL_INTEGER_SHAPE && shape == (double) (int) shape)
-	{
-		int			m = (int) shape;
-		double		prod = gnb_rng_uniform_pos(rng);
-
-		for (int i = 1; i < m; i++)
-			prod *= gnb_rng_uniform_pos(rng);
-		return -log(prod);
-	}
-	else
-	{
-		const double d = shape - 1.0 / 3.0;
-		const double c = 1.0 / sqrt(9.0 * d);
-
-		for (;;)
+		if (log(u) < 0.5 * x * x + d * (1.0 - v + log(v)))
+			return d * v;
+		do
 		{
-			double		x,
-						v,
-						u;
-
-			do
-			{
-				x = gnb_rng_normal(rng);
-				v = 1.0 + c * x;
-			} while (v <= 0.0);
-			v = v * v * v;
-			u = gnb_rng_uniform_pos(rng);
-			if (u < 1.0 - 0.0331 * (x * x) * (x * x))
-				return d * v;
-			if (log(u) < 0.5 * x * x + d * (1.0 - v + log(v)))
-				return d * v;
-		}
+			x = gnb_rng_normal(rng);
+			v = 1.0 + c * x;
+		} while (v <= 0.0);
+		v = v * v * v;
+		u = gnb_rng_uniform_pos(rng);
+		if (u < 1.0 - 0.0331 * (x * x) * (x * x))
+			return d * v;
 	}
 }
 
@@ -175,6 +129,36 @@ gnb_rng_log_gamma(gnb_rng *rng, double shape)
 		return log(gnb_rng_gamma(rng, shape));
 	return log(gnb_rng_gamma(rng, shape + 1.0)) +
 		log(gnb_rng_uniform_pos(rng)) / shape;
+}
+
+void
+gnb_log_array(double *x, int64_t n)
+{
+	int			normal = 1;
+	int64_t		i;
+
+	/* min and max of the array, without a branch per element */
+	for (i = 0; i + 2 <= n; i += 2)
+		normal &= (x[i] >= DBL_MIN) & (x[i] <= DBL_MAX) &
+			(x[i + 1] >= DBL_MIN) & (x[i + 1] <= DBL_MAX);
+	if (i < n)
+		normal &= (x[i] >= DBL_MIN) & (x[i] <= DBL_MAX);
+	if (!normal)
+	{
+		for (i = 0; i < n; i++)
+			x[i] = log(x[i]);
+		return;
+	}
+	for (i = 0; i + 2 <= n; i += 2)
+	{
+		double		a = gnb_log_normal(x[i]);
+		double		b = gnb_log_normal(x[i + 1]);
+
+		x[i] = a;
+		x[i + 1] = b;
+	}
+	if (i < n)
+		x[i] = gnb_log_normal(x[i]);
 }
 
 int

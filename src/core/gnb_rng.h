@@ -10,7 +10,11 @@
 #ifndef GNB_RNG_H
 #define GNB_RNG_H
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "gnb_zig.h"
 
 typedef struct gnb_rng
 {
@@ -60,20 +64,190 @@ gnb_rng_uniform_pos(gnb_rng *rng)
 	return (double) ((gnb_rng_next(rng) >> 11) + 1) * 0x1.0p-53;
 }
 
-/* Standard normal. */
-extern double gnb_rng_normal(gnb_rng *rng);
+#if defined(__GNUC__) || defined(__clang__)
+#define GNB_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GNB_INLINE static inline __attribute__((always_inline))
+#else
+#define GNB_LIKELY(x) (x)
+#define GNB_INLINE static inline
+#endif
 
-/* Exp(1), by the ziggurat method. */
-extern double gnb_rng_exponential(gnb_rng *rng);
+/*
+ * The ziggurat's rejected draws (layer i, position x outside the layer's
+ * rectangle): the base layer's tail, or the wedge under the curve, or a new
+ * draw.  Only for gnb_rng_exponential's inline fast path.
+ */
+extern double gnb_rng_exponential_reject(gnb_rng *rng, int i, double x);
+
+/*
+ * Exp(1), by the ziggurat method (gnb_zig.h): one 64-bit draw gives the
+ * layer (its low 8 bits) and the position in it (its top 53 bits); about 99
+ * draws in 100 end in the layer's rectangle under the curve, here inline,
+ * without a log or exp.
+ */
+GNB_INLINE double
+gnb_rng_exponential(gnb_rng *rng)
+{
+	uint64_t	bits = gnb_rng_next(rng);
+	int			i = (int) (bits & 255);
+	double		x = (double) (bits >> 11) * 0x1.0p-53 * gnb_zig_x[i];
+
+	if (GNB_LIKELY(x < gnb_zig_x[i + 1]))
+		return x;
+	return gnb_rng_exponential_reject(rng, i, x);
+}
+
+extern double gnb_rng_normal_reject(gnb_rng *rng, int i, double x, double sign);
+
+/*
+ * Standard normal by the ziggurat (gnb_zig.h, the half-normal's tables): one
+ * 64-bit draw gives the layer (its low 8 bits), the sign (bit 8) and the
+ * position in the layer (its top 53 bits); about 99 draws in 100 end in the
+ * layer's rectangle under the curve, here inline, without a log or exp.
+ */
+GNB_INLINE double
+gnb_rng_normal(gnb_rng *rng)
+{
+	uint64_t	bits = gnb_rng_next(rng);
+	int			i = (int) (bits & 255);
+	double		sign = (bits & 256) ? -1.0 : 1.0;
+	double		x = (double) (bits >> 11) * 0x1.0p-53 * gnb_zign_x[i];
+
+	if (GNB_LIKELY(x < gnb_zign_x[i + 1]))
+		return sign * x;
+	return gnb_rng_normal_reject(rng, i, x, sign);
+}
+
+/*
+ * Largest integer shape drawn as a sum of exponentials: an inline ziggurat
+ * draw costs a fraction of Marsaglia and Tsang's normal, uniform and cube,
+ * up to about this many terms (test/bench/bench_core gamma).
+ */
+#define GNB_SUM_EXP_MAX 4
+
+extern double gnb_rng_gamma_mt_reject(gnb_rng *rng, double d, double c,
+									  double x, double v, double u);
+
+/*
+ * Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000): d v for
+ * v = (1 + c x)^3, x standard normal, d = shape - 1/3, c = 1 / sqrt(9 d),
+ * accepted by the squeeze nearly always (here, inline), otherwise by the
+ * exact test or a new candidate (gnb_rng_gamma_mt_reject).
+ */
+GNB_INLINE double
+gnb_rng_gamma_mt(gnb_rng *rng, double shape)
+{
+	const double d = shape - 1.0 / 3.0;
+	const double c = 1.0 / sqrt(9.0 * d);
+	double		x,
+				v,
+				u;
+
+	do
+	{
+		x = gnb_rng_normal(rng);
+		v = 1.0 + c * x;
+	} while (v <= 0.0);
+	v = v * v * v;
+	u = gnb_rng_uniform_pos(rng);
+	if (GNB_LIKELY(u < 1.0 - 0.0331 * (x * x) * (x * x)))
+		return d * v;
+	return gnb_rng_gamma_mt_reject(rng, d, c, x, v, u);
+}
 
 /*
  * Gamma(shape, 1) draws.  gnb_rng_gamma is for shape >= 1, where a draw
  * never underflows; gnb_rng_log_gamma returns the log of a draw for any
  * shape > 0 and stays finite for tiny shapes (docs/model.md: plain draws with
  * shape 0.01 are exactly 0 about once in 2,000 draws).
+ *
+ * Integer shapes m up to GNB_SUM_EXP_MAX are the sum of m exponentials (an
+ * exact Erlang draw, no log); with gamma_theta = 1 every shape N_kw + 1 of
+ * the theta step is an integer and most words are rare, so this inline path
+ * is the common case.  Other shapes use Marsaglia & Tsang (2000).
  */
-extern double gnb_rng_gamma(gnb_rng *rng, double shape);
+GNB_INLINE double
+gnb_rng_gamma(gnb_rng *rng, double shape)
+{
+	if (shape <= GNB_SUM_EXP_MAX && shape == (double) (int) shape)
+	{
+		int			m = (int) shape;
+		double		sum = gnb_rng_exponential(rng);
+
+		for (int i = 1; i < m; i++)
+			sum += gnb_rng_exponential(rng);
+		return sum;
+	}
+	return gnb_rng_gamma_mt(rng, shape);
+}
+
 extern double gnb_rng_log_gamma(gnb_rng *rng, double shape);
+
+/*
+ * log x for a positive normal double x (DBL_MIN <= x <= DBL_MAX), with the
+ * error of fdlibm's log (under 1 ulp; it may differ from libm's log in the
+ * last bit): x = 2^k m with m in [sqrt(2)/2, sqrt(2)), f = m - 1,
+ * s = f / (2 + f), log m = 2 atanh s by the minimax polynomial in s^2.
+ * Branch-free and in 64-bit integer and double operations only (k comes to
+ * a double through the exponent field of 2^52), so that a loop of them is
+ * vectorised by the compiler with SSE2 (gnb_log_array) and gives the same
+ * bits as the scalar code on any x86-64.  No FMA: without -march flags the
+ * compiler contracts nothing.
+ */
+GNB_INLINE double
+gnb_log_normal(double x)
+{
+	const double ln2_hi = 6.93147180369123816490e-01;	/* 0x3fe62e42fee00000 */
+	const double ln2_lo = 1.90821492927058770002e-10;	/* 0x3dea39ef35793c76 */
+	const double Lg1 = 6.666666666666735130e-01;
+	const double Lg2 = 3.999999999940941908e-01;
+	const double Lg3 = 2.857142874366239149e-01;
+	const double Lg4 = 2.222219843214978396e-01;
+	const double Lg5 = 1.818357216161805012e-01;
+	const double Lg6 = 1.531383769920937332e-01;
+	const double Lg7 = 1.479819860511658591e-01;
+	uint64_t	ix,
+				hx,
+				kbits;
+	double		m,
+				dk,
+				f,
+				hfsq,
+				s,
+				z,
+				w,
+				t1,
+				t2,
+				r;
+
+	memcpy(&ix, &x, sizeof(ix));
+	/* the high word, shifted so that its exponent field is k + 1023 */
+	hx = (ix >> 32) + (0x3ff00000 - 0x3fe6a09e);
+	kbits = UINT64_C(0x4330000000000000) | (hx >> 20);
+	memcpy(&dk, &kbits, sizeof(dk));
+	dk -= 0x1p52 + 1023.0;
+	/* m: x's mantissa with the exponent of [sqrt(2)/2, sqrt(2)) */
+	hx = (hx & 0x000fffff) + 0x3fe6a09e;
+	ix = (hx << 32) | (ix & 0xffffffff);
+	memcpy(&m, &ix, sizeof(m));
+	f = m - 1.0;
+	hfsq = 0.5 * f * f;
+	s = f / (2.0 + f);
+	z = s * s;
+	w = z * z;
+	t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+	t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+	r = t2 + t1;
+	return s * (hfsq + r) + dk * ln2_lo - hfsq + f + dk * ln2_hi;
+}
+
+/*
+ * x[i] = log x[i] for i in [0, n): by gnb_log_normal, two at a time (the
+ * compiler vectorises the pair), when every x[i] is a positive normal
+ * number; otherwise by libm's log, so that 0, subnormals, infinities, NaN
+ * and negative numbers give what log gives.
+ */
+extern void gnb_log_array(double *x, int64_t n);
 
 /*
  * Draw an index from unnormalised log weights (scores).  scratch must hold

@@ -143,6 +143,14 @@ typedef struct run_shared
 	int32_t    *active;			/* words that occur in an unlabelled document */
 	int32_t		n_active;
 	/*
+	 * paper, K = 2: the pairs of the unlabelled documents, document after
+	 * document in the order of unlabeled, as the index in active of their
+	 * word: the label step reads the log-odds of the active words only, from
+	 * a dense array (theta_step2)
+	 */
+	int32_t    *dense_word;
+	int64_t		n_dense;
+	/*
 	 * K: summed clamped counts of the other words; with their number, the
 	 * summed Dirichlet shape of those words for the current gamma_theta.
 	 */
@@ -195,8 +203,9 @@ typedef struct chain_state
 	double	   *log_pred_own;	/* K */
 	/*
 	 * V x K, paper sampler only: log theta, word-major; with K = 2 instead
-	 * log_theta[w] = log y_1w - log y_0w for the unnormalised draws y, and
-	 * lz_diff = log z_1 - log z_0 for their normalisers (theta_step2).
+	 * log_theta[i] = log y_1w - log y_0w for the unnormalised draws y of the
+	 * i-th active word w, and lz_diff = log z_1 - log z_0 for their
+	 * normalisers (theta_step2).
 	 */
 	double	   *log_theta;
 	double		lz_diff;
@@ -240,7 +249,8 @@ xalloc(const gnb_hooks *hooks, size_t n, size_t size)
  * so this bounds the peak from above).
  */
 uint64_t
-gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_params *params)
+gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_pairs,
+				  const gnb_params *params)
 {
 	uint64_t	D = (uint64_t) (n_docs > 0 ? n_docs : 1);
 	uint64_t	V = (uint64_t) (n_words > 0 ? n_words : 1);
@@ -289,6 +299,9 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 	/* int32 per document (labels, last labels, unlabelled index), per word */
 	bytes += 4 * D * sizeof(int32_t) + 2 * V * sizeof(int32_t) + V;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
+	/* paper, K = 2: the unlabelled documents' pairs as active word indexes */
+	if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
+		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * sizeof(int32_t) + sizeof(int32_t);
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
 }
@@ -592,9 +605,15 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
  * theta_step for K = 2.  The K = 2 label step needs only the log-odds of
  * the two classes' theta per word: log y_1w - log y_0w, less the difference
  * of the normalisers per token.  So one log per word rather than per (word,
- * class), and the label step reads one contiguous V-array.  The draws, in the
- * same order as theta_step's, are held class by class in log_theta[k * V + w]
- * until the log-odds replace them in log_theta[0 .. V).
+ * class), and the label step reads one contiguous array: log_theta[i] for
+ * the i-th active word (the only words it reads; sh->dense_word).
+ *
+ * With gamma_theta >= 1 (no underflow) both classes' draws of a word are
+ * made together, word by word, then the inactive words' class 0 and class 1
+ * lumps; the ratios y_1w / y_0w, logged in one vectorised pass
+ * (gnb_log_array), are the log-odds.  Below 1 the draws are logs
+ * (gnb_rng_log_gamma), made class by class into log_theta[k * V + i] until
+ * their differences replace them.
  */
 static void
 theta_step2(chain_state *st, const double *N)
@@ -602,68 +621,72 @@ theta_step2(chain_state *st, const double *N)
 	const run_shared *sh = st->sh;
 	const double g = st->g_theta;
 	const int32_t V = sh->V;
+	const int32_t n_active = sh->n_active;
+	const int32_t *active = sh->active;
 	double	   *lt = st->log_theta;
 	double		lz[2];
 
+	if (g >= 1.0)
+	{
+		/* shapes at least 1: no underflow, normalised as they are */
+		double		sum0 = 0.0,
+					sum1 = 0.0;
+		gnb_rng		rng = st->rng;
+
+		for (int32_t i = 0; i < n_active; i++)
+		{
+			const double *n = N + 2 * (int64_t) active[i];
+			double		y0 = gnb_rng_gamma(&rng, n[0] + g);
+			double		y1 = gnb_rng_gamma(&rng, n[1] + g);
+
+			sum0 += y0;
+			sum1 += y1;
+			lt[i] = y1 / y0;
+		}
+		for (int32_t k = 0; k < 2; k++)
+		{
+			double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
+
+			if (inactive_shape > 0.0)
+			{
+				if (k == 0)
+					sum0 += gnb_rng_gamma(&rng, inactive_shape);
+				else
+					sum1 += gnb_rng_gamma(&rng, inactive_shape);
+			}
+		}
+		st->rng = rng;
+		gnb_log_array(lt, n_active);
+		st->lz_diff = log(sum1) - log(sum0);
+		return;
+	}
 	for (int32_t k = 0; k < 2; k++)
 	{
 		double	   *y = lt + (int64_t) k * V;
 		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
 		double		sum = 0.0;
+		double		lmax = -INFINITY;
+		double		lrest = -INFINITY;
 
-		if (g >= 1.0)
+		for (int32_t i = 0; i < n_active; i++)
 		{
-			/* shapes at least 1: no underflow, normalised as they are */
-			for (int32_t i = 0; i < sh->n_active; i++)
-			{
-				int32_t		w = sh->active[i];
-
-				y[w] = gnb_rng_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
-				sum += y[w];
-			}
-			if (inactive_shape > 0.0)
-				sum += gnb_rng_gamma(&st->rng, inactive_shape);
-			lz[k] = log(sum);
+			y[i] = gnb_rng_log_gamma(&st->rng, N[2 * (int64_t) active[i] + k] + g);
+			if (y[i] > lmax)
+				lmax = y[i];
 		}
-		else
+		if (inactive_shape > 0.0)
 		{
-			double		lmax = -INFINITY;
-			double		lrest = -INFINITY;
-
-			for (int32_t i = 0; i < sh->n_active; i++)
-			{
-				int32_t		w = sh->active[i];
-
-				y[w] = gnb_rng_log_gamma(&st->rng, N[2 * (int64_t) w + k] + g);
-				if (y[w] > lmax)
-					lmax = y[w];
-			}
-			if (inactive_shape > 0.0)
-			{
-				lrest = gnb_rng_log_gamma(&st->rng, inactive_shape);
-				if (lrest > lmax)
-					lmax = lrest;
-			}
-			for (int32_t i = 0; i < sh->n_active; i++)
-				sum += exp(y[sh->active[i]] - lmax);
-			sum += exp(lrest - lmax);
-			lz[k] = lmax + log(sum);
+			lrest = gnb_rng_log_gamma(&st->rng, inactive_shape);
+			if (lrest > lmax)
+				lmax = lrest;
 		}
+		for (int32_t i = 0; i < n_active; i++)
+			sum += exp(y[i] - lmax);
+		sum += exp(lrest - lmax);
+		lz[k] = lmax + log(sum);
 	}
-	if (g >= 1.0)
-		for (int32_t i = 0; i < sh->n_active; i++)
-		{
-			int32_t		w = sh->active[i];
-
-			lt[w] = log(lt[V + w] / lt[w]);
-		}
-	else
-		for (int32_t i = 0; i < sh->n_active; i++)
-		{
-			int32_t		w = sh->active[i];
-
-			lt[w] = lt[V + w] - lt[w];
-		}
+	for (int32_t i = 0; i < n_active; i++)
+		lt[i] = lt[V + i] - lt[i];
 	st->lz_diff = lz[1] - lz[0];
 }
 
@@ -791,6 +814,9 @@ label_step_paper2(chain_state *st)
 	const double lambda = st->lambda;
 	const int	predictive = st->kept_sweep && lambda != 1.0;
 	const double *lt = st->log_theta;
+	const int32_t *dense = sh->dense_word;
+	const int64_t n_dense = sh->n_dense;
+	int64_t		q = 0;
 	int32_t		changed = 0;
 
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -803,12 +829,15 @@ label_step_paper2(chain_state *st)
 					s1;
 
 		maybe_check_interrupts(sh, i);
-		/* l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2 */
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+		/*
+		 * l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2; the
+		 * q-th pair of the unlabelled documents is pair p of document j
+		 */
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++, q++)
 		{
-			if (p + GNB_PREFETCH_AHEAD < sh->n_pairs)
-				gnb_prefetch(lt + c->word[p + GNB_PREFETCH_AHEAD]);
-			l += c->count[p] * lt[c->word[p]];
+			if (q + GNB_PREFETCH_AHEAD < n_dense)
+				gnb_prefetch(lt + dense[q + GNB_PREFETCH_AHEAD]);
+			l += c->count[p] * lt[dense[q]];
 		}
 		l -= sh->doc_length[j] * st->lz_diff;
 		/* the scores up to a shift common to both classes */
@@ -1745,10 +1774,13 @@ gnb_warning_text(int32_t warning)
 	return "unknown warning";
 }
 
-/* Derive what all chains share: unlabelled documents, active words, shapes. */
+/*
+ * Derive what all chains share: unlabelled documents, active words, shapes;
+ * for a chain to run (for_chain) the paper sampler's dense_word too.
+ */
 static void
 setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
-			 const gnb_hooks *hooks)
+			 const gnb_hooks *hooks, int for_chain)
 {
 	const int32_t K = corpus->n_classes;
 	const int32_t V = corpus->n_words;
@@ -1809,6 +1841,28 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 				sh->inactive_count[k] += labelled_count[(int64_t) w * K + k];
 		}
 	}
+	if (for_chain && params->sampler == GNB_SAMPLER_PAPER && K == 2)
+	{
+		/* index in active of each word (in labelled_count's room: V x 2 doubles) */
+		int32_t    *index = (int32_t *) labelled_count;
+
+		for (int32_t i = 0; i < sh->n_active; i++)
+			index[sh->active[i]] = i;
+		for (int32_t i = 0; i < sh->n_unlabeled; i++)
+		{
+			int32_t		j = sh->unlabeled[i];
+
+			sh->n_dense += corpus->doc_start[j + 1] - corpus->doc_start[j];
+		}
+		sh->dense_word = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(int32_t));
+		for (int64_t i = 0, q = 0; i < sh->n_unlabeled; i++)
+		{
+			int32_t		j = sh->unlabeled[i];
+
+			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+				sh->dense_word[q++] = index[corpus->word[p]];
+		}
+	}
 	hooks->release(is_active, hooks->arg);
 	hooks->release(labelled_count, hooks->arg);
 }
@@ -1823,6 +1877,8 @@ release_shared(run_shared *sh)
 	hooks->release(sh->inactive_count, hooks->arg);
 	hooks->release(sh->class_clamped, hooks->arg);
 	hooks->release(sh->active, hooks->arg);
+	if (sh->dense_word)
+		hooks->release(sh->dense_word, hooks->arg);
 }
 
 void
@@ -1840,7 +1896,7 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 
 	if (hooks == NULL)
 		hooks = &gnb_default_hooks;
-	setup_shared(&sh, corpus, params, hooks);
+	setup_shared(&sh, corpus, params, hooks, 1);
 
 	memset(out, 0, sizeof(*out));
 	out->chain = chain;
@@ -1995,7 +2051,7 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 	cb->params = params;
 	cb->hooks = hooks;
 	cb->result = result;
-	setup_shared(&cb->sh, corpus, params, hooks);
+	setup_shared(&cb->sh, corpus, params, hooks, 0);
 
 	memset(result, 0, sizeof(*result));
 	result->n_docs = D;

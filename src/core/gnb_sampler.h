@@ -174,12 +174,13 @@ extern const char *gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 /*
  * An upper bound, in bytes, on what gnb_train allocates through hooks->alloc
  * at any one time for a corpus of this shape (n_docs unlabelled documents,
- * n_words words, n_classes classes) and these parameters, result included.
+ * n_words words, n_classes classes, n_pairs document-word pairs in all) and
+ * these parameters, result included.
  * The corpus itself is the caller's and not counted.  Callers check it
  * against their memory budget before they train.
  */
 extern uint64_t gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes,
-								  const gnb_params *params);
+								  int64_t n_pairs, const gnb_params *params);
 
 /*
  * Run params->chains chains and fill *result (allocated with hooks->alloc).
