@@ -89,14 +89,41 @@ log_product_value(const log_product *p)
 }
 
 /*
- * lgamma(n + c + g) - lgamma(n + g) for a count c >= 1: log of the rising
- * factorial (n + g)(n + g + 1)...(n + g + c - 1).  Small c goes into the
- * running product *p; large c is returned directly.
+ * lgamma(x + c) - lgamma(x) for x > 0, c >= 0.  From x = GNB_STIRLING_MIN on
+ * by Stirling's series, written so that nothing cancels:
+ *   (x - 1/2) log1p(c / x) + c (log(x + c) - 1) + t(x + c) - t(x),
+ *   t(z) = 1/(12 z) - 1/(360 z^3) + 1/(1260 z^5) - 1/(1680 z^7),
+ * whose truncation error is below the next term, 1/(1188 z^9) < 2e-17 at z =
+ * 32.  Its rounding error is a few ulps of c log(x + c); the difference of
+ * two lgamma values loses a few ulps of lgamma(x + c) itself (10^-9 for the
+ * class totals of a large corpus), and costs two lgamma calls instead of a
+ * log and a log1p.  Below GNB_STIRLING_MIN: lgamma.
  */
+#define GNB_STIRLING_MIN 32.0
+
+static inline double
+stirling_tail(double z)
+{
+	double		r = 1.0 / z;
+	double		r2 = r * r;
+
+	return r * (1.0 / 12 - r2 * (1.0 / 360 - r2 * (1.0 / 1260 - r2 * (1.0 / 1680))));
+}
+
+static inline double
+lgamma_diff(double x, double c)
+{
+	if (x >= GNB_STIRLING_MIN)
+		return (x - 0.5) * log1p(c / x) + c * (log(x + c) - 1.0) +
+			(stirling_tail(x + c) - stirling_tail(x));
+	return lgamma(x + c) - lgamma(x);
+}
+
 /*
- * x (x + 1) ... (x + c - 1) for 1 <= c <= 4 without a branch on c: counts
- * vary from word to word, and a loop over them costs a mispredicted branch
- * on most words.  (c > 1 ? x + 1 : 1) = 1 + [c > 1] x, and so on.
+ * x (x + 1) ... (x + c - 1) for 1 <= c <= 4, meant without a branch on c:
+ * (c > 1 ? x + 1 : 1) = 1 + [c > 1] x, and so on.  (gcc compiles the masks
+ * into compares and jumps all the same; the K = 2 collapsed scores, where
+ * that cost most, choose by a table load instead.)
  */
 static inline double
 rising_small(double x, int32_t c)
@@ -108,15 +135,22 @@ rising_small(double x, int32_t c)
 	return x * (1.0 + b2 * x) * (1.0 + b3 * (x + 1.0)) * (1.0 + b4 * (x + 2.0));
 }
 
+/*
+ * lgamma(n + c + g) - lgamma(n + g) for a count c >= 1: log of the rising
+ * factorial (n + g)(n + g + 1)...(n + g + c - 1).  Small c goes into the
+ * running product *p while its factor stays below 1e100 (so the product, at
+ * most 1e200 before it is logged, cannot overflow) and x is not below 1e-100
+ * (nor can it underflow); otherwise the value is returned directly.
+ */
 static inline double
 log_rising(log_product *p, double n_plus_g, int32_t c)
 {
-	if (c <= 4)
+	if (c <= 4 && n_plus_g <= 1e24 && n_plus_g >= 1e-100)
 	{
 		log_product_mul(p, rising_small(n_plus_g, c));
 		return 0.0;
 	}
-	if (c <= GNB_PRODUCT_MAX_COUNT)
+	if (c <= GNB_PRODUCT_MAX_COUNT && n_plus_g <= 1e12 && n_plus_g >= 1e-100)
 	{
 		double		f = n_plus_g;
 
@@ -125,7 +159,9 @@ log_rising(log_product *p, double n_plus_g, int32_t c)
 		log_product_mul(p, f);
 		return 0.0;
 	}
-	return lgamma(n_plus_g + c) - lgamma(n_plus_g);
+	if (n_plus_g < 1e-100)
+		return log(n_plus_g) + lgamma_diff(n_plus_g + 1.0, c - 1);
+	return lgamma_diff(n_plus_g, c);
 }
 
 /* What every chain of a run shares: derived once from the corpus. */
@@ -1006,7 +1042,7 @@ pair_factor(const int32_t *word, const int32_t *count, const double *N,
  * 4), and their factors are multiplied in afterwards, eight per pass, each
  * pass keeping the pairs that still need more.  Past
  * GNB_PRODUCT_MAX_COUNT_K2 factors the rest is lgamma(x + c) - lgamma(x +
- * done).
+ * done), by lgamma_diff.
  *
  * Returns 0, leaving s alone, when some x = N_kw + g may lie outside
  * [GNB_X_MIN, GNB_X_MAX] (the caller then takes the general path).
@@ -1113,8 +1149,8 @@ collapsed_full_scores2(chain_state *st, int32_t j, int32_t a, double *s)
 			{
 				for (int64_t i = 0; i < n_big; i++)
 				{
-					l0 += lgamma(big_x[2 * i] + big_c[i]) - lgamma(big_x[2 * i] + done);
-					l1 += lgamma(big_x[2 * i + 1] + big_c[i]) - lgamma(big_x[2 * i + 1] + done);
+					l0 += lgamma_diff(big_x[2 * i] + done, big_c[i] - done);
+					l1 += lgamma_diff(big_x[2 * i + 1] + done, big_c[i] - done);
 				}
 				break;
 			}
@@ -1141,10 +1177,10 @@ collapsed_full_scores2(chain_state *st, int32_t j, int32_t a, double *s)
 		}
 	}
 	s[0] = (a == 0 ? st->log_pred_own[0] : st->log_pred[0]) -
-		(lgamma(nk0 + R) - lgamma(nk0)) + l0 +
+		lgamma_diff(nk0, R) + l0 +
 		(log(m[0]) + (double) ((int64_t) e[0] - 1023 * steps) * GNB_LN2);
 	s[1] = (a == 1 ? st->log_pred_own[1] : st->log_pred[1]) -
-		(lgamma(nk1 + R) - lgamma(nk1)) + l1 +
+		lgamma_diff(nk1, R) + l1 +
 		(log(m[1]) + (double) ((int64_t) e[1] - 1023 * steps) * GNB_LN2);
 	return 1;
 }
@@ -1181,7 +1217,7 @@ collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s)
 		double		nk = st->Nk[k] - (k == a ? lambda * R : 0.0) + vg;
 
 		s[k] = (k == a ? st->log_pred_own[k] : st->log_pred[k]) -
-			(lgamma(nk + R) - lgamma(nk));
+			lgamma_diff(nk, R);
 		log_product_init(&prod[k]);
 	}
 	for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
@@ -1228,7 +1264,7 @@ collapsed_tempered_scores(chain_state *st, int32_t j, int32_t a, double *s)
 		double		nk = st->Nk[k] - (k == a ? lr : 0.0) + vg;
 
 		s[k] = (k == a ? st->log_prior_own[k] : st->log_prior[k]) -
-			(lgamma(nk + lr) - lgamma(nk));
+			lgamma_diff(nk, lr);
 	}
 	for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 	{
@@ -1239,7 +1275,7 @@ collapsed_tempered_scores(chain_state *st, int32_t j, int32_t a, double *s)
 		{
 			double		n = row[k] - (k == a ? add : 0.0) + g;
 
-			s[k] += lgamma(n + add) - lgamma(n);
+			s[k] += lgamma_diff(n, add);
 		}
 	}
 }
