@@ -933,7 +933,10 @@ typedef uint64_t gnb_v2u __attribute__((vector_size(16)));
  * least min(x, 1) when x = N_kw + g lies in [GNB_X_MIN, GNB_X_MAX], so m
  * times four factors stays normal and finite.  That holds for every word
  * when g >= GNB_X_MIN and N_k + g <= GNB_X_MAX (N_kw <= N_k), checked per
- * document.
+ * document.  (With lambda < 1 the counts less a document's share carry a
+ * rounding residue of about 1e-16 N_kw, which a gamma_theta that small need
+ * not dominate: then x, and the scores on any path, are not determined by
+ * the state.)
  */
 #define GNB_X_MAX 0x1p60
 #define GNB_X_MIN 0x1p-60
