@@ -82,6 +82,15 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
+# the collapsed scores against their formula: includes gnb_sampler.c itself
+# (its static functions), so links only gnb_rng.c
+test/unit/test_scores: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR)
+	$(CC) $(CORE_CFLAGS) -O2 -g -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
+
+test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR)
+	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
+
 .PHONY: unit unit-asan unit-valgrind bench bench-chains bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
@@ -100,11 +109,13 @@ prove_installcheck:
 		$(PROVE) -I $(pgxsdir)/src/test/perl -I test $(PROVE_FLAGS) test/t/*.pl
 # (the benchmark's driver is built too, so that a change of the core's API
 # cannot leave `make bench` broken)
-unit: test/unit/test_core test/bench/bench_core
+unit: test/unit/test_core test/unit/test_scores test/bench/bench_core
 	test/unit/test_core
+	test/unit/test_scores
 
-unit-asan: test/unit/test_core_asan
+unit-asan: test/unit/test_core_asan test/unit/test_scores_asan
 	test/unit/test_core_asan
+	test/unit/test_scores_asan
 
 unit-valgrind: test/unit/test_core
 	valgrind --error-exitcode=1 --leak-check=full -q test/unit/test_core
@@ -138,7 +149,8 @@ check-sklearn: install
 bench-citus:
 	test/bench/citus-bench.sh
 
-EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan test/bench/bench_core
+EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan test/unit/test_scores \
+	test/unit/test_scores_asan test/bench/bench_core
 
 # ---- fuzzing: the libFuzzer targets of test/fuzz (clang) ----
 #   make fuzz                   build the targets, run each FUZZ_SECONDS (60)
