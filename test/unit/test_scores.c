@@ -164,7 +164,7 @@ compare_scores(const char *name, test_corpus *t, double g, double lambda)
 	p.gamma_pi = 0.7;
 	p.gamma_theta = g;
 	p.unlabeled_weight = lambda;
-	setup_shared(&sh, c, &p, &gnb_default_hooks);
+	setup_shared(&sh, c, &p, &gnb_default_hooks, 1);
 	memset(&st, 0, sizeof(st));
 	st.sh = &sh;
 	st.lambda = lambda;
