@@ -58,30 +58,6 @@ typedef struct WordSlot
 /* Tokens' text is copied into blocks of this size (or of the token's). */
 #define TOKEN_BLOCK_SIZE ((Size) 256 * 1024)
 
-/*
- * A token of the current document waiting for its slot to reach the cache:
- * the slot is prefetched when the token is seen and looked up PENDING_TOKENS
- * tokens later, so that the memory latencies of that many lookups overlap
- * instead of adding up (the table is far larger than the caches).  Tokens
- * are still added in their order.
- */
-typedef struct PendingToken
-{
-	const char *str;
-	int			len;
-	int32		times;
-	uint64		first;
-	uint32		hash;
-} PendingToken;
-
-#define PENDING_TOKENS 16
-
-#if defined(__GNUC__) || defined(__clang__)
-#define prefetch_slot(p) __builtin_prefetch(p)
-#else
-#define prefetch_slot(p) ((void) 0)
-#endif
-
 /* Growable arrays of the corpus under construction. */
 typedef struct CorpusBuilder
 {
@@ -93,10 +69,6 @@ typedef struct CorpusBuilder
 	int32		n_words;
 	char	   *text_next;		/* free space of the current text block */
 	Size		text_left;
-	/* the current document's tokens whose slots are being fetched */
-	PendingToken pending[PENDING_TOKENS];
-	int			pending_head;
-	int			pending_n;
 	vocab_hash *labels;
 	int32		n_label_values;
 	char	  **label_values;	/* first-seen label id -> text */
@@ -320,18 +292,19 @@ word_slot(CorpusBuilder *b, const char *str, int len, bool *found)
 	return word_slot_hashed(b, str, len, first, token_hash(str, len, first), found);
 }
 
-/* `times` occurrences of a token in the current document. */
-static inline void
-add_pending(CorpusBuilder *b, const PendingToken *t)
+/* `times` occurrences of a token in the current document (a gnb_token_fn). */
+static void
+add_token(void *arg, const char *str, int len, int32 times)
 {
+	CorpusBuilder *b = arg;
 	bool		found;
-	WordSlot   *slot = word_slot_hashed(b, t->str, t->len, t->first, t->hash, &found);
+	WordSlot   *slot = word_slot(b, str, len, &found);
 	int32		doc = b->n_docs;
 
-	b->n_tokens += t->times;
+	b->n_tokens += times;
 	if (slot->last_doc == doc)
 	{
-		b->count[slot->pos] += t->times;
+		b->count[slot->pos] += times;
 		return;
 	}
 	if (b->n_pairs == b->pairs_cap)
@@ -345,46 +318,8 @@ add_pending(CorpusBuilder *b, const PendingToken *t)
 	slot->last_doc = doc;
 	slot->pos = (int32) b->n_pairs;
 	b->word[b->n_pairs] = slot->id;
-	b->count[b->n_pairs] = t->times;
+	b->count[b->n_pairs] = times;
 	b->n_pairs++;
-}
-
-/*
- * A token of the current document (a gnb_token_fn): its slot is prefetched,
- * and the token PENDING_TOKENS before it is added.
- */
-static void
-add_token(void *arg, const char *str, int len, int32 times)
-{
-	CorpusBuilder *b = arg;
-	PendingToken *t;
-
-	if (b->pending_n == PENDING_TOKENS)
-	{
-		add_pending(b, &b->pending[b->pending_head]);
-		b->pending_head = (b->pending_head + 1) % PENDING_TOKENS;
-		b->pending_n--;
-	}
-	t = &b->pending[(b->pending_head + b->pending_n) % PENDING_TOKENS];
-	t->str = str;
-	t->len = len;
-	t->times = times;
-	t->first = first_word(str, len);
-	t->hash = token_hash(str, len, t->first);
-	prefetch_slot(&b->slots[t->hash & b->slots_mask]);
-	b->pending_n++;
-}
-
-/* The rest of the current document's tokens. */
-static void
-add_pending_tokens(CorpusBuilder *b)
-{
-	while (b->pending_n > 0)
-	{
-		add_pending(b, &b->pending[b->pending_head]);
-		b->pending_head = (b->pending_head + 1) % PENDING_TOKENS;
-		b->pending_n--;
-	}
 }
 
 static int
@@ -615,7 +550,6 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bo
 	b->doc_start[b->n_docs] = b->n_pairs;
 	check_value_size(b, params, tokens);
 	gnb_each_token(tokens, params->source.tokens_base == TSVECTOROID, add_token, b);
-	add_pending_tokens(b);
 	b->label[b->n_docs] = -1;
 	if (b->id_typlen == -1)
 		check_value_size(b, params, id);
