@@ -39,3 +39,7 @@ SELECT left(t, 12) AS token, octet_length(t) AS bytes
 FROM gibbs_nb.packed p, unnest(p.tokens) WITH ORDINALITY AS u(t, i)
 WHERE p.model_name = 'rv' AND t !~ '^wordword[0-9]+$'
 ORDER BY i;
+
+SELECT gibbs_nb_drop('rv');
+DROP TABLE rv;
+DROP EXTENSION gibbs_nb;
