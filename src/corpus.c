@@ -34,6 +34,9 @@
 
 #include <math.h>
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 
 /*
@@ -795,6 +798,17 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 				class_seen[e->id] = true;
 				count_class[c] = e->id;
 			}
+
+			/*
+			 * The counting query's states and plan are gone, its result
+			 * copied: give their memory back to the system before the
+			 * documents' arrays grow, which glibc maps apart from its heap
+			 * once they are large.
+			 */
+			SPI_freetuptable(SPI_tuptable);
+#ifdef __GLIBC__
+			(void) malloc_trim(0);
+#endif
 		}
 		/* 3. the unlabelled documents, with their tokens */
 		for_each_row(&b, params,
