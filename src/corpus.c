@@ -33,23 +33,49 @@
 #include "access/detoast.h"
 
 #include <math.h>
+#include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
+
+/*
+ * A slot of the reading's word table: open addressing, linear probing.  A
+ * token's first 8 bytes decide most comparisons without touching its text,
+ * and the slot also says where the current document's pair of the word is,
+ * so that a token already seen costs one probe of one cache line.
+ */
+typedef struct WordSlot
+{
+	uint64		first;			/* first 8 bytes, zero padded (token_key) */
+	char	   *str;			/* the token, NUL-terminated; NULL: empty */
+	int32		len;
+	int32		id;				/* word id, in order of first sight */
+	int32		last_doc;		/* last document it was seen in, or -1 */
+	int32		pos;			/* its pair in that document */
+} WordSlot;
+
+/* The word table's fill at most (a power of 2 over 4 = 75%) */
+#define WORD_TABLE_FILL(cap) ((cap) / 4 * 3)
+
+/* Tokens' text is copied into blocks of this size (or of the token's). */
+#define TOKEN_BLOCK_SIZE ((Size) 256 * 1024)
 
 /* Growable arrays of the corpus under construction. */
 typedef struct CorpusBuilder
 {
-	MemoryContext cxt;
-	vocab_hash *vocab;
-	vocab_hash *labels;
+	MemoryContext cxt;			/* the corpus */
+	MemoryContext scratch;		/* what reading needs only while it reads */
+	/* the vocabulary: word table in scratch, tokens' text in cxt */
+	WordSlot   *slots;
+	uint32		slots_mask;		/* capacity - 1 */
 	int32		n_words;
+	char	   *text_next;		/* free space of the current text block */
+	Size		text_left;
+	vocab_hash *labels;
 	int32		n_label_values;
-	char	  **tokens;			/* word id -> token */
 	char	  **label_values;	/* first-seen label id -> text */
-	int32		words_cap;
 	int32		labels_cap;
-	/* per-word scratch to merge repeats within a document */
-	int32	   *seen_in_doc;
-	int32	   *pos_in_doc;
 	/* documents */
 	int32		n_docs;
 	int32		docs_cap;
@@ -82,30 +108,27 @@ typedef struct CorpusBuilder
 /* The job being read: its memory budget is checked as the corpus grows. */
 static const GnbJobParams *reading_job;
 
+/*
+ * An array of n elements grown to new_n: repalloc, so that a large array
+ * is grown in place where the allocator can (glibc moves the pages of an
+ * mmap'd block by mremap), rather than copied from an old array into a new
+ * one with both held.  The budget check still counts both.
+ */
 static void *
-grow(MemoryContext cxt, void *ptr, Size elem, int64 old_n, int64 new_n)
+grow(MemoryContext cxt, void *ptr, Size elem, int64 new_n)
 {
-	void	   *p;
-
 	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(cxt, true),
 						 (double) elem * new_n, "reading the source");
-	p = MemoryContextAllocExtended(cxt, elem * new_n, MCXT_ALLOC_HUGE);
-
-	if (ptr)
-	{
-		memcpy(p, ptr, elem * old_n);
-		pfree(ptr);
-	}
-	return p;
+	return repalloc_huge(ptr, elem * new_n);
 }
 
-/* Id of a token (or label), adding it to the table if new. */
+/* Id of a label, adding it to the labels if new. */
 static int32
-intern(CorpusBuilder *b, vocab_hash *table, const char *str, int len, bool is_label)
+intern_label(CorpusBuilder *b, const char *str, int len)
 {
 	TokenKey	key = token_key(str, len);
 	bool		found;
-	VocabEntry *entry = vocab_insert(table, key, &found);
+	VocabEntry *entry = vocab_insert(b->labels, key, &found);
 
 	if (!found)
 	{
@@ -118,45 +141,158 @@ intern(CorpusBuilder *b, vocab_hash *table, const char *str, int len, bool is_la
 		memcpy(copy, str, len);
 		copy[len] = '\0';
 		entry->key.str = copy;
-		if (is_label)
+		if (b->n_label_values >= GNB_MAX_CLASSES)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("the label column has more than %d distinct values",
+							GNB_MAX_CLASSES)));
+		if (b->n_label_values == b->labels_cap)
 		{
-			if (b->n_label_values >= GNB_MAX_CLASSES)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("the label column has more than %d distinct values",
-								GNB_MAX_CLASSES)));
-			if (b->n_label_values == b->labels_cap)
-			{
-				int32		cap = b->labels_cap * 2;
+			int32		cap = b->labels_cap * 2;
 
-				b->label_values = grow(b->cxt, b->label_values, sizeof(char *), b->labels_cap, cap);
-				b->labels_cap = cap;
-			}
-			entry->id = b->n_label_values;
-			b->label_values[b->n_label_values++] = copy;
+			b->label_values = grow(b->cxt, b->label_values, sizeof(char *), cap);
+			b->labels_cap = cap;
 		}
-		else
-		{
-			if (b->n_words == PG_INT32_MAX)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("the vocabulary has more than %d tokens", PG_INT32_MAX)));
-			if (b->n_words == b->words_cap)
-			{
-				int32		cap = b->words_cap * 2;
-
-				b->tokens = grow(b->cxt, b->tokens, sizeof(char *), b->words_cap, cap);
-				b->seen_in_doc = grow(b->cxt, b->seen_in_doc, sizeof(int32), b->words_cap, cap);
-				b->pos_in_doc = grow(b->cxt, b->pos_in_doc, sizeof(int32), b->words_cap, cap);
-				b->words_cap = cap;
-			}
-			entry->id = b->n_words;
-			b->tokens[b->n_words] = copy;
-			b->seen_in_doc[b->n_words] = -1;
-			b->n_words++;
-		}
+		entry->id = b->n_label_values;
+		b->label_values[b->n_label_values++] = copy;
 	}
 	return entry->id;
+}
+
+/*
+ * A word table of n empty slots, in the reading's scratch memory: Linux is
+ * asked for transparent huge pages over it (where it has them only on
+ * request) before it is first written, as vocab_index.c does for the
+ * prediction's table, so that a lookup costs a cache miss but not also a TLB
+ * miss.  Only a hint.
+ */
+static WordSlot *
+alloc_word_table(CorpusBuilder *b, uint64 n)
+{
+	Size		size = sizeof(WordSlot) * n;
+	char	   *p = MemoryContextAllocExtended(b->scratch, size, MCXT_ALLOC_HUGE);
+
+#ifdef MADV_HUGEPAGE
+	{
+		uintptr_t	start = TYPEALIGN(2 * 1024 * 1024, (uintptr_t) p);
+		uintptr_t	end = TYPEALIGN_DOWN(2 * 1024 * 1024, (uintptr_t) p + size);
+
+		if (end > start)
+			(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
+	}
+#endif
+	memset(p, 0, size);
+	return (WordSlot *) p;
+}
+
+/* The word table with twice the capacity: every word moves to its new slot. */
+static void
+grow_word_table(CorpusBuilder *b)
+{
+	uint64		cap = (uint64) b->slots_mask + 1;
+	uint64		new_cap = cap * 2;
+	uint32		new_mask;
+	WordSlot   *slots;
+
+	if (new_cap > (uint64) PG_UINT32_MAX + 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the vocabulary is too large")));
+	new_mask = (uint32) (new_cap - 1);
+	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) sizeof(WordSlot) * new_cap, "reading the source");
+	slots = alloc_word_table(b, new_cap);
+	for (uint64 i = 0; i < cap; i++)
+	{
+		WordSlot   *from = &b->slots[i];
+		uint32		at;
+
+		if (from->str == NULL)
+			continue;
+		at = token_hash(from->str, from->len, from->first) & new_mask;
+		while (slots[at].str != NULL)
+			at = (at + 1) & new_mask;
+		slots[at] = *from;
+	}
+	pfree(b->slots);
+	b->slots = slots;
+	b->slots_mask = new_mask;
+}
+
+/* A copy of a token, NUL-terminated, in the corpus's blocks of text. */
+static char *
+copy_token(CorpusBuilder *b, const char *str, int len)
+{
+	char	   *copy;
+
+	if (b->text_left < (Size) len + 1)
+	{
+		Size		size = Max(TOKEN_BLOCK_SIZE, (Size) len + 1);
+
+		gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
+							 (double) size, "reading the source");
+		b->text_next = MemoryContextAlloc(b->cxt, size);
+		b->text_left = size;
+	}
+	copy = b->text_next;
+	memcpy(copy, str, len);
+	copy[len] = '\0';
+	b->text_next += len + 1;
+	b->text_left -= len + 1;
+	return copy;
+}
+
+/*
+ * The slot of a word, adding it to the vocabulary if new (*found says
+ * which).  Tokens hold no NUL byte (text cannot), so a token of fewer than 8
+ * bytes is decided by its first word and length alone.
+ */
+static inline WordSlot *
+word_slot_hashed(CorpusBuilder *b, const char *str, int len, uint64 first, uint32 hash,
+				 bool *found)
+{
+	uint32		at = hash & b->slots_mask;
+	WordSlot   *slot;
+
+	for (;;)
+	{
+		slot = &b->slots[at];
+		if (slot->str == NULL)
+			break;
+		if (slot->first == first && slot->len == len &&
+			(len <= 8 || memcmp(slot->str + 8, str + 8, len - 8) == 0))
+		{
+			*found = true;
+			return slot;
+		}
+		at = (at + 1) & b->slots_mask;
+	}
+
+	*found = false;
+	if (b->n_words == PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the vocabulary has more than %d tokens", PG_INT32_MAX)));
+	if ((uint64) b->n_words + 1 > WORD_TABLE_FILL((uint64) b->slots_mask + 1))
+	{
+		grow_word_table(b);
+		return word_slot_hashed(b, str, len, first, hash, found);
+	}
+	slot->first = first;
+	slot->str = copy_token(b, str, len);
+	slot->len = len;
+	slot->id = b->n_words++;
+	slot->last_doc = -1;
+	slot->pos = 0;
+	return slot;
+}
+
+static WordSlot *
+word_slot(CorpusBuilder *b, const char *str, int len, bool *found)
+{
+	uint64		first = first_word(str, len);
+
+	return word_slot_hashed(b, str, len, first, token_hash(str, len, first), found);
 }
 
 /* `times` occurrences of a token in the current document (a gnb_token_fn). */
@@ -164,26 +300,27 @@ static void
 add_token(void *arg, const char *str, int len, int32 times)
 {
 	CorpusBuilder *b = arg;
-	int32		w = intern(b, b->vocab, str, len, false);
+	bool		found;
+	WordSlot   *slot = word_slot(b, str, len, &found);
 	int32		doc = b->n_docs;
 
 	b->n_tokens += times;
-	if (b->seen_in_doc[w] == doc)
+	if (slot->last_doc == doc)
 	{
-		b->count[b->pos_in_doc[w]] += times;
+		b->count[slot->pos] += times;
 		return;
 	}
 	if (b->n_pairs == b->pairs_cap)
 	{
 		int64		cap = b->pairs_cap * 2;
 
-		b->word = grow(b->cxt, b->word, sizeof(int32), b->pairs_cap, cap);
-		b->count = grow(b->cxt, b->count, sizeof(int32), b->pairs_cap, cap);
+		b->word = grow(b->cxt, b->word, sizeof(int32), cap);
+		b->count = grow(b->cxt, b->count, sizeof(int32), cap);
 		b->pairs_cap = cap;
 	}
-	b->seen_in_doc[w] = doc;
-	b->pos_in_doc[w] = (int32) b->n_pairs;
-	b->word[b->n_pairs] = w;
+	slot->last_doc = doc;
+	slot->pos = (int32) b->n_pairs;
+	b->word[b->n_pairs] = slot->id;
 	b->count[b->n_pairs] = times;
 	b->n_pairs++;
 }
@@ -194,23 +331,54 @@ cmp_cstring_ptr(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* Tokens in byte order (a token never holds a NUL: text cannot). */
-static char **sort_tokens;
-
-static int
-cmp_word_id(const void *a, const void *b)
+/*
+ * A word to sort by its token's bytes: the first 8 of them big-endian (a
+ * token never holds a NUL, text cannot, so the zero padding sorts a prefix
+ * first, as strcmp does), the rest compared only on a tie.
+ */
+typedef struct WordSortKey
 {
-	return strcmp(sort_tokens[*(const int32 *) a], sort_tokens[*(const int32 *) b]);
+	uint64		key;
+	const char *str;
+	int32		id;
+} WordSortKey;
+
+/* The first 8 bytes of a token as a big-endian number, zero padded. */
+static uint64
+sort_key(const char *str, int len)
+{
+	uint64		key = 0;
+
+	for (int i = 0; i < 8; i++)
+		key = (key << 8) | (i < len ? (unsigned char) str[i] : 0);
+	return key;
 }
+
+static inline int
+cmp_word_key(const WordSortKey *a, const WordSortKey *b)
+{
+	if (a->key != b->key)
+		return a->key < b->key ? -1 : 1;
+	/* the same first 8 bytes: both are at least 8 bytes long */
+	return strcmp(a->str + 8, b->str + 8);
+}
+
+#define ST_SORT sort_word_keys
+#define ST_ELEMENT_TYPE WordSortKey
+#define ST_COMPARE(a, b) cmp_word_key(a, b)
+#define ST_SCOPE static
+#define ST_DECLARE
+#define ST_DEFINE
+#include "lib/sort_template.h"
 
 static void
 grow_docs(CorpusBuilder *b)
 {
 	int32		cap = b->docs_cap * 2;
 
-	b->doc_start = grow(b->cxt, b->doc_start, sizeof(int64), b->docs_cap + 1, cap + 1);
-	b->label = grow(b->cxt, b->label, sizeof(int32), b->docs_cap, cap);
-	b->ids = grow(b->cxt, b->ids, sizeof(Datum), b->docs_cap, cap);
+	b->doc_start = grow(b->cxt, b->doc_start, sizeof(int64), cap + 1);
+	b->label = grow(b->cxt, b->label, sizeof(int32), cap);
+	b->ids = grow(b->cxt, b->ids, sizeof(Datum), cap);
 	b->docs_cap = cap;
 }
 
@@ -344,13 +512,13 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	{
 		int32		cap = b->labeled_cap * 2;
 
-		b->labeled_ids = grow(b->cxt, b->labeled_ids, sizeof(Datum), b->labeled_cap, cap);
-		b->labeled_value = grow(b->cxt, b->labeled_value, sizeof(int32), b->labeled_cap, cap);
+		b->labeled_ids = grow(b->cxt, b->labeled_ids, sizeof(Datum), cap);
+		b->labeled_value = grow(b->cxt, b->labeled_value, sizeof(int32), cap);
 		b->labeled_cap = cap;
 	}
 	check_value_size(b, params, label);
 	t = DatumGetTextPP(label);
-	b->labeled_value[b->n_labeled] = intern(b, b->labels, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), true);
+	b->labeled_value[b->n_labeled] = intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 	if (b->id_typlen == -1)
 		check_value_size(b, params, id);
 	old = MemoryContextSwitchTo(b->cxt);
@@ -418,9 +586,9 @@ add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	{
 		int32		cap = b->holdout_cap * 2;
 
-		b->holdout_ids = grow(b->cxt, b->holdout_ids, sizeof(Datum), b->holdout_cap, cap);
-		b->holdout_tokens = grow(b->cxt, b->holdout_tokens, sizeof(Datum), b->holdout_cap, cap);
-		b->holdout_labels = grow(b->cxt, b->holdout_labels, sizeof(char *), b->holdout_cap, cap);
+		b->holdout_ids = grow(b->cxt, b->holdout_ids, sizeof(Datum), cap);
+		b->holdout_tokens = grow(b->cxt, b->holdout_tokens, sizeof(Datum), cap);
+		b->holdout_labels = grow(b->cxt, b->holdout_labels, sizeof(char *), cap);
 		b->holdout_cap = cap;
 	}
 	check_value_size(b, params, tokens);
@@ -515,10 +683,23 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	if (isnull)
 		elog(ERROR, "gibbs_nb_class_counts returned NULL");
 	check_value_size(b, params, PointerGetDatum(value));
-	old = MemoryContextSwitchTo(b->cxt);
+	/*
+	 * Copied and parsed into the reading's scratch memory, which outlives the
+	 * SPI connection and goes when the corpus is read.  A token or class
+	 * twice is checked by the caller as it interns them.
+	 */
+	old = MemoryContextSwitchTo(b->scratch);
 	value = DatumGetByteaPCopy(PointerGetDatum(value));
+	gnb_counts_parse(value, pc, false);
 	MemoryContextSwitchTo(old);
-	gnb_counts_parse(value, pc, true);
+}
+
+static void
+counts_twice(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+			 errmsg("invalid gibbs_nb_class_counts value: a %s occurs twice", what)));
 }
 
 /*
@@ -545,20 +726,20 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	GnbParsedCounts counts;
 	int32	   *class_of_value = NULL;
 	int32	   *count_word = NULL;
-	int32	   *sorted;
+	int32	   *count_class = NULL;
 	int32	   *new_id;
+	WordSortKey *keys;
+	int32		n_keys;
 	int32		K;
 
 	memset(&b, 0, sizeof(b));
 	memset(&counts, 0, sizeof(counts));
 	reading_job = params;
 	b.cxt = cxt;
-	b.vocab = vocab_create(cxt, 1024, NULL);
-	b.labels = vocab_create(cxt, 16, NULL);
-	b.words_cap = 1024;
-	b.tokens = MemoryContextAlloc(cxt, sizeof(char *) * b.words_cap);
-	b.seen_in_doc = MemoryContextAlloc(cxt, sizeof(int32) * b.words_cap);
-	b.pos_in_doc = MemoryContextAlloc(cxt, sizeof(int32) * b.words_cap);
+	b.scratch = AllocSetContextCreate(cxt, "gibbs_nb read", ALLOCSET_DEFAULT_SIZES);
+	b.slots_mask = 4096 - 1;
+	b.slots = alloc_word_table(&b, 4096);
+	b.labels = vocab_create(b.scratch, 16, NULL);
 	b.labels_cap = 16;
 	b.label_values = MemoryContextAlloc(cxt, sizeof(char *) * b.labels_cap);
 	b.docs_cap = 1024;
@@ -590,13 +771,44 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 		/* 2. the labelled documents' counts, by the parallel aggregate */
 		if (b.n_labeled > 0)
 		{
-			bool		is_new;
+			bool		found;
+			bool	   *class_seen;
 
 			read_labeled_counts(&b, params, source_sql, held_out, &counts);
-			count_word = MemoryContextAlloc(cxt, sizeof(int32) * (counts.n_words + 1));
+			/* the counts' words are the first in the vocabulary: none twice */
+			count_word = MemoryContextAlloc(b.scratch, sizeof(int32) * (counts.n_words + 1));
 			for (int32 i = 0; i < counts.n_words; i++)
-				count_word[i] = intern(&b, b.vocab, counts.word_str[i], counts.word_len[i], false);
-			(void) is_new;
+			{
+				count_word[i] = word_slot(&b, counts.word_str[i], counts.word_len[i], &found)->id;
+				if (found)
+					counts_twice("token");
+			}
+			/* the counts' classes are labels seen by the ids query: one snapshot */
+			count_class = MemoryContextAlloc(b.scratch, sizeof(int32) * (counts.n_classes + 1));
+			class_seen = MemoryContextAllocZero(b.scratch, sizeof(bool) * (b.n_label_values + 1));
+			for (int32 c = 0; c < counts.n_classes; c++)
+			{
+				VocabEntry *e = vocab_lookup(b.labels, token_key(counts.class_str[c],
+																 counts.class_len[c]));
+
+				if (e == NULL)
+					elog(ERROR, "gibbs_nb_class_counts saw a label the ids query did not");
+				if (class_seen[e->id])
+					counts_twice("class");
+				class_seen[e->id] = true;
+				count_class[c] = e->id;
+			}
+
+			/*
+			 * The counting query's states and plan are gone, its result
+			 * copied: give their memory back to the system before the
+			 * documents' arrays grow, which glibc maps apart from its heap
+			 * once they are large.
+			 */
+			SPI_freetuptable(SPI_tuptable);
+#ifdef __GLIBC__
+			(void) malloc_trim(0);
+#endif
 		}
 		/* 3. the unlabelled documents, with their tokens */
 		for_each_row(&b, params,
@@ -643,26 +855,50 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	}
 	corpus->n_classes = K;
 
-	/* word ids in byte order of the tokens, whatever order they came in */
-	sorted = MemoryContextAllocExtended(cxt, sizeof(int32) * ((Size) b.n_words + 1), MCXT_ALLOC_HUGE);
-	new_id = MemoryContextAllocExtended(cxt, sizeof(int32) * ((Size) b.n_words + 1), MCXT_ALLOC_HUGE);
-	for (int32 w = 0; w < b.n_words; w++)
-		sorted[w] = w;
-	sort_tokens = b.tokens;
-	qsort(sorted, b.n_words, sizeof(int32), cmp_word_id);
+	/*
+	 * Word ids in byte order of the tokens, whatever order they came in; the
+	 * pairs as the sampler takes them, in arrays of their exact size.
+	 */
+	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
+						 (double) (sizeof(WordSortKey) + sizeof(int32) + sizeof(char *)) *
+						 ((double) b.n_words + 1), "reading the source");
+	keys = MemoryContextAllocExtended(b.scratch, sizeof(WordSortKey) * ((Size) b.n_words + 1),
+									  MCXT_ALLOC_HUGE);
+	n_keys = 0;
+	for (uint64 i = 0; i <= b.slots_mask; i++)
+	{
+		WordSlot   *slot = &b.slots[i];
+
+		if (slot->str == NULL)
+			continue;
+		keys[n_keys].key = sort_key(slot->str, slot->len);
+		keys[n_keys].str = slot->str;
+		keys[n_keys].id = slot->id;
+		n_keys++;
+	}
+	Assert(n_keys == b.n_words);
+	/* the word table is no longer needed: its memory goes before more is taken */
+	pfree(b.slots);
+	b.slots = NULL;
+	sort_word_keys(keys, n_keys);
+	new_id = MemoryContextAllocExtended(b.scratch, sizeof(int32) * ((Size) b.n_words + 1),
+										MCXT_ALLOC_HUGE);
 	corpus->tokens = MemoryContextAllocExtended(cxt, sizeof(char *) * ((Size) b.n_words + 1),
 												MCXT_ALLOC_HUGE);
 	for (int32 i = 0; i < b.n_words; i++)
 	{
-		new_id[sorted[i]] = i;
-		corpus->tokens[i] = b.tokens[sorted[i]];
+		new_id[keys[i].id] = i;
+		corpus->tokens[i] = (char *) keys[i].str;
 	}
+	pfree(keys);
 	corpus->n_tokens = 0;
 	for (int64 p = 0; p < b.n_pairs; p++)
 	{
 		b.word[p] = new_id[b.word[p]];
 		corpus->n_tokens += b.count[p];
 	}
+	b.word = repalloc_huge(b.word, sizeof(int32) * ((Size) b.n_pairs + 1));
+	b.count = repalloc_huge(b.count, sizeof(int32) * ((Size) b.n_pairs + 1));
 
 	/* the labelled documents, as ids, classes and counts */
 	corpus->n_labeled = b.n_labeled;
@@ -689,16 +925,10 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 		int32		cls,
 					word;
 		int64		n;
-		TokenKey	key;
-		VocabEntry *e;
 
 		gnb_counts_cell(&counts, i, &cls, &word, &n);
-		/* the counts' classes are labels seen by the ids query: one snapshot */
-		key = token_key(counts.class_str[cls], counts.class_len[cls]);
-		e = vocab_lookup(b.labels, key);
-		if (e == NULL)
-			elog(ERROR, "gibbs_nb_class_counts saw a label the ids query did not");
-		corpus->labeled_word_counts[(int64) new_id[count_word[word]] * K + class_of_value[e->id]] += n;
+		corpus->labeled_word_counts[(int64) new_id[count_word[word]] * K +
+									class_of_value[count_class[cls]]] += n;
 		corpus->n_tokens += n;
 	}
 
@@ -715,10 +945,6 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->holdout_ids = b.holdout_ids;
 	corpus->holdout_tokens = b.holdout_tokens;
 	corpus->holdout_labels = b.holdout_labels;
-	pfree(b.seen_in_doc);
-	pfree(b.pos_in_doc);
-	pfree(sorted);
-	pfree(new_id);
-	vocab_destroy(b.vocab);
-	vocab_destroy(b.labels);
+	/* the word table, the counts' value, the renumbering */
+	MemoryContextDelete(b.scratch);
 }

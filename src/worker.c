@@ -21,6 +21,9 @@
 #include "gibbs_nb.h"
 
 #include <signal.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -291,6 +294,17 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
+
+	/*
+	 * Reading's transient memory (its word table, the rows, the counting
+	 * query's aggregate states and plans) is back with malloc, which glibc
+	 * keeps in the process's heap unless asked: give it back to the system,
+	 * so that the worker's resident memory while it samples (and publishes)
+	 * is the corpus, not the corpus plus what it took to read it.
+	 */
+#ifdef __GLIBC__
+	(void) malloc_trim(0);
+#endif
 	read_seconds = seconds_since(phase_start);
 
 	if (corpus.n_docs + corpus.n_labeled == 0)
