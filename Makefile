@@ -73,21 +73,22 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/core/*.h)
 
 CORE_SRC = src/core/gnb_rng.c src/core/gnb_sampler.c
 CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h src/core/gnb_zig.h
+UNIT_HDR = test/unit/check.h
 CORE_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wno-missing-field-initializers -Isrc/core
 
-test/unit/test_core: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
+test/unit/test_core: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR) $(UNIT_HDR)
 	$(CC) $(CORE_CFLAGS) -O2 -g -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR)
+test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR) $(UNIT_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
 # the collapsed scores against their formula: includes gnb_sampler.c itself
 # (its static functions), so links only gnb_rng.c
-test/unit/test_scores: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR)
+test/unit/test_scores: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UNIT_HDR)
 	$(CC) $(CORE_CFLAGS) -O2 -g -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
 
-test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR)
+test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UNIT_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
 

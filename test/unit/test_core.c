@@ -19,15 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int	n_passed = 0;
-static int	n_failed = 0;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (cond) n_passed++; \
-		else { n_failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			   printf(__VA_ARGS__); printf("\n"); } \
-	} while (0)
+#include "check.h"
 
 /* How many standard errors an estimate may be from the exact value. */
 #define Z_TOLERANCE 5.0
@@ -2610,6 +2602,5 @@ main(void)
 	test_chains_apart();
 	printf("gamma_theta recovered\n");
 	test_gamma_recovery();
-	printf("%d passed, %d failed\n", n_passed, n_failed);
-	return n_failed == 0 ? 0 : 1;
+	return check_report();
 }

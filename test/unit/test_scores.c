@@ -22,15 +22,7 @@
 #include <float.h>
 #include <stdio.h>
 
-static int	n_passed = 0;
-static int	n_failed = 0;
-
-#define CHECK(cond, ...) \
-	do { \
-		if (cond) n_passed++; \
-		else { n_failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			   printf(__VA_ARGS__); printf("\n"); } \
-	} while (0)
+#include "check.h"
 
 /*
  * Tolerance: the sampler's error comes from the rounding of each factor of
@@ -362,6 +354,5 @@ main(void)
 {
 	test_lgamma_diff();
 	test_collapsed_scores();
-	printf("%d passed, %d failed\n", n_passed, n_failed);
-	return n_failed > 0;
+	return check_report();
 }
