@@ -191,6 +191,7 @@ echo
 echo "3. scaling: the core, $SCALE_SWEEPS sweeps, ms per sweep (median of $REPEAT)"
 printf '%-10s %6s %10s %10s %12s %14s\n' sampler corpus pairs ms/sweep ns/pair*K 'vs 1x per pair'
 declare -A mem
+declare -A fit
 for sampler in $SAMPLERS; do
   base=""
   for rep in 1 4 16; do
@@ -202,9 +203,24 @@ for sampler in $SAMPLERS; do
     m=$(printf '%s\n' "${ms[@]}" | median)
     [ -n "$base" ] || base=$m
     mem[$sampler.$rep]="$(field "$line" core_peak_bytes) $(field "$line" corpus_bytes) $(field "$line" maxrss_kb) $(field "$line" pairs) $(field "$line" words) $(field "$line" classes)"
+    fit[$sampler]+="$(field "$line" pairs) $m "
     awk -v s="$sampler" -v r="$rep" -v p="$(field "$line" pairs)" -v m="$m" -v b="$base" 'BEGIN {
       printf "%-10s %5dx %10d %10.2f %12.2f %13.2fx\n", s, r, p, m, m * 1e6 / (p * 2), (m / r) / b }'
   done
+done
+# Replicating the corpus keeps the vocabulary: work per word (paper's theta
+# step, a Gamma draw per active word and class) stays the same while work per
+# pair grows.  So "linear" means affine, ms = a + b * pairs: the least-squares
+# line through the three sizes, and each size's distance from it.
+for sampler in $SAMPLERS; do
+  awk -v s="$sampler" -v pts="${fit[$sampler]}" 'BEGIN {
+    n = split(pts, v, " ") / 2
+    for (i = 1; i <= n; i++) { x[i] = v[2 * i - 1]; y[i] = v[2 * i]; sx += x[i]; sy += y[i] }
+    for (i = 1; i <= n; i++) { sxx += (x[i] - sx / n) ^ 2; sxy += (x[i] - sx / n) * (y[i] - sy / n) }
+    b = sxy / sxx; a = sy / n - b * sx / n; worst = 0
+    for (i = 1; i <= n; i++) { d = (y[i] - (a + b * x[i])) / y[i]; if (d < 0) d = -d; if (d > worst) worst = d }
+    printf "  %-9s fit: %.2f ms per sweep + %.3f ns per pair x K (%.2f ns per pair); largest distance from the line %.1f%%\n",
+           s, a, b * 1e6 / 2, b * 1e6, 100 * worst }'
 done
 printf '%-10s %6s %10s %10s %12s\n' sampler K pairs ms/sweep ns/pair*K
 for sampler in $SAMPLERS; do
