@@ -129,16 +129,31 @@ extern double gnb_rng_gamma_mt_reject(gnb_rng *rng, double d, double c,
 									  double x, double v, double u);
 
 /*
- * Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000): d v for
- * v = (1 + c x)^3, x standard normal, d = shape - 1/3, c = 1 / sqrt(9 d),
- * accepted by the squeeze nearly always (here, inline), otherwise by the
- * exact test or a new candidate (gnb_rng_gamma_mt_reject).
+ * Marsaglia and Tsang's constant c = 1 / sqrt(9 d), d = shape - 1/3.  The
+ * theta step takes it from a table for integer shapes (gnb_mt_c_table): the
+ * same bits, since sqrt and division are correctly rounded IEEE operations,
+ * without a square root and a division per draw.
  */
 GNB_INLINE double
-gnb_rng_gamma_mt(gnb_rng *rng, double shape)
+gnb_rng_mt_c(double shape)
+{
+	return 1.0 / sqrt(9.0 * (shape - 1.0 / 3.0));
+}
+
+/* c for the integer shapes 1 .. GNB_MT_TABLE_MAX, filled by gnb_mt_c_table */
+#define GNB_MT_TABLE_MAX 1024
+extern void gnb_mt_c_table(double *c);
+
+/*
+ * Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000), given
+ * c = gnb_rng_mt_c(shape): d v for v = (1 + c x)^3, x standard normal,
+ * d = shape - 1/3, accepted by the squeeze nearly always (here, inline),
+ * otherwise by the exact test or a new candidate (gnb_rng_gamma_mt_reject).
+ */
+GNB_INLINE double
+gnb_rng_gamma_mt_c(gnb_rng *rng, double shape, double c)
 {
 	const double d = shape - 1.0 / 3.0;
-	const double c = 1.0 / sqrt(9.0 * d);
 	double		x,
 				v,
 				u;
@@ -153,6 +168,13 @@ gnb_rng_gamma_mt(gnb_rng *rng, double shape)
 	if (GNB_LIKELY(u < 1.0 - 0.0331 * (x * x) * (x * x)))
 		return d * v;
 	return gnb_rng_gamma_mt_reject(rng, d, c, x, v, u);
+}
+
+/* Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000). */
+GNB_INLINE double
+gnb_rng_gamma_mt(gnb_rng *rng, double shape)
+{
+	return gnb_rng_gamma_mt_c(rng, shape, gnb_rng_mt_c(shape));
 }
 
 /*
@@ -179,6 +201,44 @@ gnb_rng_gamma(gnb_rng *rng, double shape)
 		return sum;
 	}
 	return gnb_rng_gamma_mt(rng, shape);
+}
+
+/*
+ * Two Gamma draws of integer shapes m0, m1 >= 1 as m0 + m1 exponentials:
+ * *y0 the sum of the first m0, *y1 that of the rest (the same draws and the
+ * same sums as gnb_rng_gamma(m0) then gnb_rng_gamma(m1)).  The loop runs
+ * m0 + m1 times and each exponential goes to its sum by a mask, not a
+ * branch: when the theta step's words come in order of m0 + m1 (their total
+ * count), the only branches that depend on the draws are the ziggurat's
+ * rare rejections, whatever the split of the total between the classes.
+ * Adding +0.0 to a sum of positive numbers leaves it unchanged.
+ */
+GNB_INLINE void
+gnb_rng_gamma_pair_exp(gnb_rng *rng, int m0, int m1, double *y0, double *y1)
+{
+	const int	m = m0 + m1;
+	double		s0 = 0.0,
+				s1 = 0.0;
+
+	for (int r = 0; r < m; r++)
+	{
+		double		e = gnb_rng_exponential(rng);
+		uint64_t	bits,
+					mask = (uint64_t) 0 - (uint64_t) (r < m0);
+		double		e0,
+					e1;
+
+		memcpy(&bits, &e, sizeof(bits));
+		bits &= mask;
+		memcpy(&e0, &bits, sizeof(e0));
+		memcpy(&bits, &e, sizeof(bits));
+		bits &= ~mask;
+		memcpy(&e1, &bits, sizeof(e1));
+		s0 += e0;
+		s1 += e1;
+	}
+	*y0 = s0;
+	*y1 = s1;
 }
 
 extern double gnb_rng_log_gamma(gnb_rng *rng, double shape);

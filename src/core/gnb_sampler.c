@@ -164,6 +164,20 @@ log_rising(log_product *p, double n_plus_g, int32_t c)
 	return lgamma_diff(n_plus_g, c);
 }
 
+/* A document-word pair of the paper sampler's label step (K = 2). */
+typedef struct dense_pair
+{
+	int32_t		word;			/* the index in active of its word */
+	int32_t		count;
+} dense_pair;
+
+/* An active word and its total count, to sort them (sort_active). */
+typedef struct active_key
+{
+	double		total;
+	int32_t		word;
+} active_key;
+
 /* What every chain of a run shares: derived once from the corpus. */
 typedef struct run_shared
 {
@@ -176,15 +190,20 @@ typedef struct run_shared
 	int64_t		n_pairs;		/* doc_start[D] */
 	int32_t    *unlabeled;		/* ids of unlabelled documents */
 	int32_t		n_unlabeled;
-	int32_t    *active;			/* words that occur in an unlabelled document */
+	/*
+	 * Words that occur in an unlabelled document, by increasing word id;
+	 * for the paper sampler with K = 2 by increasing total count instead
+	 * (see sort_active).
+	 */
+	int32_t    *active;
 	int32_t		n_active;
 	/*
 	 * paper, K = 2: the pairs of the unlabelled documents, document after
-	 * document in the order of unlabeled, as the index in active of their
+	 * document in the order of unlabeled, with the index in active of their
 	 * word: the label step reads the log-odds of the active words only, from
-	 * a dense array (theta_step2)
+	 * a dense array (theta_step2), and the counts from the same cache line
 	 */
-	int32_t    *dense_word;
+	dense_pair *dense;
 	int64_t		n_dense;
 	/*
 	 * K: summed clamped counts of the other words; with their number, the
@@ -245,6 +264,14 @@ typedef struct chain_state
 	 */
 	double	   *log_theta;
 	double		lz_diff;
+	/*
+	 * paper, K = 2: N of the active words, in active's order (2 x n_active,
+	 * class-minor), changed with N by the same operations so that it holds
+	 * the same bits: the theta step reads it in order instead of gathering
+	 * from N.  And Marsaglia and Tsang's c for integer shapes.
+	 */
+	double	   *Nd;
+	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
 	double	   *pred;			/* K scratch */
 	double	   *scratch;		/* K scratch */
@@ -335,9 +362,18 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	/* int32 per document (labels, last labels, unlabelled index), per word */
 	bytes += 4 * D * sizeof(int32_t) + 2 * V * sizeof(int32_t) + V;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
-	/* paper, K = 2: the unlabelled documents' pairs as active word indexes */
+	/*
+	 * paper, K = 2: the unlabelled documents' pairs (active word index and
+	 * count), the active words' counts and the table of Marsaglia and
+	 * Tsang's c; while the shared state is set up, the words' totals and
+	 * sort keys
+	 */
 	if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
-		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * sizeof(int32_t) + sizeof(int32_t);
+	{
+		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * sizeof(dense_pair) + sizeof(dense_pair);
+		bytes += (2 * V + 1 + GNB_MT_TABLE_MAX + 1) * sizeof(double);
+		bytes += V * (sizeof(double) + sizeof(active_key));
+	}
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
 }
@@ -642,43 +678,97 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
  * the two classes' theta per word: log y_1w - log y_0w, less the difference
  * of the normalisers per token.  So one log per word rather than per (word,
  * class), and the label step reads one contiguous array: log_theta[i] for
- * the i-th active word (the only words it reads; sh->dense_word).
+ * the i-th active word (the only words it reads; sh->dense).  The counts
+ * come from Nd, in the same order.
  *
  * With gamma_theta >= 1 (no underflow) both classes' draws of a word are
  * made together, word by word, then the inactive words' class 0 and class 1
  * lumps; the ratios y_1w / y_0w, logged in one vectorised pass
- * (gnb_log_array), are the log-odds.  Below 1 the draws are logs
- * (gnb_rng_log_gamma), made class by class into log_theta[k * V + i] until
- * their differences replace them.
+ * (gnb_log_array), are the log-odds.  A word whose two shapes are integers
+ * adding up to at most GNB_PAIR_EXP_MAX takes them as sums of exponentials
+ * (gnb_rng_gamma_pair_exp); every other word both by Marsaglia and Tsang,
+ * with c from a table for integer shapes.  The words come in order of
+ * their total count (sort_active), so the method and the number of
+ * exponentials change rarely from one word to the next.  Below 1 the draws
+ * are logs (gnb_rng_log_gamma), made class by class into
+ * log_theta[k * V + i] until their differences replace them.
  */
+#ifndef GNB_PAIR_EXP_MAX
+#define GNB_PAIR_EXP_MAX 5
+#endif
+/* draws buffered at a time; a word takes at most GNB_THETA_DRAWS_MAX */
+#define GNB_THETA_BUF 256
+#define GNB_THETA_DRAWS_MAX (GNB_PAIR_EXP_MAX > 4 ? GNB_PAIR_EXP_MAX : 4)
+
+static inline double
+mt_c_of(const double *table, double shape)
+{
+	if (shape <= GNB_MT_TABLE_MAX && shape == (double) (int) shape)
+		return table[(int) shape];
+	return gnb_rng_mt_c(shape);
+}
+
 static void
-theta_step2(chain_state *st, const double *N)
+theta_step2(chain_state *st)
 {
 	const run_shared *sh = st->sh;
 	const double g = st->g_theta;
 	const int32_t V = sh->V;
 	const int32_t n_active = sh->n_active;
-	const int32_t *active = sh->active;
+	const double *Nd = st->Nd;
 	double	   *lt = st->log_theta;
 	double		lz[2];
 
 	if (g >= 1.0)
 	{
-		/* shapes at least 1: no underflow, normalised as they are */
-		double		sum0 = 0.0,
-					sum1 = 0.0;
+		/*
+		 * Shapes at least 1: no underflow, normalised as they are.  The
+		 * draws y_1w go to lt[i], the y_0w to lt[n_active + i] (lt has room
+		 * for 2 V), and are summed afterwards: in this loop, with calls for
+		 * rejections in it, running sums would live in memory.
+		 */
+		const double *ct = st->mt_c;
+		double	   *y0s = lt + n_active;
+		double		s0[2] = {0.0, 0.0},
+					s1[2] = {0.0, 0.0};
+		double		sum0,
+					sum1;
 		gnb_rng		rng = st->rng;
+		int32_t		i;
 
-		for (int32_t i = 0; i < n_active; i++)
+		for (i = 0; i < n_active; i++)
 		{
-			const double *n = N + 2 * (int64_t) active[i];
-			double		y0 = gnb_rng_gamma(&rng, n[0] + g);
-			double		y1 = gnb_rng_gamma(&rng, n[1] + g);
+			const double a0 = Nd[2 * (int64_t) i] + g;
+			const double a1 = Nd[2 * (int64_t) i + 1] + g;
 
-			sum0 += y0;
-			sum1 += y1;
-			lt[i] = y1 / y0;
+			if (a0 + a1 <= GNB_PAIR_EXP_MAX &&
+				a0 == (double) (int) a0 && a1 == (double) (int) a1)
+				gnb_rng_gamma_pair_exp(&rng, (int) a0, (int) a1, &y0s[i], &lt[i]);
+			else
+			{
+				y0s[i] = gnb_rng_gamma_mt_c(&rng, a0, mt_c_of(ct, a0));
+				lt[i] = gnb_rng_gamma_mt_c(&rng, a1, mt_c_of(ct, a1));
+			}
 		}
+		st->rng = rng;
+		/* the sums in two halves each, even and odd words; the ratios */
+		for (i = 0; i + 2 <= n_active; i += 2)
+		{
+			s0[0] += y0s[i];
+			s0[1] += y0s[i + 1];
+			s1[0] += lt[i];
+			s1[1] += lt[i + 1];
+			lt[i] /= y0s[i];
+			lt[i + 1] /= y0s[i + 1];
+		}
+		if (i < n_active)
+		{
+			s0[0] += y0s[i];
+			s1[0] += lt[i];
+			lt[i] /= y0s[i];
+		}
+		sum0 = s0[0] + s0[1];
+		sum1 = s1[0] + s1[1];
 		for (int32_t k = 0; k < 2; k++)
 		{
 			double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
@@ -686,12 +776,11 @@ theta_step2(chain_state *st, const double *N)
 			if (inactive_shape > 0.0)
 			{
 				if (k == 0)
-					sum0 += gnb_rng_gamma(&rng, inactive_shape);
+					sum0 += gnb_rng_gamma(&st->rng, inactive_shape);
 				else
-					sum1 += gnb_rng_gamma(&rng, inactive_shape);
+					sum1 += gnb_rng_gamma(&st->rng, inactive_shape);
 			}
 		}
-		st->rng = rng;
 		gnb_log_array(lt, n_active);
 		st->lz_diff = log(sum1) - log(sum0);
 		return;
@@ -706,7 +795,7 @@ theta_step2(chain_state *st, const double *N)
 
 		for (int32_t i = 0; i < n_active; i++)
 		{
-			y[i] = gnb_rng_log_gamma(&st->rng, N[2 * (int64_t) active[i] + k] + g);
+			y[i] = gnb_rng_log_gamma(&st->rng, Nd[2 * (int64_t) i + k] + g);
 			if (y[i] > lmax)
 				lmax = y[i];
 		}
@@ -726,6 +815,50 @@ theta_step2(chain_state *st, const double *N)
 	st->lz_diff = lz[1] - lz[0];
 }
 
+/* Nd from N (paper, K = 2): after N changed other than by moves. */
+static void
+sync_dense_counts(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+
+	for (int32_t i = 0; i < sh->n_active; i++)
+	{
+		st->Nd[2 * (int64_t) i] = st->N[2 * (int64_t) sh->active[i]];
+		st->Nd[2 * (int64_t) i + 1] = st->N[2 * (int64_t) sh->active[i] + 1];
+	}
+}
+
+/*
+ * Nd after move_doc moved a document (its n pairs at pr) from class a to
+ * class b: the operations move_doc does on N, on the same values.
+ */
+static void
+move_dense(chain_state *st, const dense_pair *pr, int64_t n, int32_t a, int32_t b)
+{
+	const double lambda = st->lambda;
+	double	   *Nd = st->Nd;
+
+	if (lambda == 0.0)
+		return;
+	for (int64_t p = 0; p < n; p++)
+	{
+		double	   *row = Nd + 2 * (int64_t) pr[p].word;
+
+		if (lambda == 1.0)
+		{
+			row[a] -= pr[p].count;
+			row[b] += pr[p].count;
+		}
+		else
+		{
+			double		add = lambda * pr[p].count;
+
+			row[a] -= add;
+			row[b] += add;
+		}
+	}
+}
+
 static void
 theta_step(chain_state *st, const double *N)
 {
@@ -736,7 +869,7 @@ theta_step(chain_state *st, const double *N)
 
 	if (K == 2)
 	{
-		theta_step2(st, N);
+		theta_step2(st);
 		return;
 	}
 	for (int32_t k = 0; k < K; k++)
@@ -850,8 +983,7 @@ label_step_paper2(chain_state *st)
 	const double lambda = st->lambda;
 	const int	predictive = st->kept_sweep && lambda != 1.0;
 	const double *lt = st->log_theta;
-	const int32_t *dense = sh->dense_word;
-	const int64_t n_dense = sh->n_dense;
+	const dense_pair *dense = sh->dense;
 	int64_t		q = 0;
 	int32_t		changed = 0;
 
@@ -860,6 +992,8 @@ label_step_paper2(chain_state *st)
 		int32_t		j = sh->unlabeled[i];
 		int32_t		a = st->z[j];
 		int32_t		b;
+		const int64_t q0 = q;
+		const int64_t n = c->doc_start[j + 1] - c->doc_start[j];
 		double		l = 0.0;
 		double		s0,
 					s1;
@@ -869,11 +1003,22 @@ label_step_paper2(chain_state *st)
 		 * l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2; the
 		 * q-th pair of the unlabelled documents is pair p of document j
 		 */
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++, q++)
 		{
-			if (q + GNB_PREFETCH_AHEAD < n_dense)
-				gnb_prefetch(lt + dense[q + GNB_PREFETCH_AHEAD]);
-			l += c->count[p] * lt[dense[q]];
+			const dense_pair *pr = dense + q0;
+			double		l4[4] = {0.0, 0.0, 0.0, 0.0};
+			int64_t		p;
+
+			for (p = 0; p + 4 <= n; p += 4)
+			{
+				l4[0] += pr[p].count * lt[pr[p].word];
+				l4[1] += pr[p + 1].count * lt[pr[p + 1].word];
+				l4[2] += pr[p + 2].count * lt[pr[p + 2].word];
+				l4[3] += pr[p + 3].count * lt[pr[p + 3].word];
+			}
+			for (; p < n; p++)
+				l4[0] += pr[p].count * lt[pr[p].word];
+			l = (l4[0] + l4[1]) + (l4[2] + l4[3]);
+			q = q0 + n;
 		}
 		l -= sh->doc_length[j] * st->lz_diff;
 		/* the scores up to a shift common to both classes */
@@ -889,6 +1034,7 @@ label_step_paper2(chain_state *st)
 		if (b != a)
 		{
 			move_doc(st, j, a, b);
+			move_dense(st, dense + q0, n, a, b);
 			changed++;
 		}
 	}
@@ -1648,6 +1794,8 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		for (int32_t k = 0; k < K; k++)
 			st->C[k] += c->extra_doc_counts[k];
 	}
+	if (st->Nd)
+		sync_dense_counts(st);
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && !c->init_label)
 		theta_step(st, st->N);
 
@@ -1669,6 +1817,8 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		st->z[j] = k;
 		add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 	}
+	if (st->Nd)
+		sync_dense_counts(st);
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && c->init_label)
 		theta_step(st, st->N);
 	compute_word_terms(V, K, st->g_theta, st->N, st->S);
@@ -2001,9 +2151,61 @@ gnb_warning_text(int32_t warning)
 	return "unknown warning";
 }
 
+static int
+cmp_active_key(const void *a, const void *b)
+{
+	const active_key *x = a;
+	const active_key *y = b;
+
+	if (x->total != y->total)
+		return x->total < y->total ? -1 : 1;
+	return (x->word > y->word) - (x->word < y->word);
+}
+
+/*
+ * paper, K = 2: put the active words in order of their total count over
+ * both classes, N_0w + N_1w, which moving documents never changes (ties by
+ * word id: the order is the same on every machine).  The theta step's two
+ * Gamma shapes of a word add up to that total plus 2 gamma_theta, so the
+ * words whose shapes it draws by the same method (theta_step2), with the
+ * same number of exponentials, come one after another and the branches
+ * that choose are predicted; and the label step's frequent words are close
+ * together in log_theta.  labelled_count: the clamped (and extra) counts,
+ * V x 2.
+ */
+static void
+sort_active(run_shared *sh, const double *labelled_count)
+{
+	const gnb_corpus *c = sh->corpus;
+	const gnb_hooks *hooks = sh->hooks;
+	const double lambda = sh->params->unlabeled_weight;
+	double	   *total = xalloc(hooks, sh->V > 0 ? sh->V : 1, sizeof(double));
+	active_key *keys = xalloc(hooks, sh->n_active > 0 ? sh->n_active : 1, sizeof(active_key));
+
+	for (int32_t w = 0; w < sh->V; w++)
+		total[w] = labelled_count[2 * (int64_t) w] + labelled_count[2 * (int64_t) w + 1];
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+			total[c->word[p]] += lambda * c->count[p];
+	}
+	for (int32_t i = 0; i < sh->n_active; i++)
+	{
+		keys[i].total = total[sh->active[i]];
+		keys[i].word = sh->active[i];
+	}
+	qsort(keys, sh->n_active, sizeof(active_key), cmp_active_key);
+	for (int32_t i = 0; i < sh->n_active; i++)
+		sh->active[i] = keys[i].word;
+	hooks->release(total, hooks->arg);
+	hooks->release(keys, hooks->arg);
+}
+
 /*
  * Derive what all chains share: unlabelled documents, active words, shapes;
- * for a chain to run (for_chain) the paper sampler's dense_word too.
+ * for a chain to run (for_chain) the paper sampler's dense pairs too.
  */
 static void
 setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
@@ -2073,6 +2275,7 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 		/* index in active of each word (in labelled_count's room: V x 2 doubles) */
 		int32_t    *index = (int32_t *) labelled_count;
 
+		sort_active(sh, labelled_count);
 		for (int32_t i = 0; i < sh->n_active; i++)
 			index[sh->active[i]] = i;
 		for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -2081,13 +2284,16 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 
 			sh->n_dense += corpus->doc_start[j + 1] - corpus->doc_start[j];
 		}
-		sh->dense_word = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(int32_t));
+		sh->dense = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(dense_pair));
 		for (int64_t i = 0, q = 0; i < sh->n_unlabeled; i++)
 		{
 			int32_t		j = sh->unlabeled[i];
 
-			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-				sh->dense_word[q++] = index[corpus->word[p]];
+			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++, q++)
+			{
+				sh->dense[q].word = index[corpus->word[p]];
+				sh->dense[q].count = corpus->count[p];
+			}
 		}
 	}
 	hooks->release(is_active, hooks->arg);
@@ -2104,8 +2310,8 @@ release_shared(run_shared *sh)
 	hooks->release(sh->inactive_count, hooks->arg);
 	hooks->release(sh->class_clamped, hooks->arg);
 	hooks->release(sh->active, hooks->arg);
-	if (sh->dense_word)
-		hooks->release(sh->dense_word, hooks->arg);
+	if (sh->dense)
+		hooks->release(sh->dense, hooks->arg);
 }
 
 void
@@ -2153,6 +2359,12 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	st.log_pred_own = xalloc(hooks, K, sizeof(double));
 	if (params->sampler == GNB_SAMPLER_PAPER)
 		st.log_theta = xalloc(hooks, vk + 1, sizeof(double));
+	if (sh.dense)
+	{
+		st.Nd = xalloc(hooks, 2 * (size_t) sh.n_active + 1, sizeof(double));
+		st.mt_c = xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
+		gnb_mt_c_table(st.mt_c);
+	}
 	st.scores = xalloc(hooks, K, sizeof(double));
 	st.pred = xalloc(hooks, K, sizeof(double));
 	st.scratch = xalloc(hooks, K, sizeof(double));
@@ -2216,6 +2428,11 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	hooks->release(st.log_pred_own, hooks->arg);
 	if (st.log_theta)
 		hooks->release(st.log_theta, hooks->arg);
+	if (st.Nd)
+	{
+		hooks->release(st.Nd, hooks->arg);
+		hooks->release(st.mt_c, hooks->arg);
+	}
 	hooks->release(st.scores, hooks->arg);
 	hooks->release(st.pred, hooks->arg);
 	hooks->release(st.scratch, hooks->arg);

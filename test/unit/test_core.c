@@ -297,6 +297,121 @@ test_gamma_small_integers(void)
 	free(mix);
 }
 
+/*
+ * The theta step's Gamma methods (theta_step2, K = 2):
+ * gnb_rng_gamma_pair_exp draws two integer shapes as m0 + m1 exponentials
+ * split by masks, and gnb_rng_gamma_mt_c is Marsaglia and Tsang's method,
+ * which the theta step now also uses for the small integer shapes of
+ * frequent words, with c from gnb_mt_c_table.  For every split (m0, m1)
+ * with m0 + m1 <= 6, drawn in a mix that changes split from pair to pair
+ * as the theta step's words do: KS of each draw against its Erlang CDF,
+ * the mean and variance, and the correlation of y0 and y1 (independent:
+ * within Z_TOLERANCE / sqrt(n) of 0).  For shapes 1 to 5 and 1000, the
+ * table's c is bit for bit gnb_rng_mt_c's, and the MT draws pass KS, mean
+ * and variance.  (Checked: a mask that gives y0 one exponential too few,
+ * r < m0 - 1, fails 95 of the 105 pair checks; a table c for shape m + 1
+ * in place of m fails the table check and the KS, mean and variance of
+ * shapes 1 to 5.)
+ */
+static void
+test_gamma_pair_and_mt(void)
+{
+	enum
+	{
+	n = 100000};
+	int			splits[16][2];
+	int			n_splits = 0;
+	double	   *y0 = malloc((size_t) n * 16 * sizeof(double));
+	double	   *y1 = malloc((size_t) n * 16 * sizeof(double));
+	double	   *xs = malloc(n * sizeof(double));
+	double	   *table = malloc((GNB_MT_TABLE_MAX + 1) * sizeof(double));
+	static const int mt_shapes[] = {1, 2, 3, 4, 5, 1000};
+	gnb_rng		rng;
+
+	for (int m = 2; m <= 6; m++)
+		for (int m0 = 1; m0 < m && n_splits < 16; m0++)
+		{
+			splits[n_splits][0] = m0;
+			splits[n_splits][1] = m - m0;
+			n_splits++;
+		}
+	gnb_rng_seed(&rng, 47);
+	for (int64_t i = 0; i < (int64_t) n * n_splits; i++)
+	{
+		int			s = (int) (i % n_splits);
+
+		gnb_rng_gamma_pair_exp(&rng, splits[s][0], splits[s][1], &y0[i], &y1[i]);
+	}
+	for (int s = 0; s < n_splits; s++)
+	{
+		double		mean[2] = {0.0, 0.0},
+					var[2] = {0.0, 0.0},
+					cov = 0.0;
+
+		for (int side = 0; side < 2; side++)
+		{
+			double		a = splits[s][side];
+			const double *y = side == 0 ? y0 : y1;
+
+			for (int i = 0; i < n; i++)
+				xs[i] = y[(int64_t) i * n_splits + s];
+			for (int i = 0; i < n; i++)
+				mean[side] += xs[i] / n;
+			for (int i = 0; i < n; i++)
+				var[side] += (xs[i] - mean[side]) * (xs[i] - mean[side]) / (n - 1);
+			CHECK(fabs(mean[side] - a) < Z_TOLERANCE * sqrt(a / n),
+				  "pair (%d, %d) y%d mean %g", splits[s][0], splits[s][1], side, mean[side]);
+			CHECK(fabs(var[side] - a) < Z_TOLERANCE * sqrt((3 * a * (a + 2) - a * a) / n),
+				  "pair (%d, %d) y%d variance %g", splits[s][0], splits[s][1], side, var[side]);
+			CHECK(ks_scaled(xs, n, gamma_cdf, a) < 2.3, "pair (%d, %d) y%d KS",
+				  splits[s][0], splits[s][1], side);
+		}
+		for (int i = 0; i < n; i++)
+		{
+			int64_t		idx = (int64_t) i * n_splits + s;
+
+			cov += (y0[idx] - mean[0]) * (y1[idx] - mean[1]) / (n - 1);
+		}
+		CHECK(fabs(cov / sqrt(var[0] * var[1])) < Z_TOLERANCE / sqrt(n),
+			  "pair (%d, %d) correlation %g", splits[s][0], splits[s][1],
+			  cov / sqrt(var[0] * var[1]));
+	}
+
+	gnb_mt_c_table(table);
+	for (int m = 1; m <= GNB_MT_TABLE_MAX; m++)
+	{
+		double		c = gnb_rng_mt_c((double) m);
+
+		if (memcmp(&c, &table[m], sizeof(c)) != 0)
+		{
+			CHECK(0, "MT table c[%d] %a, not %a", m, table[m], c);
+			break;
+		}
+	}
+	for (size_t s = 0; s < sizeof(mt_shapes) / sizeof(mt_shapes[0]); s++)
+	{
+		double		a = mt_shapes[s];
+		double		mean = 0.0,
+					var = 0.0;
+
+		for (int i = 0; i < n; i++)
+			xs[i] = gnb_rng_gamma_mt_c(&rng, a, table[mt_shapes[s]]);
+		for (int i = 0; i < n; i++)
+			mean += xs[i] / n;
+		for (int i = 0; i < n; i++)
+			var += (xs[i] - mean) * (xs[i] - mean) / (n - 1);
+		CHECK(fabs(mean - a) < Z_TOLERANCE * sqrt(a / n), "MT Gamma(%g) mean %g", a, mean);
+		CHECK(fabs(var - a) < Z_TOLERANCE * sqrt((3 * a * (a + 2) - a * a) / n),
+			  "MT Gamma(%g) variance %g", a, var);
+		if (a <= 9)
+			CHECK(ks_scaled(xs, n, gamma_cdf, a) < 2.3, "MT Gamma(%g) KS", a);
+	}
+	free(y0);
+	free(y1);
+	free(xs);
+	free(table);
+}
+
 /* The distance from a to the exact b, in units in the last place of b. */
 static double
 ulps(double a, long double b)
@@ -2563,6 +2678,7 @@ main(void)
 	printf("gamma distribution\n");
 	test_gamma_distribution();
 	test_gamma_small_integers();
+	test_gamma_pair_and_mt();
 	test_fast_log();
 	printf("categorical\n");
 	test_exponential();
