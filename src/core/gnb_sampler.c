@@ -26,6 +26,15 @@
 #define gnb_prefetch(p) ((void) 0)
 #endif
 
+/*
+ * The fewest bits of a packed pair (run_shared.dense) for the word: the
+ * unit tests' sanitizer build sets 29, leaving 3 bits for the count, so that
+ * their counts of 7 and more take the escape path.
+ */
+#ifndef GNB_DENSE_WBITS_MIN
+#define GNB_DENSE_WBITS_MIN 1
+#endif
+
 /* How many documents of a sweep between calls of hooks->check_interrupts. */
 #define GNB_INTERRUPT_EVERY 2048
 
@@ -164,13 +173,6 @@ log_rising(log_product *p, double n_plus_g, int32_t c)
 	return lgamma_diff(n_plus_g, c);
 }
 
-/* A document-word pair of the paper sampler's label step (K = 2). */
-typedef struct dense_pair
-{
-	int32_t		word;			/* the index in active of its word */
-	int32_t		count;
-} dense_pair;
-
 /* An active word and its total count, to sort them (sort_active). */
 typedef struct active_key
 {
@@ -199,12 +201,21 @@ typedef struct run_shared
 	int32_t		n_active;
 	/*
 	 * paper, K = 2: the pairs of the unlabelled documents, document after
-	 * document in the order of unlabeled, with the index in active of their
-	 * word: the label step reads the log-odds of the active words only, from
-	 * a dense array (theta_step2), and the counts from the same cache line
+	 * document in the order of unlabeled, each in 32 bits: the index in
+	 * active of its word in the low dense_wbits bits (the label step reads
+	 * the log-odds of the active words only, from a dense array, see
+	 * theta_step2), its count in the others, or dense_cmax there when the
+	 * count is dense_cmax or more (then the corpus's count[p] holds it, and
+	 * dense_escape[i] is set for the i-th unlabelled document).  Half the
+	 * bytes of a word and a count apart: the label step streams them every
+	 * sweep.
 	 */
-	dense_pair *dense;
+	uint32_t   *dense;
+	char	   *dense_escape;
 	int64_t		n_dense;
+	int			dense_wbits;
+	uint32_t	dense_wmask;
+	uint32_t	dense_cmax;
 	/*
 	 * K: summed clamped counts of the other words; with their number, the
 	 * summed Dirichlet shape of those words for the current gamma_theta.
@@ -370,7 +381,7 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	 */
 	if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
 	{
-		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * sizeof(dense_pair) + sizeof(dense_pair);
+		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * sizeof(uint32_t) + sizeof(uint32_t) + D;
 		bytes += (2 * V + 1 + GNB_MT_TABLE_MAX + 1) * sizeof(double);
 		bytes += V * (sizeof(double) + sizeof(active_key));
 	}
@@ -815,6 +826,15 @@ theta_step2(chain_state *st)
 	st->lz_diff = lz[1] - lz[0];
 }
 
+/* The count of a packed pair (run_shared.dense); corpus_count its count[p]. */
+static inline int32_t
+dense_count(const run_shared *sh, uint32_t v, int32_t corpus_count)
+{
+	uint32_t	c = v >> sh->dense_wbits;
+
+	return GNB_LIKELY(c != sh->dense_cmax) ? (int32_t) c : corpus_count;
+}
+
 /* Nd from N (paper, K = 2): after N changed other than by moves. */
 static void
 sync_dense_counts(chain_state *st)
@@ -833,8 +853,10 @@ sync_dense_counts(chain_state *st)
  * class b: the operations move_doc does on N, on the same values.
  */
 static void
-move_dense(chain_state *st, const dense_pair *pr, int64_t n, int32_t a, int32_t b)
+move_dense(chain_state *st, const uint32_t *pr, const int32_t *count, int64_t n,
+		   int32_t a, int32_t b)
 {
+	const run_shared *sh = st->sh;
 	const double lambda = st->lambda;
 	double	   *Nd = st->Nd;
 
@@ -842,16 +864,17 @@ move_dense(chain_state *st, const dense_pair *pr, int64_t n, int32_t a, int32_t 
 		return;
 	for (int64_t p = 0; p < n; p++)
 	{
-		double	   *row = Nd + 2 * (int64_t) pr[p].word;
+		double	   *row = Nd + 2 * (int64_t) (pr[p] & sh->dense_wmask);
+		int32_t		cnt = dense_count(sh, pr[p], count[p]);
 
 		if (lambda == 1.0)
 		{
-			row[a] -= pr[p].count;
-			row[b] += pr[p].count;
+			row[a] -= cnt;
+			row[b] += cnt;
 		}
 		else
 		{
-			double		add = lambda * pr[p].count;
+			double		add = lambda * cnt;
 
 			row[a] -= add;
 			row[b] += add;
@@ -983,7 +1006,9 @@ label_step_paper2(chain_state *st)
 	const double lambda = st->lambda;
 	const int	predictive = st->kept_sweep && lambda != 1.0;
 	const double *lt = st->log_theta;
-	const dense_pair *dense = sh->dense;
+	const uint32_t *dense = sh->dense;
+	const int	wbits = sh->dense_wbits;
+	const uint32_t wmask = sh->dense_wmask;
 	int64_t		q = 0;
 	int32_t		changed = 0;
 
@@ -1004,19 +1029,36 @@ label_step_paper2(chain_state *st)
 		 * q-th pair of the unlabelled documents is pair p of document j
 		 */
 		{
-			const dense_pair *pr = dense + q0;
+			const uint32_t *pr = dense + q0;
+			const int32_t *cnt = c->count + c->doc_start[j];
 			double		l4[4] = {0.0, 0.0, 0.0, 0.0};
 			int64_t		p;
 
-			for (p = 0; p + 4 <= n; p += 4)
+			/*
+			 * four partial sums, not one: one addition's latency per pair
+			 * would be the loop's pace
+			 */
+			if (GNB_LIKELY(!sh->dense_escape[i]))
 			{
-				l4[0] += pr[p].count * lt[pr[p].word];
-				l4[1] += pr[p + 1].count * lt[pr[p + 1].word];
-				l4[2] += pr[p + 2].count * lt[pr[p + 2].word];
-				l4[3] += pr[p + 3].count * lt[pr[p + 3].word];
+				for (p = 0; p + 4 <= n; p += 4)
+				{
+					l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
+					l4[1] += (int32_t) (pr[p + 1] >> wbits) * lt[pr[p + 1] & wmask];
+					l4[2] += (int32_t) (pr[p + 2] >> wbits) * lt[pr[p + 2] & wmask];
+					l4[3] += (int32_t) (pr[p + 3] >> wbits) * lt[pr[p + 3] & wmask];
+				}
+				for (; p < n; p++)
+					l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
 			}
-			for (; p < n; p++)
-				l4[0] += pr[p].count * lt[pr[p].word];
+			else
+			{
+				/* a count too large for its bits: the same sums, from count */
+				for (p = 0; p + 4 <= n; p += 4)
+					for (int r = 0; r < 4; r++)
+						l4[r] += dense_count(sh, pr[p + r], cnt[p + r]) * lt[pr[p + r] & wmask];
+				for (; p < n; p++)
+					l4[0] += dense_count(sh, pr[p], cnt[p]) * lt[pr[p] & wmask];
+			}
 			l = (l4[0] + l4[1]) + (l4[2] + l4[3]);
 			q = q0 + n;
 		}
@@ -1034,7 +1076,7 @@ label_step_paper2(chain_state *st)
 		if (b != a)
 		{
 			move_doc(st, j, a, b);
-			move_dense(st, dense + q0, n, a, b);
+			move_dense(st, dense + q0, c->count + c->doc_start[j], n, a, b);
 			changed++;
 		}
 	}
@@ -2284,15 +2326,27 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 
 			sh->n_dense += corpus->doc_start[j + 1] - corpus->doc_start[j];
 		}
-		sh->dense = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(dense_pair));
+		sh->dense = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(uint32_t));
+		/* bits for an index in active (n_active < 2^31: at least one is left) */
+		sh->dense_wbits = GNB_DENSE_WBITS_MIN;
+		while (sh->dense_wbits < 31 && ((int64_t) 1 << sh->dense_wbits) < sh->n_active)
+			sh->dense_wbits++;
+		sh->dense_wmask = ((uint32_t) 1 << sh->dense_wbits) - 1;
+		sh->dense_cmax = UINT32_MAX >> sh->dense_wbits;
+		sh->dense_escape = xalloc(hooks, sh->n_unlabeled + 1, 1);
 		for (int64_t i = 0, q = 0; i < sh->n_unlabeled; i++)
 		{
 			int32_t		j = sh->unlabeled[i];
 
 			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++, q++)
 			{
-				sh->dense[q].word = index[corpus->word[p]];
-				sh->dense[q].count = corpus->count[p];
+				uint32_t	cnt = corpus->count[p] < (int64_t) sh->dense_cmax ?
+					(uint32_t) corpus->count[p] : sh->dense_cmax;
+
+				if (cnt == sh->dense_cmax)
+					sh->dense_escape[i] = 1;
+
+				sh->dense[q] = (uint32_t) index[corpus->word[p]] | (cnt << sh->dense_wbits);
 			}
 		}
 	}
@@ -2311,7 +2365,10 @@ release_shared(run_shared *sh)
 	hooks->release(sh->class_clamped, hooks->arg);
 	hooks->release(sh->active, hooks->arg);
 	if (sh->dense)
+	{
 		hooks->release(sh->dense, hooks->arg);
+		hooks->release(sh->dense_escape, hooks->arg);
+	}
 }
 
 void
