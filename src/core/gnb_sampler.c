@@ -177,6 +177,7 @@ log_rising(log_product *p, double n_plus_g, int32_t c)
 typedef struct active_key
 {
 	double		total;
+	int64_t		first;			/* its first pair in the unlabelled documents */
 	int32_t		word;
 } active_key;
 
@@ -383,7 +384,7 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	{
 		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * sizeof(uint32_t) + sizeof(uint32_t) + D;
 		bytes += (2 * V + 1 + GNB_MT_TABLE_MAX + 1) * sizeof(double);
-		bytes += V * (sizeof(double) + sizeof(active_key));
+		bytes += V * (sizeof(double) + sizeof(int64_t) + sizeof(active_key));
 	}
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
@@ -957,13 +958,23 @@ theta_step(chain_state *st, const double *N)
  * A draw from two classes with log scores s0, s1: class 0 with probability
  * 1 / (1 + exp(s1 - s0)), from one uniform and one exp (an infinite exp
  * gives class 1, an underflowing one class 0).
+ *
+ * Most documents' scores are far apart, and then the exp is not needed for
+ * the same answer: below -40, exp < 2^-54 and 1 + exp is 1, so u < 1 gives
+ * class 0; above 40 any u but 0 (at least 2^-53) times 1 + exp (more than
+ * 2^57) is more than 1, class 1.
  */
 static inline int32_t
 categorical2(gnb_rng *rng, double s0, double s1)
 {
 	double		u = gnb_rng_uniform(rng);
+	double		d = s1 - s0;
 
-	return u * (1.0 + exp(s1 - s0)) < 1.0 ? 0 : 1;
+	if (d < -40.0)
+		return 0;
+	if (d > 40.0 && u != 0.0)
+		return 1;
+	return u * (1.0 + exp(d)) < 1.0 ? 0 : 1;
 }
 
 static inline void
@@ -2201,19 +2212,21 @@ cmp_active_key(const void *a, const void *b)
 
 	if (x->total != y->total)
 		return x->total < y->total ? -1 : 1;
-	return (x->word > y->word) - (x->word < y->word);
+	return (x->first > y->first) - (x->first < y->first);
 }
 
 /*
  * paper, K = 2: put the active words in order of their total count over
- * both classes, N_0w + N_1w, which moving documents never changes (ties by
- * word id: the order is the same on every machine).  The theta step's two
+ * both classes, N_0w + N_1w, which moving documents never changes.  The theta step's two
  * Gamma shapes of a word add up to that total plus 2 gamma_theta, so the
  * words whose shapes it draws by the same method (theta_step2), with the
  * same number of exponentials, come one after another and the branches
  * that choose are predicted; and the label step's frequent words are close
- * together in log_theta.  labelled_count: the clamped (and extra) counts,
- * V x 2.
+ * together in log_theta.  Ties go by the word's first pair in the
+ * unlabelled documents (the order of the label step's reads; one word a
+ * pair: the order is the same on every machine), so that the many words
+ * seen once are read in order.  labelled_count: the clamped (and extra)
+ * counts, V x 2.
  */
 static void
 sort_active(run_shared *sh, const double *labelled_count)
@@ -2222,26 +2235,37 @@ sort_active(run_shared *sh, const double *labelled_count)
 	const gnb_hooks *hooks = sh->hooks;
 	const double lambda = sh->params->unlabeled_weight;
 	double	   *total = xalloc(hooks, sh->V > 0 ? sh->V : 1, sizeof(double));
+	int64_t    *first = xalloc(hooks, sh->V > 0 ? sh->V : 1, sizeof(int64_t));
 	active_key *keys = xalloc(hooks, sh->n_active > 0 ? sh->n_active : 1, sizeof(active_key));
+	int64_t		q = 0;
 
 	for (int32_t w = 0; w < sh->V; w++)
+	{
 		total[w] = labelled_count[2 * (int64_t) w] + labelled_count[2 * (int64_t) w + 1];
+		first[w] = -1;
+	}
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
 
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++, q++)
+		{
 			total[c->word[p]] += lambda * c->count[p];
+			if (first[c->word[p]] < 0)
+				first[c->word[p]] = q;
+		}
 	}
 	for (int32_t i = 0; i < sh->n_active; i++)
 	{
 		keys[i].total = total[sh->active[i]];
+		keys[i].first = first[sh->active[i]];
 		keys[i].word = sh->active[i];
 	}
 	qsort(keys, sh->n_active, sizeof(active_key), cmp_active_key);
 	for (int32_t i = 0; i < sh->n_active; i++)
 		sh->active[i] = keys[i].word;
 	hooks->release(total, hooks->arg);
+	hooks->release(first, hooks->arg);
 	hooks->release(keys, hooks->arg);
 }
 
