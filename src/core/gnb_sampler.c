@@ -202,17 +202,20 @@ typedef struct run_shared
 	int32_t		n_active;
 	/*
 	 * paper, K = 2: the pairs of the unlabelled documents, document after
-	 * document in the order of unlabeled, each in 32 bits: the index in
-	 * active of its word in the low dense_wbits bits (the label step reads
-	 * the log-odds of the active words only, from a dense array, see
-	 * theta_step2), its count in the others, or dense_cmax there when the
-	 * count is dense_cmax or more (then the corpus's count[p] holds it, and
-	 * dense_escape[i] is set for the i-th unlabelled document).  Half the
-	 * bytes of a word and a count apart: the label step streams them every
-	 * sweep.
+	 * document in the order of unlabeled, the i-th unlabelled document's
+	 * from dense_start[i]: first its dense_ones[i] words of count 1, as the
+	 * index in active of the word (the label step reads the log-odds of the
+	 * active words only, from a dense array, see theta_step2), then the
+	 * others, the index in the low dense_wbits bits and the count in the
+	 * others; a count of dense_cmax or more has dense_cmax there and itself
+	 * in the next element (and dense_escape[i] is set).  The label step
+	 * streams them every sweep: 4 bytes a pair, not 8, and most pairs
+	 * (count 1) need no multiplication.
 	 */
 	uint32_t   *dense;
-	char	   *dense_escape;
+	int64_t    *dense_start;	/* n_unlabeled + 1 */
+	int32_t    *dense_ones;		/* n_unlabeled */
+	char	   *dense_escape;	/* n_unlabeled */
 	int64_t		n_dense;
 	int			dense_wbits;
 	uint32_t	dense_wmask;
@@ -382,7 +385,8 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	 */
 	if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
 	{
-		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * sizeof(uint32_t) + sizeof(uint32_t) + D;
+		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * 2 * sizeof(uint32_t) + sizeof(uint32_t);
+		bytes += (D + 1) * (sizeof(int64_t) + sizeof(int32_t) + 1);
 		bytes += (2 * V + 1 + GNB_MT_TABLE_MAX + 1) * sizeof(double);
 		bytes += V * (sizeof(double) + sizeof(int64_t) + sizeof(active_key));
 	}
@@ -827,15 +831,6 @@ theta_step2(chain_state *st)
 	st->lz_diff = lz[1] - lz[0];
 }
 
-/* The count of a packed pair (run_shared.dense); corpus_count its count[p]. */
-static inline int32_t
-dense_count(const run_shared *sh, uint32_t v, int32_t corpus_count)
-{
-	uint32_t	c = v >> sh->dense_wbits;
-
-	return GNB_LIKELY(c != sh->dense_cmax) ? (int32_t) c : corpus_count;
-}
-
 /* Nd from N (paper, K = 2): after N changed other than by moves. */
 static void
 sync_dense_counts(chain_state *st)
@@ -850,14 +845,16 @@ sync_dense_counts(chain_state *st)
 }
 
 /*
- * Nd after move_doc moved a document (its n pairs at pr) from class a to
+ * Nd after move_doc moved the i-th unlabelled document from class a to
  * class b: the operations move_doc does on N, on the same values.
  */
 static void
-move_dense(chain_state *st, const uint32_t *pr, const int32_t *count, int64_t n,
-		   int32_t a, int32_t b)
+move_dense(chain_state *st, int32_t i, int32_t a, int32_t b)
 {
 	const run_shared *sh = st->sh;
+	const uint32_t *pr = sh->dense + sh->dense_start[i];
+	const int64_t n = sh->dense_start[i + 1] - sh->dense_start[i];
+	const int64_t n_ones = sh->dense_ones[i];
 	const double lambda = st->lambda;
 	double	   *Nd = st->Nd;
 
@@ -865,9 +862,12 @@ move_dense(chain_state *st, const uint32_t *pr, const int32_t *count, int64_t n,
 		return;
 	for (int64_t p = 0; p < n; p++)
 	{
-		double	   *row = Nd + 2 * (int64_t) (pr[p] & sh->dense_wmask);
-		int32_t		cnt = dense_count(sh, pr[p], count[p]);
+		uint32_t	word = p < n_ones ? pr[p] : pr[p] & sh->dense_wmask;
+		int32_t		cnt = p < n_ones ? 1 : (int32_t) (pr[p] >> sh->dense_wbits);
+		double	   *row = Nd + 2 * (int64_t) word;
 
+		if (p >= n_ones && (uint32_t) cnt == sh->dense_cmax)
+			cnt = (int32_t) pr[++p];
 		if (lambda == 1.0)
 		{
 			row[a] -= cnt;
@@ -1013,14 +1013,11 @@ static int32_t
 label_step_paper2(chain_state *st)
 {
 	const run_shared *sh = st->sh;
-	const gnb_corpus *c = sh->corpus;
 	const double lambda = st->lambda;
 	const int	predictive = st->kept_sweep && lambda != 1.0;
 	const double *lt = st->log_theta;
-	const uint32_t *dense = sh->dense;
 	const int	wbits = sh->dense_wbits;
 	const uint32_t wmask = sh->dense_wmask;
-	int64_t		q = 0;
 	int32_t		changed = 0;
 
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -1028,30 +1025,35 @@ label_step_paper2(chain_state *st)
 		int32_t		j = sh->unlabeled[i];
 		int32_t		a = st->z[j];
 		int32_t		b;
-		const int64_t q0 = q;
-		const int64_t n = c->doc_start[j + 1] - c->doc_start[j];
+		const uint32_t *pr = sh->dense + sh->dense_start[i];
+		const int64_t n = sh->dense_start[i + 1] - sh->dense_start[i];
+		const int64_t n_ones = sh->dense_ones[i];
 		double		l = 0.0;
 		double		s0,
 					s1;
 
 		maybe_check_interrupts(sh, i);
 		/*
-		 * l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2; the
-		 * q-th pair of the unlabelled documents is pair p of document j
+		 * l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2; in
+		 * four partial sums, not one: one addition's latency per pair would
+		 * be the loop's pace
 		 */
 		{
-			const uint32_t *pr = dense + q0;
-			const int32_t *cnt = c->count + c->doc_start[j];
 			double		l4[4] = {0.0, 0.0, 0.0, 0.0};
 			int64_t		p;
 
-			/*
-			 * four partial sums, not one: one addition's latency per pair
-			 * would be the loop's pace
-			 */
+			for (p = 0; p + 4 <= n_ones; p += 4)
+			{
+				l4[0] += lt[pr[p]];
+				l4[1] += lt[pr[p + 1]];
+				l4[2] += lt[pr[p + 2]];
+				l4[3] += lt[pr[p + 3]];
+			}
+			for (; p < n_ones; p++)
+				l4[0] += lt[pr[p]];
 			if (GNB_LIKELY(!sh->dense_escape[i]))
 			{
-				for (p = 0; p + 4 <= n; p += 4)
+				for (; p + 4 <= n; p += 4)
 				{
 					l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
 					l4[1] += (int32_t) (pr[p + 1] >> wbits) * lt[pr[p + 1] & wmask];
@@ -1063,15 +1065,18 @@ label_step_paper2(chain_state *st)
 			}
 			else
 			{
-				/* a count too large for its bits: the same sums, from count */
-				for (p = 0; p + 4 <= n; p += 4)
-					for (int r = 0; r < 4; r++)
-						l4[r] += dense_count(sh, pr[p + r], cnt[p + r]) * lt[pr[p + r] & wmask];
+				/* a count too large for its bits follows in the next element */
 				for (; p < n; p++)
-					l4[0] += dense_count(sh, pr[p], cnt[p]) * lt[pr[p] & wmask];
+				{
+					uint32_t	cnt = pr[p] >> wbits;
+					double		x = lt[pr[p] & wmask];
+
+					if (cnt == sh->dense_cmax)
+						cnt = pr[++p];
+					l4[0] += (int32_t) cnt * x;
+				}
 			}
 			l = (l4[0] + l4[1]) + (l4[2] + l4[3]);
-			q = q0 + n;
 		}
 		l -= sh->doc_length[j] * st->lz_diff;
 		/* the scores up to a shift common to both classes */
@@ -1087,7 +1092,7 @@ label_step_paper2(chain_state *st)
 		if (b != a)
 		{
 			move_doc(st, j, a, b);
-			move_dense(st, dense + q0, c->count + c->doc_start[j], n, a, b);
+			move_dense(st, i, a, b);
 			changed++;
 		}
 	}
@@ -2344,34 +2349,49 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 		sort_active(sh, labelled_count);
 		for (int32_t i = 0; i < sh->n_active; i++)
 			index[sh->active[i]] = i;
-		for (int32_t i = 0; i < sh->n_unlabeled; i++)
-		{
-			int32_t		j = sh->unlabeled[i];
-
-			sh->n_dense += corpus->doc_start[j + 1] - corpus->doc_start[j];
-		}
-		sh->dense = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(uint32_t));
 		/* bits for an index in active (n_active < 2^31: at least one is left) */
 		sh->dense_wbits = GNB_DENSE_WBITS_MIN;
 		while (sh->dense_wbits < 31 && ((int64_t) 1 << sh->dense_wbits) < sh->n_active)
 			sh->dense_wbits++;
 		sh->dense_wmask = ((uint32_t) 1 << sh->dense_wbits) - 1;
 		sh->dense_cmax = UINT32_MAX >> sh->dense_wbits;
-		sh->dense_escape = xalloc(hooks, sh->n_unlabeled + 1, 1);
-		for (int64_t i = 0, q = 0; i < sh->n_unlabeled; i++)
+		for (int32_t i = 0; i < sh->n_unlabeled; i++)
 		{
 			int32_t		j = sh->unlabeled[i];
 
-			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++, q++)
+			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+				sh->n_dense += corpus->count[p] >= (int64_t) sh->dense_cmax ? 2 : 1;
+		}
+		sh->dense = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(uint32_t));
+		sh->dense_start = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int64_t));
+		sh->dense_ones = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int32_t));
+		sh->dense_escape = xalloc(hooks, (size_t) sh->n_unlabeled + 1, 1);
+		for (int64_t i = 0, q = 0; i < sh->n_unlabeled; i++)
+		{
+			int32_t		j = sh->unlabeled[i];
+			int64_t		p;
+
+			sh->dense_start[i] = q;
+			for (p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+				if (corpus->count[p] == 1)
+					sh->dense[q++] = (uint32_t) index[corpus->word[p]];
+			sh->dense_ones[i] = (int32_t) (q - sh->dense_start[i]);
+			for (p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
 			{
-				uint32_t	cnt = corpus->count[p] < (int64_t) sh->dense_cmax ?
-					(uint32_t) corpus->count[p] : sh->dense_cmax;
+				uint32_t	word = (uint32_t) index[corpus->word[p]];
 
-				if (cnt == sh->dense_cmax)
+				if (corpus->count[p] == 1)
+					continue;
+				if (corpus->count[p] < (int64_t) sh->dense_cmax)
+					sh->dense[q++] = word | ((uint32_t) corpus->count[p] << sh->dense_wbits);
+				else
+				{
+					sh->dense[q++] = word | (sh->dense_cmax << sh->dense_wbits);
+					sh->dense[q++] = (uint32_t) corpus->count[p];
 					sh->dense_escape[i] = 1;
-
-				sh->dense[q] = (uint32_t) index[corpus->word[p]] | (cnt << sh->dense_wbits);
+				}
 			}
+			sh->dense_start[i + 1] = q;
 		}
 	}
 	hooks->release(is_active, hooks->arg);
@@ -2391,6 +2411,8 @@ release_shared(run_shared *sh)
 	if (sh->dense)
 	{
 		hooks->release(sh->dense, hooks->arg);
+		hooks->release(sh->dense_start, hooks->arg);
+		hooks->release(sh->dense_ones, hooks->arg);
 		hooks->release(sh->dense_escape, hooks->arg);
 	}
 }
