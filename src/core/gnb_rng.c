@@ -169,6 +169,33 @@ gnb_log_array(double *x, int64_t n)
 		x[i] = gnb_log_normal(x[i]);
 }
 
+void
+gnb_log_array_to(const double *x, double *y, int64_t n)
+{
+	int			normal = 1;
+	int64_t		i;
+
+	/* the logs and, without a branch per element, whether they hold */
+	for (i = 0; i + 2 <= n; i += 2)
+	{
+		double		a = gnb_log_normal(x[i]);
+		double		b = gnb_log_normal(x[i + 1]);
+
+		normal &= (x[i] >= DBL_MIN) & (x[i] <= DBL_MAX) &
+			(x[i + 1] >= DBL_MIN) & (x[i + 1] <= DBL_MAX);
+		y[i] = a;
+		y[i + 1] = b;
+	}
+	if (i < n)
+	{
+		normal &= (x[i] >= DBL_MIN) & (x[i] <= DBL_MAX);
+		y[i] = gnb_log_normal(x[i]);
+	}
+	if (!normal)
+		for (i = 0; i < n; i++)
+			y[i] = log(x[i]);
+}
+
 int
 gnb_rng_categorical_log(gnb_rng *rng, const double *scores, int k,
 						double *scratch)

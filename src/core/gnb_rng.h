@@ -314,6 +314,12 @@ gnb_log_normal(double x)
 extern void gnb_log_array(double *x, int64_t n);
 
 /*
+ * y[i] = log x[i] for i in [0, n), the same results as gnb_log_array, in
+ * one pass when all are normal (x and y do not overlap).
+ */
+extern void gnb_log_array_to(const double *x, double *y, int64_t n);
+
+/*
  * Draw an index from unnormalised log weights (scores).  scratch must hold
  * k doubles.  Returns an index in [0, k).
  */

@@ -767,21 +767,24 @@ theta_step2(chain_state *st)
 			}
 		}
 		st->rng = rng;
-		/* the sums in two halves each, even and odd words; the ratios */
+		/*
+		 * the sums in two halves each, even and odd words; the ratios, in
+		 * y0s's place, then their logs in lt
+		 */
 		for (i = 0; i + 2 <= n_active; i += 2)
 		{
 			s0[0] += y0s[i];
 			s0[1] += y0s[i + 1];
 			s1[0] += lt[i];
 			s1[1] += lt[i + 1];
-			lt[i] /= y0s[i];
-			lt[i + 1] /= y0s[i + 1];
+			y0s[i] = lt[i] / y0s[i];
+			y0s[i + 1] = lt[i + 1] / y0s[i + 1];
 		}
 		if (i < n_active)
 		{
 			s0[0] += y0s[i];
 			s1[0] += lt[i];
-			lt[i] /= y0s[i];
+			y0s[i] = lt[i] / y0s[i];
 		}
 		sum0 = s0[0] + s0[1];
 		sum1 = s1[0] + s1[1];
@@ -797,7 +800,7 @@ theta_step2(chain_state *st)
 					sum1 += gnb_rng_gamma(&st->rng, inactive_shape);
 			}
 		}
-		gnb_log_array(lt, n_active);
+		gnb_log_array_to(y0s, lt, n_active);
 		st->lz_diff = log(sum1) - log(sum0);
 		return;
 	}

@@ -430,7 +430,8 @@ ulps(double a, long double b)
  * logl is under 1 ulp (fdlibm's bound) and results are finite.
  * gnb_log_array gives the same bits as gnb_log_normal for each element when
  * all are normal, and exactly log's results (by libm) when one is 0, -0, a
- * subnormal, an infinity, a NaN or negative.  (Checked: Lg1 off by 1e-13
+ * subnormal, an infinity, a NaN or negative; so does gnb_log_array_to,
+ * out of place (on an odd number of elements too).  (Checked: Lg1 off by 1e-13
  * gives 9.8 ulp, Lg7 off by 1e-4 6.6 ulp, and fail; without the fallback to
  * libm every special value fails.)
  */
@@ -442,9 +443,11 @@ test_fast_log(void)
 	n = 2000000};
 	double	   *xs = malloc(n * sizeof(double));
 	double	   *ys = malloc(n * sizeof(double));
+	double	   *zs = malloc(n * sizeof(double));
 	double		max_ulp = 0.0;
 	int			finite = 1,
-				same = 1;
+				same = 1,
+				same_to = 1;
 	uint64_t	state = 12345;
 	static const double special[] = {0.0, -0.0, 4.9e-324, 2.2e-308, INFINITY, -INFINITY,
 	NAN, -1.0};
@@ -486,6 +489,8 @@ test_fast_log(void)
 		}
 		memcpy(ys, xs, n * sizeof(double));
 		gnb_log_array(ys, n);
+		/* n - 1 elements to gnb_log_array_to: its odd tail too */
+		gnb_log_array_to(xs, zs, n - pass);
 		for (int i = 0; i < n; i++)
 		{
 			double		l = gnb_log_normal(xs[i]);
@@ -493,6 +498,8 @@ test_fast_log(void)
 
 			finite &= isfinite(l);
 			same &= memcmp(&l, &ys[i], sizeof(l)) == 0;
+			if (i < n - pass)
+				same_to &= memcmp(&l, &zs[i], sizeof(l)) == 0;
 			if (u > max_ulp)
 				max_ulp = u;
 		}
@@ -500,26 +507,33 @@ test_fast_log(void)
 	CHECK(max_ulp < 1.0, "fast log: max error %.3f ulp", max_ulp);
 	CHECK(finite, "fast log: finite on positive normal numbers");
 	CHECK(same, "gnb_log_array gives gnb_log_normal's bits");
+	CHECK(same_to, "gnb_log_array_to gives gnb_log_normal's bits");
 	printf("  fast log: max error %.3f ulp over %d numbers\n", max_ulp, 2 * n);
 	/* one special value among normal ones: every element as libm's log */
 	for (size_t s = 0; s < sizeof(special) / sizeof(special[0]); s++)
 	{
 		double		v[5] = {3.0, 0.25, special[s], 7.5, 1e300};
-		double		w[5];
-		int			ok = 1;
+		double		w[5],
+					w_to[5];
+		int			ok = 1,
+					ok_to = 1;
 
 		memcpy(w, v, sizeof(v));
 		gnb_log_array(w, 5);
+		gnb_log_array_to(v, w_to, 5);
 		for (int i = 0; i < 5; i++)
 		{
 			double		l = log(v[i]);
 
 			ok &= (isnan(l) && isnan(w[i])) || memcmp(&l, &w[i], sizeof(l)) == 0;
+			ok_to &= (isnan(l) && isnan(w_to[i])) || memcmp(&l, &w_to[i], sizeof(l)) == 0;
 		}
 		CHECK(ok, "gnb_log_array with %g gives log's results", special[s]);
+		CHECK(ok_to, "gnb_log_array_to with %g gives log's results", special[s]);
 	}
 	free(xs);
 	free(ys);
+	free(zs);
 }
 
 /*
