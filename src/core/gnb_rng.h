@@ -73,6 +73,20 @@ gnb_rng_uniform_pos(gnb_rng *rng)
 #endif
 
 /*
+ * A call on the rare path of an inline draw, with a copy of the generator
+ * (cold_rng) that goes back to *rng afterwards: the generator itself is
+ * never passed to a function, so that a caller's local copy of it can live
+ * in registers (GCC keeps an aggregate whose address escapes in memory, and
+ * loads and stores its state at every draw).
+ */
+#define GNB_RNG_COLD_CALL(rng, call) \
+	do { \
+		gnb_rng		cold_rng = *(rng); \
+		call; \
+		*(rng) = cold_rng; \
+	} while (0)
+
+/*
  * The ziggurat's rejected draws (layer i, position x outside the layer's
  * rectangle): the base layer's tail, or the wedge under the curve, or a new
  * draw.  Only for gnb_rng_exponential's inline fast path.
@@ -94,7 +108,8 @@ gnb_rng_exponential(gnb_rng *rng)
 
 	if (GNB_LIKELY(x < gnb_zig_x[i + 1]))
 		return x;
-	return gnb_rng_exponential_reject(rng, i, x);
+	GNB_RNG_COLD_CALL(rng, x = gnb_rng_exponential_reject(&cold_rng, i, x));
+	return x;
 }
 
 extern double gnb_rng_normal_reject(gnb_rng *rng, int i, double x, double sign);
@@ -119,7 +134,8 @@ gnb_rng_normal(gnb_rng *rng)
 
 	if (GNB_LIKELY(x < gnb_zign_x[i + 1]))
 		return sign * x;
-	return gnb_rng_normal_reject(rng, i, x, sign);
+	GNB_RNG_COLD_CALL(rng, x = gnb_rng_normal_reject(&cold_rng, i, x, sign));
+	return x;
 }
 
 /*
@@ -171,7 +187,8 @@ gnb_rng_gamma_mt_c(gnb_rng *rng, double shape, double c)
 	u = gnb_rng_uniform_pos(rng);
 	if (GNB_LIKELY(u < 1.0 - 0.0331 * (x * x) * (x * x)))
 		return d * v;
-	return gnb_rng_gamma_mt_reject(rng, d, c, x, v, u);
+	GNB_RNG_COLD_CALL(rng, v = gnb_rng_gamma_mt_reject(&cold_rng, d, c, x, v, u));
+	return v;
 }
 
 /* Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000). */
