@@ -227,21 +227,23 @@ gnb_rng_gamma(gnb_rng *rng, double shape)
 /*
  * Two Gamma draws of integer shapes m0, m1 >= 1 as m0 + m1 exponentials:
  * *y0 the sum of the first m0, *y1 that of the rest (the same draws and the
- * same sums as gnb_rng_gamma(m0) then gnb_rng_gamma(m1)).  The loop runs
- * m0 + m1 times and each exponential goes to its sum by a mask, not a
- * branch: when the theta step's words come in order of m0 + m1 (their total
- * count), the only branches that depend on the draws are the ziggurat's
- * rare rejections, whatever the split of the total between the classes.
- * Adding +0.0 to a sum of positive numbers leaves it unchanged.
+ * same sums as gnb_rng_gamma(m0) then gnb_rng_gamma(m1)).  The first is
+ * y0's and the last y1's; each of the m0 + m1 - 2 between goes to its sum by
+ * a mask, not a branch: when the theta step's words come in order of
+ * m0 + m1 (their total count), the only branches that depend on the draws
+ * are the ziggurat's rare rejections, whatever the split of the total
+ * between the classes.  Adding +0.0 to a sum of positive numbers leaves it
+ * unchanged.
  */
 GNB_INLINE void
 gnb_rng_gamma_pair_exp(gnb_rng *rng, int m0, int m1, double *y0, double *y1)
 {
 	const int	m = m0 + m1;
-	double		s0 = 0.0,
+	/* the first exponential is y0's and the last y1's, whatever the split */
+	double		s0 = gnb_rng_exponential(rng),
 				s1 = 0.0;
 
-	for (int r = 0; r < m; r++)
+	for (int r = 1; r < m - 1; r++)
 	{
 		double		e = gnb_rng_exponential(rng);
 		uint64_t	bits,
@@ -259,7 +261,7 @@ gnb_rng_gamma_pair_exp(gnb_rng *rng, int m0, int m1, double *y0, double *y1)
 		s1 += e1;
 	}
 	*y0 = s0;
-	*y1 = s1;
+	*y1 = s1 + gnb_rng_exponential(rng);
 }
 
 extern double gnb_rng_log_gamma(gnb_rng *rng, double shape);

@@ -309,7 +309,8 @@ test_gamma_small_integers(void)
  * within Z_TOLERANCE / sqrt(n) of 0).  For shapes 1 to 5 and 1000, the
  * table's c is bit for bit gnb_rng_mt_c's, and the MT draws pass KS, mean
  * and variance.  (Checked: a mask that gives y0 one exponential too few,
- * r < m0 - 1, fails 95 of the 105 pair checks; a table c for shape m + 1
+ * r < m0 - 1, or one too many, r <= m0, fails 60 of the 105 pair checks
+ * (the splits with exponentials between the first and the last); a table c for shape m + 1
  * in place of m fails the table check and the KS, mean and variance of
  * shapes 1 to 5.)
  */
