@@ -771,6 +771,31 @@ theta_step2(chain_state *st)
 		 * the sums in two halves each, even and odd words; the ratios, in
 		 * y0s's place, then their logs in lt
 		 */
+#if defined(__GNUC__) || defined(__clang__)
+		{
+			/* the same operations, lane by lane, in SSE2 registers */
+			typedef double v2d __attribute__((vector_size(16)));
+			v2d			v0 = {0.0, 0.0},
+						v1 = {0.0, 0.0};
+
+			for (i = 0; i + 2 <= n_active; i += 2)
+			{
+				v2d			a,
+							b;
+
+				memcpy(&a, y0s + i, sizeof(a));
+				memcpy(&b, lt + i, sizeof(b));
+				v0 += a;
+				v1 += b;
+				b /= a;
+				memcpy(y0s + i, &b, sizeof(b));
+			}
+			s0[0] = v0[0];
+			s0[1] = v0[1];
+			s1[0] = v1[0];
+			s1[1] = v1[1];
+		}
+#else
 		for (i = 0; i + 2 <= n_active; i += 2)
 		{
 			s0[0] += y0s[i];
@@ -780,6 +805,7 @@ theta_step2(chain_state *st)
 			y0s[i] = lt[i] / y0s[i];
 			y0s[i + 1] = lt[i + 1] / y0s[i + 1];
 		}
+#endif
 		if (i < n_active)
 		{
 			s0[0] += y0s[i];
