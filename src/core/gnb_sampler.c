@@ -700,21 +700,17 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
  * With gamma_theta >= 1 (no underflow) both classes' draws of a word are
  * made together, word by word, then the inactive words' class 0 and class 1
  * lumps; the ratios y_1w / y_0w, logged in one vectorised pass
- * (gnb_log_array), are the log-odds.  A word whose two shapes are integers
- * adding up to at most GNB_PAIR_EXP_MAX takes them as sums of exponentials
- * (gnb_rng_gamma_pair_exp); every other word both by Marsaglia and Tsang,
- * with c from a table for integer shapes.  The words come in order of
- * their total count (sort_active), so the method and the number of
- * exponentials change rarely from one word to the next.  Below 1 the draws
+ * (gnb_log_array_to), are the log-odds.  A word whose two shapes are
+ * integers adding up to at most GNB_PAIR_EXP_MAX takes them as sums of
+ * exponentials (gnb_rng_gamma_pair_exp); every other word both by Marsaglia
+ * and Tsang, with c from a table for integer shapes.  The words come in
+ * order of their total count (sort_active), so the method and the number of
+ * exponentials change rarely from one word to the next.  (Up to 5: with 4,
+ * 6, 7 or 8 a sweep took the same time within the noise.)  Below 1 the draws
  * are logs (gnb_rng_log_gamma), made class by class into
  * log_theta[k * V + i] until their differences replace them.
  */
-#ifndef GNB_PAIR_EXP_MAX
 #define GNB_PAIR_EXP_MAX 5
-#endif
-/* draws buffered at a time; a word takes at most GNB_THETA_DRAWS_MAX */
-#define GNB_THETA_BUF 256
-#define GNB_THETA_DRAWS_MAX (GNB_PAIR_EXP_MAX > 4 ? GNB_PAIR_EXP_MAX : 4)
 
 static inline double
 mt_c_of(const double *table, double shape)
