@@ -117,6 +117,14 @@ gnb_rng_gamma_mt_reject(gnb_rng *rng, double d, double c, double x, double v, do
 	}
 }
 
+void
+gnb_mt_c_table(double *c)
+{
+	c[0] = 0.0;					/* no shape 0 */
+	for (int m = 1; m <= GNB_MT_TABLE_MAX; m++)
+		c[m] = gnb_rng_mt_c((double) m);
+}
+
 /*
  * log of a Gamma(shape, 1) draw, for any shape > 0.  For shape < 1 we use
  * Gamma(a) = Gamma(a + 1) * U^(1/a), taken in logs, so that tiny shapes give
@@ -159,6 +167,33 @@ gnb_log_array(double *x, int64_t n)
 	}
 	if (i < n)
 		x[i] = gnb_log_normal(x[i]);
+}
+
+void
+gnb_log_array_to(const double *x, double *y, int64_t n)
+{
+	int			normal = 1;
+	int64_t		i;
+
+	/* the logs and, without a branch per element, whether they hold */
+	for (i = 0; i + 2 <= n; i += 2)
+	{
+		double		a = gnb_log_normal(x[i]);
+		double		b = gnb_log_normal(x[i + 1]);
+
+		normal &= (x[i] >= DBL_MIN) & (x[i] <= DBL_MAX) &
+			(x[i + 1] >= DBL_MIN) & (x[i + 1] <= DBL_MAX);
+		y[i] = a;
+		y[i + 1] = b;
+	}
+	if (i < n)
+	{
+		normal &= (x[i] >= DBL_MIN) & (x[i] <= DBL_MAX);
+		y[i] = gnb_log_normal(x[i]);
+	}
+	if (!normal)
+		for (i = 0; i < n; i++)
+			y[i] = log(x[i]);
 }
 
 int

@@ -73,6 +73,20 @@ gnb_rng_uniform_pos(gnb_rng *rng)
 #endif
 
 /*
+ * A call on the rare path of an inline draw, with a copy of the generator
+ * (cold_rng) that goes back to *rng afterwards: the generator itself is
+ * never passed to a function, so that a caller's local copy of it can live
+ * in registers (GCC keeps an aggregate whose address escapes in memory, and
+ * loads and stores its state at every draw).
+ */
+#define GNB_RNG_COLD_CALL(rng, call) \
+	do { \
+		gnb_rng		cold_rng = *(rng); \
+		call; \
+		*(rng) = cold_rng; \
+	} while (0)
+
+/*
  * The ziggurat's rejected draws (layer i, position x outside the layer's
  * rectangle): the base layer's tail, or the wedge under the curve, or a new
  * draw.  Only for gnb_rng_exponential's inline fast path.
@@ -94,7 +108,8 @@ gnb_rng_exponential(gnb_rng *rng)
 
 	if (GNB_LIKELY(x < gnb_zig_x[i + 1]))
 		return x;
-	return gnb_rng_exponential_reject(rng, i, x);
+	GNB_RNG_COLD_CALL(rng, x = gnb_rng_exponential_reject(&cold_rng, i, x));
+	return x;
 }
 
 extern double gnb_rng_normal_reject(gnb_rng *rng, int i, double x, double sign);
@@ -110,12 +125,17 @@ gnb_rng_normal(gnb_rng *rng)
 {
 	uint64_t	bits = gnb_rng_next(rng);
 	int			i = (int) (bits & 255);
-	double		sign = (bits & 256) ? -1.0 : 1.0;
+	/* +-1.0 by bit 8 moved to the sign bit: a branch on it would miss half the time */
+	uint64_t	sign_bits = UINT64_C(0x3ff0000000000000) | ((bits & 256) << 55);
+	double		sign;
 	double		x = (double) (bits >> 11) * 0x1.0p-53 * gnb_zign_x[i];
+
+	memcpy(&sign, &sign_bits, sizeof(sign));
 
 	if (GNB_LIKELY(x < gnb_zign_x[i + 1]))
 		return sign * x;
-	return gnb_rng_normal_reject(rng, i, x, sign);
+	GNB_RNG_COLD_CALL(rng, x = gnb_rng_normal_reject(&cold_rng, i, x, sign));
+	return x;
 }
 
 /*
@@ -129,16 +149,31 @@ extern double gnb_rng_gamma_mt_reject(gnb_rng *rng, double d, double c,
 									  double x, double v, double u);
 
 /*
- * Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000): d v for
- * v = (1 + c x)^3, x standard normal, d = shape - 1/3, c = 1 / sqrt(9 d),
- * accepted by the squeeze nearly always (here, inline), otherwise by the
- * exact test or a new candidate (gnb_rng_gamma_mt_reject).
+ * Marsaglia and Tsang's constant c = 1 / sqrt(9 d), d = shape - 1/3.  The
+ * theta step takes it from a table for integer shapes (gnb_mt_c_table): the
+ * same bits, since sqrt and division are correctly rounded IEEE operations,
+ * without a square root and a division per draw.
  */
 GNB_INLINE double
-gnb_rng_gamma_mt(gnb_rng *rng, double shape)
+gnb_rng_mt_c(double shape)
+{
+	return 1.0 / sqrt(9.0 * (shape - 1.0 / 3.0));
+}
+
+/* c for the integer shapes 1 .. GNB_MT_TABLE_MAX, filled by gnb_mt_c_table */
+#define GNB_MT_TABLE_MAX 1024
+extern void gnb_mt_c_table(double *c);
+
+/*
+ * Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000), given
+ * c = gnb_rng_mt_c(shape): d v for v = (1 + c x)^3, x standard normal,
+ * d = shape - 1/3, accepted by the squeeze nearly always (here, inline),
+ * otherwise by the exact test or a new candidate (gnb_rng_gamma_mt_reject).
+ */
+GNB_INLINE double
+gnb_rng_gamma_mt_c(gnb_rng *rng, double shape, double c)
 {
 	const double d = shape - 1.0 / 3.0;
-	const double c = 1.0 / sqrt(9.0 * d);
 	double		x,
 				v,
 				u;
@@ -152,7 +187,15 @@ gnb_rng_gamma_mt(gnb_rng *rng, double shape)
 	u = gnb_rng_uniform_pos(rng);
 	if (GNB_LIKELY(u < 1.0 - 0.0331 * (x * x) * (x * x)))
 		return d * v;
-	return gnb_rng_gamma_mt_reject(rng, d, c, x, v, u);
+	GNB_RNG_COLD_CALL(rng, v = gnb_rng_gamma_mt_reject(&cold_rng, d, c, x, v, u));
+	return v;
+}
+
+/* Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000). */
+GNB_INLINE double
+gnb_rng_gamma_mt(gnb_rng *rng, double shape)
+{
+	return gnb_rng_gamma_mt_c(rng, shape, gnb_rng_mt_c(shape));
 }
 
 /*
@@ -179,6 +222,46 @@ gnb_rng_gamma(gnb_rng *rng, double shape)
 		return sum;
 	}
 	return gnb_rng_gamma_mt(rng, shape);
+}
+
+/*
+ * Two Gamma draws of integer shapes m0, m1 >= 1 as m0 + m1 exponentials:
+ * *y0 the sum of the first m0, *y1 that of the rest (the same draws and the
+ * same sums as gnb_rng_gamma(m0) then gnb_rng_gamma(m1)).  The first is
+ * y0's and the last y1's; each of the m0 + m1 - 2 between goes to its sum by
+ * a mask, not a branch: when the theta step's words come in order of
+ * m0 + m1 (their total count), the only branches that depend on the draws
+ * are the ziggurat's rare rejections, whatever the split of the total
+ * between the classes.  Adding +0.0 to a sum of positive numbers leaves it
+ * unchanged.
+ */
+GNB_INLINE void
+gnb_rng_gamma_pair_exp(gnb_rng *rng, int m0, int m1, double *y0, double *y1)
+{
+	const int	m = m0 + m1;
+	/* the first exponential is y0's and the last y1's, whatever the split */
+	double		s0 = gnb_rng_exponential(rng),
+				s1 = 0.0;
+
+	for (int r = 1; r < m - 1; r++)
+	{
+		double		e = gnb_rng_exponential(rng);
+		uint64_t	bits,
+					mask = (uint64_t) 0 - (uint64_t) (r < m0);
+		double		e0,
+					e1;
+
+		memcpy(&bits, &e, sizeof(bits));
+		bits &= mask;
+		memcpy(&e0, &bits, sizeof(e0));
+		memcpy(&bits, &e, sizeof(bits));
+		bits &= ~mask;
+		memcpy(&e1, &bits, sizeof(e1));
+		s0 += e0;
+		s1 += e1;
+	}
+	*y0 = s0;
+	*y1 = s1 + gnb_rng_exponential(rng);
 }
 
 extern double gnb_rng_log_gamma(gnb_rng *rng, double shape);
@@ -248,6 +331,12 @@ gnb_log_normal(double x)
  * and negative numbers give what log gives.
  */
 extern void gnb_log_array(double *x, int64_t n);
+
+/*
+ * y[i] = log x[i] for i in [0, n), the same results as gnb_log_array, in
+ * one pass when all are normal (x and y do not overlap).
+ */
+extern void gnb_log_array_to(const double *x, double *y, int64_t n);
 
 /*
  * Draw an index from unnormalised log weights (scores).  scratch must hold

@@ -26,6 +26,15 @@
 #define gnb_prefetch(p) ((void) 0)
 #endif
 
+/*
+ * The fewest bits of a packed pair (run_shared.dense) for the word: the
+ * unit tests' sanitizer build sets 29, leaving 3 bits for the count, so that
+ * their counts of 7 and more take the escape path.
+ */
+#ifndef GNB_DENSE_WBITS_MIN
+#define GNB_DENSE_WBITS_MIN 1
+#endif
+
 /* How many documents of a sweep between calls of hooks->check_interrupts. */
 #define GNB_INTERRUPT_EVERY 2048
 
@@ -164,6 +173,14 @@ log_rising(log_product *p, double n_plus_g, int32_t c)
 	return lgamma_diff(n_plus_g, c);
 }
 
+/* An active word and its total count, to sort them (sort_active). */
+typedef struct active_key
+{
+	double		total;
+	int64_t		first;			/* its first pair in the unlabelled documents */
+	int32_t		word;
+} active_key;
+
 /* What every chain of a run shares: derived once from the corpus. */
 typedef struct run_shared
 {
@@ -176,16 +193,33 @@ typedef struct run_shared
 	int64_t		n_pairs;		/* doc_start[D] */
 	int32_t    *unlabeled;		/* ids of unlabelled documents */
 	int32_t		n_unlabeled;
-	int32_t    *active;			/* words that occur in an unlabelled document */
+	/*
+	 * Words that occur in an unlabelled document, by increasing word id;
+	 * for the paper sampler with K = 2 by increasing total count instead
+	 * (see sort_active).
+	 */
+	int32_t    *active;
 	int32_t		n_active;
 	/*
 	 * paper, K = 2: the pairs of the unlabelled documents, document after
-	 * document in the order of unlabeled, as the index in active of their
-	 * word: the label step reads the log-odds of the active words only, from
-	 * a dense array (theta_step2)
+	 * document in the order of unlabeled, the i-th unlabelled document's
+	 * from dense_start[i]: first its dense_ones[i] words of count 1, as the
+	 * index in active of the word (the label step reads the log-odds of the
+	 * active words only, from a dense array, see theta_step2), then the
+	 * others, the index in the low dense_wbits bits and the count in the
+	 * others; a count of dense_cmax or more has dense_cmax there and itself
+	 * in the next element (and dense_escape[i] is set).  The label step
+	 * streams them every sweep: 4 bytes a pair, not 8, and most pairs
+	 * (count 1) need no multiplication.
 	 */
-	int32_t    *dense_word;
+	uint32_t   *dense;
+	int64_t    *dense_start;	/* n_unlabeled + 1 */
+	int32_t    *dense_ones;		/* n_unlabeled */
+	char	   *dense_escape;	/* n_unlabeled */
 	int64_t		n_dense;
+	int			dense_wbits;
+	uint32_t	dense_wmask;
+	uint32_t	dense_cmax;
 	/*
 	 * K: summed clamped counts of the other words; with their number, the
 	 * summed Dirichlet shape of those words for the current gamma_theta.
@@ -245,6 +279,14 @@ typedef struct chain_state
 	 */
 	double	   *log_theta;
 	double		lz_diff;
+	/*
+	 * paper, K = 2: N of the active words, in active's order (2 x n_active,
+	 * class-minor), changed with N by the same operations so that it holds
+	 * the same bits: the theta step reads it in order instead of gathering
+	 * from N.  And Marsaglia and Tsang's c for integer shapes.
+	 */
+	double	   *Nd;
+	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
 	double	   *pred;			/* K scratch */
 	double	   *scratch;		/* K scratch */
@@ -335,9 +377,19 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	/* int32 per document (labels, last labels, unlabelled index), per word */
 	bytes += 4 * D * sizeof(int32_t) + 2 * V * sizeof(int32_t) + V;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
-	/* paper, K = 2: the unlabelled documents' pairs as active word indexes */
+	/*
+	 * paper, K = 2: the unlabelled documents' pairs (active word index and
+	 * count), the active words' counts and the table of Marsaglia and
+	 * Tsang's c; while the shared state is set up, the words' totals and
+	 * sort keys
+	 */
 	if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
-		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * sizeof(int32_t) + sizeof(int32_t);
+	{
+		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * 2 * sizeof(uint32_t) + sizeof(uint32_t);
+		bytes += (D + 1) * (sizeof(int64_t) + sizeof(int32_t) + 1);
+		bytes += (2 * V + 1 + GNB_MT_TABLE_MAX + 1) * sizeof(double);
+		bytes += V * (sizeof(double) + sizeof(int64_t) + sizeof(active_key));
+	}
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
 }
@@ -642,43 +694,122 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
  * the two classes' theta per word: log y_1w - log y_0w, less the difference
  * of the normalisers per token.  So one log per word rather than per (word,
  * class), and the label step reads one contiguous array: log_theta[i] for
- * the i-th active word (the only words it reads; sh->dense_word).
+ * the i-th active word (the only words it reads; sh->dense).  The counts
+ * come from Nd, in the same order.
  *
  * With gamma_theta >= 1 (no underflow) both classes' draws of a word are
  * made together, word by word, then the inactive words' class 0 and class 1
  * lumps; the ratios y_1w / y_0w, logged in one vectorised pass
- * (gnb_log_array), are the log-odds.  Below 1 the draws are logs
- * (gnb_rng_log_gamma), made class by class into log_theta[k * V + i] until
- * their differences replace them.
+ * (gnb_log_array_to), are the log-odds.  A word whose two shapes are
+ * integers adding up to at most GNB_PAIR_EXP_MAX takes them as sums of
+ * exponentials (gnb_rng_gamma_pair_exp); every other word both by Marsaglia
+ * and Tsang, with c from a table for integer shapes.  The words come in
+ * order of their total count (sort_active), so the method and the number of
+ * exponentials change rarely from one word to the next.  (Up to 5: with 4,
+ * 6, 7 or 8 a sweep took the same time within the noise.)  Below 1 the draws
+ * are logs (gnb_rng_log_gamma), made class by class into
+ * log_theta[k * V + i] until their differences replace them.
  */
+#define GNB_PAIR_EXP_MAX 5
+
+static inline double
+mt_c_of(const double *table, double shape)
+{
+	if (shape <= GNB_MT_TABLE_MAX && shape == (double) (int) shape)
+		return table[(int) shape];
+	return gnb_rng_mt_c(shape);
+}
+
 static void
-theta_step2(chain_state *st, const double *N)
+theta_step2(chain_state *st)
 {
 	const run_shared *sh = st->sh;
 	const double g = st->g_theta;
 	const int32_t V = sh->V;
 	const int32_t n_active = sh->n_active;
-	const int32_t *active = sh->active;
+	const double *Nd = st->Nd;
 	double	   *lt = st->log_theta;
 	double		lz[2];
 
 	if (g >= 1.0)
 	{
-		/* shapes at least 1: no underflow, normalised as they are */
-		double		sum0 = 0.0,
-					sum1 = 0.0;
+		/*
+		 * Shapes at least 1: no underflow, normalised as they are.  The
+		 * draws y_1w go to lt[i], the y_0w to lt[n_active + i] (lt has room
+		 * for 2 V), and are summed afterwards: in this loop, with calls for
+		 * rejections in it, running sums would live in memory.
+		 */
+		const double *ct = st->mt_c;
+		double	   *y0s = lt + n_active;
+		double		s0[2] = {0.0, 0.0},
+					s1[2] = {0.0, 0.0};
+		double		sum0,
+					sum1;
 		gnb_rng		rng = st->rng;
+		int32_t		i;
 
-		for (int32_t i = 0; i < n_active; i++)
+		for (i = 0; i < n_active; i++)
 		{
-			const double *n = N + 2 * (int64_t) active[i];
-			double		y0 = gnb_rng_gamma(&rng, n[0] + g);
-			double		y1 = gnb_rng_gamma(&rng, n[1] + g);
+			const double a0 = Nd[2 * (int64_t) i] + g;
+			const double a1 = Nd[2 * (int64_t) i + 1] + g;
 
-			sum0 += y0;
-			sum1 += y1;
-			lt[i] = y1 / y0;
+			if (a0 + a1 <= GNB_PAIR_EXP_MAX &&
+				a0 == (double) (int) a0 && a1 == (double) (int) a1)
+				gnb_rng_gamma_pair_exp(&rng, (int) a0, (int) a1, &y0s[i], &lt[i]);
+			else
+			{
+				y0s[i] = gnb_rng_gamma_mt_c(&rng, a0, mt_c_of(ct, a0));
+				lt[i] = gnb_rng_gamma_mt_c(&rng, a1, mt_c_of(ct, a1));
+			}
 		}
+		st->rng = rng;
+		/*
+		 * the sums in two halves each, even and odd words; the ratios, in
+		 * y0s's place, then their logs in lt
+		 */
+#if defined(__GNUC__) || defined(__clang__)
+		{
+			/* the same operations, lane by lane, in SSE2 registers */
+			typedef double v2d __attribute__((vector_size(16)));
+			v2d			v0 = {0.0, 0.0},
+						v1 = {0.0, 0.0};
+
+			for (i = 0; i + 2 <= n_active; i += 2)
+			{
+				v2d			a,
+							b;
+
+				memcpy(&a, y0s + i, sizeof(a));
+				memcpy(&b, lt + i, sizeof(b));
+				v0 += a;
+				v1 += b;
+				b /= a;
+				memcpy(y0s + i, &b, sizeof(b));
+			}
+			s0[0] = v0[0];
+			s0[1] = v0[1];
+			s1[0] = v1[0];
+			s1[1] = v1[1];
+		}
+#else
+		for (i = 0; i + 2 <= n_active; i += 2)
+		{
+			s0[0] += y0s[i];
+			s0[1] += y0s[i + 1];
+			s1[0] += lt[i];
+			s1[1] += lt[i + 1];
+			y0s[i] = lt[i] / y0s[i];
+			y0s[i + 1] = lt[i + 1] / y0s[i + 1];
+		}
+#endif
+		if (i < n_active)
+		{
+			s0[0] += y0s[i];
+			s1[0] += lt[i];
+			y0s[i] = lt[i] / y0s[i];
+		}
+		sum0 = s0[0] + s0[1];
+		sum1 = s1[0] + s1[1];
 		for (int32_t k = 0; k < 2; k++)
 		{
 			double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
@@ -686,13 +817,12 @@ theta_step2(chain_state *st, const double *N)
 			if (inactive_shape > 0.0)
 			{
 				if (k == 0)
-					sum0 += gnb_rng_gamma(&rng, inactive_shape);
+					sum0 += gnb_rng_gamma(&st->rng, inactive_shape);
 				else
-					sum1 += gnb_rng_gamma(&rng, inactive_shape);
+					sum1 += gnb_rng_gamma(&st->rng, inactive_shape);
 			}
 		}
-		st->rng = rng;
-		gnb_log_array(lt, n_active);
+		gnb_log_array_to(y0s, lt, n_active);
 		st->lz_diff = log(sum1) - log(sum0);
 		return;
 	}
@@ -706,7 +836,7 @@ theta_step2(chain_state *st, const double *N)
 
 		for (int32_t i = 0; i < n_active; i++)
 		{
-			y[i] = gnb_rng_log_gamma(&st->rng, N[2 * (int64_t) active[i] + k] + g);
+			y[i] = gnb_rng_log_gamma(&st->rng, Nd[2 * (int64_t) i + k] + g);
 			if (y[i] > lmax)
 				lmax = y[i];
 		}
@@ -726,6 +856,58 @@ theta_step2(chain_state *st, const double *N)
 	st->lz_diff = lz[1] - lz[0];
 }
 
+/* Nd from N (paper, K = 2): after N changed other than by moves. */
+static void
+sync_dense_counts(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+
+	for (int32_t i = 0; i < sh->n_active; i++)
+	{
+		st->Nd[2 * (int64_t) i] = st->N[2 * (int64_t) sh->active[i]];
+		st->Nd[2 * (int64_t) i + 1] = st->N[2 * (int64_t) sh->active[i] + 1];
+	}
+}
+
+/*
+ * Nd after move_doc moved the i-th unlabelled document from class a to
+ * class b: the operations move_doc does on N, on the same values.
+ */
+static void
+move_dense(chain_state *st, int32_t i, int32_t a, int32_t b)
+{
+	const run_shared *sh = st->sh;
+	const uint32_t *pr = sh->dense + sh->dense_start[i];
+	const int64_t n = sh->dense_start[i + 1] - sh->dense_start[i];
+	const int64_t n_ones = sh->dense_ones[i];
+	const double lambda = st->lambda;
+	double	   *Nd = st->Nd;
+
+	if (lambda == 0.0)
+		return;
+	for (int64_t p = 0; p < n; p++)
+	{
+		uint32_t	word = p < n_ones ? pr[p] : pr[p] & sh->dense_wmask;
+		int32_t		cnt = p < n_ones ? 1 : (int32_t) (pr[p] >> sh->dense_wbits);
+		double	   *row = Nd + 2 * (int64_t) word;
+
+		if (p >= n_ones && (uint32_t) cnt == sh->dense_cmax)
+			cnt = (int32_t) pr[++p];
+		if (lambda == 1.0)
+		{
+			row[a] -= cnt;
+			row[b] += cnt;
+		}
+		else
+		{
+			double		add = lambda * cnt;
+
+			row[a] -= add;
+			row[b] += add;
+		}
+	}
+}
+
 static void
 theta_step(chain_state *st, const double *N)
 {
@@ -736,7 +918,7 @@ theta_step(chain_state *st, const double *N)
 
 	if (K == 2)
 	{
-		theta_step2(st, N);
+		theta_step2(st);
 		return;
 	}
 	for (int32_t k = 0; k < K; k++)
@@ -801,13 +983,23 @@ theta_step(chain_state *st, const double *N)
  * A draw from two classes with log scores s0, s1: class 0 with probability
  * 1 / (1 + exp(s1 - s0)), from one uniform and one exp (an infinite exp
  * gives class 1, an underflowing one class 0).
+ *
+ * Most documents' scores are far apart, and then the exp is not needed for
+ * the same answer: below -40, exp < 2^-54 and 1 + exp is 1, so u < 1 gives
+ * class 0; above 40 any u but 0 (at least 2^-53) times 1 + exp (more than
+ * 2^57) is more than 1, class 1.
  */
 static inline int32_t
 categorical2(gnb_rng *rng, double s0, double s1)
 {
 	double		u = gnb_rng_uniform(rng);
+	double		d = s1 - s0;
 
-	return u * (1.0 + exp(s1 - s0)) < 1.0 ? 0 : 1;
+	if (d < -40.0)
+		return 0;
+	if (d > 40.0 && u != 0.0)
+		return 1;
+	return u * (1.0 + exp(d)) < 1.0 ? 0 : 1;
 }
 
 static inline void
@@ -846,13 +1038,11 @@ static int32_t
 label_step_paper2(chain_state *st)
 {
 	const run_shared *sh = st->sh;
-	const gnb_corpus *c = sh->corpus;
 	const double lambda = st->lambda;
 	const int	predictive = st->kept_sweep && lambda != 1.0;
 	const double *lt = st->log_theta;
-	const int32_t *dense = sh->dense_word;
-	const int64_t n_dense = sh->n_dense;
-	int64_t		q = 0;
+	const int	wbits = sh->dense_wbits;
+	const uint32_t wmask = sh->dense_wmask;
 	int32_t		changed = 0;
 
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -860,20 +1050,58 @@ label_step_paper2(chain_state *st)
 		int32_t		j = sh->unlabeled[i];
 		int32_t		a = st->z[j];
 		int32_t		b;
+		const uint32_t *pr = sh->dense + sh->dense_start[i];
+		const int64_t n = sh->dense_start[i + 1] - sh->dense_start[i];
+		const int64_t n_ones = sh->dense_ones[i];
 		double		l = 0.0;
 		double		s0,
 					s1;
 
 		maybe_check_interrupts(sh, i);
 		/*
-		 * l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2; the
-		 * q-th pair of the unlabelled documents is pair p of document j
+		 * l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2; in
+		 * four partial sums, not one: one addition's latency per pair would
+		 * be the loop's pace
 		 */
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++, q++)
 		{
-			if (q + GNB_PREFETCH_AHEAD < n_dense)
-				gnb_prefetch(lt + dense[q + GNB_PREFETCH_AHEAD]);
-			l += c->count[p] * lt[dense[q]];
+			double		l4[4] = {0.0, 0.0, 0.0, 0.0};
+			int64_t		p;
+
+			for (p = 0; p + 4 <= n_ones; p += 4)
+			{
+				l4[0] += lt[pr[p]];
+				l4[1] += lt[pr[p + 1]];
+				l4[2] += lt[pr[p + 2]];
+				l4[3] += lt[pr[p + 3]];
+			}
+			for (; p < n_ones; p++)
+				l4[0] += lt[pr[p]];
+			if (GNB_LIKELY(!sh->dense_escape[i]))
+			{
+				for (; p + 4 <= n; p += 4)
+				{
+					l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
+					l4[1] += (int32_t) (pr[p + 1] >> wbits) * lt[pr[p + 1] & wmask];
+					l4[2] += (int32_t) (pr[p + 2] >> wbits) * lt[pr[p + 2] & wmask];
+					l4[3] += (int32_t) (pr[p + 3] >> wbits) * lt[pr[p + 3] & wmask];
+				}
+				for (; p < n; p++)
+					l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
+			}
+			else
+			{
+				/* a count too large for its bits follows in the next element */
+				for (; p < n; p++)
+				{
+					uint32_t	cnt = pr[p] >> wbits;
+					double		x = lt[pr[p] & wmask];
+
+					if (cnt == sh->dense_cmax)
+						cnt = pr[++p];
+					l4[0] += (int32_t) cnt * x;
+				}
+			}
+			l = (l4[0] + l4[1]) + (l4[2] + l4[3]);
 		}
 		l -= sh->doc_length[j] * st->lz_diff;
 		/* the scores up to a shift common to both classes */
@@ -889,6 +1117,7 @@ label_step_paper2(chain_state *st)
 		if (b != a)
 		{
 			move_doc(st, j, a, b);
+			move_dense(st, i, a, b);
 			changed++;
 		}
 	}
@@ -1648,6 +1877,8 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		for (int32_t k = 0; k < K; k++)
 			st->C[k] += c->extra_doc_counts[k];
 	}
+	if (st->Nd)
+		sync_dense_counts(st);
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && !c->init_label)
 		theta_step(st, st->N);
 
@@ -1669,6 +1900,8 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		st->z[j] = k;
 		add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 	}
+	if (st->Nd)
+		sync_dense_counts(st);
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && c->init_label)
 		theta_step(st, st->N);
 	compute_word_terms(V, K, st->g_theta, st->N, st->S);
@@ -2001,9 +2234,74 @@ gnb_warning_text(int32_t warning)
 	return "unknown warning";
 }
 
+static int
+cmp_active_key(const void *a, const void *b)
+{
+	const active_key *x = a;
+	const active_key *y = b;
+
+	if (x->total != y->total)
+		return x->total < y->total ? -1 : 1;
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+/*
+ * paper, K = 2: put the active words in order of their total count over
+ * both classes, N_0w + N_1w, which moving documents never changes.  The theta step's two
+ * Gamma shapes of a word add up to that total plus 2 gamma_theta, so the
+ * words whose shapes it draws by the same method (theta_step2), with the
+ * same number of exponentials, come one after another and the branches
+ * that choose are predicted; and the label step's frequent words are close
+ * together in log_theta.  Ties go by the word's first pair in the
+ * unlabelled documents (the order of the label step's reads; one word a
+ * pair: the order is the same on every machine), so that the many words
+ * seen once are read in order.  labelled_count: the clamped (and extra)
+ * counts, V x 2.
+ */
+static void
+sort_active(run_shared *sh, const double *labelled_count)
+{
+	const gnb_corpus *c = sh->corpus;
+	const gnb_hooks *hooks = sh->hooks;
+	const double lambda = sh->params->unlabeled_weight;
+	double	   *total = xalloc(hooks, sh->V > 0 ? sh->V : 1, sizeof(double));
+	int64_t    *first = xalloc(hooks, sh->V > 0 ? sh->V : 1, sizeof(int64_t));
+	active_key *keys = xalloc(hooks, sh->n_active > 0 ? sh->n_active : 1, sizeof(active_key));
+	int64_t		q = 0;
+
+	for (int32_t w = 0; w < sh->V; w++)
+	{
+		total[w] = labelled_count[2 * (int64_t) w] + labelled_count[2 * (int64_t) w + 1];
+		first[w] = -1;
+	}
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++, q++)
+		{
+			total[c->word[p]] += lambda * c->count[p];
+			if (first[c->word[p]] < 0)
+				first[c->word[p]] = q;
+		}
+	}
+	for (int32_t i = 0; i < sh->n_active; i++)
+	{
+		keys[i].total = total[sh->active[i]];
+		keys[i].first = first[sh->active[i]];
+		keys[i].word = sh->active[i];
+	}
+	qsort(keys, sh->n_active, sizeof(active_key), cmp_active_key);
+	for (int32_t i = 0; i < sh->n_active; i++)
+		sh->active[i] = keys[i].word;
+	hooks->release(total, hooks->arg);
+	hooks->release(first, hooks->arg);
+	hooks->release(keys, hooks->arg);
+}
+
 /*
  * Derive what all chains share: unlabelled documents, active words, shapes;
- * for a chain to run (for_chain) the paper sampler's dense_word too.
+ * for a chain to run (for_chain) the paper sampler's dense pairs too.
  */
 static void
 setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
@@ -2073,21 +2371,52 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 		/* index in active of each word (in labelled_count's room: V x 2 doubles) */
 		int32_t    *index = (int32_t *) labelled_count;
 
+		sort_active(sh, labelled_count);
 		for (int32_t i = 0; i < sh->n_active; i++)
 			index[sh->active[i]] = i;
+		/* bits for an index in active (n_active < 2^31: at least one is left) */
+		sh->dense_wbits = GNB_DENSE_WBITS_MIN;
+		while (sh->dense_wbits < 31 && ((int64_t) 1 << sh->dense_wbits) < sh->n_active)
+			sh->dense_wbits++;
+		sh->dense_wmask = ((uint32_t) 1 << sh->dense_wbits) - 1;
+		sh->dense_cmax = UINT32_MAX >> sh->dense_wbits;
 		for (int32_t i = 0; i < sh->n_unlabeled; i++)
 		{
 			int32_t		j = sh->unlabeled[i];
 
-			sh->n_dense += corpus->doc_start[j + 1] - corpus->doc_start[j];
+			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+				sh->n_dense += corpus->count[p] >= (int64_t) sh->dense_cmax ? 2 : 1;
 		}
-		sh->dense_word = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(int32_t));
+		sh->dense = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(uint32_t));
+		sh->dense_start = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int64_t));
+		sh->dense_ones = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int32_t));
+		sh->dense_escape = xalloc(hooks, (size_t) sh->n_unlabeled + 1, 1);
 		for (int64_t i = 0, q = 0; i < sh->n_unlabeled; i++)
 		{
 			int32_t		j = sh->unlabeled[i];
+			int64_t		p;
 
-			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-				sh->dense_word[q++] = index[corpus->word[p]];
+			sh->dense_start[i] = q;
+			for (p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+				if (corpus->count[p] == 1)
+					sh->dense[q++] = (uint32_t) index[corpus->word[p]];
+			sh->dense_ones[i] = (int32_t) (q - sh->dense_start[i]);
+			for (p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+			{
+				uint32_t	word = (uint32_t) index[corpus->word[p]];
+
+				if (corpus->count[p] == 1)
+					continue;
+				if (corpus->count[p] < (int64_t) sh->dense_cmax)
+					sh->dense[q++] = word | ((uint32_t) corpus->count[p] << sh->dense_wbits);
+				else
+				{
+					sh->dense[q++] = word | (sh->dense_cmax << sh->dense_wbits);
+					sh->dense[q++] = (uint32_t) corpus->count[p];
+					sh->dense_escape[i] = 1;
+				}
+			}
+			sh->dense_start[i + 1] = q;
 		}
 	}
 	hooks->release(is_active, hooks->arg);
@@ -2104,8 +2433,13 @@ release_shared(run_shared *sh)
 	hooks->release(sh->inactive_count, hooks->arg);
 	hooks->release(sh->class_clamped, hooks->arg);
 	hooks->release(sh->active, hooks->arg);
-	if (sh->dense_word)
-		hooks->release(sh->dense_word, hooks->arg);
+	if (sh->dense)
+	{
+		hooks->release(sh->dense, hooks->arg);
+		hooks->release(sh->dense_start, hooks->arg);
+		hooks->release(sh->dense_ones, hooks->arg);
+		hooks->release(sh->dense_escape, hooks->arg);
+	}
 }
 
 void
@@ -2153,6 +2487,12 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	st.log_pred_own = xalloc(hooks, K, sizeof(double));
 	if (params->sampler == GNB_SAMPLER_PAPER)
 		st.log_theta = xalloc(hooks, vk + 1, sizeof(double));
+	if (sh.dense)
+	{
+		st.Nd = xalloc(hooks, 2 * (size_t) sh.n_active + 1, sizeof(double));
+		st.mt_c = xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
+		gnb_mt_c_table(st.mt_c);
+	}
 	st.scores = xalloc(hooks, K, sizeof(double));
 	st.pred = xalloc(hooks, K, sizeof(double));
 	st.scratch = xalloc(hooks, K, sizeof(double));
@@ -2216,6 +2556,11 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	hooks->release(st.log_pred_own, hooks->arg);
 	if (st.log_theta)
 		hooks->release(st.log_theta, hooks->arg);
+	if (st.Nd)
+	{
+		hooks->release(st.Nd, hooks->arg);
+		hooks->release(st.mt_c, hooks->arg);
+	}
 	hooks->release(st.scores, hooks->arg);
 	hooks->release(st.pred, hooks->arg);
 	hooks->release(st.scratch, hooks->arg);

@@ -297,6 +297,122 @@ test_gamma_small_integers(void)
 	free(mix);
 }
 
+/*
+ * The theta step's Gamma methods (theta_step2, K = 2):
+ * gnb_rng_gamma_pair_exp draws two integer shapes as m0 + m1 exponentials
+ * split by masks, and gnb_rng_gamma_mt_c is Marsaglia and Tsang's method,
+ * which the theta step now also uses for the small integer shapes of
+ * frequent words, with c from gnb_mt_c_table.  For every split (m0, m1)
+ * with m0 + m1 <= 6, drawn in a mix that changes split from pair to pair
+ * as the theta step's words do: KS of each draw against its Erlang CDF,
+ * the mean and variance, and the correlation of y0 and y1 (independent:
+ * within Z_TOLERANCE / sqrt(n) of 0).  For shapes 1 to 5 and 1000, the
+ * table's c is bit for bit gnb_rng_mt_c's, and the MT draws pass KS, mean
+ * and variance.  (Checked: a mask that gives y0 one exponential too few,
+ * r < m0 - 1, or one too many, r <= m0, fails 60 of the 105 pair checks
+ * (the splits with exponentials between the first and the last); a table c for shape m + 1
+ * in place of m fails the table check and the KS, mean and variance of
+ * shapes 1 to 5.)
+ */
+static void
+test_gamma_pair_and_mt(void)
+{
+	enum
+	{
+	n = 100000};
+	int			splits[16][2];
+	int			n_splits = 0;
+	double	   *y0 = malloc((size_t) n * 16 * sizeof(double));
+	double	   *y1 = malloc((size_t) n * 16 * sizeof(double));
+	double	   *xs = malloc(n * sizeof(double));
+	double	   *table = malloc((GNB_MT_TABLE_MAX + 1) * sizeof(double));
+	static const int mt_shapes[] = {1, 2, 3, 4, 5, 1000};
+	gnb_rng		rng;
+
+	for (int m = 2; m <= 6; m++)
+		for (int m0 = 1; m0 < m && n_splits < 16; m0++)
+		{
+			splits[n_splits][0] = m0;
+			splits[n_splits][1] = m - m0;
+			n_splits++;
+		}
+	gnb_rng_seed(&rng, 47);
+	for (int64_t i = 0; i < (int64_t) n * n_splits; i++)
+	{
+		int			s = (int) (i % n_splits);
+
+		gnb_rng_gamma_pair_exp(&rng, splits[s][0], splits[s][1], &y0[i], &y1[i]);
+	}
+	for (int s = 0; s < n_splits; s++)
+	{
+		double		mean[2] = {0.0, 0.0},
+					var[2] = {0.0, 0.0},
+					cov = 0.0;
+
+		for (int side = 0; side < 2; side++)
+		{
+			double		a = splits[s][side];
+			const double *y = side == 0 ? y0 : y1;
+
+			for (int i = 0; i < n; i++)
+				xs[i] = y[(int64_t) i * n_splits + s];
+			for (int i = 0; i < n; i++)
+				mean[side] += xs[i] / n;
+			for (int i = 0; i < n; i++)
+				var[side] += (xs[i] - mean[side]) * (xs[i] - mean[side]) / (n - 1);
+			CHECK(fabs(mean[side] - a) < Z_TOLERANCE * sqrt(a / n),
+				  "pair (%d, %d) y%d mean %g", splits[s][0], splits[s][1], side, mean[side]);
+			CHECK(fabs(var[side] - a) < Z_TOLERANCE * sqrt((3 * a * (a + 2) - a * a) / n),
+				  "pair (%d, %d) y%d variance %g", splits[s][0], splits[s][1], side, var[side]);
+			CHECK(ks_scaled(xs, n, gamma_cdf, a) < 2.3, "pair (%d, %d) y%d KS",
+				  splits[s][0], splits[s][1], side);
+		}
+		for (int i = 0; i < n; i++)
+		{
+			int64_t		idx = (int64_t) i * n_splits + s;
+
+			cov += (y0[idx] - mean[0]) * (y1[idx] - mean[1]) / (n - 1);
+		}
+		CHECK(fabs(cov / sqrt(var[0] * var[1])) < Z_TOLERANCE / sqrt(n),
+			  "pair (%d, %d) correlation %g", splits[s][0], splits[s][1],
+			  cov / sqrt(var[0] * var[1]));
+	}
+
+	gnb_mt_c_table(table);
+	for (int m = 1; m <= GNB_MT_TABLE_MAX; m++)
+	{
+		double		c = gnb_rng_mt_c((double) m);
+
+		if (memcmp(&c, &table[m], sizeof(c)) != 0)
+		{
+			CHECK(0, "MT table c[%d] %a, not %a", m, table[m], c);
+			break;
+		}
+	}
+	for (size_t s = 0; s < sizeof(mt_shapes) / sizeof(mt_shapes[0]); s++)
+	{
+		double		a = mt_shapes[s];
+		double		mean = 0.0,
+					var = 0.0;
+
+		for (int i = 0; i < n; i++)
+			xs[i] = gnb_rng_gamma_mt_c(&rng, a, table[mt_shapes[s]]);
+		for (int i = 0; i < n; i++)
+			mean += xs[i] / n;
+		for (int i = 0; i < n; i++)
+			var += (xs[i] - mean) * (xs[i] - mean) / (n - 1);
+		CHECK(fabs(mean - a) < Z_TOLERANCE * sqrt(a / n), "MT Gamma(%g) mean %g", a, mean);
+		CHECK(fabs(var - a) < Z_TOLERANCE * sqrt((3 * a * (a + 2) - a * a) / n),
+			  "MT Gamma(%g) variance %g", a, var);
+		if (a <= 9)
+			CHECK(ks_scaled(xs, n, gamma_cdf, a) < 2.3, "MT Gamma(%g) KS", a);
+	}
+	free(y0);
+	free(y1);
+	free(xs);
+	free(table);
+}
+
 /* The distance from a to the exact b, in units in the last place of b. */
 static double
 ulps(double a, long double b)
@@ -315,7 +431,8 @@ ulps(double a, long double b)
  * logl is under 1 ulp (fdlibm's bound) and results are finite.
  * gnb_log_array gives the same bits as gnb_log_normal for each element when
  * all are normal, and exactly log's results (by libm) when one is 0, -0, a
- * subnormal, an infinity, a NaN or negative.  (Checked: Lg1 off by 1e-13
+ * subnormal, an infinity, a NaN or negative; so does gnb_log_array_to,
+ * out of place (on an odd number of elements too).  (Checked: Lg1 off by 1e-13
  * gives 9.8 ulp, Lg7 off by 1e-4 6.6 ulp, and fail; without the fallback to
  * libm every special value fails.)
  */
@@ -327,9 +444,11 @@ test_fast_log(void)
 	n = 2000000};
 	double	   *xs = malloc(n * sizeof(double));
 	double	   *ys = malloc(n * sizeof(double));
+	double	   *zs = malloc(n * sizeof(double));
 	double		max_ulp = 0.0;
 	int			finite = 1,
-				same = 1;
+				same = 1,
+				same_to = 1;
 	uint64_t	state = 12345;
 	static const double special[] = {0.0, -0.0, 4.9e-324, 2.2e-308, INFINITY, -INFINITY,
 	NAN, -1.0};
@@ -371,6 +490,8 @@ test_fast_log(void)
 		}
 		memcpy(ys, xs, n * sizeof(double));
 		gnb_log_array(ys, n);
+		/* n - 1 elements to gnb_log_array_to: its odd tail too */
+		gnb_log_array_to(xs, zs, n - pass);
 		for (int i = 0; i < n; i++)
 		{
 			double		l = gnb_log_normal(xs[i]);
@@ -378,6 +499,8 @@ test_fast_log(void)
 
 			finite &= isfinite(l);
 			same &= memcmp(&l, &ys[i], sizeof(l)) == 0;
+			if (i < n - pass)
+				same_to &= memcmp(&l, &zs[i], sizeof(l)) == 0;
 			if (u > max_ulp)
 				max_ulp = u;
 		}
@@ -385,26 +508,33 @@ test_fast_log(void)
 	CHECK(max_ulp < 1.0, "fast log: max error %.3f ulp", max_ulp);
 	CHECK(finite, "fast log: finite on positive normal numbers");
 	CHECK(same, "gnb_log_array gives gnb_log_normal's bits");
+	CHECK(same_to, "gnb_log_array_to gives gnb_log_normal's bits");
 	printf("  fast log: max error %.3f ulp over %d numbers\n", max_ulp, 2 * n);
 	/* one special value among normal ones: every element as libm's log */
 	for (size_t s = 0; s < sizeof(special) / sizeof(special[0]); s++)
 	{
 		double		v[5] = {3.0, 0.25, special[s], 7.5, 1e300};
-		double		w[5];
-		int			ok = 1;
+		double		w[5],
+					w_to[5];
+		int			ok = 1,
+					ok_to = 1;
 
 		memcpy(w, v, sizeof(v));
 		gnb_log_array(w, 5);
+		gnb_log_array_to(v, w_to, 5);
 		for (int i = 0; i < 5; i++)
 		{
 			double		l = log(v[i]);
 
 			ok &= (isnan(l) && isnan(w[i])) || memcmp(&l, &w[i], sizeof(l)) == 0;
+			ok_to &= (isnan(l) && isnan(w_to[i])) || memcmp(&l, &w_to[i], sizeof(l)) == 0;
 		}
 		CHECK(ok, "gnb_log_array with %g gives log's results", special[s]);
+		CHECK(ok_to, "gnb_log_array_to with %g gives log's results", special[s]);
 	}
 	free(xs);
 	free(ys);
+	free(zs);
 }
 
 /*
@@ -2563,6 +2693,7 @@ main(void)
 	printf("gamma distribution\n");
 	test_gamma_distribution();
 	test_gamma_small_integers();
+	test_gamma_pair_and_mt();
 	test_fast_log();
 	printf("categorical\n");
 	test_exponential();
