@@ -907,6 +907,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->labeled_doc_counts = MemoryContextAllocZero(cxt, sizeof(double) * K);
 	/* the labelled documents' V x K counts: only when there are any */
 	corpus->labeled_word_counts = NULL;
+	corpus->word_counts = NULL;
 	if (b.n_labeled > 0)
 	{
 		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
@@ -947,4 +948,38 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->holdout_labels = b.holdout_labels;
 	/* the word table, the counts' value, the renumbering */
 	MemoryContextDelete(b.scratch);
+}
+
+/*
+ * Once the sampler is done with the documents: each word's occurrences in
+ * the training documents, labelled or not, as the int8[] the packed row
+ * stores, made in the corpus's memory; then the documents' pairs and the
+ * labelled counts, which nothing after sampling reads, are freed, so that
+ * publishing does not hold them beside the arrays it builds.
+ */
+void
+gnb_corpus_word_counts(GnbCorpus *corpus)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(corpus->doc_start));
+	int32		V = corpus->n_words;
+	int32		K = corpus->n_classes;
+	int64		n_pairs = corpus->doc_start[corpus->n_docs];
+	int64	   *counts;
+
+	corpus->word_counts = gnb_fixed_array(INT8OID, sizeof(int64), V, (void **) &counts);
+	MemoryContextSwitchTo(old);
+	if (corpus->labeled_word_counts != NULL)
+	{
+		for (int32 w = 0; w < V; w++)
+			for (int32 k = 0; k < K; k++)
+				counts[w] += (int64) corpus->labeled_word_counts[(int64) w * K + k];
+		pfree(corpus->labeled_word_counts);
+		corpus->labeled_word_counts = NULL;
+	}
+	for (int64 p = 0; p < n_pairs; p++)
+		counts[corpus->word[p]] += corpus->count[p];
+	pfree(corpus->word);
+	pfree(corpus->count);
+	corpus->word = NULL;
+	corpus->count = NULL;
 }
