@@ -139,6 +139,44 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 }
 
 /*
+ * gnb_execute for a statement whose parameters are large values (none
+ * NULL): they are passed as parameters the planner may not fold into
+ * constants.  SPI_execute_with_args marks them constant, and the planner
+ * then copies each value into the plan, which doubled the memory of a
+ * version's packed row as it was written.  Read at execution instead, the
+ * values are used where they are.
+ */
+static void
+execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, GnbRunAs as,
+				 int expected)
+{
+	GnbPrivilegeState priv;
+	ParamListInfo params = makeParamList(nargs);
+	SPIExecuteOptions options;
+	int			rc;
+
+	for (int i = 0; i < nargs; i++)
+	{
+		params->params[i].value = values[i];
+		params->params[i].isnull = false;
+		params->params[i].pflags = 0;
+		params->params[i].ptype = types[i];
+	}
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = false;
+	if (as == GNB_AS_INTERNAL)
+		gnb_become_internal(&priv);
+	else
+		gnb_pin_search_path(&priv);
+	rc = SPI_execute_extended(sql, &options);
+	if (rc != expected)
+		elog(ERROR, "gibbs_nb: statement failed (%s): %s", SPI_result_code_string(rc), sql);
+	gnb_restore_user(&priv);
+	pfree(params);
+}
+
+/*
  * Keep a schema's name until the transaction ends: a row lock on its
  * pg_namespace row, which ALTER SCHEMA ... RENAME (and DROP SCHEMA) must wait
  * for.  A relation locked by OID and named from the catalogs for the
@@ -1027,10 +1065,10 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	values[9] = PointerGetDatum(gnb_float8_array(labels->probs, (int) (labels->n * K)));
 	/* each word's occurrences in the training documents, labelled or not */
 	values[10] = PointerGetDatum(corpus->word_counts);
-	gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
-				"tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
-				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-				11, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	execute_unfolded("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
+					 "tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
+					 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+					 11, types, values, GNB_AS_INTERNAL, SPI_OK_INSERT);
 	pfree(log_theta);
 	pfree(DatumGetPointer(values[5]));
 }
