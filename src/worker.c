@@ -319,6 +319,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	core.n_classes = corpus.n_classes;
 	core.doc_start = corpus.doc_start;
 	core.word = corpus.word;
+	/* lent: the paper sampler renumbers it in place rather than copy it */
+	core.lent_word = corpus.word;
 	core.count = corpus.count;
 	core.label = corpus.label;
 	core.init_label = init_label;

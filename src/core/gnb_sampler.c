@@ -195,6 +195,13 @@ typedef struct run_shared
 	int32_t    *dense_word;
 	int64_t		n_dense;
 	/*
+	 * dense_word is the corpus's own word array, lent (corpus->lent_word)
+	 * and renumbered in place: every document is unlabelled, so the pairs
+	 * in the order of unlabeled are the corpus's pairs.  A pair's word is
+	 * then active[word[p]] (gnb_word), restored when the chain ends.
+	 */
+	int			renumbered;
+	/*
 	 * K: summed clamped counts of the other words; with their number, the
 	 * summed Dirichlet shape of those words for the current gamma_theta.
 	 */
@@ -442,6 +449,13 @@ doc_weight(const run_shared *sh, int32_t j)
 	return sh->corpus->label[j] >= 0 ? 1.0 : sh->params->unlabeled_weight;
 }
 
+/* The word of pair p (see run_shared.renumbered). */
+static inline int32_t
+gnb_word(const run_shared *sh, int64_t p)
+{
+	return sh->renumbered ? sh->active[sh->corpus->word[p]] : sh->corpus->word[p];
+}
+
 /* Add document j, with weight w, to the counts of class k (S not updated). */
 static void
 add_doc_counts(const run_shared *sh, double *N, double *Nk, double *C,
@@ -451,7 +465,7 @@ add_doc_counts(const run_shared *sh, double *N, double *Nk, double *C,
 	int32_t		K = sh->K;
 
 	for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
-		N[(int64_t) c->word[p] * K + k] += weight * c->count[p];
+		N[(int64_t) gnb_word(sh, p) * K + k] += weight * c->count[p];
 	Nk[k] += weight * sh->doc_length[j];
 	C[k] += weight;
 }
@@ -604,8 +618,9 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 		log_product_init(&pb);
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			int64_t		base = (int64_t) c->word[p] * K;
-			int64_t		tbase = (int64_t) sh->active_pos[c->word[p]] * K;
+			int64_t		base = (int64_t) gnb_word(sh, p) * K;
+			int64_t		tbase = (int64_t) (sh->renumbered ? c->word[p] :
+										   sh->active_pos[c->word[p]]) * K;
 			double	   *row = st->N + base;
 			int32_t		cnt = c->count[p];
 
@@ -624,8 +639,9 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 	{
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			int64_t		base = (int64_t) c->word[p] * K;
-			int64_t		tbase = (int64_t) sh->active_pos[c->word[p]] * K;
+			int64_t		base = (int64_t) gnb_word(sh, p) * K;
+			int64_t		tbase = (int64_t) (sh->renumbered ? c->word[p] :
+										   sh->active_pos[c->word[p]]) * K;
 			double	   *row = st->N + base;
 			double		add = lambda * c->count[p];
 
@@ -2071,11 +2087,17 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	for (int32_t k = 0; k < K; k++)
 		if (!sh->class_clamped[k])
 			sh->all_classes_clamped = 0;
-	sh->active = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
+	/* the active words themselves only for a chain: combining needs their number */
+	if (for_chain)
+		sh->active = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
 	for (int32_t w = 0; w < V; w++)
 	{
 		if (is_active[w])
-			sh->active[sh->n_active++] = w;
+		{
+			if (sh->active)
+				sh->active[sh->n_active] = w;
+			sh->n_active++;
+		}
 		else
 		{
 			sh->n_inactive++;
@@ -2091,7 +2113,25 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 		for (int32_t i = 0; i < sh->n_active; i++)
 			sh->active_pos[sh->active[i]] = i;
 	}
-	if (for_chain && params->sampler == GNB_SAMPLER_PAPER && K == 2)
+	if (for_chain && params->sampler == GNB_SAMPLER_PAPER && K == 2 &&
+		corpus->lent_word != NULL && corpus->lent_word == corpus->word &&
+		sh->n_unlabeled == D)
+	{
+		/*
+		 * The caller lends its word array and every document is unlabelled:
+		 * the pairs of unlabeled's documents are the corpus's pairs, in its
+		 * order, so they are renumbered where they are instead of copied.
+		 * The active index of a word is then all a chain needs of it.
+		 */
+		for (int64_t p = 0; p < sh->n_pairs; p++)
+			corpus->lent_word[p] = sh->active_pos[corpus->lent_word[p]];
+		sh->dense_word = corpus->lent_word;
+		sh->n_dense = sh->n_pairs;
+		sh->renumbered = 1;
+		hooks->release(sh->active_pos, hooks->arg);
+		sh->active_pos = NULL;
+	}
+	else if (for_chain && params->sampler == GNB_SAMPLER_PAPER && K == 2)
 	{
 		const int32_t *index = sh->active_pos;
 
@@ -2123,11 +2163,18 @@ release_shared(run_shared *sh)
 	hooks->release(sh->doc_length, hooks->arg);
 	hooks->release(sh->inactive_count, hooks->arg);
 	hooks->release(sh->class_clamped, hooks->arg);
-	hooks->release(sh->active, hooks->arg);
+	if (sh->renumbered)
+	{
+		/* the lent word array back as it was */
+		for (int64_t p = 0; p < sh->n_pairs; p++)
+			sh->corpus->lent_word[p] = sh->active[sh->corpus->lent_word[p]];
+	}
+	else if (sh->dense_word)
+		hooks->release(sh->dense_word, hooks->arg);
+	if (sh->active)
+		hooks->release(sh->active, hooks->arg);
 	if (sh->active_pos)
 		hooks->release(sh->active_pos, hooks->arg);
-	if (sh->dense_word)
-		hooks->release(sh->dense_word, hooks->arg);
 }
 
 void
@@ -2173,9 +2220,14 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	st.log_prior_own = xalloc(hooks, K, sizeof(double));
 	st.log_pred = xalloc(hooks, K, sizeof(double));
 	st.log_pred_own = xalloc(hooks, K, sizeof(double));
-	/* K = 2: the active words' log-odds (two rows of them while drawn) */
+	/*
+	 * K = 2: the active words' log-odds, and while they are drawn with
+	 * gamma_theta < 1 (possible if it is sampled), a second row
+	 */
 	if (params->sampler == GNB_SAMPLER_PAPER)
-		st.log_theta = xalloc(hooks, K == 2 ? 2 * (size_t) sh.n_active + 1 : vk + 1,
+		st.log_theta = xalloc(hooks, K != 2 ? vk + 1 :
+							  (params->gamma_theta < 1.0 || params->sample_gamma_theta ? 2 : 1) *
+							  (size_t) sh.n_active + 1,
 							  sizeof(double));
 	st.scores = xalloc(hooks, K, sizeof(double));
 	st.pred = xalloc(hooks, K, sizeof(double));
@@ -2215,20 +2267,21 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	if (st.log_theta)
 		hooks->release(st.log_theta, hooks->arg);
 	out->theta = xalloc(hooks, vk + 1, sizeof(double));
-	for (int32_t w = 0; w < V; w++)
+	for (int64_t idx = 0; idx < (int64_t) vk; idx++)
 	{
-		int32_t		pos = sh.active_pos[w];
+		int32_t		k = (int32_t) (idx % K);
 
+		out->theta[idx] = st.N[idx] * st.inv_sum[k] + st.g_inv_sum[k];
+		out->theta[idx] /= kept;
+	}
+	for (int32_t i = 0; i < sh.n_active; i++)
 		for (int32_t k = 0; k < K; k++)
 		{
-			int64_t		idx = (int64_t) w * K + k;
-			double		sum = pos >= 0 ? st.theta_sum[(int64_t) pos * K + k] :
-				st.N[idx] * st.inv_sum[k];
+			int64_t		idx = (int64_t) sh.active[i] * K + k;
 
-			out->theta[idx] = sum + st.g_inv_sum[k];
+			out->theta[idx] = st.theta_sum[(int64_t) i * K + k] + st.g_inv_sum[k];
 			out->theta[idx] /= kept;
 		}
-	}
 	hooks->release(st.theta_sum, hooks->arg);
 	for (int32_t k = 0; k < K; k++)
 		out->pi[k] /= kept;

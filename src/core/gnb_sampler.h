@@ -50,6 +50,16 @@ typedef struct gnb_corpus
 	 * theta is drawn given those labels too.  NULL: a cold start.
 	 */
 	const int32_t *init_label;
+
+	/*
+	 * Optional: word itself, lent to the sampler.  The paper sampler with
+	 * K = 2 on a corpus of unlabelled documents only then renumbers it in
+	 * place while a chain runs (one copy of the pairs' words, not two) and
+	 * restores it before the chain returns; a hook that abandons the run
+	 * leaves it renumbered.  Not for a corpus that chains read at the same
+	 * time.  NULL: word is only read.
+	 */
+	int32_t    *lent_word;
 } gnb_corpus;
 
 typedef struct gnb_params
