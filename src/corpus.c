@@ -66,12 +66,13 @@ typedef struct CorpusBuilder
 {
 	MemoryContext cxt;			/* the corpus */
 	MemoryContext scratch;		/* what reading needs only while it reads */
-	/* the vocabulary: word table in scratch, tokens' text in cxt */
+	/* the vocabulary: word table and tokens' text in scratch (corpus->tokens at the end) */
 	WordSlot   *slots;
 	uint32		slots_mask;		/* capacity - 1 */
 	int32		n_words;
-	char	   *text_next;		/* free space of the current text block */
+	char	   *text_next;		/* free space of the current text block (scratch) */
 	Size		text_left;
+	double		text_bytes;		/* of all tokens */
 	vocab_hash *labels;
 	int32		n_label_values;
 	char	  **label_values;	/* first-seen label id -> text */
@@ -245,10 +246,11 @@ copy_token(CorpusBuilder *b, const char *str, int len)
 
 		gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
 							 (double) size, "reading the source");
-		b->text_next = MemoryContextAlloc(b->cxt, size);
+		b->text_next = MemoryContextAlloc(b->scratch, size);
 		b->text_left = size;
 	}
 	copy = b->text_next;
+	b->text_bytes += len;
 	memcpy(copy, str, len);
 	copy[len] = '\0';
 	b->text_next += len + 1;
@@ -945,15 +947,25 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	}
 	Assert(n_keys == b.n_words);
 	b.slots = NULL;
+	/* the table's room past the keys goes back (a large block shrinks in place) */
+	keys = repalloc_huge(keys, sizeof(WordSortKey) * ((Size) n_keys + 1));
 	sort_word_keys(keys, n_keys);
 	new_id = MemoryContextAllocExtended(b.scratch, sizeof(int32) * ((Size) b.n_words + 1),
 										MCXT_ALLOC_HUGE);
-	corpus->tokens = MemoryContextAllocExtended(cxt, sizeof(char *) * ((Size) b.n_words + 1),
-												MCXT_ALLOC_HUGE);
 	for (int32 i = 0; i < b.n_words; i++)
-	{
 		new_id[keys[i].id] = i;
-		corpus->tokens[i] = (char *) keys[i].str;
+
+	/*
+	 * The vocabulary as the text[] a version stores, in the corpus: its
+	 * text, copied into scratch memory as it was read, goes with the keys.
+	 */
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
+							 (double) b.text_bytes + 8.0 * b.n_words + 1024.0, "reading the source");
+		corpus->tokens = gnb_text_array_strided(&keys[0].str, sizeof(WordSortKey), n_keys);
+		MemoryContextSwitchTo(old);
 	}
 	pfree(keys);
 	corpus->n_tokens = 0;

@@ -184,7 +184,7 @@ typedef struct GnbCorpus
 	int32	   *count;
 	int32	   *label;			/* all -1 */
 	Datum	   *ids;			/* the source's ids, in its own type */
-	char	  **tokens;			/* word id -> token */
+	struct ArrayType *tokens;	/* text[]: word id + 1 -> token */
 	char	  **classes;		/* class id -> class name, sorted */
 	int32		n_labeled;		/* labelled documents */
 	Datum	   *labeled_ids;
@@ -318,6 +318,7 @@ extern bool gnb_store_version_labels(const char *owner, const char *model_name, 
 									 Oid *id_type);
 extern struct ArrayType *gnb_float8_array(const double *values, int n);
 extern struct ArrayType *gnb_text_array(char **values, int n);
+extern struct ArrayType *gnb_text_array_strided(const char *const *strs, size_t stride, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data);
 /* citus.c */

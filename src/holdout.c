@@ -48,7 +48,7 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 	for (int32 k = 0; k < K; k++)
 		log_pi[k] = log(result->pi[k]);
 	m = gnb_model_from_arrays(gnb_text_array(corpus->classes, K), gnb_float8_array(log_pi, K),
-							  gnb_text_array(corpus->tokens, V),
+							  corpus->tokens,
 							  log_theta_array);
 	mt = gnb_metrics_create(m);
 	for (int32 i = 0; i < corpus->n_holdout_skipped; i++)

@@ -905,6 +905,17 @@ gnb_float8_array(const double *values, int n)
 ArrayType *
 gnb_text_array(char **values, int n)
 {
+	return gnb_text_array_strided((const char *const *) values, sizeof(char *), n);
+}
+
+/*
+ * The text[] of n strings whose pointers are stride bytes apart from
+ * strs[0] on (in an array of structs, say), NUL-terminated.
+ */
+ArrayType *
+gnb_text_array_strided(const char *const *strs, size_t stride, int n)
+{
+#define STR_AT(i) (*(const char *const *) ((const char *) strs + (size_t) (i) * stride))
 	Size		size = 0;
 	ArrayType  *a;
 	char	   *p;
@@ -918,7 +929,7 @@ gnb_text_array(char **values, int n)
 	/* each element a 4-byte header and its bytes, int-aligned */
 	for (int i = 0; i < n; i++)
 	{
-		size += INTALIGN(VARHDRSZ + strlen(values[i]));
+		size += INTALIGN(VARHDRSZ + strlen(STR_AT(i)));
 		if (!AllocSizeIsValid(size))
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -939,13 +950,14 @@ gnb_text_array(char **values, int n)
 	p = ARR_DATA_PTR(a);
 	for (int i = 0; i < n; i++)
 	{
-		size_t		len = strlen(values[i]);
+		size_t		len = strlen(STR_AT(i));
 
 		SET_VARSIZE(p, VARHDRSZ + len);
-		memcpy(p + VARHDRSZ, values[i], len);
+		memcpy(p + VARHDRSZ, STR_AT(i), len);
 		p += INTALIGN(VARHDRSZ + len);
 	}
 	return a;
+#undef STR_AT
 }
 
 ArrayType *
@@ -1058,7 +1070,7 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	values[2] = CStringGetTextDatum(params->model_owner);
 	values[3] = PointerGetDatum(gnb_text_array(corpus->classes, K));
 	values[4] = PointerGetDatum(gnb_float8_array(log_pi, K));
-	values[5] = PointerGetDatum(gnb_text_array(corpus->tokens, V));
+	values[5] = PointerGetDatum(corpus->tokens);
 	values[6] = PointerGetDatum(log_theta);
 	values[7] = Int64GetDatum(version_id);
 	values[8] = PointerGetDatum(gnb_text_array(ids, (int) labels->n));
@@ -1070,7 +1082,6 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 					 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
 					 11, types, values, GNB_AS_INTERNAL, SPI_OK_INSERT);
 	pfree(log_theta);
-	pfree(DatumGetPointer(values[5]));
 }
 
 static const char *
