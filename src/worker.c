@@ -327,6 +327,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	if (corpus.n_labeled > 0)
 	{
 		core.extra_word_counts = corpus.labeled_word_counts;
+		/* lent: a chain counts in them rather than in a copy */
+		core.lent_extra_word_counts = corpus.labeled_word_counts;
 		core.extra_doc_counts = corpus.labeled_doc_counts;
 	}
 	problem = gnb_check(&core, &p->sampler);

@@ -237,6 +237,7 @@ typedef struct chain_state
 	int32_t    *z;				/* D labels */
 	double	   *C;				/* K weighted document counts */
 	double	   *N;				/* V x K weighted word counts */
+	int			N_lent;			/* N is corpus->lent_extra_word_counts */
 	double	   *Nk;				/* K: sum over w of N */
 	double	   *S;				/* K: sum over w of lgamma(N + g) - lgamma(g) */
 	/*
@@ -1645,7 +1646,8 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 
 	memset(st->C, 0, K * sizeof(double));
 	memset(st->Nk, 0, K * sizeof(double));
-	memset(st->N, 0, vk * sizeof(double));
+	if (!st->N_lent)
+		memset(st->N, 0, vk * sizeof(double));
 	memset(st->prob_sum, 0, (size_t) sh->D * K * sizeof(double));
 	memset(st->theta_sum, 0, (size_t) sh->n_active * K * sizeof(double));
 	memset(st->theta_mark, 0, (size_t) sh->n_active * K * sizeof(double));
@@ -1673,7 +1675,9 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 			{
 				double		n = c->extra_word_counts[(int64_t) w * K + k];
 
-				st->N[(int64_t) w * K + k] += n;
+				/* a lent N holds them already (and integers: same sum) */
+				if (!st->N_lent)
+					st->N[(int64_t) w * K + k] += n;
 				st->Nk[k] += n;
 			}
 		for (int32_t k = 0; k < K; k++)
@@ -2177,6 +2181,36 @@ release_shared(run_shared *sh)
 		hooks->release(sh->active_pos, hooks->arg);
 }
 
+/*
+ * May a chain keep its counts N in the lent clamped counts
+ * (corpus->lent_extra_word_counts)?  Only if taking the unlabelled
+ * documents' counts out again at the end gives them back exactly: full
+ * weight (lambda = 1), and every count an integer with all of them summed
+ * below 2^53, so that every sum on the way is exact.
+ */
+static int
+lend_counts(const gnb_corpus *corpus, const gnb_params *params)
+{
+	int64_t		n = (int64_t) corpus->n_words * corpus->n_classes;
+	double		total = 0.0;
+
+	if (corpus->lent_extra_word_counts == NULL ||
+		corpus->lent_extra_word_counts != corpus->extra_word_counts ||
+		params->unlabeled_weight != 1.0)
+		return 0;
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		x = corpus->extra_word_counts[i];
+
+		if (x != floor(x))
+			return 0;
+		total += x;
+	}
+	for (int64_t p = 0; p < corpus->doc_start[corpus->n_docs]; p++)
+		total += corpus->count[p];
+	return total < 9007199254740992.0 / 2;
+}
+
 void
 gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chain,
 				const gnb_hooks *hooks, gnb_chain *out)
@@ -2213,7 +2247,8 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	st.sh = &sh;
 	st.z = out->last_labels;
 	st.C = xalloc(hooks, K, sizeof(double));
-	st.N = xalloc(hooks, vk + 1, sizeof(double));
+	st.N_lent = lend_counts(corpus, params);
+	st.N = st.N_lent ? corpus->lent_extra_word_counts : xalloc(hooks, vk + 1, sizeof(double));
 	st.Nk = xalloc(hooks, K, sizeof(double));
 	st.S = xalloc(hooks, K, sizeof(double));
 	st.log_prior = xalloc(hooks, K, sizeof(double));
@@ -2266,7 +2301,8 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	hooks->release(st.theta_mark, hooks->arg);
 	if (st.log_theta)
 		hooks->release(st.log_theta, hooks->arg);
-	out->theta = xalloc(hooks, vk + 1, sizeof(double));
+	/* in N's own room, entry by entry, unless N is lent */
+	out->theta = st.N_lent ? xalloc(hooks, vk + 1, sizeof(double)) : st.N;
 	for (int64_t idx = 0; idx < (int64_t) vk; idx++)
 	{
 		int32_t		k = (int32_t) (idx % K);
@@ -2274,6 +2310,17 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 		out->theta[idx] = st.N[idx] * st.inv_sum[k] + st.g_inv_sum[k];
 		out->theta[idx] /= kept;
 	}
+	if (st.N_lent)
+	{
+		/*
+		 * The lent counts back as they were: every document's counts taken
+		 * out of its last class.  All integers, so exactly.
+		 */
+		for (int32_t j = 0; j < D; j++)
+			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+				st.N[(int64_t) gnb_word(&sh, p) * K + st.z[j]] -= corpus->count[p];
+	}
+	st.N = NULL;
 	for (int32_t i = 0; i < sh.n_active; i++)
 		for (int32_t k = 0; k < K; k++)
 		{
@@ -2300,7 +2347,6 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	hooks->release(st.inv_sum, hooks->arg);
 	hooks->release(st.g_inv_sum, hooks->arg);
 	hooks->release(st.C, hooks->arg);
-	hooks->release(st.N, hooks->arg);
 	hooks->release(st.Nk, hooks->arg);
 	hooks->release(st.S, hooks->arg);
 	hooks->release(st.log_prior, hooks->arg);

@@ -60,6 +60,15 @@ typedef struct gnb_corpus
 	 * time.  NULL: word is only read.
 	 */
 	int32_t    *lent_word;
+
+	/*
+	 * Optional: extra_word_counts itself, lent likewise.  A chain then keeps
+	 * its V x K counts in it (they start as these) and takes the documents'
+	 * counts out again before it returns, when that gives them back
+	 * exactly (unlabeled_weight 1, integer counts); otherwise it is only
+	 * read.  The same conditions as lent_word otherwise.
+	 */
+	double	   *lent_extra_word_counts;
 } gnb_corpus;
 
 typedef struct gnb_params
