@@ -83,11 +83,19 @@ typedef struct CorpusBuilder
 	int64	   *doc_start;
 	int32	   *label;
 	Datum	   *ids;
-	/* (word, count) pairs */
+	/*
+	 * (word, count) pairs.  Counts are 16-bit while they fit (a word
+	 * repeated 65,536 times in one document is rare): reading's peak holds
+	 * the pairs beside the word table, and they are widened to the
+	 * sampler's int32 at the end, once the table is gone, or at once when
+	 * one does not fit (count_wide).
+	 */
 	int64		n_pairs;
 	int64		pairs_cap;
 	int32	   *word;
+	uint16	   *count16;
 	int32	   *count;
+	bool		count_wide;
 	int64		n_tokens;
 	int32		n_skipped;
 	/* labelled documents: ids and first-seen label ids */
@@ -311,6 +319,20 @@ word_slot(CorpusBuilder *b, const char *str, int len, bool *found)
 	return word_slot_hashed(b, str, len, first, token_hash(str, len, first), found);
 }
 
+/* The pairs' counts as int32, capacity n, from the 16-bit ones (freed). */
+static void
+widen_counts(CorpusBuilder *b, int64 n)
+{
+	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) sizeof(int32) * (n + 1), "reading the source");
+	b->count = MemoryContextAllocExtended(b->cxt, sizeof(int32) * ((Size) n + 1), MCXT_ALLOC_HUGE);
+	for (int64 p = 0; p < b->n_pairs; p++)
+		b->count[p] = b->count16[p];
+	pfree(b->count16);
+	b->count16 = NULL;
+	b->count_wide = true;
+}
+
 /* `times` occurrences of a token in the current document (a gnb_token_fn). */
 static void
 add_token(void *arg, const char *str, int len, int32 times)
@@ -323,6 +345,17 @@ add_token(void *arg, const char *str, int len, int32 times)
 	b->n_tokens += times;
 	if (slot->last_doc == doc)
 	{
+		if (!b->count_wide)
+		{
+			uint32		c = (uint32) b->count16[slot->pos] + (uint32) times;
+
+			if (c <= PG_UINT16_MAX)
+			{
+				b->count16[slot->pos] = (uint16) c;
+				return;
+			}
+			widen_counts(b, b->pairs_cap);
+		}
 		b->count[slot->pos] += times;
 		return;
 	}
@@ -331,13 +364,21 @@ add_token(void *arg, const char *str, int len, int32 times)
 		int64		cap = b->pairs_cap * 2;
 
 		b->word = grow(b->cxt, b->word, sizeof(int32), cap);
-		b->count = grow(b->cxt, b->count, sizeof(int32), cap);
+		if (b->count_wide)
+			b->count = grow(b->cxt, b->count, sizeof(int32), cap);
+		else
+			b->count16 = grow(b->cxt, b->count16, sizeof(uint16), cap);
 		b->pairs_cap = cap;
 	}
+	if (!b->count_wide && times > PG_UINT16_MAX)
+		widen_counts(b, b->pairs_cap);
 	slot->last_doc = doc;
 	slot->pos = (int32) b->n_pairs;
 	b->word[b->n_pairs] = slot->id;
-	b->count[b->n_pairs] = times;
+	if (b->count_wide)
+		b->count[b->n_pairs] = times;
+	else
+		b->count16[b->n_pairs] = (uint16) times;
 	b->n_pairs++;
 }
 
@@ -780,7 +821,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	b.holdout_labels = MemoryContextAlloc(cxt, sizeof(char *) * b.holdout_cap);
 	b.pairs_cap = 16384;
 	b.word = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
-	b.count = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
+	b.count16 = MemoryContextAlloc(cxt, sizeof(uint16) * b.pairs_cap);
 	get_typlenbyval(src->id_type, &b.id_typlen, &b.id_typbyval);
 
 	SPI_connect();
@@ -968,14 +1009,17 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 		MemoryContextSwitchTo(old);
 	}
 	pfree(keys);
+	b.word = repalloc_huge(b.word, sizeof(int32) * ((Size) b.n_pairs + 1));
+	if (b.count_wide)
+		b.count = repalloc_huge(b.count, sizeof(int32) * ((Size) b.n_pairs + 1));
+	else
+		widen_counts(&b, b.n_pairs);
 	corpus->n_tokens = 0;
 	for (int64 p = 0; p < b.n_pairs; p++)
 	{
 		b.word[p] = new_id[b.word[p]];
 		corpus->n_tokens += b.count[p];
 	}
-	b.word = repalloc_huge(b.word, sizeof(int32) * ((Size) b.n_pairs + 1));
-	b.count = repalloc_huge(b.count, sizeof(int32) * ((Size) b.n_pairs + 1));
 
 	/* the labelled documents, as ids, classes and counts */
 	corpus->n_labeled = b.n_labeled;
