@@ -66,12 +66,13 @@ typedef struct CorpusBuilder
 {
 	MemoryContext cxt;			/* the corpus */
 	MemoryContext scratch;		/* what reading needs only while it reads */
-	/* the vocabulary: word table in scratch, tokens' text in cxt */
+	/* the vocabulary: word table and tokens' text in scratch (corpus->tokens at the end) */
 	WordSlot   *slots;
 	uint32		slots_mask;		/* capacity - 1 */
 	int32		n_words;
-	char	   *text_next;		/* free space of the current text block */
+	char	   *text_next;		/* free space of the current text block (scratch) */
 	Size		text_left;
+	double		text_bytes;		/* of all tokens */
 	vocab_hash *labels;
 	int32		n_label_values;
 	char	  **label_values;	/* first-seen label id -> text */
@@ -82,11 +83,19 @@ typedef struct CorpusBuilder
 	int64	   *doc_start;
 	int32	   *label;
 	Datum	   *ids;
-	/* (word, count) pairs */
+	/*
+	 * (word, count) pairs.  Counts are 16-bit while they fit (a word
+	 * repeated 65,536 times in one document is rare): reading's peak holds
+	 * the pairs beside the word table, and they are widened to the
+	 * sampler's int32 at the end, once the table is gone, or at once when
+	 * one does not fit (count_wide).
+	 */
 	int64		n_pairs;
 	int64		pairs_cap;
 	int32	   *word;
+	uint16	   *count16;
 	int32	   *count;
+	bool		count_wide;
 	int64		n_tokens;
 	int32		n_skipped;
 	/* labelled documents: ids and first-seen label ids */
@@ -94,6 +103,15 @@ typedef struct CorpusBuilder
 	int32		labeled_cap;
 	Datum	   *labeled_ids;
 	int32	   *labeled_value;
+	/*
+	 * their counts, once read: n_count_words x n_label_values, by first-seen
+	 * word id (the counts' words are the vocabulary's first) and label id,
+	 * in scratch memory; labeled_tokens their sum
+	 */
+	double	   *labeled_counts;
+	int32		n_count_words;
+	int32		n_count_values;
+	int64		labeled_tokens;
 	/* held-out documents: ids, tokens (copies) and labels */
 	int32		n_holdout;
 	int32		n_holdout_skipped;	/* held out, but without tokens */
@@ -185,12 +203,11 @@ alloc_word_table(CorpusBuilder *b, uint64 n)
 	return (WordSlot *) p;
 }
 
-/* The word table with twice the capacity: every word moves to its new slot. */
+/* The word table with capacity new_cap: every word moves to its new slot. */
 static void
-grow_word_table(CorpusBuilder *b)
+resize_word_table(CorpusBuilder *b, uint64 new_cap)
 {
 	uint64		cap = (uint64) b->slots_mask + 1;
-	uint64		new_cap = cap * 2;
 	uint32		new_mask;
 	WordSlot   *slots;
 
@@ -219,6 +236,12 @@ grow_word_table(CorpusBuilder *b)
 	b->slots_mask = new_mask;
 }
 
+static void
+grow_word_table(CorpusBuilder *b)
+{
+	resize_word_table(b, ((uint64) b->slots_mask + 1) * 2);
+}
+
 /* A copy of a token, NUL-terminated, in the corpus's blocks of text. */
 static char *
 copy_token(CorpusBuilder *b, const char *str, int len)
@@ -231,10 +254,11 @@ copy_token(CorpusBuilder *b, const char *str, int len)
 
 		gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
 							 (double) size, "reading the source");
-		b->text_next = MemoryContextAlloc(b->cxt, size);
+		b->text_next = MemoryContextAlloc(b->scratch, size);
 		b->text_left = size;
 	}
 	copy = b->text_next;
+	b->text_bytes += len;
 	memcpy(copy, str, len);
 	copy[len] = '\0';
 	b->text_next += len + 1;
@@ -295,6 +319,32 @@ word_slot(CorpusBuilder *b, const char *str, int len, bool *found)
 	return word_slot_hashed(b, str, len, first, token_hash(str, len, first), found);
 }
 
+/*
+ * The pairs' counts as int32, capacity n >= n_pairs, made from the 16-bit
+ * ones in their own block: grown (a large block by mremap, not copied),
+ * then widened from the last count back, so that each count is read before
+ * the wider ones written after it reach its bytes.  Never both arrays: at
+ * 16x SpamAssassin they are 27 and 54 MB.
+ */
+static void
+widen_counts(CorpusBuilder *b, int64 n)
+{
+	uint16	   *c16;
+
+	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) sizeof(uint16) * (n + 1), "reading the source");
+	c16 = repalloc_huge(b->count16, sizeof(int32) * ((Size) n + 1));
+	b->count = (int32 *) c16;
+	for (int64 p = b->n_pairs - 1; p >= 0; p--)
+	{
+		int32		v = c16[p];
+
+		b->count[p] = v;
+	}
+	b->count16 = NULL;
+	b->count_wide = true;
+}
+
 /* `times` occurrences of a token in the current document (a gnb_token_fn). */
 static void
 add_token(void *arg, const char *str, int len, int32 times)
@@ -307,6 +357,17 @@ add_token(void *arg, const char *str, int len, int32 times)
 	b->n_tokens += times;
 	if (slot->last_doc == doc)
 	{
+		if (!b->count_wide)
+		{
+			uint32		c = (uint32) b->count16[slot->pos] + (uint32) times;
+
+			if (c <= PG_UINT16_MAX)
+			{
+				b->count16[slot->pos] = (uint16) c;
+				return;
+			}
+			widen_counts(b, b->pairs_cap);
+		}
 		b->count[slot->pos] += times;
 		return;
 	}
@@ -315,13 +376,21 @@ add_token(void *arg, const char *str, int len, int32 times)
 		int64		cap = b->pairs_cap * 2;
 
 		b->word = grow(b->cxt, b->word, sizeof(int32), cap);
-		b->count = grow(b->cxt, b->count, sizeof(int32), cap);
+		if (b->count_wide)
+			b->count = grow(b->cxt, b->count, sizeof(int32), cap);
+		else
+			b->count16 = grow(b->cxt, b->count16, sizeof(uint16), cap);
 		b->pairs_cap = cap;
 	}
+	if (!b->count_wide && times > PG_UINT16_MAX)
+		widen_counts(b, b->pairs_cap);
 	slot->last_doc = doc;
 	slot->pos = (int32) b->n_pairs;
 	b->word[b->n_pairs] = slot->id;
-	b->count[b->n_pairs] = times;
+	if (b->count_wide)
+		b->count[b->n_pairs] = times;
+	else
+		b->count16[b->n_pairs] = (uint16) times;
 	b->n_pairs++;
 }
 
@@ -637,7 +706,7 @@ gnb_holdout_condition(const GnbJobParams *params)
  */
 static void
 read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
-					const char *held_out, GnbParsedCounts *pc)
+					const char *held_out, MemoryContext parse_cxt, GnbParsedCounts *pc)
 {
 	const GnbSourceDesc *src = &params->source;
 	char	   *schema = get_namespace_name(params->extension_schema);
@@ -673,6 +742,16 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	nestlevel = NewGUCNestLevel();
 	(void) set_config_option("gibbs_nb.class_counts_budget", budget,
 							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+
+	/*
+	 * Parallel workers count, the leader only combines their states: a
+	 * leader that also counts holds its own state beside each worker's as
+	 * it combines them, twice the memory of counting in one process (at 1x
+	 * SpamAssassin, 26 MB against 13 MB).  With no worker launched the
+	 * leader counts all the same.
+	 */
+	(void) set_config_option("parallel_leader_participation", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	/* no row limit: a limit turns parallel execution off (ExecutePlan) */
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not count the labelled documents of %s", source_sql);
@@ -684,12 +763,12 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 		elog(ERROR, "gibbs_nb_class_counts returned NULL");
 	check_value_size(b, params, PointerGetDatum(value));
 	/*
-	 * Copied and parsed into the reading's scratch memory, which outlives the
-	 * SPI connection and goes when the corpus is read.  A token or class
-	 * twice is checked by the caller as it interns them.
+	 * Parsed where it is, into parse_cxt: the caller takes what it needs
+	 * and frees both, with SPI's result, before the documents are read.  A
+	 * token or class twice is checked by the caller as it interns them.
 	 */
-	old = MemoryContextSwitchTo(b->scratch);
-	value = DatumGetByteaPCopy(PointerGetDatum(value));
+	old = MemoryContextSwitchTo(parse_cxt);
+	value = DatumGetByteaPP(PointerGetDatum(value));
 	gnb_counts_parse(value, pc, false);
 	MemoryContextSwitchTo(old);
 }
@@ -725,7 +804,6 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	char	   *held_out = gnb_holdout_condition(params);
 	GnbParsedCounts counts;
 	int32	   *class_of_value = NULL;
-	int32	   *count_word = NULL;
 	int32	   *count_class = NULL;
 	int32	   *new_id;
 	WordSortKey *keys;
@@ -755,7 +833,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	b.holdout_labels = MemoryContextAlloc(cxt, sizeof(char *) * b.holdout_cap);
 	b.pairs_cap = 16384;
 	b.word = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
-	b.count = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
+	b.count16 = MemoryContextAlloc(cxt, sizeof(uint16) * b.pairs_cap);
 	get_typlenbyval(src->id_type, &b.id_typlen, &b.id_typbyval);
 
 	SPI_connect();
@@ -773,19 +851,36 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 		{
 			bool		found;
 			bool	   *class_seen;
+			MemoryContext parse_cxt = AllocSetContextCreate(b.scratch, "gibbs_nb counts",
+															ALLOCSET_DEFAULT_SIZES);
+			int32		n_values = b.n_label_values;
 
-			read_labeled_counts(&b, params, source_sql, held_out, &counts);
-			/* the counts' words are the first in the vocabulary: none twice */
-			count_word = MemoryContextAlloc(b.scratch, sizeof(int32) * (counts.n_words + 1));
+			read_labeled_counts(&b, params, source_sql, held_out, parse_cxt, &counts);
+			/*
+			 * The word table at its size for them at once, not doubled step
+			 * by step with the old table beside the new each time
+			 */
+			{
+				uint64		cap = (uint64) b.slots_mask + 1;
+
+				while ((uint64) counts.n_words > WORD_TABLE_FILL(cap))
+					cap *= 2;
+				if (cap > (uint64) b.slots_mask + 1)
+					resize_word_table(&b, cap);
+			}
+			/*
+			 * The counts' words are the first in the vocabulary, ids 0 ..
+			 * n_words - 1 in their order: none twice
+			 */
 			for (int32 i = 0; i < counts.n_words; i++)
 			{
-				count_word[i] = word_slot(&b, counts.word_str[i], counts.word_len[i], &found)->id;
+				(void) word_slot(&b, counts.word_str[i], counts.word_len[i], &found);
 				if (found)
 					counts_twice("token");
 			}
 			/* the counts' classes are labels seen by the ids query: one snapshot */
-			count_class = MemoryContextAlloc(b.scratch, sizeof(int32) * (counts.n_classes + 1));
-			class_seen = MemoryContextAllocZero(b.scratch, sizeof(bool) * (b.n_label_values + 1));
+			count_class = MemoryContextAlloc(parse_cxt, sizeof(int32) * (counts.n_classes + 1));
+			class_seen = MemoryContextAllocZero(parse_cxt, sizeof(bool) * (n_values + 1));
 			for (int32 c = 0; c < counts.n_classes; c++)
 			{
 				VocabEntry *e = vocab_lookup(b.labels, token_key(counts.class_str[c],
@@ -798,10 +893,31 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 				class_seen[e->id] = true;
 				count_class[c] = e->id;
 			}
+			/* the counts by word and label, the value and its parse gone */
+			gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
+								 (double) sizeof(double) * ((double) counts.n_words * n_values + 1),
+								 "the labelled documents' counts");
+			b.labeled_counts = MemoryContextAllocExtended(b.scratch,
+														  sizeof(double) * ((Size) counts.n_words * n_values + 1),
+														  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+			Assert(b.n_words == counts.n_words);
+			b.n_count_words = counts.n_words;
+			b.n_count_values = n_values;
+			for (int64 i = 0; i < counts.n_cells; i++)
+			{
+				int32		cls,
+							word;
+				int64		n;
+
+				gnb_counts_cell(&counts, i, &cls, &word, &n);
+				b.labeled_counts[(int64) word * n_values + count_class[cls]] += n;
+				b.labeled_tokens += n;
+			}
+			MemoryContextDelete(parse_cxt);
 
 			/*
 			 * The counting query's states and plan are gone, its result
-			 * copied: give their memory back to the system before the
+			 * read: give their memory back to the system before the
 			 * documents' arrays grow, which glibc maps apart from its heap
 			 * once they are large.
 			 */
@@ -860,45 +976,62 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	 * pairs as the sampler takes them, in arrays of their exact size.
 	 */
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
-						 (double) (sizeof(WordSortKey) + sizeof(int32) + sizeof(char *)) *
+						 (double) (sizeof(int32) + sizeof(char *)) *
 						 ((double) b.n_words + 1), "reading the source");
-	keys = MemoryContextAllocExtended(b.scratch, sizeof(WordSortKey) * ((Size) b.n_words + 1),
-									  MCXT_ALLOC_HUGE);
+
+	/*
+	 * The sort keys are made in the word table's own memory, which it no
+	 * longer needs: a key is smaller than a slot, so the n-th key, written
+	 * once slot i >= n is read, ends before slot i + 1 begins.
+	 */
+	StaticAssertStmt(sizeof(WordSortKey) <= sizeof(WordSlot), "a sort key must fit in a slot");
+	keys = (WordSortKey *) b.slots;
 	n_keys = 0;
 	for (uint64 i = 0; i <= b.slots_mask; i++)
 	{
-		WordSlot   *slot = &b.slots[i];
+		WordSlot	slot = b.slots[i];
 
-		if (slot->str == NULL)
+		if (slot.str == NULL)
 			continue;
-		keys[n_keys].key = sort_key(slot->str, slot->len);
-		keys[n_keys].str = slot->str;
-		keys[n_keys].id = slot->id;
+		keys[n_keys].key = sort_key(slot.str, slot.len);
+		keys[n_keys].str = slot.str;
+		keys[n_keys].id = slot.id;
 		n_keys++;
 	}
 	Assert(n_keys == b.n_words);
-	/* the word table is no longer needed: its memory goes before more is taken */
-	pfree(b.slots);
 	b.slots = NULL;
+	/* the table's room past the keys goes back (a large block shrinks in place) */
+	keys = repalloc_huge(keys, sizeof(WordSortKey) * ((Size) n_keys + 1));
 	sort_word_keys(keys, n_keys);
 	new_id = MemoryContextAllocExtended(b.scratch, sizeof(int32) * ((Size) b.n_words + 1),
 										MCXT_ALLOC_HUGE);
-	corpus->tokens = MemoryContextAllocExtended(cxt, sizeof(char *) * ((Size) b.n_words + 1),
-												MCXT_ALLOC_HUGE);
 	for (int32 i = 0; i < b.n_words; i++)
-	{
 		new_id[keys[i].id] = i;
-		corpus->tokens[i] = (char *) keys[i].str;
+
+	/*
+	 * The vocabulary as the text[] a version stores, in the corpus: its
+	 * text, copied into scratch memory as it was read, goes with the keys.
+	 */
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
+							 (double) b.text_bytes + 8.0 * b.n_words + 1024.0, "reading the source");
+		corpus->tokens = gnb_text_array_strided(&keys[0].str, sizeof(WordSortKey), n_keys);
+		MemoryContextSwitchTo(old);
 	}
 	pfree(keys);
+	b.word = repalloc_huge(b.word, sizeof(int32) * ((Size) b.n_pairs + 1));
+	if (b.count_wide)
+		b.count = repalloc_huge(b.count, sizeof(int32) * ((Size) b.n_pairs + 1));
+	else
+		widen_counts(&b, b.n_pairs);
 	corpus->n_tokens = 0;
 	for (int64 p = 0; p < b.n_pairs; p++)
 	{
 		b.word[p] = new_id[b.word[p]];
 		corpus->n_tokens += b.count[p];
 	}
-	b.word = repalloc_huge(b.word, sizeof(int32) * ((Size) b.n_pairs + 1));
-	b.count = repalloc_huge(b.count, sizeof(int32) * ((Size) b.n_pairs + 1));
 
 	/* the labelled documents, as ids, classes and counts */
 	corpus->n_labeled = b.n_labeled;
@@ -907,6 +1040,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->labeled_doc_counts = MemoryContextAllocZero(cxt, sizeof(double) * K);
 	/* the labelled documents' V x K counts: only when there are any */
 	corpus->labeled_word_counts = NULL;
+	corpus->word_counts = NULL;
 	if (b.n_labeled > 0)
 	{
 		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
@@ -920,17 +1054,11 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 		corpus->labeled_class[i] = class_of_value[b.labeled_value[i]];
 		corpus->labeled_doc_counts[corpus->labeled_class[i]] += 1;
 	}
-	for (int64 i = 0; i < counts.n_cells; i++)
-	{
-		int32		cls,
-					word;
-		int64		n;
-
-		gnb_counts_cell(&counts, i, &cls, &word, &n);
-		corpus->labeled_word_counts[(int64) new_id[count_word[word]] * K +
-									class_of_value[count_class[cls]]] += n;
-		corpus->n_tokens += n;
-	}
+	for (int32 w = 0; w < b.n_count_words; w++)
+		for (int32 v = 0; v < b.n_count_values; v++)
+			corpus->labeled_word_counts[(int64) new_id[w] * K + class_of_value[v]] +=
+				b.labeled_counts[(int64) w * b.n_count_values + v];
+	corpus->n_tokens += b.labeled_tokens;
 
 	corpus->n_docs = b.n_docs;
 	corpus->n_words = b.n_words;
@@ -947,4 +1075,38 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->holdout_labels = b.holdout_labels;
 	/* the word table, the counts' value, the renumbering */
 	MemoryContextDelete(b.scratch);
+}
+
+/*
+ * Once the sampler is done with the documents: each word's occurrences in
+ * the training documents, labelled or not, as the int8[] the packed row
+ * stores, made in the corpus's memory; then the documents' pairs and the
+ * labelled counts, which nothing after sampling reads, are freed, so that
+ * publishing does not hold them beside the arrays it builds.
+ */
+void
+gnb_corpus_word_counts(GnbCorpus *corpus)
+{
+	MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(corpus->doc_start));
+	int32		V = corpus->n_words;
+	int32		K = corpus->n_classes;
+	int64		n_pairs = corpus->doc_start[corpus->n_docs];
+	int64	   *counts;
+
+	corpus->word_counts = gnb_fixed_array(INT8OID, sizeof(int64), V, (void **) &counts);
+	MemoryContextSwitchTo(old);
+	if (corpus->labeled_word_counts != NULL)
+	{
+		for (int32 w = 0; w < V; w++)
+			for (int32 k = 0; k < K; k++)
+				counts[w] += (int64) corpus->labeled_word_counts[(int64) w * K + k];
+		pfree(corpus->labeled_word_counts);
+		corpus->labeled_word_counts = NULL;
+	}
+	for (int64 p = 0; p < n_pairs; p++)
+		counts[corpus->word[p]] += corpus->count[p];
+	pfree(corpus->word);
+	pfree(corpus->count);
+	corpus->word = NULL;
+	corpus->count = NULL;
 }

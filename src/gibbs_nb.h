@@ -184,13 +184,19 @@ typedef struct GnbCorpus
 	int32	   *count;
 	int32	   *label;			/* all -1 */
 	Datum	   *ids;			/* the source's ids, in its own type */
-	char	  **tokens;			/* word id -> token */
+	struct ArrayType *tokens;	/* text[]: word id + 1 -> token */
 	char	  **classes;		/* class id -> class name, sorted */
 	int32		n_labeled;		/* labelled documents */
 	Datum	   *labeled_ids;
 	int32	   *labeled_class;
 	double	   *labeled_word_counts;	/* V x K word-major */
 	double	   *labeled_doc_counts; /* K */
+	/*
+	 * After sampling (gnb_corpus_word_counts): each word's occurrences in
+	 * the training documents, labelled or not, as the packed row's int8[];
+	 * word, count and labeled_word_counts are then gone (NULL).
+	 */
+	struct ArrayType *word_counts;
 	int32		n_skipped;		/* rows whose tokens are NULL */
 	int64		n_tokens;
 	/* labelled documents held out of training (holdout), with their tokens */
@@ -204,6 +210,7 @@ typedef struct GnbCorpus
 extern char *gnb_holdout_condition(const GnbJobParams *params);
 extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 							MemoryContext cxt, GnbCorpus *corpus);
+extern void gnb_corpus_word_counts(GnbCorpus *corpus);
 
 /* class_counts.c: a gibbs_nb_class_counts value, parsed and validated */
 typedef struct GnbParsedCounts
@@ -311,7 +318,9 @@ extern bool gnb_store_version_labels(const char *owner, const char *model_name, 
 									 Oid *id_type);
 extern struct ArrayType *gnb_float8_array(const double *values, int n);
 extern struct ArrayType *gnb_text_array(char **values, int n);
+extern struct ArrayType *gnb_text_array_strided(const char *const *strs, size_t stride, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
+extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data);
 /* citus.c */
 extern Oid	gnb_citus_local_placement(Oid relid);
 extern void gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column);

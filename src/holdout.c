@@ -29,7 +29,8 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 	int32		V = corpus->n_words;
 	int32		K = corpus->n_classes;
 	bool		is_tsvector = params->source.tokens_base == TSVECTOROID;
-	double	   *log_theta = palloc_extended(sizeof(double) * ((Size) V * K + 1), MCXT_ALLOC_HUGE);
+	double	   *log_theta;
+	ArrayType  *log_theta_array;
 	double	   *log_pi = palloc(sizeof(double) * K);
 	double	   *probs = palloc_extended(sizeof(double) * ((Size) corpus->n_holdout * K + 1),
 										MCXT_ALLOC_HUGE);
@@ -40,15 +41,15 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("%d words x %d classes are too many to score the held-out rows", V, K)));
+	log_theta_array = gnb_fixed_array(FLOAT8OID, sizeof(float8), (int64) V * K, (void **) &log_theta);
 	for (int32 w = 0; w < V; w++)
 		for (int32 k = 0; k < K; k++)
 			log_theta[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
 	for (int32 k = 0; k < K; k++)
 		log_pi[k] = log(result->pi[k]);
 	m = gnb_model_from_arrays(gnb_text_array(corpus->classes, K), gnb_float8_array(log_pi, K),
-							  gnb_text_array(corpus->tokens, V),
-							  gnb_float8_array(log_theta, V * K));
-	pfree(log_theta);
+							  corpus->tokens,
+							  log_theta_array);
 	mt = gnb_metrics_create(m);
 	for (int32 i = 0; i < corpus->n_holdout_skipped; i++)
 		gnb_metrics_skip(mt);

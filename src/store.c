@@ -139,6 +139,44 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 }
 
 /*
+ * gnb_execute for a statement whose parameters are large values (none
+ * NULL): they are passed as parameters the planner may not fold into
+ * constants.  SPI_execute_with_args marks them constant, and the planner
+ * then copies each value into the plan, which doubled the memory of a
+ * version's packed row as it was written.  Read at execution instead, the
+ * values are used where they are.
+ */
+static void
+execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, GnbRunAs as,
+				 int expected)
+{
+	GnbPrivilegeState priv;
+	ParamListInfo params = makeParamList(nargs);
+	SPIExecuteOptions options;
+	int			rc;
+
+	for (int i = 0; i < nargs; i++)
+	{
+		params->params[i].value = values[i];
+		params->params[i].isnull = false;
+		params->params[i].pflags = 0;
+		params->params[i].ptype = types[i];
+	}
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = false;
+	if (as == GNB_AS_INTERNAL)
+		gnb_become_internal(&priv);
+	else
+		gnb_pin_search_path(&priv);
+	rc = SPI_execute_extended(sql, &options);
+	if (rc != expected)
+		elog(ERROR, "gibbs_nb: statement failed (%s): %s", SPI_result_code_string(rc), sql);
+	gnb_restore_user(&priv);
+	pfree(params);
+}
+
+/*
  * Keep a schema's name until the transaction ends: a row lock on its
  * pg_namespace row, which ALTER SCHEMA ... RENAME (and DROP SCHEMA) must wait
  * for.  A relation locked by OID and named from the catalogs for the
@@ -808,35 +846,129 @@ gnb_store_next_job_id(void)
 
 /* ---------- a model version's rows ---------- */
 
-/* Arrays to pass many rows' values as one statement parameter. */
+/*
+ * Arrays to pass many rows' values as one statement parameter.  They are
+ * built in place, byte for byte what construct_array makes, without its
+ * array of Datums (and for text, one palloc'd value per element) beside the
+ * result: a version's vocabulary and log theta-hat are the largest values a
+ * job publishes, and these copies were most of its memory then.
+ */
+
+/*
+ * A one-dimensional array of n elements of a fixed-length type, zeroed,
+ * and in *data where its elements go (contiguous: a length that is a
+ * multiple of its alignment).  n = 0 gives the empty array, as
+ * construct_array does.
+ */
+ArrayType *
+gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data)
+{
+	ArrayType  *a;
+	Size		size;
+
+	if (n <= 0)
+	{
+		*data = NULL;
+		return construct_empty_array(elmtype);
+	}
+	if (n > (int64) MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxArraySize)));
+	size = ARR_OVERHEAD_NONULLS(1) + (Size) n * elmlen;
+	if (!AllocSizeIsValid(size))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxAllocSize)));
+	a = (ArrayType *) palloc0(size);
+	SET_VARSIZE(a, size);
+	a->ndim = 1;
+	a->dataoffset = 0;
+	a->elemtype = elmtype;
+	ARR_DIMS(a)[0] = (int) n;
+	ARR_LBOUND(a)[0] = 1;
+	*data = ARR_DATA_PTR(a);
+	return a;
+}
+
 ArrayType *
 gnb_float8_array(const double *values, int n)
 {
-	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+	void	   *data;
+	ArrayType  *a = gnb_fixed_array(FLOAT8OID, sizeof(float8), n, &data);
 
-	for (int i = 0; i < n; i++)
-		d[i] = Float8GetDatum(values[i]);
-	return construct_array(d, n, FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	if (n > 0)
+		memcpy(data, values, sizeof(float8) * n);
+	return a;
 }
 
 ArrayType *
 gnb_text_array(char **values, int n)
 {
-	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+	return gnb_text_array_strided((const char *const *) values, sizeof(char *), n);
+}
 
+/*
+ * The text[] of n strings whose pointers are stride bytes apart from
+ * strs[0] on (in an array of structs, say), NUL-terminated.
+ */
+ArrayType *
+gnb_text_array_strided(const char *const *strs, size_t stride, int n)
+{
+#define STR_AT(i) (*(const char *const *) ((const char *) strs + (size_t) (i) * stride))
+	Size		size = 0;
+	ArrayType  *a;
+	char	   *p;
+
+	if (n <= 0)
+		return construct_empty_array(TEXTOID);
+	if (n > (int) MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxArraySize)));
+	/* each element a 4-byte header and its bytes, int-aligned */
 	for (int i = 0; i < n; i++)
-		d[i] = CStringGetTextDatum(values[i]);
-	return construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT);
+	{
+		size += INTALIGN(VARHDRSZ + strlen(STR_AT(i)));
+		if (!AllocSizeIsValid(size))
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxAllocSize)));
+	}
+	size += ARR_OVERHEAD_NONULLS(1);
+	if (!AllocSizeIsValid(size))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxAllocSize)));
+	a = (ArrayType *) palloc0(size);
+	SET_VARSIZE(a, size);
+	a->ndim = 1;
+	a->dataoffset = 0;
+	a->elemtype = TEXTOID;
+	ARR_DIMS(a)[0] = n;
+	ARR_LBOUND(a)[0] = 1;
+	p = ARR_DATA_PTR(a);
+	for (int i = 0; i < n; i++)
+	{
+		size_t		len = strlen(STR_AT(i));
+
+		SET_VARSIZE(p, VARHDRSZ + len);
+		memcpy(p + VARHDRSZ, STR_AT(i), len);
+		p += INTALIGN(VARHDRSZ + len);
+	}
+	return a;
+#undef STR_AT
 }
 
 ArrayType *
 gnb_int4_array(const int32 *values, int n)
 {
-	Datum	   *d = palloc(sizeof(Datum) * (n > 0 ? n : 1));
+	void	   *data;
+	ArrayType  *a = gnb_fixed_array(INT4OID, sizeof(int32), n, &data);
 
-	for (int i = 0; i < n; i++)
-		d[i] = Int32GetDatum(values[i]);
-	return construct_array(d, n, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+	if (n > 0)
+		memcpy(data, values, sizeof(int32) * n);
+	return a;
 }
 
 
@@ -896,7 +1028,12 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
 					  10, types, values, SPI_OK_INSERT);
 }
 
-/* The packed row prediction loads: vocabulary and log theta-hat as arrays. */
+/*
+ * The packed row prediction loads: vocabulary and log theta-hat as arrays.
+ * Each large array is made in place (gnb_fixed_array, gnb_text_array); the
+ * words' counts were made when the sampler let the documents go
+ * (gnb_corpus_word_counts).
+ */
 static void
 write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 			 const gnb_result *result, const GnbDocLabels *labels, int32 version,
@@ -904,25 +1041,28 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 {
 	int32		V = corpus->n_words;
 	int32		K = corpus->n_classes;
-	double	   *log_theta = palloc_extended(sizeof(double) * ((Size) V * K + 1), MCXT_ALLOC_HUGE);
 	double	   *log_pi = palloc(sizeof(double) * K);
 	Oid			types[11] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
 	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, TEXTARRAYOID, FLOAT8ARRAYOID, INT8ARRAYOID};
 	Datum		values[11];
-	int64	   *word_counts = palloc_extended(sizeof(int64) * ((Size) V + 1), MCXT_ALLOC_HUGE);
-	Datum	   *count_datums = palloc_extended(sizeof(Datum) * ((Size) V + 1), MCXT_ALLOC_HUGE);
 	char	  **ids = palloc_extended(sizeof(char *) * (labels->n + 1), MCXT_ALLOC_HUGE);
+	ArrayType  *log_theta;
+	double	   *lt;
 	Oid			output;
 	bool		varlena;
+
+	if (corpus->word_counts == NULL)
+		elog(ERROR, "gibbs_nb: the words' counts were not made before publishing");
 
 	/* the documents' ids as text: a version's labels outlive its job */
 	getTypeOutputInfo(params->source.id_type, &output, &varlena);
 	for (int64 i = 0; i < labels->n; i++)
 		ids[i] = OidOutputFunctionCall(output, labels->ids[i]);
 
+	log_theta = gnb_fixed_array(FLOAT8OID, sizeof(float8), (int64) V * K, (void **) &lt);
 	for (int32 w = 0; w < V; w++)
 		for (int32 k = 0; k < K; k++)
-			log_theta[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
+			lt[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
 	for (int32 k = 0; k < K; k++)
 		log_pi[k] = log(result->pi[k]);
 	values[0] = CStringGetTextDatum(params->model_name);
@@ -930,29 +1070,18 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	values[2] = CStringGetTextDatum(params->model_owner);
 	values[3] = PointerGetDatum(gnb_text_array(corpus->classes, K));
 	values[4] = PointerGetDatum(gnb_float8_array(log_pi, K));
-	values[5] = PointerGetDatum(gnb_text_array(corpus->tokens, V));
-	values[6] = PointerGetDatum(gnb_float8_array(log_theta, V * K));
+	values[5] = PointerGetDatum(corpus->tokens);
+	values[6] = PointerGetDatum(log_theta);
 	values[7] = Int64GetDatum(version_id);
 	values[8] = PointerGetDatum(gnb_text_array(ids, (int) labels->n));
 	values[9] = PointerGetDatum(gnb_float8_array(labels->probs, (int) (labels->n * K)));
 	/* each word's occurrences in the training documents, labelled or not */
-	for (int32 w = 0; w < V; w++)
-	{
-		word_counts[w] = 0;
-		if (corpus->labeled_word_counts != NULL)
-			for (int32 k = 0; k < K; k++)
-				word_counts[w] += (int64) corpus->labeled_word_counts[(int64) w * K + k];
-	}
-	for (int64 j = 0; j < corpus->doc_start[corpus->n_docs]; j++)
-		word_counts[corpus->word[j]] += corpus->count[j];
-	for (int32 w = 0; w < V; w++)
-		count_datums[w] = Int64GetDatum(word_counts[w]);
-	values[10] = PointerGetDatum(construct_array(count_datums, V, INT8OID, sizeof(int64),
-												 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
-				"tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
-				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-				11, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	values[10] = PointerGetDatum(corpus->word_counts);
+	execute_unfolded("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
+					 "tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
+					 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+					 11, types, values, GNB_AS_INTERNAL, SPI_OK_INSERT);
+	pfree(log_theta);
 }
 
 static const char *

@@ -325,6 +325,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	if (corpus.n_labeled > 0)
 	{
 		core.extra_word_counts = corpus.labeled_word_counts;
+		/* lent: a chain counts in them rather than in a copy */
+		core.lent_extra_word_counts = corpus.labeled_word_counts;
 		core.extra_doc_counts = corpus.labeled_doc_counts;
 	}
 	problem = gnb_check(&core, &p->sampler);
@@ -365,6 +367,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 		gnb_train(&core, &p->sampler, &hooks, &result);
 	flush_trace(ws);
 	sample_seconds = seconds_since(phase_start);
+	/* the documents' pairs go before publishing builds its arrays */
+	gnb_corpus_word_counts(&corpus);
 
 	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": publishing", p->job_id);
 	pgstat_report_activity(STATE_RUNNING, activity);
@@ -527,6 +531,18 @@ gibbs_nb_worker_main(Datum main_arg)
 	/* held until this process exits: what says the job's worker is alive */
 	gnb_hold_job_lock(p->job_id, p->current_user_id);
 
+#ifdef __GLIBC__
+
+	/*
+	 * Every block of 128 kB or more its own mapping, given back to the system
+	 * when freed: the job frees large arrays phase by phase (reading's, the
+	 * sampler's, the documents' before publishing), and glibc would otherwise
+	 * raise this threshold to the largest block freed so far and serve the
+	 * next large arrays from its heap, which it keeps.  Setting it turns that
+	 * adjustment off.
+	 */
+	(void) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
 	job_cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb job", ALLOCSET_DEFAULT_SIZES);
 	PG_TRY();
 	{

@@ -201,6 +201,14 @@ typedef struct run_shared
 	int32_t    *active;
 	int32_t		n_active;
 	/*
+	 * for a chain: V, the index in active of each word, -1 for the others.
+	 * Only active words' counts ever change, so theta-hat is summed lazily
+	 * for them alone: an inactive word's counts are its clamped ones
+	 * throughout, and its theta-hat follows from them and the sums of
+	 * inv_k (see chain_state).
+	 */
+	int32_t    *active_pos;
+	/*
 	 * paper, K = 2: the pairs of the unlabelled documents, document after
 	 * document in the order of unlabeled, the i-th unlabelled document's
 	 * from dense_start[i]: first its dense_ones[i] words of count 1, as the
@@ -256,6 +264,7 @@ typedef struct chain_state
 	int32_t    *z;				/* D labels */
 	double	   *C;				/* K weighted document counts */
 	double	   *N;				/* V x K weighted word counts */
+	int			N_lent;			/* N is corpus->lent_extra_word_counts */
 	double	   *Nk;				/* K: sum over w of N */
 	double	   *S;				/* K: sum over w of lgamma(N + g) - lgamma(g) */
 	/*
@@ -303,10 +312,12 @@ typedef struct chain_state
 	 *   theta_sum_kw + N_kw (inv_sum_k - theta_mark_kw) + g_inv_sum_k
 	 * where theta_sum_kw is brought up to date (flush_theta) only when N_kw
 	 * is about to change: O(K) per kept sweep instead of O(V K), the rest
-	 * paid by the words of documents that move.
+	 * paid by the words of documents that move.  Only active words' N
+	 * changes, so both arrays are n_active x K, by index in active; an
+	 * inactive word's sum is N_kw inv_sum_k + g_inv_sum_k at the end.
 	 */
-	double	   *theta_sum;		/* V x K */
-	double	   *theta_mark;		/* V x K: inv_sum_k when last brought up to date */
+	double	   *theta_sum;		/* n_active x K */
+	double	   *theta_mark;		/* n_active x K: inv_sum_k when last brought up to date */
 	double	   *inv_sum;		/* K */
 	double	   *g_inv_sum;		/* K */
 	double	   *pi_sum;			/* K */
@@ -343,11 +354,12 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	uint64_t	bytes;
 
 	/*
-	 * V x K: labelled counts (shared), N, log theta (paper), theta sums and
-	 * their marks, theta totals over chains, the reference chain's theta, the
-	 * result's theta.
+	 * V x K: labelled counts (shared), N, log theta (paper), the active
+	 * words' theta sums and their marks (at most V x K), the chain's theta,
+	 * the result's theta; with more than one chain, the reference chain's
+	 * theta.
 	 */
-	doubles += 8 * vk;
+	doubles += (params->chains > 1 ? 8 : 7) * vk;
 	/* D x K: label probability sums and the result's */
 	doubles += 2 * (D * K + 1);
 	/* the trace: log joint and share changed per sweep and chain */
@@ -375,7 +387,7 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	doubles += 32 * (K + 1);
 	bytes = doubles * sizeof(double);
 	/* int32 per document (labels, last labels, unlabelled index), per word */
-	bytes += 4 * D * sizeof(int32_t) + 2 * V * sizeof(int32_t) + V;
+	bytes += 4 * D * sizeof(int32_t) + 3 * V * sizeof(int32_t) + V;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/*
 	 * paper, K = 2: the unlabelled documents' pairs (active word index and
@@ -606,12 +618,15 @@ refresh_prior(chain_state *st, int32_t k)
 	st->log_pred_own[k] = log(st->C[k] - lambda + gp);
 }
 
-/* Bring theta_sum up to date for entry idx of class k before N changes. */
+/*
+ * Bring theta_sum up to date for class k of an active word before N
+ * changes: nidx its entry in N, tidx in theta_sum.
+ */
 static inline void
-flush_theta(chain_state *st, int64_t idx, int32_t k)
+flush_theta(chain_state *st, int64_t nidx, int64_t tidx, int32_t k)
 {
-	st->theta_sum[idx] += st->N[idx] * (st->inv_sum[k] - st->theta_mark[idx]);
-	st->theta_mark[idx] = st->inv_sum[k];
+	st->theta_sum[tidx] += st->N[nidx] * (st->inv_sum[k] - st->theta_mark[tidx]);
+	st->theta_mark[tidx] = st->inv_sum[k];
 }
 
 /*
@@ -643,11 +658,12 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
 			int64_t		base = (int64_t) c->word[p] * K;
+			int64_t		tbase = (int64_t) sh->active_pos[c->word[p]] * K;
 			double	   *row = st->N + base;
 			int32_t		cnt = c->count[p];
 
-			flush_theta(st, base + a, a);
-			flush_theta(st, base + b, b);
+			flush_theta(st, base + a, tbase + a, a);
+			flush_theta(st, base + b, tbase + b, b);
 			row[a] -= cnt;
 			/* removing: lgamma(n_new + g) - lgamma(n_new + cnt + g) */
 			delta_a -= log_rising(&pa, row[a] + g, cnt);
@@ -662,11 +678,12 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
 			int64_t		base = (int64_t) c->word[p] * K;
+			int64_t		tbase = (int64_t) sh->active_pos[c->word[p]] * K;
 			double	   *row = st->N + base;
 			double		add = lambda * c->count[p];
 
-			flush_theta(st, base + a, a);
-			flush_theta(st, base + b, b);
+			flush_theta(st, base + a, tbase + a, a);
+			flush_theta(st, base + b, tbase + b, b);
 			delta_a += lgamma(row[a] - add + g) - lgamma(row[a] + g);
 			delta_b += lgamma(row[b] + add + g) - lgamma(row[b] + g);
 			row[a] -= add;
@@ -725,7 +742,6 @@ theta_step2(chain_state *st)
 {
 	const run_shared *sh = st->sh;
 	const double g = st->g_theta;
-	const int32_t V = sh->V;
 	const int32_t n_active = sh->n_active;
 	const double *Nd = st->Nd;
 	double	   *lt = st->log_theta;
@@ -828,7 +844,7 @@ theta_step2(chain_state *st)
 	}
 	for (int32_t k = 0; k < 2; k++)
 	{
-		double	   *y = lt + (int64_t) k * V;
+		double	   *y = lt + (int64_t) k * n_active;
 		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
 		double		sum = 0.0;
 		double		lmax = -INFINITY;
@@ -852,7 +868,7 @@ theta_step2(chain_state *st)
 		lz[k] = lmax + log(sum);
 	}
 	for (int32_t i = 0; i < n_active; i++)
-		lt[i] = lt[V + i] - lt[i];
+		lt[i] = lt[n_active + i] - lt[i];
 	st->lz_diff = lz[1] - lz[0];
 }
 
@@ -1843,10 +1859,11 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 
 	memset(st->C, 0, K * sizeof(double));
 	memset(st->Nk, 0, K * sizeof(double));
-	memset(st->N, 0, vk * sizeof(double));
+	if (!st->N_lent)
+		memset(st->N, 0, vk * sizeof(double));
 	memset(st->prob_sum, 0, (size_t) sh->D * K * sizeof(double));
-	memset(st->theta_sum, 0, vk * sizeof(double));
-	memset(st->theta_mark, 0, vk * sizeof(double));
+	memset(st->theta_sum, 0, (size_t) sh->n_active * K * sizeof(double));
+	memset(st->theta_mark, 0, (size_t) sh->n_active * K * sizeof(double));
 	memset(st->inv_sum, 0, K * sizeof(double));
 	memset(st->g_inv_sum, 0, K * sizeof(double));
 	memset(st->pi_sum, 0, K * sizeof(double));
@@ -1871,7 +1888,9 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 			{
 				double		n = c->extra_word_counts[(int64_t) w * K + k];
 
-				st->N[(int64_t) w * K + k] += n;
+				/* a lent N holds them already (and integers: same sum) */
+				if (!st->N_lent)
+					st->N[(int64_t) w * K + k] += n;
 				st->Nk[k] += n;
 			}
 		for (int32_t k = 0; k < K; k++)
@@ -2354,11 +2373,17 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	for (int32_t k = 0; k < K; k++)
 		if (!sh->class_clamped[k])
 			sh->all_classes_clamped = 0;
-	sh->active = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
+	/* the active words themselves only for a chain: combining needs their number */
+	if (for_chain)
+		sh->active = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
 	for (int32_t w = 0; w < V; w++)
 	{
 		if (is_active[w])
-			sh->active[sh->n_active++] = w;
+		{
+			if (sh->active)
+				sh->active[sh->n_active] = w;
+			sh->n_active++;
+		}
 		else
 		{
 			sh->n_inactive++;
@@ -2366,14 +2391,21 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 				sh->inactive_count[k] += labelled_count[(int64_t) w * K + k];
 		}
 	}
+	if (for_chain)
+	{
+		if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
+			sort_active(sh, labelled_count);
+		/* the index in active of each word, -1 for an inactive one */
+		sh->active_pos = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
+		for (int32_t w = 0; w < V; w++)
+			sh->active_pos[w] = -1;
+		for (int32_t i = 0; i < sh->n_active; i++)
+			sh->active_pos[sh->active[i]] = i;
+	}
 	if (for_chain && params->sampler == GNB_SAMPLER_PAPER && K == 2)
 	{
-		/* index in active of each word (in labelled_count's room: V x 2 doubles) */
-		int32_t    *index = (int32_t *) labelled_count;
+		const int32_t *index = sh->active_pos;
 
-		sort_active(sh, labelled_count);
-		for (int32_t i = 0; i < sh->n_active; i++)
-			index[sh->active[i]] = i;
 		/* bits for an index in active (n_active < 2^31: at least one is left) */
 		sh->dense_wbits = GNB_DENSE_WBITS_MIN;
 		while (sh->dense_wbits < 31 && ((int64_t) 1 << sh->dense_wbits) < sh->n_active)
@@ -2432,7 +2464,10 @@ release_shared(run_shared *sh)
 	hooks->release(sh->doc_length, hooks->arg);
 	hooks->release(sh->inactive_count, hooks->arg);
 	hooks->release(sh->class_clamped, hooks->arg);
-	hooks->release(sh->active, hooks->arg);
+	if (sh->active)
+		hooks->release(sh->active, hooks->arg);
+	if (sh->active_pos)
+		hooks->release(sh->active_pos, hooks->arg);
 	if (sh->dense)
 	{
 		hooks->release(sh->dense, hooks->arg);
@@ -2440,6 +2475,36 @@ release_shared(run_shared *sh)
 		hooks->release(sh->dense_ones, hooks->arg);
 		hooks->release(sh->dense_escape, hooks->arg);
 	}
+}
+
+/*
+ * May a chain keep its counts N in the lent clamped counts
+ * (corpus->lent_extra_word_counts)?  Only if taking the unlabelled
+ * documents' counts out again at the end gives them back exactly: full
+ * weight (lambda = 1), and every count an integer with all of them summed
+ * below 2^53, so that every sum on the way is exact.
+ */
+static int
+lend_counts(const gnb_corpus *corpus, const gnb_params *params)
+{
+	int64_t		n = (int64_t) corpus->n_words * corpus->n_classes;
+	double		total = 0.0;
+
+	if (corpus->lent_extra_word_counts == NULL ||
+		corpus->lent_extra_word_counts != corpus->extra_word_counts ||
+		params->unlabeled_weight != 1.0)
+		return 0;
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		x = corpus->extra_word_counts[i];
+
+		if (x != floor(x))
+			return 0;
+		total += x;
+	}
+	for (int64_t p = 0; p < corpus->doc_start[corpus->n_docs]; p++)
+		total += corpus->count[p];
+	return total < 9007199254740992.0 / 2;
 }
 
 void
@@ -2478,15 +2543,21 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	st.sh = &sh;
 	st.z = out->last_labels;
 	st.C = xalloc(hooks, K, sizeof(double));
-	st.N = xalloc(hooks, vk + 1, sizeof(double));
+	st.N_lent = lend_counts(corpus, params);
+	st.N = st.N_lent ? corpus->lent_extra_word_counts : xalloc(hooks, vk + 1, sizeof(double));
 	st.Nk = xalloc(hooks, K, sizeof(double));
 	st.S = xalloc(hooks, K, sizeof(double));
 	st.log_prior = xalloc(hooks, K, sizeof(double));
 	st.log_prior_own = xalloc(hooks, K, sizeof(double));
 	st.log_pred = xalloc(hooks, K, sizeof(double));
 	st.log_pred_own = xalloc(hooks, K, sizeof(double));
+	/*
+	 * K = 2: the active words' log-odds, and while they are drawn with
+	 * gamma_theta < 1 (possible if it is sampled), a second row
+	 */
 	if (params->sampler == GNB_SAMPLER_PAPER)
-		st.log_theta = xalloc(hooks, vk + 1, sizeof(double));
+		st.log_theta = xalloc(hooks, K != 2 ? vk + 1 : 2 * (size_t) sh.n_active + 1,
+							  sizeof(double));
 	if (sh.dense)
 	{
 		st.Nd = xalloc(hooks, 2 * (size_t) sh.n_active + 1, sizeof(double));
@@ -2505,8 +2576,8 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	}
 	/* the sums become the chain's means in place */
 	st.prob_sum = out->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
-	st.theta_sum = out->theta = xalloc(hooks, vk + 1, sizeof(double));
-	st.theta_mark = xalloc(hooks, vk + 1, sizeof(double));
+	st.theta_sum = xalloc(hooks, (size_t) sh.n_active * K + 1, sizeof(double));
+	st.theta_mark = xalloc(hooks, (size_t) sh.n_active * K + 1, sizeof(double));
 	st.inv_sum = xalloc(hooks, K, sizeof(double));
 	st.g_inv_sum = xalloc(hooks, K, sizeof(double));
 	st.pi_sum = out->pi = xalloc(hooks, K, sizeof(double));
@@ -2518,17 +2589,52 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	memset(&sums, 0, sizeof(sums));
 	run_chain(&st, chain, out->log_joint, out->changed, &sums, out->kept_log_joint);
 
-	/* every entry brought up to date: the sums over all kept sweeps */
-	for (int32_t w = 0; w < V; w++)
+	/*
+	 * theta-hat: every active entry brought up to date, the sums over all
+	 * kept sweeps; an inactive word's N never changed, so its sum is what
+	 * flushing it would give, N inv_sum.  The arrays only sampling needs go
+	 * before theta-hat is allocated.
+	 */
+	for (int32_t i = 0; i < sh.n_active; i++)
+		for (int32_t k = 0; k < K; k++)
+			flush_theta(&st, (int64_t) sh.active[i] * K + k, (int64_t) i * K + k, k);
+	hooks->release(st.theta_mark, hooks->arg);
+	if (st.log_theta)
+		hooks->release(st.log_theta, hooks->arg);
+	if (st.Nd)
+	{
+		hooks->release(st.Nd, hooks->arg);
+		hooks->release(st.mt_c, hooks->arg);
+	}
+	/* in N's own room, entry by entry, unless N is lent */
+	out->theta = st.N_lent ? xalloc(hooks, vk + 1, sizeof(double)) : st.N;
+	for (int64_t idx = 0; idx < (int64_t) vk; idx++)
+	{
+		int32_t		k = (int32_t) (idx % K);
+
+		out->theta[idx] = st.N[idx] * st.inv_sum[k] + st.g_inv_sum[k];
+		out->theta[idx] /= kept;
+	}
+	if (st.N_lent)
+	{
+		/*
+		 * The lent counts back as they were: every document's counts taken
+		 * out of its last class.  All integers, so exactly.
+		 */
+		for (int32_t j = 0; j < D; j++)
+			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+				st.N[(int64_t) corpus->word[p] * K + st.z[j]] -= corpus->count[p];
+	}
+	st.N = NULL;
+	for (int32_t i = 0; i < sh.n_active; i++)
 		for (int32_t k = 0; k < K; k++)
 		{
-			int64_t		idx = (int64_t) w * K + k;
+			int64_t		idx = (int64_t) sh.active[i] * K + k;
 
-			flush_theta(&st, idx, k);
-			out->theta[idx] += st.g_inv_sum[k];
+			out->theta[idx] = st.theta_sum[(int64_t) i * K + k] + st.g_inv_sum[k];
+			out->theta[idx] /= kept;
 		}
-	for (size_t i = 0; i < vk; i++)
-		out->theta[i] /= kept;
+	hooks->release(st.theta_sum, hooks->arg);
 	for (int32_t k = 0; k < K; k++)
 		out->pi[k] /= kept;
 	for (int32_t i = 0; i < sh.n_unlabeled; i++)
@@ -2543,24 +2649,15 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	out->last_log_joint = sums.last;
 	out->changed_after_burn_in = sums.changed_after_burn_in;
 
-	hooks->release(st.theta_mark, hooks->arg);
 	hooks->release(st.inv_sum, hooks->arg);
 	hooks->release(st.g_inv_sum, hooks->arg);
 	hooks->release(st.C, hooks->arg);
-	hooks->release(st.N, hooks->arg);
 	hooks->release(st.Nk, hooks->arg);
 	hooks->release(st.S, hooks->arg);
 	hooks->release(st.log_prior, hooks->arg);
 	hooks->release(st.log_prior_own, hooks->arg);
 	hooks->release(st.log_pred, hooks->arg);
 	hooks->release(st.log_pred_own, hooks->arg);
-	if (st.log_theta)
-		hooks->release(st.log_theta, hooks->arg);
-	if (st.Nd)
-	{
-		hooks->release(st.Nd, hooks->arg);
-		hooks->release(st.mt_c, hooks->arg);
-	}
 	hooks->release(st.scores, hooks->arg);
 	hooks->release(st.pred, hooks->arg);
 	hooks->release(st.scratch, hooks->arg);
@@ -2600,8 +2697,7 @@ struct gnb_combiner
 	gnb_result *result;
 	run_shared	sh;
 	chain_sums *sums;			/* per chain */
-	double	   *theta_total;	/* V x K word-major */
-	double	   *ref_theta;		/* chain 0's theta-hat */
+	double	   *ref_theta;		/* chain 0's theta-hat (only with chains > 1) */
 	int32_t    *perm;
 	int32_t		added;
 };
@@ -2633,7 +2729,8 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 	result->sweeps = params->sweeps;
 	result->kept = (params->sweeps - params->burn_in) / params->lag;
 	result->label_prob = xalloc(hooks, (size_t) D * K + 1, sizeof(double));
-	result->theta = xalloc(hooks, vk + 1, sizeof(double));
+	/* theta-hat when the first chain is added: not beside a sampling chain's arrays */
+	result->theta = NULL;
 	result->pi = xalloc(hooks, K, sizeof(double));
 	if (!params->no_trace)
 	{
@@ -2647,8 +2744,8 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 	result->changed_after_burn_in = xalloc(hooks, params->chains, sizeof(int32_t));
 	result->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 	cb->sums = xalloc(hooks, params->chains, sizeof(chain_sums));
-	cb->theta_total = xalloc(hooks, vk + 1, sizeof(double));
-	cb->ref_theta = xalloc(hooks, vk + 1, sizeof(double));
+	if (params->chains > 1)
+		cb->ref_theta = xalloc(hooks, vk + 1, sizeof(double));
 	cb->perm = xalloc(hooks, K, sizeof(int32_t));
 	return cb;
 }
@@ -2668,13 +2765,22 @@ gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
 	for (int32_t k = 0; k < K; k++)
 		perm[k] = k;
 	if (c == 0)
-		memcpy(cb->ref_theta, chain->theta, vk * sizeof(double));
+	{
+		if (cb->ref_theta)
+			memcpy(cb->ref_theta, chain->theta, vk * sizeof(double));
+		result->theta = xalloc(cb->hooks, vk + 1, sizeof(double));
+	}
 	else if (!sh->all_classes_clamped)
 		align_classes(sh, cb->ref_theta, chain->theta, perm);
 
-	for (int32_t w = 0; w < V; w++)
-		for (int32_t k = 0; k < K; k++)
-			cb->theta_total[(int64_t) w * K + perm[k]] += chain->theta[(int64_t) w * K + k];
+	/* summed over chains class-major, as theta-hat goes out */
+	for (int32_t k = 0; k < K; k++)
+	{
+		double	   *row = result->theta + (int64_t) perm[k] * V;
+
+		for (int32_t w = 0; w < V; w++)
+			row[w] += chain->theta[(int64_t) w * K + k];
+	}
 	for (int32_t k = 0; k < K; k++)
 		result->pi[perm[k]] += chain->pi[k];
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -2715,11 +2821,11 @@ gnb_combine_end(gnb_combiner *cb)
 	const int32_t D = sh->D;
 	int			n_ess = 0;
 
-	/* Average over chains; theta-hat goes out class-major. */
-	for (int32_t w = 0; w < V; w++)
-		for (int32_t k = 0; k < K; k++)
-			result->theta[(int64_t) k * V + w] =
-				cb->theta_total[(int64_t) w * K + k] / params->chains;
+	/* Average over chains. */
+	if (result->theta == NULL)
+		result->theta = xalloc(hooks, (size_t) V * K + 1, sizeof(double));
+	for (int64_t i = 0; i < (int64_t) V * K; i++)
+		result->theta[i] /= params->chains;
 	for (int32_t k = 0; k < K; k++)
 		result->pi[k] /= params->chains;
 	for (int32_t j = 0; j < D; j++)
@@ -2754,8 +2860,8 @@ gnb_combine_end(gnb_combiner *cb)
 									sh->n_unlabeled,
 									params->sample_gamma_theta || params->sample_gamma_pi);
 	hooks->release(cb->sums, hooks->arg);
-	hooks->release(cb->theta_total, hooks->arg);
-	hooks->release(cb->ref_theta, hooks->arg);
+	if (cb->ref_theta)
+		hooks->release(cb->ref_theta, hooks->arg);
 	hooks->release(cb->perm, hooks->arg);
 	release_shared(&cb->sh);
 	hooks->release(cb, hooks->arg);

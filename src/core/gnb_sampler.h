@@ -50,6 +50,16 @@ typedef struct gnb_corpus
 	 * theta is drawn given those labels too.  NULL: a cold start.
 	 */
 	const int32_t *init_label;
+
+	/*
+	 * Optional: extra_word_counts itself, lent likewise.  A chain then keeps
+	 * its V x K counts in it (they start as these) and takes the documents'
+	 * counts out again before it returns, when that gives them back
+	 * exactly (unlabeled_weight 1, integer counts); otherwise it is only
+	 * read.  A hook that abandons the run leaves them changed; not for a
+	 * corpus that chains read at the same time.
+	 */
+	double	   *lent_extra_word_counts;
 } gnb_corpus;
 
 typedef struct gnb_params

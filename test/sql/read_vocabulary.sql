@@ -42,4 +42,23 @@ ORDER BY i;
 
 SELECT gibbs_nb_drop('rv');
 DROP TABLE rv;
+
+-- a word more than 65,535 times in one document: reading holds counts in
+-- 16 bits while they fit and widens them the moment one does not (here in
+-- document 3, the 65,536th "spam"; labelled documents come as counts)
+CREATE TABLE rv_big (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO rv_big VALUES
+  (1, array_fill('spam'::text, ARRAY[70000]) || ARRAY['a', 'b'], 'x'),
+  (2, ARRAY['a', 'c'], 'y'),
+  (3, array_fill('spam'::text, ARRAY[65535]) || ARRAY['c'] || array_fill('spam'::text, ARRAY[3]) || ARRAY['eggs'], NULL),
+  (4, ARRAY['a', 'a', 'c'], NULL),
+  (5, ARRAY['eggs'] || array_fill('ham'::text, ARRAY[80000]), NULL);
+SET client_min_messages = warning;
+SELECT status FROM gibbs_nb_train('rv_big', 'rv_big', 'tokens', 'label', sweeps => 5, seed => 3);
+RESET client_min_messages;
+SELECT m.n_tokens, p.tokens, p.word_counts
+FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, owner, version)
+WHERE m.model_name = 'rv_big';
+SELECT gibbs_nb_drop('rv_big');
+DROP TABLE rv_big;
 DROP EXTENSION gibbs_nb;

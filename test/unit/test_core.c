@@ -1368,13 +1368,14 @@ test_synthetic_recovery(void)
  * Clamped documents given by their counts alone (extra_word_counts) give
  * the very same model as the documents themselves: both samplers use them
  * only through their counts, and the random stream does not depend on them.
+ * Lending the counts (lent_extra_word_counts, counted in place) gives the
+ * same model to the bit, and the counts back as they were.
  */
 static void
-test_extra_counts(void)
+extra_counts(int K)
 {
 	synthetic	s;
-	int			K = 3,
-				V = 40,
+	int			V = 40,
 				D = 600;
 
 	make_synthetic(&s, D, V, K, 30, 0.4, 91);
@@ -1439,6 +1440,25 @@ test_extra_counts(void)
 			diff = fmax(diff, fabs(a.log_joint[t] - b.log_joint[t]) / fabs(a.log_joint[t]));
 		CHECK(diff < 1e-9, "%s: clamped documents as counts change the model by %g",
 			  sm ? "collapsed" : "paper", diff);
+		{
+			double	   *words_before = malloc(sizeof(double) * V * K);
+			gnb_corpus	lent = only_free;
+			gnb_result	c;
+			int			same = 1;
+
+			memcpy(words_before, words, sizeof(double) * V * K);
+			lent.lent_extra_word_counts = words;
+			gnb_train(&lent, &p, NULL, &c);
+			same = memcmp(b.theta, c.theta, sizeof(double) * V * K) == 0 &&
+				memcmp(b.pi, c.pi, sizeof(double) * K) == 0 &&
+				memcmp(b.label_prob, c.label_prob, sizeof(double) * n * K) == 0 &&
+				memcmp(b.log_joint, c.log_joint, sizeof(double) * p.sweeps * p.chains) == 0;
+			CHECK(same, "%s, K = %d: lent counts change the model", sm ? "collapsed" : "paper", K);
+			CHECK(memcmp(words_before, words, sizeof(double) * V * K) == 0,
+				  "%s, K = %d: lent counts come back as they were", sm ? "collapsed" : "paper", K);
+			gnb_result_free(&c, NULL);
+			free(words_before);
+		}
 		gnb_result_free(&a, NULL);
 		gnb_result_free(&b, NULL);
 		free(words);
@@ -1449,6 +1469,13 @@ test_extra_counts(void)
 		free(map);
 	}
 	free_synthetic(&s);
+}
+
+static void
+test_extra_counts(void)
+{
+	extra_counts(2);
+	extra_counts(3);
 }
 
 /* ---------- issue 11: tempered posterior, sampled gammas, diagnostics ---------- */
