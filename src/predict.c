@@ -196,9 +196,8 @@ column_copy(HeapTuple tuple, TupleDesc desc, int col)
  */
 static void
 fill_model(GnbModel *m, ArrayType *classes, ArrayType *log_pi, ArrayType *tokens,
-		   ArrayType *log_theta, ArrayType *word_counts)
+		   ArrayType *log_theta)
 {
-	const int64 *counts = NULL;
 	int			nclasses;
 	Datum	   *class_datums;
 
@@ -215,13 +214,7 @@ fill_model(GnbModel *m, ArrayType *classes, ArrayType *log_pi, ArrayType *tokens
 		ARR_HASNULL(log_pi) || ARR_HASNULL(log_theta) || ARR_HASNULL(tokens))
 		elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
 			 m->name, m->version);
-	/* the words' training counts only order the index's build: if kept */
-	if (word_counts != NULL && ARR_ELEMTYPE(word_counts) == INT8OID &&
-		ARR_NDIM(word_counts) == 1 && !ARR_HASNULL(word_counts) &&
-		ARR_DIMS(word_counts)[0] == ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)))
-		counts = (const int64 *) ARR_DATA_PTR(word_counts);
-	m->index = gnb_vocab_index_build(tokens, (double *) ARR_DATA_PTR(log_theta), nclasses,
-									 counts);
+	m->index = gnb_vocab_index_build(tokens, (double *) ARR_DATA_PTR(log_theta), nclasses);
 }
 
 /*
@@ -250,8 +243,6 @@ load_model(int64 version_id)
 	old = MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		ArrayType  *word_counts = NULL;
-
 		m = hash_search(model_cache, &version_id, HASH_ENTER, &found);
 		Assert(!found);
 		m->cxt = cxt;
@@ -261,17 +252,11 @@ load_model(int64 version_id)
 		m->version = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
 		tokens = DatumGetArrayTypeP(column_copy(tuple, desc, 3));
 		log_theta = DatumGetArrayTypeP(column_copy(tuple, desc, 4));
-		(void) SPI_getbinval(tuple, desc, 8, &isnull);
-		if (!isnull)
-			word_counts = DatumGetArrayTypeP(column_copy(tuple, desc, 8));
 		fill_model(m, DatumGetArrayTypeP(column_copy(tuple, desc, 1)),
-				   DatumGetArrayTypeP(column_copy(tuple, desc, 2)), tokens, log_theta,
-				   word_counts);
+				   DatumGetArrayTypeP(column_copy(tuple, desc, 2)), tokens, log_theta);
 		/* the index holds copies: the arrays themselves are not needed */
 		pfree(tokens);
 		pfree(log_theta);
-		if (word_counts != NULL)
-			pfree(word_counts);
 	}
 	PG_CATCH();
 	{
@@ -302,7 +287,7 @@ gnb_model_from_arrays(ArrayType *classes, ArrayType *log_pi, ArrayType *tokens,
 {
 	GnbModel   *m = palloc0(sizeof(GnbModel));
 
-	fill_model(m, classes, log_pi, tokens, log_theta, NULL);
+	fill_model(m, classes, log_pi, tokens, log_theta);
 	return m;
 }
 

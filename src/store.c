@@ -1212,8 +1212,8 @@ prepare_packed_plans(void)
 	{
 		Oid			types[1] = {INT8OID};
 
-		load_plan = keep_plan(psprintf("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version, "
-									   "word_counts FROM %s WHERE version_id OPERATOR(pg_catalog.=) $1", rel),
+		load_plan = keep_plan(psprintf("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version "
+									   "FROM %s WHERE version_id OPERATOR(pg_catalog.=) $1", rel),
 							  1, types);
 	}
 	packed_plans_relid = relid;
@@ -1253,7 +1253,7 @@ gnb_store_current_version_id(const char *name)
 
 /*
  * The gibbs_nb.packed row of a version, read as the caller: (classes,
- * log_pi, tokens, log_theta, owner, model_name, version, word_counts).  Valid until
+ * log_pi, tokens, log_theta, owner, model_name, version).  Valid until
  * SPI_finish.  SPI connected.
  */
 HeapTuple

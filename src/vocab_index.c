@@ -15,9 +15,9 @@
 #include "vocab_index.h"
 #include "tokens.h"
 
+#include <math.h>
 #include <sys/mman.h>
 
-#include "port/pg_bitutils.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
 
@@ -38,6 +38,9 @@
 #define ENTRY_SIZE(n_classes) (sizeof(double) * (n_classes) + sizeof(uint64) + 2 * sizeof(uint32))
 /* a free entry's length (all bytes 0xFF): no token is 4 GB long */
 #define EMPTY_LEN PG_UINT32_MAX
+
+/* Transparent huge pages' size on x86-64 and arm64 (4 kB base pages). */
+#define HUGE_PAGE ((Size) 2 * 1024 * 1024)
 
 /* Words inserted together, their entries prefetched first. */
 #define BUILD_BLOCK 32
@@ -166,183 +169,240 @@ token_hash_within(const char *p, int len, uint64 first, const char *end)
 
 /*
  * Allocate a table of `size` bytes that lookups touch at random, aligned to
- * a cache line (so that no entry of 32 bytes spans two): asking Linux for
- * transparent huge pages over it (where it has them only on request) before
- * it is first written, so that a lookup costs a cache miss but not also a
- * TLB miss and a page walk.  Only a hint: nothing changes where the kernel
- * declines.
+ * a cache line (so that no entry of 32 bytes spans two) and, from 2 MB up,
+ * to 2 MB, asking Linux for transparent huge pages over it (where it has
+ * them only on request) before it is first written: a lookup then costs a
+ * cache miss but not also a TLB miss and a page walk, and a new process
+ * (a parallel worker loading the model) takes a few faults of 2 MB instead
+ * of one per 4 kB page.  The alignment's slack is never written, so never
+ * backed by memory.  Only a hint: nothing changes where the kernel declines.
  */
 static void *
 alloc_table(Size size)
 {
-	char	   *p = MemoryContextAllocExtended(CurrentMemoryContext, size + PG_CACHE_LINE_SIZE,
+#ifdef MADV_HUGEPAGE
+	Size		align = size >= HUGE_PAGE ? HUGE_PAGE : PG_CACHE_LINE_SIZE;
+#else
+	Size		align = PG_CACHE_LINE_SIZE;
+#endif
+	char	   *p = MemoryContextAllocExtended(CurrentMemoryContext, size + align,
 											   MCXT_ALLOC_HUGE);
 
-	p = (char *) TYPEALIGN(PG_CACHE_LINE_SIZE, p);
+	p = (char *) TYPEALIGN(align, p);
 #ifdef MADV_HUGEPAGE
-	{
-		uintptr_t	start = TYPEALIGN(2 * 1024 * 1024, (uintptr_t) p);
-		uintptr_t	end = TYPEALIGN_DOWN(2 * 1024 * 1024, (uintptr_t) p + size);
-
-		if (end > start)
-			(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
-	}
+	if (size >= HUGE_PAGE)
+		(void) madvise(p, TYPEALIGN(HUGE_PAGE, size), MADV_HUGEPAGE);
 #endif
 	return p;
 }
 
-/* A vocabulary word, as the build collects them (in vocabulary order). */
-typedef struct BuildWord
+/*
+ * The next element of a text[] without NULLs, walked in place (as
+ * array_iter_next does, without its per-element generality: the elements
+ * are varlenas of 1-byte header, unaligned, or of 4-byte header, int-aligned
+ * after zero padding): its bytes and length, *ptr moved past it.
+ */
+static inline const char *
+next_text_element(const char **ptr, int *len)
 {
+	const char *p = *ptr;
 	const char *str;
-	uint64		first;
-	uint32		hash;
-	int			len;
-} BuildWord;
 
-typedef struct BuildWords
-{
-	BuildWord  *words;
-	int32		n;
-	int32		cap;
-	Size		tail_bytes;
-} BuildWords;
-
-/* Collect the next vocabulary word (a gnb_token_fn). */
-static void
-collect_word(void *arg, const char *str, int len, int32 count)
-{
-	BuildWords *w = arg;
-	BuildWord  *bw;
-
-	if (w->n == w->cap)
+	if (VARATT_IS_1B(p))
 	{
-		w->cap *= 2;
-		w->words = repalloc_huge(w->words, sizeof(BuildWord) * w->cap);
+		*len = VARSIZE_1B(p) - VARHDRSZ_SHORT;
+		str = p + VARHDRSZ_SHORT;
 	}
-	bw = &w->words[w->n++];
-	bw->str = str;
-	bw->len = len;
-	bw->first = first_word(str, len);
-	bw->hash = token_hash(str, len, bw->first);
-	if (len > 8)
-		w->tail_bytes += len - 8;
+	else
+	{
+		p = (const char *) INTALIGN(p);
+		*len = VARSIZE_4B(p) - VARHDRSZ;
+		str = p + VARHDRSZ;
+	}
+	*ptr = str + *len;
+	return str;
+}
+
+/* Buckets of the insertion order: half an octave of theta-hat each. */
+#define ORDER_BUCKETS 128
+
+/*
+ * A word's bucket by its largest log theta-hat: 0 for theta-hat near 1, one
+ * more per half octave below.  Theta-hat follows a word's training count
+ * (docs/model.md), so this ranks words by how often they occur.
+ */
+static inline int
+theta_bucket(const double *lt, int32 K)
+{
+	double		m = lt[0];
+	double		b;
+
+	for (int32 k = 1; k < K; k++)
+		m = Max(m, lt[k]);
+	b = -m * (2.0 / M_LN2);
+	/* NaN fails both comparisons: last */
+	if (!(b < ORDER_BUCKETS - 1))
+		return ORDER_BUCKETS - 1;
+	return b > 0 ? (int) b : 0;
 }
 
 /*
- * The order to insert n words in, most frequent first by word_counts (NULL:
- * vocabulary order, returned as NULL): a word inserted early takes its home
- * entry, so that the words most lookups are for are found at the first
- * entry looked at, without a second probe (a branch mispredicted, maybe
- * another cache line).  Roughly: by the counts' binary magnitudes, ties in
- * vocabulary order, in linear time.
+ * Words are inserted through a two-block pipeline, as documents are scored:
+ * hashed and their home entries prefetched as they are queued, a block
+ * inserted when the one after it is full.
  */
-static inline int
-count_bucket(int64 count)
+typedef struct InsertBlock
 {
-	return 63 - pg_leftmost_one_pos64((uint64) Max(count, 1));
+	int			n;
+	const char *str[BUILD_BLOCK];
+	int			len[BUILD_BLOCK];
+	uint64		first[BUILD_BLOCK];
+	uint32		home[BUILD_BLOCK];
+	int32		word[BUILD_BLOCK];
+} InsertBlock;
+
+typedef struct BuildState
+{
+	GnbVocabIndex *index;
+	const double *log_theta;
+	Size		tail_off;
+	int			cur;
+	InsertBlock blocks[2];
+} BuildState;
+
+static void
+insert_block(BuildState *bs, InsertBlock *b)
+{
+	GnbVocabIndex *index = bs->index;
+	int32		K = index->n_classes;
+
+	for (int t = 0; t < b->n; t++)
+	{
+		uint32		i = b->home[t];
+		uint32		ulen = b->len[t];
+		uint32		utail = (uint32) bs->tail_off;
+		const double *lt = bs->log_theta + (int64) b->word[t] * K;
+		char	   *e;
+
+		while (entry_u32(entry_at(index, i) + ENTRY_LEN(index)) != EMPTY_LEN)
+			i = (i + 1) & index->mask;
+		e = index->entries + (Size) i * index->entry_size;
+		for (int32 k = 0; k < K; k++)
+			memcpy(e + sizeof(double) * k, &lt[k], sizeof(double));
+		memcpy(e + ENTRY_FIRST(index), &b->first[t], sizeof(uint64));
+		memcpy(e + ENTRY_LEN(index), &ulen, sizeof(uint32));
+		memcpy(e + ENTRY_TAIL(index), &utail, sizeof(uint32));
+		if (b->len[t] > 8)
+		{
+			memcpy(index->tails + bs->tail_off, b->str[t] + 8, b->len[t] - 8);
+			bs->tail_off += b->len[t] - 8;
+		}
+	}
+	b->n = 0;
 }
 
-static int32 *
-insertion_order(int32 n, const int64 *word_counts)
+static inline void
+queue_word(BuildState *bs, const char *str, int len, int32 word)
 {
-	int32		starts[65] = {0};
-	int32	   *order;
+	InsertBlock *b = &bs->blocks[bs->cur];
+	uint64		first = first_word(str, len);
+	uint32		home = token_hash(str, len, first) & bs->index->mask;
 
-	if (word_counts == NULL)
-		return NULL;
-	for (int32 w = 0; w < n; w++)
-		starts[count_bucket(word_counts[w]) + 1]++;
-	for (int b = 1; b <= 64; b++)
-		starts[b] += starts[b - 1];
-	order = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
-	for (int32 w = 0; w < n; w++)
-		order[starts[count_bucket(word_counts[w])]++] = w;
-	return order;
+	__builtin_prefetch(entry_at(bs->index, home), 1);
+	b->str[b->n] = str;
+	b->len[b->n] = len;
+	b->first[b->n] = first;
+	b->home[b->n] = home;
+	b->word[b->n] = word;
+	if (++b->n == BUILD_BLOCK)
+	{
+		insert_block(bs, &bs->blocks[1 - bs->cur]);
+		bs->cur = 1 - bs->cur;
+	}
 }
 
+static void
+drain_words(BuildState *bs)
+{
+	insert_block(bs, &bs->blocks[1 - bs->cur]);
+	insert_block(bs, &bs->blocks[bs->cur]);
+}
+
+/*
+ * Build the index.  The words most lookups are for go in first, so that
+ * they take their home entries and are found at the first entry looked at,
+ * without a second probe (a branch mispredicted, maybe another cache line):
+ * the eighth of the vocabulary with the largest theta-hat (by theta_bucket),
+ * then the rest, each in vocabulary order, so that the vocabulary is read in
+ * order.  The vocabulary's words are distinct (training makes them so, and
+ * an import checks it): no entry is looked for among equal words.
+ */
 GnbVocabIndex *
-gnb_vocab_index_build(ArrayType *tokens, const double *log_theta, int32 n_classes,
-					  const int64 *word_counts)
+gnb_vocab_index_build(ArrayType *tokens, const double *log_theta, int32 n_classes)
 {
 	GnbVocabIndex *index = palloc0(sizeof(GnbVocabIndex));
-	BuildWords	w;
-	int32	   *order;
+	int32		n = ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens));
+	uint8	   *bucket = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE);
+	int32		histogram[ORDER_BUCKETS] = {0};
+	int32		hot_words = 0;
+	int			hot_below = 0;
+	Size		tail_bytes = 0;
 	uint64		nslots = 16;
-	Size		tail_off = 0;
+	BuildState	bs;
+	const char *ptr;
 
-	w.cap = Max(ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens)), 1);
-	w.n = 0;
-	w.tail_bytes = 0;
-	w.words = palloc_extended(sizeof(BuildWord) * w.cap, MCXT_ALLOC_HUGE);
-	gnb_each_token(PointerGetDatum(tokens), false, collect_word, &w);
-	if (w.n > PG_INT32_MAX / 4 || w.tail_bytes > PG_UINT32_MAX - 8 ||
+	Assert(!ARR_HASNULL(tokens));
+	ptr = ARR_DATA_PTR(tokens);
+	for (int32 w = 0; w < n; w++)
+	{
+		int			len;
+
+		(void) next_text_element(&ptr, &len);
+		if (len > 8)
+			tail_bytes += len - 8;
+		bucket[w] = theta_bucket(log_theta + (int64) w * n_classes, n_classes);
+		histogram[bucket[w]]++;
+	}
+	if (n > PG_INT32_MAX / 4 || tail_bytes > PG_UINT32_MAX - 8 ||
 		ENTRY_SIZE(n_classes) > PG_UINT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the model's vocabulary is too large to index")));
+	/* hot: the buckets below hot_below, at most an eighth of the words */
+	while (hot_below < ORDER_BUCKETS && hot_words + histogram[hot_below] <= n / 8)
+		hot_words += histogram[hot_below++];
 
 	index->n_classes = n_classes;
-	index->n_words = w.n;
+	index->n_words = n;
 	index->entry_size = ENTRY_SIZE(n_classes);
 	/* at most 70% full: short probe runs, mostly within a cache line */
-	while (nslots * 7 < (uint64) w.n * 10)
+	while (nslots * 7 < (uint64) n * 10)
 		nslots *= 2;
 	index->mask = (uint32) (nslots - 1);
 	index->entries = alloc_table(nslots * index->entry_size);
 	memset(index->entries, 0xFF, nslots * index->entry_size);
 	/* 8 bytes more: tail_equal reads whole words */
-	index->tails = palloc_extended(w.tail_bytes + 8, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	order = insertion_order(w.n, word_counts);
+	index->tails = palloc_extended(tail_bytes + 8, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 
-	/*
-	 * The words are taken in an order of their own, so at random in memory:
-	 * a block at a time, each block's words prefetched two blocks ahead and
-	 * their home entries and values one block ahead.  The vocabulary's words
-	 * are distinct (training makes them so, and an import checks it): no
-	 * entry is looked for among equal words.
-	 */
-#define WORD_AT(j) (order ? order[(j)] : (j))
-	for (int32 start = 0; start < w.n; start += BUILD_BLOCK)
+	bs.index = index;
+	bs.log_theta = log_theta;
+	bs.tail_off = 0;
+	bs.cur = 0;
+	bs.blocks[0].n = bs.blocks[1].n = 0;
+	for (int hot = 1; hot >= 0; hot--)
 	{
-		int32		end = Min(start + BUILD_BLOCK, w.n);
-
-		for (int32 j = start + 2 * BUILD_BLOCK; j < Min(end + 2 * BUILD_BLOCK, w.n); j++)
-			__builtin_prefetch(&w.words[WORD_AT(j)]);
-		for (int32 j = start + BUILD_BLOCK; j < Min(end + BUILD_BLOCK, w.n); j++)
+		ptr = ARR_DATA_PTR(tokens);
+		for (int32 w = 0; w < n; w++)
 		{
-			int32		word = WORD_AT(j);
+			int			len;
+			const char *str = next_text_element(&ptr, &len);
 
-			__builtin_prefetch(entry_at(index, w.words[word].hash & index->mask), 1);
-			__builtin_prefetch(log_theta + (int64) word * n_classes);
+			if ((bucket[w] < hot_below) == hot)
+				queue_word(&bs, str, len, w);
 		}
-		for (int32 j = start; j < end; j++)
-		{
-			int32		word = WORD_AT(j);
-			const BuildWord *bw = &w.words[word];
-			uint32		ulen = bw->len;
-			uint32		utail = (uint32) tail_off;
-			uint32		i = bw->hash & index->mask;
-			char	   *e;
-
-			while (entry_u32(entry_at(index, i) + ENTRY_LEN(index)) != EMPTY_LEN)
-				i = (i + 1) & index->mask;
-			e = index->entries + (Size) i * index->entry_size;
-			memcpy(e, log_theta + (int64) word * n_classes, sizeof(double) * n_classes);
-			memcpy(e + ENTRY_FIRST(index), &bw->first, sizeof(uint64));
-			memcpy(e + ENTRY_LEN(index), &ulen, sizeof(uint32));
-			memcpy(e + ENTRY_TAIL(index), &utail, sizeof(uint32));
-			if (bw->len > 8)
-			{
-				memcpy(index->tails + tail_off, bw->str + 8, bw->len - 8);
-				tail_off += bw->len - 8;
-			}
-		}
+		drain_words(&bs);
 	}
-#undef WORD_AT
-	if (order)
-		pfree(order);
-	pfree(w.words);
+	pfree(bucket);
 	return index;
 }
 
@@ -453,12 +513,7 @@ queue_token(void *arg, const char *str, int len, int32 count)
 	queue_token_first(arg, str, len, count, first_word(str, len));
 }
 
-/*
- * Queue the tokens of a text[] without NULLs, walking its elements in place
- * (as array_iter_next does, without its per-element generality: the
- * elements are varlenas of 1-byte header, unaligned, or of 4-byte header,
- * int-aligned after zero padding).
- */
+/* Queue the tokens of a text[] without NULLs. */
 static void
 queue_text_array(ScorePipeline *p, ArrayType *arr)
 {
@@ -467,21 +522,9 @@ queue_text_array(ScorePipeline *p, ArrayType *arr)
 
 	for (int i = 0; i < n; i++)
 	{
-		const char *str;
 		int			len;
+		const char *str = next_text_element(&ptr, &len);
 
-		if (VARATT_IS_1B(ptr))
-		{
-			len = VARSIZE_1B(ptr) - VARHDRSZ_SHORT;
-			str = ptr + VARHDRSZ_SHORT;
-		}
-		else
-		{
-			ptr = (const char *) INTALIGN(ptr);
-			len = VARSIZE_4B(ptr) - VARHDRSZ;
-			str = ptr + VARHDRSZ;
-		}
-		ptr = str + len;
 		queue_token_first(p, str, len, 1, first_word_within(str, len, p->end));
 	}
 }

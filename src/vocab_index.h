@@ -28,11 +28,10 @@ typedef struct GnbVocabIndex
 
 /*
  * Build in the current memory context from the vocabulary (a text[] of
- * distinct words without NULLs), log theta-hat, V x K word-major, and the
- * words' training counts (V, or NULL), which only make lookups faster.
+ * distinct words without NULLs) and log theta-hat, V x K word-major.
  */
 extern GnbVocabIndex *gnb_vocab_index_build(ArrayType *tokens, const double *log_theta,
-											int32 n_classes, const int64 *word_counts);
+											int32 n_classes);
 
 /* Add sum_w W_w log theta-hat_kw over the document's known words to scores[]. */
 extern void gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector,
