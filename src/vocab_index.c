@@ -106,25 +106,41 @@ tail_equal(const char *a, const char *b, int n, const char *b_end)
 /*
  * The entry of a token (first: its first_word, hash: its token_hash) from
  * entry i on, or NULL if the model does not know it.  The document's bytes
- * are readable up to end (NULL: unknown).
+ * are readable up to end (NULL: unknown).  K is the index's n_classes,
+ * passed apart so that a caller inlined with a constant K computes no
+ * offsets.
  */
-static inline const char *
-find_entry(const GnbVocabIndex *index, const char *str, int len, uint64 first, uint32 i,
-		   const char *end)
+static pg_attribute_always_inline const char *
+find_entry_k(const GnbVocabIndex *index, const int32 K, const char *str, int len,
+			 uint64 first, uint32 i, const char *end)
 {
+	const Size	size = ENTRY_SIZE(K);
+	const Size	first_off = sizeof(double) * K;
+	const Size	len_off = first_off + sizeof(uint64);
+	const Size	tail_off = len_off + sizeof(uint32);
+
 	for (;;)
 	{
-		const char *e = entry_at(index, i);
-		uint32		elen = entry_u32(e + ENTRY_LEN(index));
+		const char *e = index->entries + (Size) i * size;
+		uint32		elen = entry_u32(e + len_off);
+		uint64		efirst;
 
-		if (elen == (uint32) len && entry_first(index, e) == first &&
+		memcpy(&efirst, e + first_off, sizeof(uint64));
+		if (elen == (uint32) len && efirst == first &&
 			(len <= 8 ||
-			 tail_equal(index->tails + entry_u32(e + ENTRY_TAIL(index)), str + 8, len - 8, end)))
+			 tail_equal(index->tails + entry_u32(e + tail_off), str + 8, len - 8, end)))
 			return e;
 		if (elen == EMPTY_LEN)
 			return NULL;
 		i = (i + 1) & index->mask;
 	}
+}
+
+static inline const char *
+find_entry(const GnbVocabIndex *index, const char *str, int len, uint64 first, uint32 i,
+		   const char *end)
+{
+	return find_entry_k(index, index->n_classes, str, len, first, i, end);
 }
 
 /*
@@ -513,20 +529,72 @@ queue_token(void *arg, const char *str, int len, int32 count)
 	queue_token_first(arg, str, len, count, first_word(str, len));
 }
 
-/* Queue the tokens of a text[] without NULLs. */
-static void
-queue_text_array(ScorePipeline *p, ArrayType *arr)
+/*
+ * Score a text[] without NULLs: the pipeline above, written out for text[]
+ * (every count 1: c x log theta-hat is log theta-hat, exactly) with K a
+ * constant where the caller's is, the blocks the same SCORE_BLOCK tokens in
+ * a row, so that the sums are added in the same order.
+ */
+typedef struct TextSlot
+{
+	const char *str;
+	uint64		first;
+	int			len;
+	uint32		pos;
+} TextSlot;
+
+static pg_attribute_always_inline void
+score_text_block(const GnbVocabIndex *index, const int32 K, const TextSlot *slots, int n,
+				 const char *end, double *scores, double *acc)
+{
+	for (int32 k = 0; k < K; k++)
+		acc[k] = 0.0;
+	for (int t = 0; t < n; t++)
+	{
+		const double *lt = (const double *) find_entry_k(index, K, slots[t].str, slots[t].len,
+														 slots[t].first, slots[t].pos, end);
+
+		if (lt != NULL)
+			for (int32 k = 0; k < K; k++)
+				acc[k] += lt[k];
+	}
+	for (int32 k = 0; k < K; k++)
+		scores[k] += acc[k];
+}
+
+static pg_attribute_always_inline void
+score_text_array_k(const GnbVocabIndex *index, const int32 K, ArrayType *arr, double *scores,
+				   double *acc)
 {
 	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 	const char *ptr = ARR_DATA_PTR(arr);
+	const char *end = (const char *) arr + VARSIZE(arr);
+	const Size	size = ENTRY_SIZE(K);
+	TextSlot	slots[2][SCORE_BLOCK];
+	int			cur = 0;
+	int			filled = 0;
+	bool		prev_full = false;
 
 	for (int i = 0; i < n; i++)
 	{
-		int			len;
-		const char *str = next_text_element(&ptr, &len);
+		TextSlot   *s = &slots[cur][filled];
 
-		queue_token_first(p, str, len, 1, first_word_within(str, len, p->end));
+		s->str = next_text_element(&ptr, &s->len);
+		s->first = first_word_within(s->str, s->len, end);
+		s->pos = token_hash_within(s->str, s->len, s->first, end) & index->mask;
+		__builtin_prefetch(index->entries + (Size) s->pos * size);
+		if (++filled == SCORE_BLOCK)
+		{
+			if (prev_full)
+				score_text_block(index, K, slots[1 - cur], SCORE_BLOCK, end, scores, acc);
+			prev_full = true;
+			cur = 1 - cur;
+			filled = 0;
+		}
 	}
+	if (prev_full)
+		score_text_block(index, K, slots[1 - cur], SCORE_BLOCK, end, scores, acc);
+	score_text_block(index, K, slots[cur], filled, end, scores, acc);
 }
 
 void
@@ -547,11 +615,15 @@ gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector
 		p.blocks[i].n = 0;
 	if (arr != NULL && !ARR_HASNULL(arr))
 	{
-		p.end = (const char *) arr + VARSIZE(arr);
-		queue_text_array(&p, arr);
+		double		acc2[2];
+
+		if (index->n_classes == 2)
+			score_text_array_k(index, 2, arr, scores, acc2);
+		else
+			score_text_array_k(index, index->n_classes, arr, scores, p.acc);
+		return;
 	}
-	else
-		gnb_each_token(arr != NULL ? PointerGetDatum(arr) : tokens, is_tsvector, queue_token, &p);
+	gnb_each_token(arr != NULL ? PointerGetDatum(arr) : tokens, is_tsvector, queue_token, &p);
 	/* drain: the full block before the current one, then the current one */
 	for (int i = 0; i < 2; i++)
 		advance(&p);
