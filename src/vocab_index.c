@@ -603,7 +603,7 @@ gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector
 {
 	ScorePipeline p;
 	double		local_acc[GNB_SCORE_LOCAL_CLASSES];
-	ArrayType  *arr = is_tsvector ? NULL : DatumGetArrayTypeP(tokens);
+	ArrayType  *arr = is_tsvector ? NULL : (ArrayType *) gnb_detoast_tokens(tokens);
 
 	p.index = index;
 	p.end = NULL;

@@ -41,4 +41,7 @@ extern void gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool
 extern const double *gnb_vocab_index_lookup(const GnbVocabIndex *index, const char *str,
 											int len);
 
+/* detoast.c: a document's tokens detoasted (pglz by a decoder of our own). */
+extern struct varlena *gnb_detoast_tokens(Datum datum);
+
 #endif							/* GNB_VOCAB_INDEX_H */
