@@ -281,6 +281,7 @@ typedef struct BuildState
 {
 	GnbVocabIndex *index;
 	const double *log_theta;
+	const char *end;			/* the vocabulary array's end */
 	Size		tail_off;
 	int			cur;
 	InsertBlock blocks[2];
@@ -321,8 +322,8 @@ static inline void
 queue_word(BuildState *bs, const char *str, int len, int32 word)
 {
 	InsertBlock *b = &bs->blocks[bs->cur];
-	uint64		first = first_word(str, len);
-	uint32		home = token_hash(str, len, first) & bs->index->mask;
+	uint64		first = first_word_within(str, len, bs->end);
+	uint32		home = token_hash_within(str, len, first, bs->end) & bs->index->mask;
 
 	__builtin_prefetch(entry_at(bs->index, home), 1);
 	b->str[b->n] = str;
@@ -402,6 +403,7 @@ gnb_vocab_index_build(ArrayType *tokens, const double *log_theta, int32 n_classe
 
 	bs.index = index;
 	bs.log_theta = log_theta;
+	bs.end = (const char *) tokens + VARSIZE(tokens);
 	bs.tail_off = 0;
 	bs.cur = 0;
 	bs.blocks[0].n = bs.blocks[1].n = 0;
