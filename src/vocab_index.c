@@ -75,7 +75,7 @@ entry_u32(const char *p)
  * Compared a word at a time, the last one masked to what is left when 8
  * bytes from it are readable: no call to memcmp for a short tail.
  */
-static inline bool
+static pg_attribute_always_inline bool
 tail_equal(const char *a, const char *b, int n, const char *b_end)
 {
 	uint64		x,
@@ -149,7 +149,7 @@ find_entry(const GnbVocabIndex *index, const char *str, int len, uint64 first, u
  * readable (no branch on the length, as unpredictable as the words are);
  * else first_word.
  */
-static inline uint64
+static pg_attribute_always_inline uint64
 first_word_within(const char *str, int len, const char *end)
 {
 #ifndef WORDS_BIGENDIAN
@@ -168,7 +168,7 @@ first_word_within(const char *str, int len, const char *end)
  * token_hash of a token whose bytes are readable up to end (NULL: unknown),
  * its further words read as first_word_within does: the same value.
  */
-static inline uint32
+static pg_attribute_always_inline uint32
 token_hash_within(const char *p, int len, uint64 first, const char *end)
 {
 	uint64		h;
