@@ -23,20 +23,24 @@
 #include "port/pg_bitutils.h"
 
 /*
- * Decompress pglz data [sp, srcend) into dest, rawsize bytes.  Returns false if the
- * data is corrupt: as pglz_decompress(..., check_complete = true) returns
- * -1, reading no byte outside the input.
+ * Decompress pglz data [sp, srcend) into dest, rawsize bytes.  Returns false
+ * if the data is corrupt: as pglz_decompress(..., check_complete = true)
+ * returns -1, reading no byte outside the input.
  *
  * A control byte's 8 bits say which of the next 8 items are matches (1)
- * and which literal bytes (0).  Where the group cannot run past the end of
- * the input (at most 8 x 3 bytes) nor of the output (at most 8 x 273
- * bytes), so that none of pglz_decompress's end checks can stop it, the
- * literals between two matches are moved together (the count of zero bits
- * up to the next 1), one branch per run instead of one per byte; elsewhere
- * the group is decoded item by item, exactly as pglz_decompress does.
+ * and which literal bytes (0).  Where none of pglz_decompress's end checks
+ * can stop the group (the input has room for 8 items of at most 3 bytes,
+ * the output for 8 items of at most 18 bytes, and for a longer match when
+ * one comes), the literals between two matches are moved together (the
+ * count of zero bits up to the next 1), one branch per run instead of one
+ * per byte, and matches 8 bytes at a time; moves may write up to 15 bytes
+ * past their end, within that room, into bytes written again later.
+ * Elsewhere, and for the rest of a group where a long match does not fit,
+ * items are decoded one by one, exactly as pglz_decompress does.
  */
-#define GROUP_MAX_IN (8 * 3)
-#define GROUP_MAX_OUT (8 * 273)
+#define FAST_IN (8 * 3 + 8)
+#define FAST_OUT (8 * 18 + 16)
+#define FAST_LONG_OUT (273 + 7 * 18 + 16)
 
 /* For a pattern of off < 8 bytes: the smallest multiple of off >= 8. */
 static const int8 pattern_step[8] = {0, 8, 8, 9, 8, 10, 12, 14};
@@ -51,12 +55,12 @@ decode_pglz(const unsigned char *sp, const unsigned char *srcend, unsigned char 
 	while (sp < srcend && dp < destend)
 	{
 		unsigned int ctrl = *sp++;
+		int			items = 8;
 
-		if (srcend - sp >= GROUP_MAX_IN + 8 && destend - dp >= GROUP_MAX_OUT + 16)
+		if (srcend - sp >= FAST_IN && destend - dp >= FAST_OUT)
 		{
 			/* a 1 past the 8 bits ends the last run of literals */
 			unsigned int bits = ctrl | 0x100;
-			int			items = 8;
 
 			for (;;)
 			{
@@ -64,12 +68,15 @@ decode_pglz(const unsigned char *sp, const unsigned char *srcend, unsigned char 
 				int32		len;
 				int32		off;
 
-				nlit = Min(nlit, items);
 				memcpy(dp, sp, 8);
 				dp += nlit;
 				sp += nlit;
 				items -= nlit;
+				bits >>= nlit;
 				if (items == 0)
+					break;
+				/* a match; a long one only where it fits */
+				if ((sp[0] & 0x0f) == 0x0f && destend - dp < FAST_LONG_OUT)
 					break;
 				len = (sp[0] & 0x0f) + 3;
 				off = ((sp[0] & 0xf0) << 4) | sp[1];
@@ -80,11 +87,7 @@ decode_pglz(const unsigned char *sp, const unsigned char *srcend, unsigned char 
 					return false;
 				if (off >= 8)
 				{
-					/*
-					 * Each 8 bytes read lie before the 8 written.  16 bytes
-					 * whatever the length (3 to 18 but for long matches): at
-					 * most 15 past the match, into bytes written again later.
-					 */
+					/* each 8 bytes read lie before the 8 written */
 					memcpy(dp, dp - off, 8);
 					memcpy(dp + 8, dp + 8 - off, 8);
 					for (int32 i = 16; i < len; i += 8)
@@ -105,14 +108,15 @@ decode_pglz(const unsigned char *sp, const unsigned char *srcend, unsigned char 
 						memcpy(dp + i, dp + i - step, 8);
 				}
 				dp += len;
-				bits >>= nlit + 1;
+				bits >>= 1;
 				if (--items == 0)
 					break;
 			}
-			continue;
+			/* the items left, if a long match did not fit */
+			ctrl = bits;
 		}
 
-		for (int ctrlc = 0; ctrlc < 8 && sp < srcend && dp < destend; ctrlc++)
+		for (; items > 0 && sp < srcend && dp < destend; items--)
 		{
 			if (ctrl & 1)
 			{
