@@ -24,6 +24,7 @@ OBJS = \
 	src/diagnostics.o \
 	src/citus.o \
 	src/theta_view.o \
+	src/detoast.o \
 	src/core/gnb_rng.o \
 	src/core/gnb_sampler.o
 

@@ -2,160 +2,435 @@
  * vocab_index.c
  *	  Token -> log theta-hat index, and document scoring in prefetched blocks.
  *
- * Scoring is bound by memory latency, not arithmetic: with a vocabulary of
- * 177,000 words the table does not fit in cache, and a plain hash lookup
- * waits on three misses per token (bucket, key, theta row).  Here a lookup
- * needs two (slot, record), and a block of tokens is hashed and prefetched
- * before any of them is compared, so the misses of a block overlap.
+ * Scoring is bound by memory latency and by branches, not arithmetic: with a
+ * vocabulary of 177,000 words the table does not fit in the core's cache,
+ * and token lengths are as unpredictable as the words.  So the index is one
+ * open-addressing table whose entries hold everything a lookup of a word of
+ * up to 8 bytes needs (its log theta-hat values, first 8 bytes and length:
+ * 32 bytes with two classes, two to a cache line), a block of tokens is
+ * hashed and its entries prefetched before any of them is compared, so that
+ * the misses of a block overlap, and a text[]'s elements are read in place
+ * with one masked load per token for its first 8 bytes.
  */
 #include "vocab_index.h"
 #include "tokens.h"
 
+#include <math.h>
 #include <sys/mman.h>
 
 #include "utils/array.h"
 #include "utils/memutils.h"
 
-/* Tokens hashed and prefetched together. */
+/* Tokens hashed and prefetched together; also the unit of summation. */
 #define SCORE_BLOCK 32
 
 /* Up to this many classes are summed in a local array; more in palloc'd memory. */
 #define GNB_SCORE_LOCAL_CLASSES 16
 
 /*
- * A record: double log_theta[K]; uint64 first word of the token; uint32
- * length; the token's bytes; padding to 8.
+ * An entry: double log_theta[K]; uint64 the token's first 8 bytes (zero
+ * padded, little-endian: first_word); uint32 its length, or EMPTY_LEN for a
+ * free entry; uint32 where bytes 8.. of a longer token start in tails.
  */
-#define RECORD_FIRST(index) (sizeof(double) * (index)->n_classes)
-#define RECORD_LEN(index) (RECORD_FIRST(index) + sizeof(uint64))
-#define RECORD_BYTES(index) (RECORD_LEN(index) + sizeof(uint32))
+#define ENTRY_FIRST(index) (sizeof(double) * (index)->n_classes)
+#define ENTRY_LEN(index) (ENTRY_FIRST(index) + sizeof(uint64))
+#define ENTRY_TAIL(index) (ENTRY_LEN(index) + sizeof(uint32))
+#define ENTRY_SIZE(n_classes) (sizeof(double) * (n_classes) + sizeof(uint64) + 2 * sizeof(uint32))
+/* a free entry's length (all bytes 0xFF): no token is 4 GB long */
+#define EMPTY_LEN PG_UINT32_MAX
 
-static inline Size
-record_size(int32 n_classes, int len)
-{
-	return MAXALIGN(sizeof(double) * n_classes + sizeof(uint64) + sizeof(uint32) + len);
-}
+/* Transparent huge pages' size on x86-64 and arm64 (4 kB base pages). */
+#define HUGE_PAGE ((Size) 2 * 1024 * 1024)
+
+/* Words inserted together, their entries prefetched first. */
+#define BUILD_BLOCK 32
 
 static inline const char *
-slot_record(const GnbVocabIndex *index, uint64 slot)
+entry_at(const GnbVocabIndex *index, uint32 i)
 {
-	return index->records + ((slot & 0xFFFFFFFF) - 1) * 8;
+	return index->entries + (Size) i * index->entry_size;
 }
 
-/* Does the record hold exactly this token (whose first word is `first`)? */
-static inline bool
-record_matches(const GnbVocabIndex *index, const char *rec, const char *str, int len,
-			   uint64 first)
+static inline uint64
+entry_first(const GnbVocabIndex *index, const char *e)
 {
-	uint64		rec_first;
-	uint32		rec_len;
+	uint64		v;
 
-	memcpy(&rec_first, rec + RECORD_FIRST(index), sizeof(uint64));
-	memcpy(&rec_len, rec + RECORD_LEN(index), sizeof(uint32));
-	return rec_first == first && rec_len == (uint32) len &&
-		(len <= 8 || memcmp(rec + RECORD_BYTES(index) + 8, str + 8, len - 8) == 0);
+	memcpy(&v, e + ENTRY_FIRST(index), sizeof(uint64));
+	return v;
+}
+
+static inline uint32
+entry_u32(const char *p)
+{
+	uint32		v;
+
+	memcpy(&v, p, sizeof(uint32));
+	return v;
 }
 
 /*
- * Allocate a table of `size` bytes that lookups touch at random: asking
- * Linux for transparent huge pages over it (where it has them only on
- * request) before it is first written, so that a lookup costs a cache miss
- * but not also a TLB miss and a page walk.  Only a hint: nothing changes
- * where the kernel declines.
+ * Are the n > 0 bytes at a (a tails copy, readable 8 bytes past its end)
+ * those at b (a document's, readable up to b_end, or NULL if unknown)?
+ * Compared a word at a time, the last one masked to what is left when 8
+ * bytes from it are readable: no call to memcmp for a short tail.
  */
-static void *
-alloc_table(Size size, bool zero)
+static pg_attribute_always_inline bool
+tail_equal(const char *a, const char *b, int n, const char *b_end)
 {
-	char	   *p = MemoryContextAllocExtended(CurrentMemoryContext, size, MCXT_ALLOC_HUGE);
+	uint64		x,
+				y;
 
-#ifdef MADV_HUGEPAGE
+	while (n > 8)
 	{
-		uintptr_t	start = TYPEALIGN(2 * 1024 * 1024, (uintptr_t) p);
-		uintptr_t	end = TYPEALIGN_DOWN(2 * 1024 * 1024, (uintptr_t) p + size);
-
-		if (end > start)
-			(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		if (x != y)
+			return false;
+		a += 8;
+		b += 8;
+		n -= 8;
+	}
+#ifndef WORDS_BIGENDIAN
+	if (b_end != NULL && b_end - b >= 8)
+	{
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		/* n is 1..8: the low n bytes are the first n */
+		return ((x ^ y) & (~UINT64CONST(0) >> (64 - 8 * n))) == 0;
 	}
 #endif
-	if (zero)
-		memset(p, 0, size);
+	return memcmp(a, b, n) == 0;
+}
+
+/*
+ * The entry of a token (first: its first_word, hash: its token_hash) from
+ * entry i on, or NULL if the model does not know it.  The document's bytes
+ * are readable up to end (NULL: unknown).  K is the index's n_classes,
+ * passed apart so that a caller inlined with a constant K computes no
+ * offsets.
+ */
+static pg_attribute_always_inline const char *
+find_entry_k(const GnbVocabIndex *index, const int32 K, const char *str, int len,
+			 uint64 first, uint32 i, const char *end)
+{
+	const Size	size = ENTRY_SIZE(K);
+	const Size	first_off = sizeof(double) * K;
+	const Size	len_off = first_off + sizeof(uint64);
+	const Size	tail_off = len_off + sizeof(uint32);
+
+	for (;;)
+	{
+		const char *e = index->entries + (Size) i * size;
+		uint32		elen = entry_u32(e + len_off);
+		uint64		efirst;
+
+		memcpy(&efirst, e + first_off, sizeof(uint64));
+		if (elen == (uint32) len && efirst == first &&
+			(len <= 8 ||
+			 tail_equal(index->tails + entry_u32(e + tail_off), str + 8, len - 8, end)))
+			return e;
+		if (elen == EMPTY_LEN)
+			return NULL;
+		i = (i + 1) & index->mask;
+	}
+}
+
+static inline const char *
+find_entry(const GnbVocabIndex *index, const char *str, int len, uint64 first, uint32 i,
+		   const char *end)
+{
+	return find_entry_k(index, index->n_classes, str, len, first, i, end);
+}
+
+/*
+ * The first word of a token whose bytes are readable up to end: one 8-byte
+ * load, masked to the token's length, when 8 bytes from its start are
+ * readable (no branch on the length, as unpredictable as the words are);
+ * else first_word.
+ */
+static pg_attribute_always_inline uint64
+first_word_within(const char *str, int len, const char *end)
+{
+#ifndef WORDS_BIGENDIAN
+	if (likely(end - str >= 8))
+	{
+		uint64		v;
+
+		memcpy(&v, str, 8);
+		return v & (len < 8 ? ~(~UINT64CONST(0) << (8 * len)) : ~UINT64CONST(0));
+	}
+#endif
+	return first_word(str, len);
+}
+
+/*
+ * token_hash of a token whose bytes are readable up to end (NULL: unknown),
+ * its further words read as first_word_within does: the same value.
+ */
+static pg_attribute_always_inline uint32
+token_hash_within(const char *p, int len, uint64 first, const char *end)
+{
+	uint64		h;
+
+	if (len <= 8 || end == NULL)
+		return token_hash(p, len, first);
+	h = mix64(first ^ UINT64CONST(0x8ebc6af09c88c6e3),
+			  (uint64) len ^ UINT64CONST(0xe7037ed1a0b428db));
+	for (int off = 8; off < len; off += 8)
+		h = mix64(first_word_within(p + off, len - off, end) ^ UINT64CONST(0x589965cc75374cc3),
+				  h ^ UINT64CONST(0x1d8e4e27c47d124f));
+	return (uint32) (h ^ (h >> 32));
+}
+
+/*
+ * Allocate a table of `size` bytes that lookups touch at random, aligned to
+ * a cache line (so that no entry of 32 bytes spans two) and, from 2 MB up,
+ * to 2 MB, asking Linux for transparent huge pages over it (where it has
+ * them only on request) before it is first written: a lookup then costs a
+ * cache miss but not also a TLB miss and a page walk, and a new process
+ * (a parallel worker loading the model) takes a few faults of 2 MB instead
+ * of one per 4 kB page.  The alignment's slack is never written, so never
+ * backed by memory.  Only a hint: nothing changes where the kernel declines.
+ */
+static void *
+alloc_table(Size size)
+{
+#ifdef MADV_HUGEPAGE
+	Size		align = size >= HUGE_PAGE ? HUGE_PAGE : PG_CACHE_LINE_SIZE;
+#else
+	Size		align = PG_CACHE_LINE_SIZE;
+#endif
+	char	   *p = MemoryContextAllocExtended(CurrentMemoryContext, size + align,
+											   MCXT_ALLOC_HUGE);
+
+	p = (char *) TYPEALIGN(align, p);
+#ifdef MADV_HUGEPAGE
+	if (size >= HUGE_PAGE)
+		(void) madvise(p, TYPEALIGN(HUGE_PAGE, size), MADV_HUGEPAGE);
+#endif
 	return p;
 }
+
+/*
+ * The next element of a text[] without NULLs, walked in place (as
+ * array_iter_next does, without its per-element generality: the elements
+ * are varlenas of 1-byte header, unaligned, or of 4-byte header, int-aligned
+ * after zero padding): its bytes and length, *ptr moved past it.
+ */
+static inline const char *
+next_text_element(const char **ptr, int *len)
+{
+	const char *p = *ptr;
+	const char *str;
+
+	if (VARATT_IS_1B(p))
+	{
+		*len = VARSIZE_1B(p) - VARHDRSZ_SHORT;
+		str = p + VARHDRSZ_SHORT;
+	}
+	else
+	{
+		p = (const char *) INTALIGN(p);
+		*len = VARSIZE_4B(p) - VARHDRSZ;
+		str = p + VARHDRSZ;
+	}
+	*ptr = str + *len;
+	return str;
+}
+
+/* Buckets of the insertion order: half an octave of theta-hat each. */
+#define ORDER_BUCKETS 128
+
+/*
+ * A word's bucket by its largest log theta-hat: 0 for theta-hat near 1, one
+ * more per half octave below.  Theta-hat follows a word's training count
+ * (docs/model.md), so this ranks words by how often they occur.
+ */
+static inline int
+theta_bucket(const double *lt, int32 K)
+{
+	double		m = lt[0];
+	double		b;
+
+	for (int32 k = 1; k < K; k++)
+		m = Max(m, lt[k]);
+	b = -m * (2.0 / M_LN2);
+	/* NaN fails both comparisons: last */
+	if (!(b < ORDER_BUCKETS - 1))
+		return ORDER_BUCKETS - 1;
+	return b > 0 ? (int) b : 0;
+}
+
+/*
+ * Words are inserted through a two-block pipeline, as documents are scored:
+ * hashed and their home entries prefetched as they are queued, a block
+ * inserted when the one after it is full.
+ */
+typedef struct InsertBlock
+{
+	int			n;
+	const char *str[BUILD_BLOCK];
+	int			len[BUILD_BLOCK];
+	uint64		first[BUILD_BLOCK];
+	uint32		home[BUILD_BLOCK];
+	int32		word[BUILD_BLOCK];
+} InsertBlock;
 
 typedef struct BuildState
 {
 	GnbVocabIndex *index;
 	const double *log_theta;
-	Size		offset;
-	int32		word;
+	const char *end;			/* the vocabulary array's end */
+	Size		tail_off;
+	int			cur;
+	InsertBlock blocks[2];
 } BuildState;
 
-/* Add the next vocabulary word (a gnb_token_fn). */
 static void
-add_word(void *arg, const char *str, int len, int32 count)
+insert_block(BuildState *bs, InsertBlock *b)
 {
-	BuildState *b = arg;
-	GnbVocabIndex *index = b->index;
+	GnbVocabIndex *index = bs->index;
 	int32		K = index->n_classes;
-	uint64		first = first_word(str, len);
-	uint32		hash = token_hash(str, len, first);
-	uint32		i = hash & index->mask;
-	char	   *rec = index->records + b->offset;
-	uint32		ulen = len;
 
-	memcpy(rec, b->log_theta + (int64) b->word * K, sizeof(double) * K);
-	memcpy(rec + RECORD_FIRST(index), &first, sizeof(uint64));
-	memcpy(rec + RECORD_LEN(index), &ulen, sizeof(uint32));
-	memcpy(rec + RECORD_BYTES(index), str, len);
-	while (index->slots[i] != 0)
-		i = (i + 1) & index->mask;
-	if (b->offset / 8 + 1 > PG_UINT32_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the model's vocabulary is too large to index")));
-	index->slots[i] = ((uint64) hash << 32) | (b->offset / 8 + 1);
-	b->offset += record_size(K, len);
-	b->word++;
+	for (int t = 0; t < b->n; t++)
+	{
+		uint32		i = b->home[t];
+		uint32		ulen = b->len[t];
+		uint32		utail = (uint32) bs->tail_off;
+		const double *lt = bs->log_theta + (int64) b->word[t] * K;
+		char	   *e;
+
+		while (entry_u32(entry_at(index, i) + ENTRY_LEN(index)) != EMPTY_LEN)
+			i = (i + 1) & index->mask;
+		e = index->entries + (Size) i * index->entry_size;
+		for (int32 k = 0; k < K; k++)
+			memcpy(e + sizeof(double) * k, &lt[k], sizeof(double));
+		memcpy(e + ENTRY_FIRST(index), &b->first[t], sizeof(uint64));
+		memcpy(e + ENTRY_LEN(index), &ulen, sizeof(uint32));
+		memcpy(e + ENTRY_TAIL(index), &utail, sizeof(uint32));
+		if (b->len[t] > 8)
+		{
+			memcpy(index->tails + bs->tail_off, b->str[t] + 8, b->len[t] - 8);
+			bs->tail_off += b->len[t] - 8;
+		}
+	}
+	b->n = 0;
 }
 
-/* Sum the record sizes (a gnb_token_fn). */
-static void
-size_word(void *arg, const char *str, int len, int32 count)
+static inline void
+queue_word(BuildState *bs, const char *str, int len, int32 word)
 {
-	BuildState *b = arg;
+	InsertBlock *b = &bs->blocks[bs->cur];
+	uint64		first = first_word_within(str, len, bs->end);
+	uint32		home = token_hash_within(str, len, first, bs->end) & bs->index->mask;
 
-	b->offset += record_size(b->index->n_classes, len);
-	b->word++;
+	__builtin_prefetch(entry_at(bs->index, home), 1);
+	b->str[b->n] = str;
+	b->len[b->n] = len;
+	b->first[b->n] = first;
+	b->home[b->n] = home;
+	b->word[b->n] = word;
+	if (++b->n == BUILD_BLOCK)
+	{
+		insert_block(bs, &bs->blocks[1 - bs->cur]);
+		bs->cur = 1 - bs->cur;
+	}
 }
 
+static void
+drain_words(BuildState *bs)
+{
+	insert_block(bs, &bs->blocks[1 - bs->cur]);
+	insert_block(bs, &bs->blocks[bs->cur]);
+}
+
+/*
+ * Build the index.  The words most lookups are for go in first, so that
+ * they take their home entries and are found at the first entry looked at,
+ * without a second probe (a branch mispredicted, maybe another cache line):
+ * the eighth of the vocabulary with the largest theta-hat (by theta_bucket),
+ * then the rest, each in vocabulary order, so that the vocabulary is read in
+ * order.  The vocabulary's words are distinct (training makes them so, and
+ * an import checks it): no entry is looked for among equal words.
+ */
 GnbVocabIndex *
 gnb_vocab_index_build(ArrayType *tokens, const double *log_theta, int32 n_classes)
 {
 	GnbVocabIndex *index = palloc0(sizeof(GnbVocabIndex));
-	BuildState	b = {index, log_theta, 0, 0};
+	int32		n = ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens));
+	uint8	   *bucket = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE);
+	int32		histogram[ORDER_BUCKETS] = {0};
+	int32		hot_words = 0;
+	int			hot_below = 0;
+	Size		tail_bytes = 0;
 	uint64		nslots = 16;
+	BuildState	bs;
+	const char *ptr;
+
+	Assert(!ARR_HASNULL(tokens));
+	ptr = ARR_DATA_PTR(tokens);
+	for (int32 w = 0; w < n; w++)
+	{
+		int			len;
+
+		(void) next_text_element(&ptr, &len);
+		if (len > 8)
+			tail_bytes += len - 8;
+		bucket[w] = theta_bucket(log_theta + (int64) w * n_classes, n_classes);
+		histogram[bucket[w]]++;
+	}
+	if (n > PG_INT32_MAX / 4 || tail_bytes > PG_UINT32_MAX - 8 ||
+		ENTRY_SIZE(n_classes) > PG_UINT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the model's vocabulary is too large to index")));
+	/* hot: the buckets below hot_below, at most an eighth of the words */
+	while (hot_below < ORDER_BUCKETS && hot_words + histogram[hot_below] <= n / 8)
+		hot_words += histogram[hot_below++];
 
 	index->n_classes = n_classes;
-	gnb_each_token(PointerGetDatum(tokens), false, size_word, &b);
-	index->n_words = b.word;
-	/* at most half full: short probe runs */
-	while (nslots < 2 * (uint64) index->n_words)
+	index->n_words = n;
+	index->entry_size = ENTRY_SIZE(n_classes);
+	/* at most 70% full: short probe runs, mostly within a cache line */
+	while (nslots * 7 < (uint64) n * 10)
 		nslots *= 2;
 	index->mask = (uint32) (nslots - 1);
-	index->slots = alloc_table(nslots * sizeof(uint64), true);
-	index->records = alloc_table(b.offset + 8, false);
-	b.offset = 0;
-	b.word = 0;
-	gnb_each_token(PointerGetDatum(tokens), false, add_word, &b);
+	index->entries = alloc_table(nslots * index->entry_size);
+	memset(index->entries, 0xFF, nslots * index->entry_size);
+	/* 8 bytes more: tail_equal reads whole words */
+	index->tails = palloc_extended(tail_bytes + 8, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+
+	bs.index = index;
+	bs.log_theta = log_theta;
+	bs.end = (const char *) tokens + VARSIZE(tokens);
+	bs.tail_off = 0;
+	bs.cur = 0;
+	bs.blocks[0].n = bs.blocks[1].n = 0;
+	for (int hot = 1; hot >= 0; hot--)
+	{
+		ptr = ARR_DATA_PTR(tokens);
+		for (int32 w = 0; w < n; w++)
+		{
+			int			len;
+			const char *str = next_text_element(&ptr, &len);
+
+			if ((bucket[w] < hot_below) == hot)
+				queue_word(&bs, str, len, w);
+		}
+		drain_words(&bs);
+	}
+	pfree(bucket);
 	return index;
 }
 
 /*
- * Scoring is a three-stage pipeline over blocks of SCORE_BLOCK tokens: when
- * a block is full it is hashed and its slots prefetched, the block before it
- * probes those (now cached) slots and prefetches the records they point to,
- * and the block before that compares the records and adds up the scores.  A
- * load thus has a whole block's worth of work to arrive in.
+ * Scoring is a pipeline over blocks of SCORE_BLOCK tokens: a token is
+ * hashed and its home entry prefetched as it is queued, and when a block is
+ * full the block before it, whose entries have had a block's worth of work
+ * to arrive in, is looked up and added to the scores.  Sums go to acc[] per
+ * block and then to scores[]: the order of the additions is fixed by the
+ * blocks.
  */
 typedef struct TokenBlock
 {
@@ -164,91 +439,42 @@ typedef struct TokenBlock
 	int			len[SCORE_BLOCK];
 	int32		count[SCORE_BLOCK];
 	uint64		first[SCORE_BLOCK];
-	uint32		hash[SCORE_BLOCK];
-	uint32		pos[SCORE_BLOCK];	/* slot of the first hash match */
-	const char *rec[SCORE_BLOCK];	/* its record, or NULL if none */
+	uint32		pos[SCORE_BLOCK];	/* home entry */
 } TokenBlock;
 
 typedef struct ScorePipeline
 {
 	const GnbVocabIndex *index;
+	const char *end;			/* the document's bytes are readable up to here, or NULL */
 	double	   *scores;
-	double	   *acc;			/* K doubles of scratch for stage 3 */
+	double	   *acc;			/* K doubles of scratch for scoring */
 	int			cur;			/* the block being filled */
-	TokenBlock	blocks[3];
+	TokenBlock	blocks[2];
 } ScorePipeline;
 
-/* Stage 1: hash the tokens, prefetch their first slots. */
-static void
-stage_hash(const GnbVocabIndex *index, TokenBlock *b)
-{
-	for (int t = 0; t < b->n; t++)
-	{
-		b->first[t] = first_word(b->str[t], b->len[t]);
-		b->hash[t] = token_hash(b->str[t], b->len[t], b->first[t]);
-		b->pos[t] = b->hash[t] & index->mask;
-		__builtin_prefetch(&index->slots[b->pos[t]]);
-	}
-}
-
-/* From slot i on, the first slot whose hash matches; its record or NULL. */
-static inline const char *
-probe(const GnbVocabIndex *index, uint32 hash, uint32 *i)
-{
-	uint64		s;
-
-	while ((s = index->slots[*i]) != 0)
-	{
-		if ((uint32) (s >> 32) == hash)
-			return slot_record(index, s);
-		*i = (*i + 1) & index->mask;
-	}
-	return NULL;
-}
-
-/* Stage 2: find each token's first candidate record, prefetch it. */
-static void
-stage_probe(const GnbVocabIndex *index, TokenBlock *b)
-{
-	for (int t = 0; t < b->n; t++)
-	{
-		b->rec[t] = probe(index, b->hash[t], &b->pos[t]);
-		if (b->rec[t])
-			__builtin_prefetch(b->rec[t]);
-	}
-}
-
 /*
- * Stage 3: compare the records with the tokens, add the matches' scores.
- * Sums go to acc[] (K zeroed doubles of the caller's) first, not through
- * scores[] (a load-add-store chain on the same addresses for every token);
- * inlined with K = 2, the common case, they stay in registers.
+ * Look a block's tokens up, add the known ones' log theta-hat.  Sums go
+ * to acc[] (K zeroed doubles of the caller's) first, not through scores[] (a
+ * load-add-store chain on the same addresses for every token); inlined with
+ * K = 2, the common case, they stay in registers.
  */
 static inline void
 stage_score_k(const GnbVocabIndex *index, TokenBlock *b, double *scores, const int32 K,
-			  double *acc)
+			  double *acc, const char *end)
 {
 	for (int32 k = 0; k < K; k++)
 		acc[k] = 0.0;
 	for (int t = 0; t < b->n; t++)
 	{
-		const char *rec = b->rec[t];
-		uint32		i = b->pos[t];
+		const char *e = find_entry(index, b->str[t], b->len[t], b->first[t], b->pos[t], end);
 
-		while (rec != NULL)
+		if (e != NULL)
 		{
-			if (record_matches(index, rec, b->str[t], b->len[t], b->first[t]))
-			{
-				const double *lt = (const double *) rec;
-				double		c = b->count[t];
+			const double *lt = (const double *) e;
+			double		c = b->count[t];
 
-				for (int32 k = 0; k < K; k++)
-					acc[k] += c * lt[k];
-				break;
-			}
-			/* same 32-bit hash, another word: look further */
-			i = (i + 1) & index->mask;
-			rec = probe(index, b->hash[t], &i);
+			for (int32 k = 0; k < K; k++)
+				acc[k] += c * lt[k];
 		}
 	}
 	for (int32 k = 0; k < K; k++)
@@ -257,44 +483,120 @@ stage_score_k(const GnbVocabIndex *index, TokenBlock *b, double *scores, const i
 }
 
 static void
-stage_score(const GnbVocabIndex *index, TokenBlock *b, double *scores, double *acc)
+stage_score(const GnbVocabIndex *index, TokenBlock *b, double *scores, double *acc,
+			const char *end)
 {
 	if (index->n_classes == 2)
 	{
 		double		acc2[2];
 
-		stage_score_k(index, b, scores, 2, acc2);
+		stage_score_k(index, b, scores, 2, acc2, end);
 	}
 	else
-		stage_score_k(index, b, scores, index->n_classes, acc);
+		stage_score_k(index, b, scores, index->n_classes, acc, end);
 }
 
-/* Move every block one stage on; the block after `cur` becomes free. */
+/* Score the block before the current one; that one becomes the one filled. */
 static void
 advance(ScorePipeline *p)
 {
-	TokenBlock *cur = &p->blocks[p->cur];
-	TokenBlock *prev = &p->blocks[(p->cur + 2) % 3];
-	TokenBlock *prev2 = &p->blocks[(p->cur + 1) % 3];
+	TokenBlock *prev = &p->blocks[1 - p->cur];
 
-	stage_hash(p->index, cur);
-	stage_probe(p->index, prev);
-	stage_score(p->index, prev2, p->scores, p->acc);
-	p->cur = (p->cur + 1) % 3;
+	stage_score(p->index, prev, p->scores, p->acc, p->end);
+	p->cur = 1 - p->cur;
+}
+
+/* Queue a token of the document whose first word is known. */
+static inline void
+queue_token_first(ScorePipeline *p, const char *str, int len, int32 count, uint64 first)
+{
+	TokenBlock *b = &p->blocks[p->cur];
+
+	uint32		pos = token_hash_within(str, len, first, p->end) & p->index->mask;
+
+	__builtin_prefetch(entry_at(p->index, pos));
+	b->str[b->n] = str;
+	b->len[b->n] = len;
+	b->count[b->n] = count;
+	b->first[b->n] = first;
+	b->pos[b->n] = pos;
+	if (++b->n == SCORE_BLOCK)
+		advance(p);
 }
 
 /* Queue a token of the document (a gnb_token_fn). */
 static void
 queue_token(void *arg, const char *str, int len, int32 count)
 {
-	ScorePipeline *p = arg;
-	TokenBlock *b = &p->blocks[p->cur];
+	queue_token_first(arg, str, len, count, first_word(str, len));
+}
 
-	b->str[b->n] = str;
-	b->len[b->n] = len;
-	b->count[b->n] = count;
-	if (++b->n == SCORE_BLOCK)
-		advance(p);
+/*
+ * Score a text[] without NULLs: the pipeline above, written out for text[]
+ * (every count 1: c x log theta-hat is log theta-hat, exactly) with K a
+ * constant where the caller's is, the blocks the same SCORE_BLOCK tokens in
+ * a row, so that the sums are added in the same order.
+ */
+typedef struct TextSlot
+{
+	const char *str;
+	uint64		first;
+	int			len;
+	uint32		pos;
+} TextSlot;
+
+static pg_attribute_always_inline void
+score_text_block(const GnbVocabIndex *index, const int32 K, const TextSlot *slots, int n,
+				 const char *end, double *scores, double *acc)
+{
+	for (int32 k = 0; k < K; k++)
+		acc[k] = 0.0;
+	for (int t = 0; t < n; t++)
+	{
+		const double *lt = (const double *) find_entry_k(index, K, slots[t].str, slots[t].len,
+														 slots[t].first, slots[t].pos, end);
+
+		if (lt != NULL)
+			for (int32 k = 0; k < K; k++)
+				acc[k] += lt[k];
+	}
+	for (int32 k = 0; k < K; k++)
+		scores[k] += acc[k];
+}
+
+static pg_attribute_always_inline void
+score_text_array_k(const GnbVocabIndex *index, const int32 K, ArrayType *arr, double *scores,
+				   double *acc)
+{
+	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	const char *ptr = ARR_DATA_PTR(arr);
+	const char *end = (const char *) arr + VARSIZE(arr);
+	const Size	size = ENTRY_SIZE(K);
+	TextSlot	slots[2][SCORE_BLOCK];
+	int			cur = 0;
+	int			filled = 0;
+	bool		prev_full = false;
+
+	for (int i = 0; i < n; i++)
+	{
+		TextSlot   *s = &slots[cur][filled];
+
+		s->str = next_text_element(&ptr, &s->len);
+		s->first = first_word_within(s->str, s->len, end);
+		s->pos = token_hash_within(s->str, s->len, s->first, end) & index->mask;
+		__builtin_prefetch(index->entries + (Size) s->pos * size);
+		if (++filled == SCORE_BLOCK)
+		{
+			if (prev_full)
+				score_text_block(index, K, slots[1 - cur], SCORE_BLOCK, end, scores, acc);
+			prev_full = true;
+			cur = 1 - cur;
+			filled = 0;
+		}
+	}
+	if (prev_full)
+		score_text_block(index, K, slots[1 - cur], SCORE_BLOCK, end, scores, acc);
+	score_text_block(index, K, slots[cur], filled, end, scores, acc);
 }
 
 void
@@ -303,17 +605,29 @@ gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector
 {
 	ScorePipeline p;
 	double		local_acc[GNB_SCORE_LOCAL_CLASSES];
+	ArrayType  *arr = is_tsvector ? NULL : (ArrayType *) gnb_detoast_tokens(tokens);
 
 	p.index = index;
+	p.end = NULL;
 	p.scores = scores;
 	p.acc = index->n_classes <= GNB_SCORE_LOCAL_CLASSES ? local_acc
 		: palloc(sizeof(double) * index->n_classes);
 	p.cur = 0;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 2; i++)
 		p.blocks[i].n = 0;
-	gnb_each_token(tokens, is_tsvector, queue_token, &p);
-	/* drain: three advances take the last block through every stage */
-	for (int i = 0; i < 3; i++)
+	if (arr != NULL && !ARR_HASNULL(arr))
+	{
+		double		acc2[2];
+
+		if (index->n_classes == 2)
+			score_text_array_k(index, 2, arr, scores, acc2);
+		else
+			score_text_array_k(index, index->n_classes, arr, scores, p.acc);
+		return;
+	}
+	gnb_each_token(arr != NULL ? PointerGetDatum(arr) : tokens, is_tsvector, queue_token, &p);
+	/* drain: the full block before the current one, then the current one */
+	for (int i = 0; i < 2; i++)
 		advance(&p);
 }
 
@@ -326,15 +640,7 @@ const double *
 gnb_vocab_index_lookup(const GnbVocabIndex *index, const char *str, int len)
 {
 	uint64		first = first_word(str, len);
-	uint32		hash = token_hash(str, len, first);
-	uint32		i = hash & index->mask;
-	const char *rec;
 
-	while ((rec = probe(index, hash, &i)) != NULL)
-	{
-		if (record_matches(index, rec, str, len, first))
-			return (const double *) rec;
-		i = (i + 1) & index->mask;
-	}
-	return NULL;
+	return (const double *) find_entry(index, str, len, first,
+									   token_hash(str, len, first) & index->mask, NULL);
 }

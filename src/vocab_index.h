@@ -3,11 +3,11 @@
  *	  A read-only token -> log theta-hat index for scoring documents fast.
  *
  * Built once per cached model version (predict.c).  Open addressing over
- * 8-byte slots (32 bits of hash, 32 bits of record position); each word's
- * record holds its K log theta-hat values and its bytes together, so that a
- * lookup touches two cache lines, and documents are scored in blocks of
- * tokens whose slots and records are prefetched before they are read.
- * Lookups compare the whole token: a hash collision never mislabels.
+ * entries that hold a word's K log theta-hat values, its first 8 bytes and
+ * its length, so that a lookup touches one cache line (and, for a word
+ * longer than 8 bytes, its remaining bytes); documents are scored in blocks
+ * of tokens whose entries are prefetched before they are read.  Lookups
+ * compare the whole token: a hash collision never mislabels.
  */
 #ifndef GNB_VOCAB_INDEX_H
 #define GNB_VOCAB_INDEX_H
@@ -18,16 +18,17 @@
 
 typedef struct GnbVocabIndex
 {
-	uint64	   *slots;			/* 0 empty, else hash << 32 | (record offset / 8 + 1) */
-	uint32		mask;			/* number of slots - 1 */
+	char	   *entries;		/* mask + 1 entries of entry_size bytes: see vocab_index.c */
+	char	   *tails;			/* the bytes after the first 8 of the longer words */
+	uint32		mask;			/* number of entries - 1 */
+	uint32		entry_size;
 	int32		n_classes;
 	int32		n_words;
-	char	   *records;		/* per word: see record_size in vocab_index.c */
 } GnbVocabIndex;
 
 /*
- * Build in the current memory context from the vocabulary (a text[] without
- * NULLs) and log theta-hat, V x K word-major.
+ * Build in the current memory context from the vocabulary (a text[] of
+ * distinct words without NULLs) and log theta-hat, V x K word-major.
  */
 extern GnbVocabIndex *gnb_vocab_index_build(ArrayType *tokens, const double *log_theta,
 											int32 n_classes);
@@ -39,5 +40,8 @@ extern void gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool
 /* A token's K log theta-hat values, or NULL if the model does not know it. */
 extern const double *gnb_vocab_index_lookup(const GnbVocabIndex *index, const char *str,
 											int len);
+
+/* detoast.c: a document's tokens detoasted (pglz by a decoder of our own). */
+extern struct varlena *gnb_detoast_tokens(Datum datum);
 
 #endif							/* GNB_VOCAB_INDEX_H */

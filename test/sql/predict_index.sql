@@ -2,9 +2,9 @@
 -- that agree on their first 8 bytes and their length (the part a record
 -- compares first) differ only in their further bytes, and each must still
 -- get its own log theta-hat, alone, in a document longer than a scoring
--- block, and in gibbs_nb_explain.  (The slots' 32-bit hashes tell these
--- words apart first; the comparison of the further bytes matters only on a
--- hash collision, which this test does not construct.)
+-- block, and in gibbs_nb_explain.  (An entry holds a word's first 8 bytes
+-- and length and is compared on them first: these words are told apart by
+-- the comparison of their further bytes.)
 CREATE EXTENSION gibbs_nb;
 CREATE TABLE two (id int PRIMARY KEY, tokens text[], label text);
 INSERT INTO two
@@ -59,7 +59,32 @@ CROSS JOIN LATERAL gibbs_nb_explain('pair', d.tokens, 1) e
 JOIN gibbs_nb.theta tp ON tp.model_name = 'pair' AND tp.token = e.token AND tp.class = e.predicted
 JOIN gibbs_nb.theta tr ON tr.model_name = 'pair' AND tr.token = e.token AND tr.class = e.runner_up
 WHERE d.id < 100000 AND e.kind = 'word';
+-- documents stored pglz-compressed, in line and out of line, are
+-- decompressed by prediction's own decoder (detoast.c): repeated words,
+-- runs of one short word (matches less than 8 bytes back), long and
+-- incompressible words, sizes around the decoder's fast path.  The same
+-- probabilities as from the arrays PostgreSQL decompresses (array_cat with
+-- an empty array returns its argument detoasted).
+CREATE TABLE packed_docs (id int, tokens text[]);
+ALTER TABLE packed_docs ALTER tokens SET COMPRESSION pglz;
+INSERT INTO packed_docs
+SELECT i, CASE i % 4
+  WHEN 0 THEN array_fill('w1'::text, ARRAY[20 * i])
+  WHEN 1 THEN (SELECT array_agg(CASE WHEN k % 3 = 0 THEN 'prefix__a_' || (k % 40 + 10) ELSE 'w' || (k % 9) END)
+               FROM generate_series(1, 30 * i) k)
+  WHEN 2 THEN (SELECT array_agg(CASE WHEN k % 5 = 0 THEN md5(k::text) ELSE '12345678' END)
+               FROM generate_series(1, 25 * i) k)
+  ELSE (SELECT array_agg(t.tokens[1 + k % cardinality(t.tokens)]) FROM two t, generate_series(1, i) k
+        WHERE t.id = 1 + i % 200)
+  END
+FROM generate_series(1, 120) i;
+SELECT count(*) AS documents,
+       count(*) FILTER (WHERE pg_column_compression(tokens) = 'pglz') > 80 AS most_compressed,
+       count(*) FILTER (WHERE pg_column_size(tokens) > 2000) > 10 AS some_out_of_line,
+       count(*) FILTER (WHERE gibbs_nb_predict_proba('pair', tokens)
+                              <> gibbs_nb_predict_proba('pair', tokens || '{}'::text[])) AS differing
+FROM packed_docs;
 SELECT gibbs_nb_drop('pair');
 DROP VIEW reference;
-DROP TABLE two, probe_docs;
+DROP TABLE two, probe_docs, packed_docs;
 DROP EXTENSION gibbs_nb;

@@ -1,0 +1,185 @@
+/*
+ * detoast.c
+ *	  Detoasting a document's tokens for prediction, pglz decompressed by a
+ *	  decoder of our own.
+ *
+ * A text[] of a whole e-mail is pglz-compressed (the default) and stored out
+ * of line: detoasting it, mostly decompressing, is about as much of
+ * gibbs_nb_predict's time as the scoring itself.  PostgreSQL's
+ * pglz_decompress copies every match with a call to memcpy and every literal
+ * byte by byte, with a branch per item; the decoder below moves the literals
+ * between two matches together and copies a match 8 bytes at a time,
+ * without a call or a check of the end per piece, wherever the end is far
+ * enough away.  It reads the same format (src/common/pg_lzcompress.c,
+ * which the on-disk format fixes), accepts exactly the input PostgreSQL's
+ * accepts (with check_complete) and writes the same bytes; anything else
+ * (lz4, an uncompressed value) is detoasted by PostgreSQL.
+ */
+#include "vocab_index.h"
+
+#include "access/detoast.h"
+#include "access/toast_compression.h"
+#include "fmgr.h"
+#include "port/pg_bitutils.h"
+
+/*
+ * Decompress pglz data [sp, srcend) into dest, rawsize bytes.  Returns false
+ * if the data is corrupt: as pglz_decompress(..., check_complete = true)
+ * returns -1, reading no byte outside the input.
+ *
+ * A control byte's 8 bits say which of the next 8 items are matches (1)
+ * and which literal bytes (0).  Where none of pglz_decompress's end checks
+ * can stop the group (the input has room for 8 items of at most 3 bytes,
+ * the output for 8 items of at most 18 bytes, and for a longer match when
+ * one comes), the literals between two matches are moved together (the
+ * count of zero bits up to the next 1), one branch per run instead of one
+ * per byte, and matches 8 bytes at a time; moves may write up to 15 bytes
+ * past their end, within that room, into bytes written again later.
+ * Elsewhere, and for the rest of a group where a long match does not fit,
+ * items are decoded one by one, exactly as pglz_decompress does.
+ */
+#define FAST_IN (8 * 3 + 8)
+#define FAST_OUT (8 * 18 + 16)
+#define FAST_LONG_OUT (273 + 7 * 18 + 16)
+
+/* For a pattern of off < 8 bytes: the smallest multiple of off >= 8. */
+static const int8 pattern_step[8] = {0, 8, 8, 9, 8, 10, 12, 14};
+
+static bool
+decode_pglz(const unsigned char *sp, const unsigned char *srcend, unsigned char *dest,
+			int32 rawsize)
+{
+	unsigned char *dp = dest;
+	unsigned char *const destend = dest + rawsize;
+
+	while (sp < srcend && dp < destend)
+	{
+		unsigned int ctrl = *sp++;
+		int			items = 8;
+
+		if (srcend - sp >= FAST_IN && destend - dp >= FAST_OUT)
+		{
+			/* a 1 past the 8 bits ends the last run of literals */
+			unsigned int bits = ctrl | 0x100;
+
+			for (;;)
+			{
+				int			nlit = pg_rightmost_one_pos32(bits);
+				int32		len;
+				int32		off;
+
+				memcpy(dp, sp, 8);
+				dp += nlit;
+				sp += nlit;
+				items -= nlit;
+				bits >>= nlit;
+				if (items == 0)
+					break;
+				/* a match; a long one only where it fits */
+				if ((sp[0] & 0x0f) == 0x0f && destend - dp < FAST_LONG_OUT)
+					break;
+				len = (sp[0] & 0x0f) + 3;
+				off = ((sp[0] & 0xf0) << 4) | sp[1];
+				sp += 2;
+				if (len == 18)
+					len += *sp++;
+				if (off == 0 || off > dp - dest)
+					return false;
+				if (off >= 8)
+				{
+					/* each 8 bytes read lie before the 8 written */
+					memcpy(dp, dp - off, 8);
+					memcpy(dp + 8, dp + 8 - off, 8);
+					for (int32 i = 16; i < len; i += 8)
+						memcpy(dp + i, dp - off + i, 8);
+				}
+				else
+				{
+					/*
+					 * A pattern repeating every off < 8 bytes: its first 8
+					 * bytes one by one, then 8 at a time from a whole number
+					 * of periods back, at least 8 bytes (pattern_step).
+					 */
+					int32		step = pattern_step[off];
+
+					for (int32 i = 0; i < 8; i++)
+						dp[i] = dp[i - off];
+					for (int32 i = 8; i < len; i += 8)
+						memcpy(dp + i, dp + i - step, 8);
+				}
+				dp += len;
+				bits >>= 1;
+				if (--items == 0)
+					break;
+			}
+			/* the items left, if a long match did not fit */
+			ctrl = bits;
+		}
+
+		for (; items > 0 && sp < srcend && dp < destend; items--)
+		{
+			if (ctrl & 1)
+			{
+				int32		len;
+				int32		off;
+
+				if (srcend - sp < 2)
+					return false;
+				len = (sp[0] & 0x0f) + 3;
+				off = ((sp[0] & 0xf0) << 4) | sp[1];
+				sp += 2;
+				if (len == 18)
+				{
+					if (sp >= srcend)
+						return false;
+					len += *sp++;
+				}
+				if (off == 0 || off > dp - dest)
+					return false;
+				len = Min(len, destend - dp);
+				for (int32 i = 0; i < len; i++)
+					dp[i] = dp[i - off];
+				dp += len;
+			}
+			else
+				*dp++ = *sp++;
+			ctrl >>= 1;
+		}
+	}
+	return dp == destend && sp == srcend;
+}
+
+/*
+ * A document's tokens detoasted, as PG_DETOAST_DATUM does it: a pglz
+ * compressed value (in line or out of line) by decode_pglz, anything else
+ * by PostgreSQL.  The result is palloc'd in the current memory context
+ * unless the datum needed no detoasting.
+ */
+struct varlena *
+gnb_detoast_tokens(Datum datum)
+{
+	struct varlena *attr = (struct varlena *) DatumGetPointer(datum);
+	struct varlena *compressed;
+	struct varlena *result;
+	int32		rawsize;
+
+	if (!VARATT_IS_EXTENDED(attr))
+		return attr;
+	compressed = VARATT_IS_EXTERNAL_ONDISK(attr) ? detoast_external_attr(attr) : attr;
+	if (!VARATT_IS_COMPRESSED(compressed) ||
+		VARDATA_COMPRESSED_GET_COMPRESS_METHOD(compressed) != TOAST_PGLZ_COMPRESSION_ID)
+		return PG_DETOAST_DATUM(PointerGetDatum(compressed));
+
+	rawsize = VARDATA_COMPRESSED_GET_EXTSIZE(compressed);
+	result = palloc_extended(VARHDRSZ + (Size) rawsize, MCXT_ALLOC_HUGE);
+	if (!decode_pglz((const unsigned char *) compressed + VARHDRSZ_COMPRESSED,
+					 (const unsigned char *) compressed + VARSIZE(compressed),
+					 (unsigned char *) VARDATA(result), rawsize))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg_internal("compressed pglz data is corrupt")));
+	SET_VARSIZE(result, VARHDRSZ + rawsize);
+	if (compressed != attr)
+		pfree(compressed);
+	return result;
+}
