@@ -15,13 +15,11 @@
 # the ratios against GROUP BY and of serial / 2 workers (same session pair).
 set -euo pipefail
 A=$1 B=$2 R=${3:-5}
-lib=$(pg_config --pkglibdir)
+# shellcheck source=ab-lib.sh
+source test/bench/ab-lib.sh
 export PGDATABASE=cbench
-psql_q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 # shellcheck source=corpus.sh
 source test/bench/corpus.sh
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-use() { cp "$1" "$lib/.gibbs_nb.so.new"; mv "$lib/.gibbs_nb.so.new" "$lib/gibbs_nb.so"; }
 agg="SELECT length(gibbs_nb_class_counts(label, tokens)) FROM mail"
 grp="SELECT count(*) FROM (SELECT label, tok, count(*) FROM mail, unnest(tokens) tok
      WHERE label IS NOT NULL GROUP BY 1, 2) s"

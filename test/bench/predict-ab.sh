@@ -11,18 +11,11 @@
 # (median of calls 2-6) and the theta join run right after it.
 set -euo pipefail
 A=$1 B=$2 R=${3:-5}
-lib=$(pg_config --pkglibdir)
+# shellcheck source=ab-lib.sh
+source test/bench/ab-lib.sh
 export PGDATABASE=pbench
-psql_q() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 # shellcheck source=corpus.sh
 source test/bench/corpus.sh
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-time_runs() {
-  local sql=$1 runs=$2 args=()
-  for _ in $(seq 1 "$runs"); do args+=(-c "$sql"); done
-  psql -X -q -At -c '\timing on' "${args[@]}" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
-}
-use() { cp "$1" "$lib/.gibbs_nb.so.new"; mv "$lib/.gibbs_nb.so.new" "$lib/gibbs_nb.so"; }
 if ! psql -X -At -d postgres -c "SELECT 1 FROM pg_database WHERE datname = 'pbench'" | grep -q 1; then
   use "$B"
   psql -X -q -d postgres -c "CREATE DATABASE pbench"

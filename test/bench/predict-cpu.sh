@@ -6,10 +6,9 @@
 #   test/bench/predict-cpu.sh A.so B.so ROUNDS CALLS
 set -euo pipefail
 A=$1 B=$2 R=${3:-5} N=${4:-5}
-lib=$(pg_config --pkglibdir)
+# shellcheck source=ab-lib.sh
+source test/bench/ab-lib.sh
 export PGDATABASE=pbench
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-use() { cp "$1" "$lib/.gibbs_nb.so.new"; mv "$lib/.gibbs_nb.so.new" "$lib/gibbs_nb.so"; }
 tck=$(getconf CLK_TCK)
 tmp=$(mktemp -d)
 chmod 777 "$tmp"
