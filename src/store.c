@@ -855,6 +855,31 @@ gnb_store_next_job_id(void)
  */
 
 /*
+ * A zeroed one-dimensional array of n elements (n > 0, at most
+ * MaxArraySize) of type elmtype, with data_size bytes for them and no null
+ * bitmap; the caller fills ARR_DATA_PTR.  The whole must fit an allocation.
+ */
+static ArrayType *
+new_1d_array(Oid elmtype, int n, Size data_size)
+{
+	Size		size = ARR_OVERHEAD_NONULLS(1) + data_size;
+	ArrayType  *a;
+
+	if (!AllocSizeIsValid(size))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxAllocSize)));
+	a = (ArrayType *) palloc0(size);
+	SET_VARSIZE(a, size);
+	a->ndim = 1;
+	a->dataoffset = 0;
+	a->elemtype = elmtype;
+	ARR_DIMS(a)[0] = n;
+	ARR_LBOUND(a)[0] = 1;
+	return a;
+}
+
+/*
  * A one-dimensional array of n elements of a fixed-length type, zeroed,
  * and in *data where its elements go (contiguous: a length that is a
  * multiple of its alignment).  n = 0 gives the empty array, as
@@ -864,7 +889,6 @@ ArrayType *
 gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data)
 {
 	ArrayType  *a;
-	Size		size;
 
 	if (n <= 0)
 	{
@@ -875,18 +899,7 @@ gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxArraySize)));
-	size = ARR_OVERHEAD_NONULLS(1) + (Size) n * elmlen;
-	if (!AllocSizeIsValid(size))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxAllocSize)));
-	a = (ArrayType *) palloc0(size);
-	SET_VARSIZE(a, size);
-	a->ndim = 1;
-	a->dataoffset = 0;
-	a->elemtype = elmtype;
-	ARR_DIMS(a)[0] = (int) n;
-	ARR_LBOUND(a)[0] = 1;
+	a = new_1d_array(elmtype, (int) n, (Size) n * elmlen);
 	*data = ARR_DATA_PTR(a);
 	return a;
 }
@@ -935,18 +948,7 @@ gnb_text_array_strided(const char *const *strs, size_t stride, int n)
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxAllocSize)));
 	}
-	size += ARR_OVERHEAD_NONULLS(1);
-	if (!AllocSizeIsValid(size))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("array size exceeds the maximum allowed (%d)", (int) MaxAllocSize)));
-	a = (ArrayType *) palloc0(size);
-	SET_VARSIZE(a, size);
-	a->ndim = 1;
-	a->dataoffset = 0;
-	a->elemtype = TEXTOID;
-	ARR_DIMS(a)[0] = n;
-	ARR_LBOUND(a)[0] = 1;
+	a = new_1d_array(TEXTOID, n, size);
 	p = ARR_DATA_PTR(a);
 	for (int i = 0; i < n; i++)
 	{
