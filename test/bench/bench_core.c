@@ -361,6 +361,8 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	corpus.word = c->word;
 	corpus.count = c->count;
 	corpus.label = c->label;
+	/* lent, as the server lends its own: the paper sampler packs its pairs there */
+	corpus.lent_word = c->word;
 	params.sampler = kind;
 	params.sweeps = sweeps;
 	params.burn_in = sweeps / 2;
