@@ -66,11 +66,13 @@ typedef struct CorpusBuilder
 {
 	MemoryContext cxt;			/* the corpus */
 	MemoryContext scratch;		/* what reading needs only while it reads */
+	/* the tokens' text, in scratch: gone once corpus->tokens holds it */
+	MemoryContext text_cxt;
 	/* the vocabulary: word table and tokens' text in scratch (corpus->tokens at the end) */
 	WordSlot   *slots;
 	uint32		slots_mask;		/* capacity - 1 */
 	int32		n_words;
-	char	   *text_next;		/* free space of the current text block (scratch) */
+	char	   *text_next;		/* free space of the current text block (text_cxt) */
 	Size		text_left;
 	double		text_bytes;		/* of all tokens */
 	vocab_hash *labels;
@@ -254,7 +256,7 @@ copy_token(CorpusBuilder *b, const char *str, int len)
 
 		gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
 							 (double) size, "reading the source");
-		b->text_next = MemoryContextAlloc(b->scratch, size);
+		b->text_next = MemoryContextAlloc(b->text_cxt, size);
 		b->text_left = size;
 	}
 	copy = b->text_next;
@@ -815,6 +817,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	reading_job = params;
 	b.cxt = cxt;
 	b.scratch = AllocSetContextCreate(cxt, "gibbs_nb read", ALLOCSET_DEFAULT_SIZES);
+	b.text_cxt = AllocSetContextCreate(b.scratch, "gibbs_nb tokens", ALLOCSET_DEFAULT_SIZES);
 	b.slots_mask = 4096 - 1;
 	b.slots = alloc_word_table(&b, 4096);
 	b.labels = vocab_create(b.scratch, 16, NULL);
@@ -1009,18 +1012,28 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 		new_id[keys[i].id] = i;
 
 	/*
-	 * The vocabulary as the text[] a version stores, in the corpus: its
-	 * text, copied into scratch memory as it was read, goes with the keys.
+	 * The vocabulary as the text[] a version stores, in the corpus.  The
+	 * keys are only their strings now, in order, in the keys' own memory (the
+	 * i-th string written where key i or an earlier one was), which shrinks
+	 * to them; the tokens' text, copied as it was read, goes with them, and
+	 * both before the pairs are widened.
 	 */
 	{
 		MemoryContext old = MemoryContextSwitchTo(cxt);
+		char	  **strs = (char **) keys;
 
+		StaticAssertStmt(sizeof(char *) <= sizeof(WordSortKey), "a string must fit in a key");
+		for (int32 i = 0; i < n_keys; i++)
+			strs[i] = (char *) keys[i].str;
+		strs = repalloc_huge(strs, sizeof(char *) * ((Size) n_keys + 1));
 		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
 							 (double) b.text_bytes + 8.0 * b.n_words + 1024.0, "reading the source");
-		corpus->tokens = gnb_text_array_strided(&keys[0].str, sizeof(WordSortKey), n_keys);
+		corpus->tokens = gnb_text_array(strs, n_keys);
 		MemoryContextSwitchTo(old);
+		pfree(strs);
+		MemoryContextDelete(b.text_cxt);
+		b.text_cxt = NULL;
 	}
-	pfree(keys);
 	b.word = repalloc_huge(b.word, sizeof(int32) * ((Size) b.n_pairs + 1));
 	if (b.count_wide)
 		b.count = repalloc_huge(b.count, sizeof(int32) * ((Size) b.n_pairs + 1));
