@@ -108,8 +108,11 @@ typedef struct CorpusBuilder
 	/*
 	 * their counts, once read: n_count_words x n_label_values, by first-seen
 	 * word id (the counts' words are the vocabulary's first) and label id,
-	 * in scratch memory; labeled_tokens their sum
+	 * in scratch memory; labeled_tokens their sum.  32-bit while every one
+	 * fits (labeled_counts32): they are held while the documents are read,
+	 * reading's peak; widened to doubles in place if one does not.
 	 */
+	uint32	   *labeled_counts32;
 	double	   *labeled_counts;
 	int32		n_count_words;
 	int32		n_count_values;
@@ -345,6 +348,29 @@ widen_counts(CorpusBuilder *b, int64 n)
 	}
 	b->count16 = NULL;
 	b->count_wide = true;
+}
+
+/*
+ * The labelled counts as doubles, made from the 32-bit ones in their own
+ * block as widen_counts does: grown, then widened from the last back.
+ */
+static void
+widen_labeled_counts(CorpusBuilder *b)
+{
+	int64		n = (int64) b->n_count_words * b->n_count_values;
+	uint32	   *c32;
+
+	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) sizeof(uint32) * (n + 1), "the labelled documents' counts");
+	c32 = repalloc_huge(b->labeled_counts32, sizeof(double) * ((Size) n + 1));
+	b->labeled_counts = (double *) c32;
+	for (int64 i = n - 1; i >= 0; i--)
+	{
+		double		v = c32[i];
+
+		b->labeled_counts[i] = v;
+	}
+	b->labeled_counts32 = NULL;
 }
 
 /* `times` occurrences of a token in the current document (a gnb_token_fn). */
@@ -898,11 +924,11 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 			}
 			/* the counts by word and label, the value and its parse gone */
 			gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
-								 (double) sizeof(double) * ((double) counts.n_words * n_values + 1),
+								 (double) sizeof(uint32) * ((double) counts.n_words * n_values + 1),
 								 "the labelled documents' counts");
-			b.labeled_counts = MemoryContextAllocExtended(b.scratch,
-														  sizeof(double) * ((Size) counts.n_words * n_values + 1),
-														  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+			b.labeled_counts32 = MemoryContextAllocExtended(b.scratch,
+															sizeof(uint32) * ((Size) counts.n_words * n_values + 1),
+															MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 			Assert(b.n_words == counts.n_words);
 			b.n_count_words = counts.n_words;
 			b.n_count_values = n_values;
@@ -911,9 +937,17 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 				int32		cls,
 							word;
 				int64		n;
+				int64		at;
 
 				gnb_counts_cell(&counts, i, &cls, &word, &n);
-				b.labeled_counts[(int64) word * n_values + count_class[cls]] += n;
+				at = (int64) word * n_values + count_class[cls];
+				if (b.labeled_counts32 != NULL &&
+					(uint64) n > (uint64) PG_UINT32_MAX - b.labeled_counts32[at])
+					widen_labeled_counts(&b);
+				if (b.labeled_counts32 != NULL)
+					b.labeled_counts32[at] += (uint32) n;
+				else
+					b.labeled_counts[at] += n;
 				b.labeled_tokens += n;
 			}
 			MemoryContextDelete(parse_cxt);
@@ -1070,6 +1104,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	for (int32 w = 0; w < b.n_count_words; w++)
 		for (int32 v = 0; v < b.n_count_values; v++)
 			corpus->labeled_word_counts[(int64) new_id[w] * K + class_of_value[v]] +=
+				b.labeled_counts32 ? (double) b.labeled_counts32[(int64) w * b.n_count_values + v] :
 				b.labeled_counts[(int64) w * b.n_count_values + v];
 	corpus->n_tokens += b.labeled_tokens;
 
