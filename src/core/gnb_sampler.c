@@ -277,7 +277,7 @@ typedef struct chain_state
 	 * chain of the paper sampler with K = 2 samples, when word w's row is
 	 * row active_pos[w] instead: the active words first, in active's order,
 	 * so that the theta step reads their counts in order and the packed
-	 * pairs' index is their row (see order_counts).
+	 * pairs' index is their row (permute_rows, at the chain's start and end).
 	 */
 	double	   *N;
 	int			N_lent;			/* N is corpus->lent_extra_word_counts */
@@ -853,8 +853,9 @@ add_doc_packed(chain_state *st, int32_t i, int32_t k, double weight)
  * lumps; the ratios y_1w / y_0w, logged in a vectorised pass
  * (gnb_log_array_to), are the log-odds.  The words go in blocks of
  * GNB_THETA_BLOCK: a block's class 0 draws wait on the stack for that pass,
- * not in an array of n_active.  A word whose two shapes are
- * integers adding up to at most GNB_PAIR_EXP_MAX takes them as sums of
+ * not in an array of n_active (a ratio that is not a normal number sends
+ * only its own block to libm's log, gnb_log_array_to's fallback).  A word
+ * whose two shapes are integers adding up to at most GNB_PAIR_EXP_MAX takes them as sums of
  * exponentials (gnb_rng_gamma_pair_exp); every other word both by Marsaglia
  * and Tsang, with c from a table for integer shapes.  The words come in
  * order of their total count (sort_active), so the method and the number of
@@ -885,7 +886,7 @@ theta_step2(chain_state *st)
 	const run_shared *sh = st->sh;
 	const double g = st->g_theta;
 	const int32_t n_active = sh->n_active;
-	const double *Nd = st->N;
+	const double *counts = st->N;
 	double	   *lt = st->log_theta;
 	double		lz[2];
 
@@ -919,7 +920,7 @@ theta_step2(chain_state *st)
 		for (int32_t from = 0; from < n_active; from += GNB_THETA_BLOCK)
 		{
 			const int32_t m = n_active - from < GNB_THETA_BLOCK ? n_active - from : GNB_THETA_BLOCK;
-			const double *nd = Nd + 2 * (int64_t) from;
+			const double *nd = counts + 2 * (int64_t) from;
 			double	   *l = lt + from;
 			int32_t		i;
 
@@ -1012,7 +1013,7 @@ theta_step2(chain_state *st)
 
 		for (int32_t i = 0; i < n_active; i++)
 		{
-			y[i] = gnb_rng_log_gamma(&st->rng, Nd[2 * (int64_t) i + k] + g);
+			y[i] = gnb_rng_log_gamma(&st->rng, counts[2 * (int64_t) i + k] + g);
 			if (y[i] > lmax)
 				lmax = y[i];
 		}
