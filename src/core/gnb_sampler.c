@@ -173,12 +173,15 @@ log_rising(log_product *p, double n_plus_g, int32_t c)
 	return lgamma_diff(n_plus_g, c);
 }
 
-/* An active word and its total count, to sort them (sort_active). */
+/*
+ * An active word's total count and its first pair in the unlabelled
+ * documents (an index in corpus->word, which names the word), to sort them
+ * (sort_active).  16 bytes: the sort's own copy is as large again.
+ */
 typedef struct active_key
 {
 	double		total;
-	int64_t		first;			/* its first pair in the unlabelled documents */
-	int32_t		word;
+	int64_t		first;
 } active_key;
 
 /* What every chain of a run shares: derived once from the corpus. */
@@ -2455,7 +2458,7 @@ cmp_active_key(const void *a, const void *b)
  * unlabelled documents (the order of the label step's reads; one word a
  * pair: the order is the same on every machine), so that the many words
  * seen once are read in order.  labelled_count: the clamped (and extra)
- * counts, V x 2.
+ * counts, V x 2, or NULL if there are none.
  */
 static void
 sort_active(run_shared *sh, const double *labelled_count)
@@ -2465,7 +2468,6 @@ sort_active(run_shared *sh, const double *labelled_count)
 	const double lambda = sh->params->unlabeled_weight;
 	const int32_t *at = sh->active_pos;
 	active_key *keys = xalloc(hooks, sh->n_active > 0 ? sh->n_active : 1, sizeof(active_key));
-	int64_t		q = 0;
 
 	/* keys[i] the i-th active word's, found by active_pos (word order still) */
 	for (int32_t i = 0; i < sh->n_active; i++)
@@ -2475,24 +2477,23 @@ sort_active(run_shared *sh, const double *labelled_count)
 		keys[i].total = labelled_count ?
 			labelled_count[2 * (int64_t) w] + labelled_count[2 * (int64_t) w + 1] : 0.0;
 		keys[i].first = -1;
-		keys[i].word = w;
 	}
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
 
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++, q++)
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
 			active_key *key = &keys[at[c->word[p]]];
 
 			key->total += lambda * c->count[p];
 			if (key->first < 0)
-				key->first = q;
+				key->first = p;
 		}
 	}
 	qsort(keys, sh->n_active, sizeof(active_key), cmp_active_key);
 	for (int32_t i = 0; i < sh->n_active; i++)
-		sh->active[i] = keys[i].word;
+		sh->active[i] = c->word[keys[i].first];
 	hooks->release(keys, hooks->arg);
 }
 
