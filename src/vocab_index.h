@@ -41,6 +41,13 @@ extern void gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool
 extern const double *gnb_vocab_index_lookup(const GnbVocabIndex *index, const char *str,
 											int len);
 
+/*
+ * size bytes in the current memory context, cache-line aligned and from 2 MB
+ * up in transparent huge pages where the kernel gives them; *chunk is what
+ * to pfree.
+ */
+extern void *gnb_alloc_huge(Size size, void **chunk);
+
 /* detoast.c: a document's tokens detoasted (pglz by a decoder of our own). */
 extern struct varlena *gnb_detoast_tokens(Datum datum);
 
