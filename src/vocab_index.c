@@ -97,7 +97,11 @@ tail_equal(const char *a, const char *b, int n, const char *b_end)
 		return ((x ^ y) & (~UINT64CONST(0) >> (64 - 8 * n))) == 0;
 	}
 #endif
-	return memcmp(a, b, n) == 0;
+	/* at most 8 bytes: a loop, not a call (which would cost a caller its registers) */
+	for (int i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
 }
 
 /*
@@ -139,6 +143,13 @@ find_entry(const GnbVocabIndex *index, const char *str, int len, uint64 first, u
 {
 	return find_entry_k(index, index->n_classes, str, len, first, i, end);
 }
+
+/* The low len bytes of a word, by len up to 8 */
+static const uint64 first_word_mask[9] = {
+	0, UINT64CONST(0xff), UINT64CONST(0xffff), UINT64CONST(0xffffff),
+	UINT64CONST(0xffffffff), UINT64CONST(0xffffffffff), UINT64CONST(0xffffffffffff),
+	UINT64CONST(0xffffffffffffff), ~UINT64CONST(0)
+};
 
 /*
  * The first word of a token whose bytes are readable up to end: one 8-byte
@@ -668,26 +679,30 @@ queue_token(void *arg, const char *str, int len, int32 count)
  * Score a text[] without NULLs: the pipeline above, written out for text[]
  * (every count 1: c x log theta-hat is log theta-hat, exactly) with K a
  * constant where the caller's is, the blocks the same SCORE_BLOCK tokens in
- * a row, so that the sums are added in the same order.
+ * a row, so that the sums are added in the same order.  The tokens of two
+ * blocks are kept in a ring of 2 x SCORE_BLOCK, field by field.  Arrays
+ * built by functions (as the tokenizers' are) have elements of 4-byte
+ * header: the branch for them comes first.
  */
-typedef struct TextSlot
+typedef struct TextRing
 {
-	const char *str;
-	uint64		first;
-	int			len;
-	uint32		pos;
-} TextSlot;
+	const char *str[2 * SCORE_BLOCK];
+	uint64		first[2 * SCORE_BLOCK];
+	uint32		len[2 * SCORE_BLOCK];
+	uint32		pos[2 * SCORE_BLOCK];
+} TextRing;
 
+/* Look up the n tokens of the ring from b on, add their sums to scores[]. */
 static pg_attribute_always_inline void
-score_text_block(const GnbVocabIndex *index, const int32 K, const TextSlot *slots, int n,
-				 const char *end, double *scores, double *acc)
+score_text_block_k(const GnbVocabIndex *index, const int32 K, const TextRing *ring, int b, int n,
+				   const char *end, double *scores, double *acc)
 {
 	for (int32 k = 0; k < K; k++)
 		acc[k] = 0.0;
-	for (int t = 0; t < n; t++)
+	for (int t = b; t < b + n; t++)
 	{
-		const double *lt = (const double *) find_entry_k(index, K, slots[t].str, slots[t].len,
-														 slots[t].first, slots[t].pos, end);
+		const double *lt = (const double *) find_entry_k(index, K, ring->str[t], ring->len[t],
+														 ring->first[t], ring->pos[t], end);
 
 		if (lt != NULL)
 			for (int32 k = 0; k < K; k++)
@@ -697,39 +712,169 @@ score_text_block(const GnbVocabIndex *index, const int32 K, const TextSlot *slot
 		scores[k] += acc[k];
 }
 
+/*
+ * The same for K = 2, written out: the two sums in registers (through the
+ * acc pointer the compiler stored them at every token), the table's fields
+ * read once, and no call on the way (tail_equal's last bytes compared in a
+ * loop), which would have cost the sums their registers.
+ *
+ * A block is scored out of line, once per SCORE_BLOCK tokens: inlined in
+ * the loop that walks the tokens, it left that loop too few registers, and
+ * the compiler kept the walk's pointer on the stack (a store and a load on
+ * the path from one token to the next).
+ */
+static pg_noinline void
+score_text_block_2(const GnbVocabIndex *index, const TextRing *ring, int b, int n,
+				   const char *end, double *scores)
+{
+	const char *entries = index->entries;
+	const uint32 mask = index->mask;
+	double		a0 = 0.0;
+	double		a1 = 0.0;
+
+	for (int t = b; t < b + n; t++)
+	{
+		uint32		i = ring->pos[t];
+		uint32		len = ring->len[t];
+		uint64		first = ring->first[t];
+
+		for (;;)
+		{
+			const char *e = entries + (Size) i * ENTRY_SIZE(2);
+			uint32		elen = entry_u32(e + ENTRY_SIZE(2) - 2 * sizeof(uint32));
+			uint64		efirst;
+
+			memcpy(&efirst, e + 2 * sizeof(double), sizeof(uint64));
+			if (elen == len && efirst == first &&
+				(len <= 8 ||
+				 tail_equal(index->tails + entry_u32(e + ENTRY_SIZE(2) - sizeof(uint32)),
+							ring->str[t] + 8, len - 8, end)))
+			{
+				double		lt[2];
+
+				memcpy(lt, e, sizeof(lt));
+				a0 += lt[0];
+				a1 += lt[1];
+				break;
+			}
+			if (elen == EMPTY_LEN)
+				break;
+			i = (i + 1) & mask;
+		}
+	}
+	scores[0] += a0;
+	scores[1] += a1;
+}
+
+static pg_noinline void
+score_text_block_any(const GnbVocabIndex *index, const TextRing *ring, int b, int n,
+					 const char *end, double *scores, double *acc)
+{
+	score_text_block_k(index, index->n_classes, ring, b, n, end, scores, acc);
+}
+
+static pg_attribute_always_inline void
+score_text_block(const GnbVocabIndex *index, const int32 K, const TextRing *ring, int b, int n,
+				 const char *end, double *scores, double *acc)
+{
+	if (K == 2)
+		score_text_block_2(index, ring, b, n, end, scores);
+	else
+		score_text_block_any(index, ring, b, n, end, scores, acc);
+}
+
+/*
+ * Put the token of the text[] element at ptr in the ring at t, its home
+ * entry prefetched; returns where the next element starts.  4-byte headers
+ * (int-aligned after zero padding), as arrays built by functions have them,
+ * or 1-byte ones.
+ */
+static pg_attribute_always_inline const char *
+queue_text_token(const GnbVocabIndex *index, const int32 K, const char *ptr, const char *end,
+				 TextRing *ring, int t)
+{
+	const char *str;
+	int			len;
+	uint64		first;
+	uint32		pos;
+
+	if (likely(!VARATT_IS_1B(ptr)))
+	{
+		ptr = (const char *) INTALIGN(ptr);
+		len = VARSIZE_4B(ptr) - VARHDRSZ;
+		str = ptr + VARHDRSZ;
+	}
+	else
+	{
+		len = VARSIZE_1B(ptr) - VARHDRSZ_SHORT;
+		str = ptr + VARHDRSZ_SHORT;
+	}
+#ifndef WORDS_BIGENDIAN
+	if (likely(len <= 8 && end - str >= 8))
+	{
+		/* nine tokens in ten: one load, masked, not first_word_within's shift */
+		memcpy(&first, str, 8);
+		first &= first_word_mask[len];
+		pos = token_hash(str, len, first) & index->mask;
+	}
+	else
+#endif
+	{
+		first = first_word_within(str, len, end);
+		pos = token_hash_within(str, len, first, end) & index->mask;
+	}
+	ring->str[t] = str;
+	ring->len[t] = len;
+	ring->first[t] = first;
+	ring->pos[t] = pos;
+	__builtin_prefetch(index->entries + (Size) pos * ENTRY_SIZE(K));
+	return str + len;
+}
+
 static pg_attribute_always_inline void
 score_text_array_k(const GnbVocabIndex *index, const int32 K, ArrayType *arr, double *scores,
 				   double *acc)
 {
 	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	int			full = n / SCORE_BLOCK;
+	int			rest = n % SCORE_BLOCK;
 	const char *ptr = ARR_DATA_PTR(arr);
 	const char *end = (const char *) arr + VARSIZE(arr);
-	const Size	size = ENTRY_SIZE(K);
-	TextSlot	slots[2][SCORE_BLOCK];
-	int			cur = 0;
-	int			filled = 0;
-	bool		prev_full = false;
+	TextRing	ring;
+	int			base;
 
-	for (int i = 0; i < n; i++)
+	/* each block queued, then the one before it scored */
+	for (int b = 0; b < full; b++)
 	{
-		TextSlot   *s = &slots[cur][filled];
-
-		s->str = next_text_element(&ptr, &s->len);
-		s->first = first_word_within(s->str, s->len, end);
-		s->pos = token_hash_within(s->str, s->len, s->first, end) & index->mask;
-		__builtin_prefetch(index->entries + (Size) s->pos * size);
-		if (++filled == SCORE_BLOCK)
-		{
-			if (prev_full)
-				score_text_block(index, K, slots[1 - cur], SCORE_BLOCK, end, scores, acc);
-			prev_full = true;
-			cur = 1 - cur;
-			filled = 0;
-		}
+		base = (b & 1) * SCORE_BLOCK;
+		for (int t = base; t < base + SCORE_BLOCK; t++)
+			ptr = queue_text_token(index, K, ptr, end, &ring, t);
+		if (b > 0)
+			score_text_block(index, K, &ring, base ^ SCORE_BLOCK, SCORE_BLOCK, end, scores, acc);
 	}
-	if (prev_full)
-		score_text_block(index, K, slots[1 - cur], SCORE_BLOCK, end, scores, acc);
-	score_text_block(index, K, slots[cur], filled, end, scores, acc);
+	/* the tokens left queued, the last full block scored, then they */
+	base = (full & 1) * SCORE_BLOCK;
+	for (int t = base; t < base + rest; t++)
+		ptr = queue_text_token(index, K, ptr, end, &ring, t);
+	if (full > 0)
+		score_text_block(index, K, &ring, base ^ SCORE_BLOCK, SCORE_BLOCK, end, scores, acc);
+	score_text_block(index, K, &ring, base, rest, end, scores, acc);
+}
+
+/*
+ * The text[] loop in functions of its own, K = 2 and any K: in one with
+ * the other pipeline, the walk's pointer went to the stack as well.
+ */
+static pg_noinline void
+score_text_array_2(const GnbVocabIndex *index, ArrayType *arr, double *scores)
+{
+	score_text_array_k(index, 2, arr, scores, NULL);
+}
+
+static pg_noinline void
+score_text_array_any(const GnbVocabIndex *index, ArrayType *arr, double *scores, double *acc)
+{
+	score_text_array_k(index, index->n_classes, arr, scores, acc);
 }
 
 void
@@ -750,12 +895,10 @@ gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector
 		p.blocks[i].n = 0;
 	if (arr != NULL && !ARR_HASNULL(arr))
 	{
-		double		acc2[2];
-
 		if (index->n_classes == 2)
-			score_text_array_k(index, 2, arr, scores, acc2);
+			score_text_array_2(index, arr, scores);
 		else
-			score_text_array_k(index, index->n_classes, arr, scores, p.acc);
+			score_text_array_any(index, arr, scores, p.acc);
 		return;
 	}
 	gnb_each_token(arr != NULL ? PointerGetDatum(arr) : tokens, is_tsvector, queue_token, &p);

@@ -179,6 +179,22 @@ SELECT count(*) FILTER (WHERE pg_temp.max_diff(gibbs_nb_predict_proba(m.model, '
                                                        WHERE v.model = m.model)
                                  FROM generate_series(1, cardinality(m.log_pi)) k))) > 1e-9) AS document_wrong
 FROM models m;
+-- documents around the scoring blocks (32 tokens, two in flight): 0 to 97
+-- tokens, with two classes and with three
+SELECT count(*) AS documents,
+       count(*) FILTER (WHERE pg_temp.max_diff(
+           gibbs_nb_predict_proba(m.model, d.tokens),
+           pg_temp.softmax(ARRAY(SELECT m.log_pi[k] + coalesce((SELECT sum(v.log_theta[k])
+                                                                FROM unnest(d.tokens) t JOIN vocab v
+                                                                  ON v.model = m.model AND v.token = t), 0)
+                                 FROM generate_series(1, cardinality(m.log_pi)) k))) > 1e-9) AS wrong
+FROM models m,
+     LATERAL (SELECT n, coalesce((SELECT array_agg(CASE WHEN j % 7 = 3 THEN 'unknown_' || j ELSE v.token END
+                                                    ORDER BY j)
+                                  FROM generate_series(1, n) j
+                                  JOIN vocab v ON v.model = m.model AND v.w = 1 + j * 13 % 200), '{}') AS tokens
+              FROM generate_series(0, 97) n) d
+WHERE m.model IN ('big', 'k3');
 -- the arrays of a large vocabulary compressed, in line or out of line: the same
 ALTER TABLE gibbs_nb.packed ALTER COLUMN tokens SET STORAGE EXTENDED,
                             ALTER COLUMN log_theta SET STORAGE EXTENDED;
