@@ -178,14 +178,20 @@ evict_other_versions(const GnbModel *current)
 }
 
 static Datum
-column_copy(HeapTuple tuple, TupleDesc desc, int col)
+column_value(HeapTuple tuple, TupleDesc desc, int col)
 {
 	bool		isnull;
 	Datum		d = SPI_getbinval(tuple, desc, col, &isnull);
 
 	if (isnull)
 		elog(ERROR, "gibbs_nb.packed has a NULL in column %d", col);
-	return PointerGetDatum(PG_DETOAST_DATUM_COPY(d));
+	return d;
+}
+
+static Datum
+column_copy(HeapTuple tuple, TupleDesc desc, int col)
+{
+	return PointerGetDatum(PG_DETOAST_DATUM_COPY(column_value(tuple, desc, col)));
 }
 
 /*
@@ -230,6 +236,9 @@ load_model(int64 version_id)
 	bool		found;
 	ArrayType  *log_theta;
 	ArrayType  *tokens;
+	Datum		large[2];
+	struct varlena *values[2];
+	void	   *chunk;
 	HeapTuple	tuple;
 	TupleDesc	desc;
 	char	   *name;
@@ -250,13 +259,16 @@ load_model(int64 version_id)
 		strlcpy(m->owner, SPI_getvalue(tuple, desc, 5), NAMEDATALEN);
 		strlcpy(m->name, name, NAMEDATALEN);
 		m->version = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
-		tokens = DatumGetArrayTypeP(column_copy(tuple, desc, 3));
-		log_theta = DatumGetArrayTypeP(column_copy(tuple, desc, 4));
+		/* the large arrays read once, into memory freed once the index has them */
+		large[0] = column_value(tuple, desc, 3);
+		large[1] = column_value(tuple, desc, 4);
+		chunk = gnb_detoast_together(2, large, values);
+		tokens = (ArrayType *) values[0];
+		log_theta = (ArrayType *) values[1];
 		fill_model(m, DatumGetArrayTypeP(column_copy(tuple, desc, 1)),
 				   DatumGetArrayTypeP(column_copy(tuple, desc, 2)), tokens, log_theta);
 		/* the index holds copies: the arrays themselves are not needed */
-		pfree(tokens);
-		pfree(log_theta);
+		pfree(chunk);
 	}
 	PG_CATCH();
 	{

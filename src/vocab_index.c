@@ -42,9 +42,6 @@
 /* Transparent huge pages' size on x86-64 and arm64 (4 kB base pages). */
 #define HUGE_PAGE ((Size) 2 * 1024 * 1024)
 
-/* Words inserted together, their entries prefetched first. */
-#define BUILD_BLOCK 32
-
 static inline const char *
 entry_at(const GnbVocabIndex *index, uint32 i)
 {
@@ -100,7 +97,11 @@ tail_equal(const char *a, const char *b, int n, const char *b_end)
 		return ((x ^ y) & (~UINT64CONST(0) >> (64 - 8 * n))) == 0;
 	}
 #endif
-	return memcmp(a, b, n) == 0;
+	/* at most 8 bytes: a loop, not a call (which would cost a caller its registers) */
+	for (int i = 0; i < n; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
 }
 
 /*
@@ -143,6 +144,13 @@ find_entry(const GnbVocabIndex *index, const char *str, int len, uint64 first, u
 	return find_entry_k(index, index->n_classes, str, len, first, i, end);
 }
 
+/* The low len bytes of a word, by len up to 8 */
+static const uint64 first_word_mask[9] = {
+	0, UINT64CONST(0xff), UINT64CONST(0xffff), UINT64CONST(0xffffff),
+	UINT64CONST(0xffffffff), UINT64CONST(0xffffffffff), UINT64CONST(0xffffffffffff),
+	UINT64CONST(0xffffffffffffff), ~UINT64CONST(0)
+};
+
 /*
  * The first word of a token whose bytes are readable up to end: one 8-byte
  * load, masked to the token's length, when 8 bytes from its start are
@@ -184,32 +192,43 @@ token_hash_within(const char *p, int len, uint64 first, const char *end)
 }
 
 /*
- * Allocate a table of `size` bytes that lookups touch at random, aligned to
- * a cache line (so that no entry of 32 bytes spans two) and, from 2 MB up,
- * to 2 MB, asking Linux for transparent huge pages over it (where it has
- * them only on request) before it is first written: a lookup then costs a
- * cache miss but not also a TLB miss and a page walk, and a new process
- * (a parallel worker loading the model) takes a few faults of 2 MB instead
- * of one per 4 kB page.  The alignment's slack is never written, so never
- * backed by memory.  Only a hint: nothing changes where the kernel declines.
+ * Allocate `size` bytes in the current memory context, aligned to a cache
+ * line (so that no entry of 32 bytes spans two) and, from 2 MB up, to 2 MB,
+ * asking Linux for transparent huge pages over it (where it has them only
+ * on request) before it is first written.  For the index's table, which
+ * lookups touch at random: a lookup then costs a cache miss but not also a
+ * TLB miss and a page walk.  For whatever a model's load writes once: a
+ * new process (a parallel worker loading the model) takes a fault per 2 MB
+ * instead of one per 4 kB page, each costing about as much as a page of
+ * 4 kB (on the development machine's virtual machine, about 1.5 us: 3 ms
+ * for the 8 MB table in 4 kB pages, 0.2 ms in huge ones).  The size is
+ * rounded up to whole huge pages, so that no advice reaches past the
+ * allocation; the alignment's slack is never written, so never backed by
+ * memory.  Only a hint: nothing changes where the kernel declines.  *chunk
+ * is set to what to pfree.
  */
-static void *
-alloc_table(Size size)
+void *
+gnb_alloc_huge(Size size, void **chunk)
 {
-#ifdef MADV_HUGEPAGE
-	Size		align = size >= HUGE_PAGE ? HUGE_PAGE : PG_CACHE_LINE_SIZE;
-#else
-	Size		align = PG_CACHE_LINE_SIZE;
-#endif
-	char	   *p = MemoryContextAllocExtended(CurrentMemoryContext, size + align,
-											   MCXT_ALLOC_HUGE);
+	char	   *p;
 
-	p = (char *) TYPEALIGN(align, p);
 #ifdef MADV_HUGEPAGE
 	if (size >= HUGE_PAGE)
-		(void) madvise(p, TYPEALIGN(HUGE_PAGE, size), MADV_HUGEPAGE);
+	{
+		/* whole huge pages, all of them this allocation's */
+		size = TYPEALIGN(HUGE_PAGE, size);
+		p = MemoryContextAllocExtended(CurrentMemoryContext, size + HUGE_PAGE,
+									   MCXT_ALLOC_HUGE);
+		*chunk = p;
+		p = (char *) TYPEALIGN(HUGE_PAGE, p);
+		(void) madvise(p, size, MADV_HUGEPAGE);
+		return p;
+	}
 #endif
-	return p;
+	p = MemoryContextAllocExtended(CurrentMemoryContext, size + PG_CACHE_LINE_SIZE,
+								   MCXT_ALLOC_HUGE);
+	*chunk = p;
+	return (char *) TYPEALIGN(PG_CACHE_LINE_SIZE, p);
 }
 
 /*
@@ -239,7 +258,7 @@ next_text_element(const char **ptr, int *len)
 	return str;
 }
 
-/* Buckets of the insertion order: half an octave of theta-hat each. */
+/* Buckets of the placement order: half an octave of theta-hat each. */
 #define ORDER_BUCKETS 128
 
 /*
@@ -263,164 +282,289 @@ theta_bucket(const double *lt, int32 K)
 }
 
 /*
- * Words are inserted through a two-block pipeline, as documents are scored:
- * hashed and their home entries prefetched as they are queued, a block
- * inserted when the one after it is full.
+ * A word as the build sorts it: its home entry (later its rank, then its
+ * place) in the high 32 bits, its number in the vocabulary in the low ones.
  */
-typedef struct InsertBlock
-{
-	int			n;
-	const char *str[BUILD_BLOCK];
-	int			len[BUILD_BLOCK];
-	uint64		first[BUILD_BLOCK];
-	uint32		home[BUILD_BLOCK];
-	int32		word[BUILD_BLOCK];
-} InsertBlock;
+#define KEY_HOME(key) ((uint32) ((key) >> 32))
+#define KEY_WORD(key) ((int32) (uint32) (key))
 
-typedef struct BuildState
+/*
+ * What an entry holds after its log theta-hat values: first word, length
+ * and where the tail starts (ENTRY_FIRST, ENTRY_LEN, ENTRY_TAIL).
+ */
+typedef struct EntryKey
 {
-	GnbVocabIndex *index;
-	const double *log_theta;
-	const char *end;			/* the vocabulary array's end */
-	Size		tail_off;
-	int			cur;
-	InsertBlock blocks[2];
-} BuildState;
+	uint64		first;
+	uint32		len;
+	uint32		tail;
+} EntryKey;
 
+StaticAssertDecl(sizeof(EntryKey) == ENTRY_SIZE(0), "EntryKey is an entry's last 16 bytes");
+
+/* Words written ahead of the one being written, their data prefetched. */
+#define PLACE_AHEAD 16
+
+/*
+ * Sort n keys by home entry (LSD radix, two stable passes over the home's
+ * bits, bits in all): into tmp and back.  hist has room for 2^ceil(bits/2)
+ * counts.  Linear in n whatever the homes are.
+ */
 static void
-insert_block(BuildState *bs, InsertBlock *b)
+sort_keys(uint64 *keys, uint64 *tmp, int32 n, int bits, uint32 *hist)
 {
-	GnbVocabIndex *index = bs->index;
-	int32		K = index->n_classes;
+	int			low = (bits + 1) / 2;
+	uint32		nb = (uint32) 1 << low;
 
-	for (int t = 0; t < b->n; t++)
+	for (int pass = 0; pass < 2; pass++)
 	{
-		uint32		i = b->home[t];
-		uint32		ulen = b->len[t];
-		uint32		utail = (uint32) bs->tail_off;
-		const double *lt = bs->log_theta + (int64) b->word[t] * K;
-		char	   *e;
+		int			shift = 32 + pass * low;
+		uint64	   *from = pass == 0 ? keys : tmp;
+		uint64	   *to = pass == 0 ? tmp : keys;
+		uint32		sum = 0;
 
-		while (entry_u32(entry_at(index, i) + ENTRY_LEN(index)) != EMPTY_LEN)
-			i = (i + 1) & index->mask;
-		e = index->entries + (Size) i * index->entry_size;
-		for (int32 k = 0; k < K; k++)
-			memcpy(e + sizeof(double) * k, &lt[k], sizeof(double));
-		memcpy(e + ENTRY_FIRST(index), &b->first[t], sizeof(uint64));
-		memcpy(e + ENTRY_LEN(index), &ulen, sizeof(uint32));
-		memcpy(e + ENTRY_TAIL(index), &utail, sizeof(uint32));
-		if (b->len[t] > 8)
+		memset(hist, 0, sizeof(uint32) * nb);
+		for (int32 i = 0; i < n; i++)
+			hist[(from[i] >> shift) & (nb - 1)]++;
+		for (uint32 b = 0; b < nb; b++)
 		{
-			memcpy(index->tails + bs->tail_off, b->str[t] + 8, b->len[t] - 8);
-			bs->tail_off += b->len[t] - 8;
+			uint32		c = hist[b];
+
+			hist[b] = sum;
+			sum += c;
 		}
+		for (int32 i = 0; i < n; i++)
+			to[hist[(from[i] >> shift) & (nb - 1)]++] = from[i];
 	}
-	b->n = 0;
-}
-
-static inline void
-queue_word(BuildState *bs, const char *str, int len, int32 word)
-{
-	InsertBlock *b = &bs->blocks[bs->cur];
-	uint64		first = first_word_within(str, len, bs->end);
-	uint32		home = token_hash_within(str, len, first, bs->end) & bs->index->mask;
-
-	__builtin_prefetch(entry_at(bs->index, home), 1);
-	b->str[b->n] = str;
-	b->len[b->n] = len;
-	b->first[b->n] = first;
-	b->home[b->n] = home;
-	b->word[b->n] = word;
-	if (++b->n == BUILD_BLOCK)
-	{
-		insert_block(bs, &bs->blocks[1 - bs->cur]);
-		bs->cur = 1 - bs->cur;
-	}
-}
-
-static void
-drain_words(BuildState *bs)
-{
-	insert_block(bs, &bs->blocks[1 - bs->cur]);
-	insert_block(bs, &bs->blocks[bs->cur]);
 }
 
 /*
- * Build the index.  The words most lookups are for go in first, so that
- * they take their home entries and are found at the first entry looked at,
- * without a second probe (a branch mispredicted, maybe another cache line):
- * the eighth of the vocabulary with the largest theta-hat (by theta_bucket),
- * then the rest, each in vocabulary order, so that the vocabulary is read in
- * order.  The vocabulary's words are distinct (training makes them so, and
- * an import checks it): no entry is looked for among equal words.
+ * Where the layout may start, for n words (keys sorted by home) in nslots
+ * entries, more than n: an entry that no word whose home is before it is
+ * placed at or after, counting round the table's end.  From there each word
+ * is placed without wrapping around, whatever the order among words of
+ * the same cluster.  Linear probing in home order places a word at
+ * max(home, the entry after the previous word's).  A first walk from entry
+ * 0 finds how many words run past the table's end, to entries 0, 1, ...;
+ * that many truly do (more at the start would change nothing after the
+ * first entry left free, and there is one).  A second walk, with those
+ * entries taken, finds the first entry left free before the next home:
+ * *first is set to the number of words whose home is before it.
+ */
+static uint32
+layout_start(const uint64 *keys, int32 n, uint64 nslots, int32 *first)
+{
+	uint64		next = 0;
+	uint64		carry;
+
+	for (int32 i = 0; i < n; i++)
+		next = Max((uint64) KEY_HOME(keys[i]), next) + 1;
+	carry = next > nslots ? next - nslots : 0;
+	next = carry;
+	for (int32 i = 0; i < n; i++)
+	{
+		uint64		home = KEY_HOME(keys[i]);
+
+		if (home >= next)
+		{
+			*first = i;
+			return (uint32) next;
+		}
+		next = Max(home, next) + 1;
+	}
+	if (next >= nslots)
+		elog(ERROR, "gibbs_nb: no free entry in the vocabulary index");
+	*first = n;
+	return (uint32) next;
+}
+
+/*
+ * The first entry at or after rank r not yet taken (ranks counted from the
+ * layout's start), in a union-find of next free entries: next[r] == r for
+ * an entry free, else a later rank (path halving as it is walked).  next
+ * has a sentinel at nslots, never taken.
+ */
+static inline uint32
+next_free(uint32 *next, uint32 r)
+{
+	while (next[r] != r)
+	{
+		next[r] = next[next[r]];
+		r = next[r];
+	}
+	return r;
+}
+
+/*
+ * Build the index.
+ *
+ * The words most lookups are for take their home entries, so that they are
+ * found at the first entry looked at, without a second probe (a branch
+ * mispredicted, maybe another cache line): words are placed as if inserted
+ * by bucket of theta-hat (theta_bucket), the most frequent first, each at
+ * the first entry from its home left free by the words before.  Every word
+ * sits at its home or after it, with no free entry between: a linear
+ * probing table.
+ *
+ * It is built from sorted words, not by inserting one word after another in
+ * the table: each insertion a write to an entry at random (a cache miss,
+ * and on a table just allocated a page fault) and a probe for a free one
+ * was most of the time a new process (a parallel worker) took to load a
+ * model.  The vocabulary is read in order: each word's home, its entry's
+ * key fields (EntryKey), its tail and bucket.  The words are sorted by home,
+ * which gives an entry no cluster of the table spans (layout_start), and
+ * then by bucket and home counted from that entry, so that no word's place
+ * wraps round the table's end.  Places are then found in that order in a
+ * union-find of free entries, and the words written there, their log
+ * theta-hat and key fields prefetched ahead.  The vocabulary's words are
+ * distinct (training makes them so, and an import checks it): no entry is
+ * looked for among equal words.
  */
 GnbVocabIndex *
 gnb_vocab_index_build(ArrayType *tokens, const double *log_theta, int32 n_classes)
 {
 	GnbVocabIndex *index = palloc0(sizeof(GnbVocabIndex));
 	int32		n = ArrayGetNItems(ARR_NDIM(tokens), ARR_DIMS(tokens));
-	uint8	   *bucket = palloc_extended(Max(n, 1), MCXT_ALLOC_HUGE);
-	int32		histogram[ORDER_BUCKETS] = {0};
-	int32		hot_words = 0;
-	int			hot_below = 0;
-	Size		tail_bytes = 0;
+	const char *data = ARR_DATA_PTR(tokens);
+	const char *end = (const char *) tokens + VARSIZE(tokens);
+	const int32 K = n_classes;
 	uint64		nslots = 16;
-	BuildState	bs;
-	const char *ptr;
+	int			bits = 4;
+	Size		n1;
+	Size		nhist;
+	Size		esize = ENTRY_SIZE(K);
+	Size		tail_bytes = 0;
+	void	   *chunk;
+	void	   *scratch_chunk;
+	EntryKey   *ek;
+	uint64	   *keys;
+	uint64	   *tmp;
+	uint32	   *next;
+	uint32	   *hist;
+	uint8	   *bucket;
+	char	   *tails;
+	uint32		start;
+	int32		first;
 
 	Assert(!ARR_HASNULL(tokens));
-	ptr = ARR_DATA_PTR(tokens);
-	for (int32 w = 0; w < n; w++)
-	{
-		int			len;
-
-		(void) next_text_element(&ptr, &len);
-		if (len > 8)
-			tail_bytes += len - 8;
-		bucket[w] = theta_bucket(log_theta + (int64) w * n_classes, n_classes);
-		histogram[bucket[w]]++;
-	}
-	if (n > PG_INT32_MAX / 4 || tail_bytes > PG_UINT32_MAX - 8 ||
-		ENTRY_SIZE(n_classes) > PG_UINT32_MAX)
+	if (n > PG_INT32_MAX / 4 || ENTRY_SIZE(K) > PG_UINT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the model's vocabulary is too large to index")));
-	/* hot: the buckets below hot_below, at most an eighth of the words */
-	while (hot_below < ORDER_BUCKETS && hot_words + histogram[hot_below] <= n / 8)
-		hot_words += histogram[hot_below++];
-
-	index->n_classes = n_classes;
-	index->n_words = n;
-	index->entry_size = ENTRY_SIZE(n_classes);
 	/* at most 70% full: short probe runs, mostly within a cache line */
 	while (nslots * 7 < (uint64) n * 10)
-		nslots *= 2;
-	index->mask = (uint32) (nslots - 1);
-	index->entries = alloc_table(nslots * index->entry_size);
-	memset(index->entries, 0xFF, nslots * index->entry_size);
-	/* 8 bytes more: tail_equal reads whole words */
-	index->tails = palloc_extended(tail_bytes + 8, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-
-	bs.index = index;
-	bs.log_theta = log_theta;
-	bs.end = (const char *) tokens + VARSIZE(tokens);
-	bs.tail_off = 0;
-	bs.cur = 0;
-	bs.blocks[0].n = bs.blocks[1].n = 0;
-	for (int hot = 1; hot >= 0; hot--)
 	{
-		ptr = ARR_DATA_PTR(tokens);
+		nslots *= 2;
+		bits++;
+	}
+	n1 = Max(n, 1);
+	nhist = Max((Size) 1 << ((bits + 1) / 2), ORDER_BUCKETS);
+	index->n_classes = K;
+	index->n_words = n;
+	index->entry_size = esize;
+	index->mask = (uint32) (nslots - 1);
+
+	/*
+	 * The scratch, with room for the tails: a word's tail is shorter than
+	 * its element, so they take less than the array's data.
+	 */
+	ek = (EntryKey *) gnb_alloc_huge(n1 * (sizeof(EntryKey) + 2 * sizeof(uint64) + 1) +
+									 sizeof(uint32) * (nslots + 1 + nhist) +
+									 (end - data) + 8, &scratch_chunk);
+	keys = (uint64 *) (ek + n1);
+	tmp = keys + n1;
+	next = (uint32 *) (tmp + n1);
+	hist = next + nslots + 1;
+	bucket = (uint8 *) (hist + nhist);
+	tails = (char *) (bucket + n1);
+
+	/* each word's home, entry key fields, tail and bucket, the vocabulary in order */
+	{
+		const char *ptr = data;
+
 		for (int32 w = 0; w < n; w++)
 		{
 			int			len;
 			const char *str = next_text_element(&ptr, &len);
+			uint64		fw = first_word_within(str, len, end);
+			uint32		home = token_hash_within(str, len, fw, end) & index->mask;
 
-			if ((bucket[w] < hot_below) == hot)
-				queue_word(&bs, str, len, w);
+			ek[w].first = fw;
+			ek[w].len = (uint32) len;
+			ek[w].tail = (uint32) tail_bytes;
+			if (len > 8)
+			{
+				memcpy(tails + tail_bytes, str + 8, len - 8);
+				tail_bytes += len - 8;
+			}
+			keys[w] = ((uint64) home << 32) | (uint32) w;
+			bucket[w] = theta_bucket(log_theta + (int64) w * K, K);
 		}
-		drain_words(&bs);
 	}
-	pfree(bucket);
+
+	/* the table and, after it, the tails (8 bytes more: tail_equal reads whole words) */
+	index->entries = gnb_alloc_huge(nslots * esize + tail_bytes + 8, &chunk);
+	index->tails = index->entries + nslots * esize;
+	memcpy(index->tails, tails, tail_bytes);
+	memset(index->tails + tail_bytes, 0, 8);
+
+	sort_keys(keys, tmp, n, bits, hist);
+	start = layout_start(keys, n, nslots, &first);
+
+	/*
+	 * By bucket and then by home counted from start (rank), in tmp: a
+	 * stable counting sort of the keys read round from the first whose home
+	 * is at or after start.
+	 */
+	memset(hist, 0, sizeof(uint32) * ORDER_BUCKETS);
+	for (int32 w = 0; w < n; w++)
+		hist[bucket[w]]++;
+	for (uint32 b = 0, sum = 0; b < ORDER_BUCKETS; b++)
+	{
+		uint32		c = hist[b];
+
+		hist[b] = sum;
+		sum += c;
+	}
+	for (int32 j = 0; j < n; j++)
+	{
+		uint64		key = keys[first + j < n ? first + j : first + j - n];
+		uint32		rank = (KEY_HOME(key) - start) & index->mask;
+
+		tmp[hist[bucket[KEY_WORD(key)]]++] = ((uint64) rank << 32) | (uint32) key;
+	}
+
+	/* each word's place, in that order; kept in its key's upper half */
+	for (uint64 r = 0; r <= nslots; r++)
+		next[r] = (uint32) r;
+	for (int32 i = 0; i < n; i++)
+	{
+		uint32		place = next_free(next, KEY_HOME(tmp[i]));
+
+		if (place >= nslots)
+			elog(ERROR, "gibbs_nb: the vocabulary index's layout ran past its end");
+		next[place] = place + 1;
+		tmp[i] = ((uint64) place << 32) | (uint32) tmp[i];
+	}
+
+	/* every entry free, then the words written where they go */
+	memset(index->entries, 0xFF, nslots * esize);
+	for (int32 i = 0; i < n; i++)
+	{
+		int32		w = KEY_WORD(tmp[i]);
+		char	   *e = index->entries +
+			(Size) ((KEY_HOME(tmp[i]) + start) & index->mask) * esize;
+
+		if (i + PLACE_AHEAD < n)
+		{
+			int32		ahead = KEY_WORD(tmp[i + PLACE_AHEAD]);
+
+			__builtin_prefetch(log_theta + (int64) ahead * K);
+			__builtin_prefetch(ek + ahead);
+		}
+		memcpy(e, log_theta + (int64) w * K, sizeof(double) * K);
+		memcpy(e + ENTRY_FIRST(index), &ek[w], sizeof(EntryKey));
+	}
+	pfree(scratch_chunk);
 	return index;
 }
 
@@ -535,26 +679,30 @@ queue_token(void *arg, const char *str, int len, int32 count)
  * Score a text[] without NULLs: the pipeline above, written out for text[]
  * (every count 1: c x log theta-hat is log theta-hat, exactly) with K a
  * constant where the caller's is, the blocks the same SCORE_BLOCK tokens in
- * a row, so that the sums are added in the same order.
+ * a row, so that the sums are added in the same order.  The tokens of two
+ * blocks are kept in a ring of 2 x SCORE_BLOCK, field by field.  Arrays
+ * built by functions (as the tokenizers' are) have elements of 4-byte
+ * header: the branch for them comes first.
  */
-typedef struct TextSlot
+typedef struct TextRing
 {
-	const char *str;
-	uint64		first;
-	int			len;
-	uint32		pos;
-} TextSlot;
+	const char *str[2 * SCORE_BLOCK];
+	uint64		first[2 * SCORE_BLOCK];
+	uint32		len[2 * SCORE_BLOCK];
+	uint32		pos[2 * SCORE_BLOCK];
+} TextRing;
 
+/* Look up the n tokens of the ring from b on, add their sums to scores[]. */
 static pg_attribute_always_inline void
-score_text_block(const GnbVocabIndex *index, const int32 K, const TextSlot *slots, int n,
-				 const char *end, double *scores, double *acc)
+score_text_block_k(const GnbVocabIndex *index, const int32 K, const TextRing *ring, int b, int n,
+				   const char *end, double *scores, double *acc)
 {
 	for (int32 k = 0; k < K; k++)
 		acc[k] = 0.0;
-	for (int t = 0; t < n; t++)
+	for (int t = b; t < b + n; t++)
 	{
-		const double *lt = (const double *) find_entry_k(index, K, slots[t].str, slots[t].len,
-														 slots[t].first, slots[t].pos, end);
+		const double *lt = (const double *) find_entry_k(index, K, ring->str[t], ring->len[t],
+														 ring->first[t], ring->pos[t], end);
 
 		if (lt != NULL)
 			for (int32 k = 0; k < K; k++)
@@ -564,39 +712,169 @@ score_text_block(const GnbVocabIndex *index, const int32 K, const TextSlot *slot
 		scores[k] += acc[k];
 }
 
+/*
+ * The same for K = 2, written out: the two sums in registers (through the
+ * acc pointer the compiler stored them at every token), the table's fields
+ * read once, and no call on the way (tail_equal's last bytes compared in a
+ * loop), which would have cost the sums their registers.
+ *
+ * A block is scored out of line, once per SCORE_BLOCK tokens: inlined in
+ * the loop that walks the tokens, it left that loop too few registers, and
+ * the compiler kept the walk's pointer on the stack (a store and a load on
+ * the path from one token to the next).
+ */
+static pg_noinline void
+score_text_block_2(const GnbVocabIndex *index, const TextRing *ring, int b, int n,
+				   const char *end, double *scores)
+{
+	const char *entries = index->entries;
+	const uint32 mask = index->mask;
+	double		a0 = 0.0;
+	double		a1 = 0.0;
+
+	for (int t = b; t < b + n; t++)
+	{
+		uint32		i = ring->pos[t];
+		uint32		len = ring->len[t];
+		uint64		first = ring->first[t];
+
+		for (;;)
+		{
+			const char *e = entries + (Size) i * ENTRY_SIZE(2);
+			uint32		elen = entry_u32(e + ENTRY_SIZE(2) - 2 * sizeof(uint32));
+			uint64		efirst;
+
+			memcpy(&efirst, e + 2 * sizeof(double), sizeof(uint64));
+			if (elen == len && efirst == first &&
+				(len <= 8 ||
+				 tail_equal(index->tails + entry_u32(e + ENTRY_SIZE(2) - sizeof(uint32)),
+							ring->str[t] + 8, len - 8, end)))
+			{
+				double		lt[2];
+
+				memcpy(lt, e, sizeof(lt));
+				a0 += lt[0];
+				a1 += lt[1];
+				break;
+			}
+			if (elen == EMPTY_LEN)
+				break;
+			i = (i + 1) & mask;
+		}
+	}
+	scores[0] += a0;
+	scores[1] += a1;
+}
+
+static pg_noinline void
+score_text_block_any(const GnbVocabIndex *index, const TextRing *ring, int b, int n,
+					 const char *end, double *scores, double *acc)
+{
+	score_text_block_k(index, index->n_classes, ring, b, n, end, scores, acc);
+}
+
+static pg_attribute_always_inline void
+score_text_block(const GnbVocabIndex *index, const int32 K, const TextRing *ring, int b, int n,
+				 const char *end, double *scores, double *acc)
+{
+	if (K == 2)
+		score_text_block_2(index, ring, b, n, end, scores);
+	else
+		score_text_block_any(index, ring, b, n, end, scores, acc);
+}
+
+/*
+ * Put the token of the text[] element at ptr in the ring at t, its home
+ * entry prefetched; returns where the next element starts.  4-byte headers
+ * (int-aligned after zero padding), as arrays built by functions have them,
+ * or 1-byte ones.
+ */
+static pg_attribute_always_inline const char *
+queue_text_token(const GnbVocabIndex *index, const int32 K, const char *ptr, const char *end,
+				 TextRing *ring, int t)
+{
+	const char *str;
+	int			len;
+	uint64		first;
+	uint32		pos;
+
+	if (likely(!VARATT_IS_1B(ptr)))
+	{
+		ptr = (const char *) INTALIGN(ptr);
+		len = VARSIZE_4B(ptr) - VARHDRSZ;
+		str = ptr + VARHDRSZ;
+	}
+	else
+	{
+		len = VARSIZE_1B(ptr) - VARHDRSZ_SHORT;
+		str = ptr + VARHDRSZ_SHORT;
+	}
+#ifndef WORDS_BIGENDIAN
+	if (likely(len <= 8 && end - str >= 8))
+	{
+		/* nine tokens in ten: one load, masked, not first_word_within's shift */
+		memcpy(&first, str, 8);
+		first &= first_word_mask[len];
+		pos = token_hash(str, len, first) & index->mask;
+	}
+	else
+#endif
+	{
+		first = first_word_within(str, len, end);
+		pos = token_hash_within(str, len, first, end) & index->mask;
+	}
+	ring->str[t] = str;
+	ring->len[t] = len;
+	ring->first[t] = first;
+	ring->pos[t] = pos;
+	__builtin_prefetch(index->entries + (Size) pos * ENTRY_SIZE(K));
+	return str + len;
+}
+
 static pg_attribute_always_inline void
 score_text_array_k(const GnbVocabIndex *index, const int32 K, ArrayType *arr, double *scores,
 				   double *acc)
 {
 	int			n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	int			full = n / SCORE_BLOCK;
+	int			rest = n % SCORE_BLOCK;
 	const char *ptr = ARR_DATA_PTR(arr);
 	const char *end = (const char *) arr + VARSIZE(arr);
-	const Size	size = ENTRY_SIZE(K);
-	TextSlot	slots[2][SCORE_BLOCK];
-	int			cur = 0;
-	int			filled = 0;
-	bool		prev_full = false;
+	TextRing	ring;
+	int			base;
 
-	for (int i = 0; i < n; i++)
+	/* each block queued, then the one before it scored */
+	for (int b = 0; b < full; b++)
 	{
-		TextSlot   *s = &slots[cur][filled];
-
-		s->str = next_text_element(&ptr, &s->len);
-		s->first = first_word_within(s->str, s->len, end);
-		s->pos = token_hash_within(s->str, s->len, s->first, end) & index->mask;
-		__builtin_prefetch(index->entries + (Size) s->pos * size);
-		if (++filled == SCORE_BLOCK)
-		{
-			if (prev_full)
-				score_text_block(index, K, slots[1 - cur], SCORE_BLOCK, end, scores, acc);
-			prev_full = true;
-			cur = 1 - cur;
-			filled = 0;
-		}
+		base = (b & 1) * SCORE_BLOCK;
+		for (int t = base; t < base + SCORE_BLOCK; t++)
+			ptr = queue_text_token(index, K, ptr, end, &ring, t);
+		if (b > 0)
+			score_text_block(index, K, &ring, base ^ SCORE_BLOCK, SCORE_BLOCK, end, scores, acc);
 	}
-	if (prev_full)
-		score_text_block(index, K, slots[1 - cur], SCORE_BLOCK, end, scores, acc);
-	score_text_block(index, K, slots[cur], filled, end, scores, acc);
+	/* the tokens left queued, the last full block scored, then they */
+	base = (full & 1) * SCORE_BLOCK;
+	for (int t = base; t < base + rest; t++)
+		ptr = queue_text_token(index, K, ptr, end, &ring, t);
+	if (full > 0)
+		score_text_block(index, K, &ring, base ^ SCORE_BLOCK, SCORE_BLOCK, end, scores, acc);
+	score_text_block(index, K, &ring, base, rest, end, scores, acc);
+}
+
+/*
+ * The text[] loop in functions of its own, K = 2 and any K: in one with
+ * the other pipeline, the walk's pointer went to the stack as well.
+ */
+static pg_noinline void
+score_text_array_2(const GnbVocabIndex *index, ArrayType *arr, double *scores)
+{
+	score_text_array_k(index, 2, arr, scores, NULL);
+}
+
+static pg_noinline void
+score_text_array_any(const GnbVocabIndex *index, ArrayType *arr, double *scores, double *acc)
+{
+	score_text_array_k(index, index->n_classes, arr, scores, acc);
 }
 
 void
@@ -617,12 +895,10 @@ gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool is_tsvector
 		p.blocks[i].n = 0;
 	if (arr != NULL && !ARR_HASNULL(arr))
 	{
-		double		acc2[2];
-
 		if (index->n_classes == 2)
-			score_text_array_k(index, 2, arr, scores, acc2);
+			score_text_array_2(index, arr, scores);
 		else
-			score_text_array_k(index, index->n_classes, arr, scores, p.acc);
+			score_text_array_any(index, arr, scores, p.acc);
 		return;
 	}
 	gnb_each_token(arr != NULL ? PointerGetDatum(arr) : tokens, is_tsvector, queue_token, &p);

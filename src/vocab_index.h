@@ -41,7 +41,18 @@ extern void gnb_vocab_index_score(const GnbVocabIndex *index, Datum tokens, bool
 extern const double *gnb_vocab_index_lookup(const GnbVocabIndex *index, const char *str,
 											int len);
 
+/*
+ * size bytes in the current memory context, cache-line aligned and from 2 MB
+ * up in transparent huge pages where the kernel gives them; *chunk is what
+ * to pfree.
+ */
+extern void *gnb_alloc_huge(Size size, void **chunk);
+
 /* detoast.c: a document's tokens detoasted (pglz by a decoder of our own). */
 extern struct varlena *gnb_detoast_tokens(Datum datum);
+
+/* detoast.c: up to 4 large values detoasted into one allocation (gnb_alloc_huge) */
+#define GNB_DETOAST_TOGETHER_MAX 4
+extern void *gnb_detoast_together(int n, const Datum *values, struct varlena **out);
 
 #endif							/* GNB_VOCAB_INDEX_H */

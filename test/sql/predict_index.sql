@@ -87,4 +87,130 @@ FROM packed_docs;
 SELECT gibbs_nb_drop('pair');
 DROP VIEW reference;
 DROP TABLE two, probe_docs, packed_docs;
+
+-- The index is laid out from the vocabulary sorted by home entry, the words
+-- placed as if inserted by bucket of theta-hat (vocab_index.c), not word by
+-- word.  Models imported with chosen vocabularies, each word of each one
+-- looked up: 400 vocabularies of 5 to 22 words (tables of 16 and 32
+-- entries, some with a cluster running round the table's end); words of
+-- theta-hat from 1 down to e^-90 (every bucket); long words, and words
+-- sharing their first 8 bytes; three classes (the general path); a
+-- vocabulary of 3,000 words (its arrays stored out of line and fetched
+-- together), and the same again with the arrays compressed.  Each one-word
+-- document gets softmax(log pi-hat + log theta-hat of the word), as
+-- computed here from the same numbers; an unknown word the prior.
+CREATE FUNCTION pg_temp.le32(n bigint) RETURNS bytea LANGUAGE sql AS
+$$ SELECT set_byte(set_byte(set_byte(set_byte('\x00000000'::bytea, 0, (n & 255)::int),
+          1, ((n >> 8) & 255)::int), 2, ((n >> 16) & 255)::int), 3, ((n >> 24) & 255)::int) $$;
+CREATE FUNCTION pg_temp.f64(x float8) RETURNS bytea LANGUAGE sql AS
+$$ SELECT string_agg(substr(float8send(x), i, 1), ''::bytea ORDER BY i DESC) FROM generate_series(1, 8) i $$;
+CREATE FUNCTION pg_temp.str(s text) RETURNS bytea LANGUAGE sql AS
+$$ SELECT pg_temp.le32(octet_length(s)) || convert_to(s, 'UTF8') $$;
+-- a value as gibbs_nb_export writes it (model_format.c): tokens in byte order
+CREATE FUNCTION pg_temp.model_value(classes text[], log_pi float8[], tokens text[], log_theta float8[])
+RETURNS bytea LANGUAGE sql AS $$
+SELECT 'GNBMODEL'::bytea || pg_temp.le32(1) || pg_temp.le32(cardinality(classes))
+       || pg_temp.le32(cardinality(tokens)) || pg_temp.le32(0)
+       || pg_temp.str('paper') || pg_temp.le32(10) || pg_temp.le32(5) || pg_temp.le32(1) || pg_temp.le32(1)
+       || pg_temp.f64(1) || pg_temp.f64(1) || pg_temp.f64(1) || pg_temp.le32(0) || pg_temp.le32(0)
+       || pg_temp.le32(1) || pg_temp.le32(1) || pg_temp.le32(0) || pg_temp.le32(1) || pg_temp.le32(0)
+       || pg_temp.f64(0) || pg_temp.f64('NaN') || pg_temp.le32(0)
+       || pg_temp.str('imported') || pg_temp.le32(1) || pg_temp.str('src') || pg_temp.str('tokens')
+       || pg_temp.str('') || pg_temp.str('id') || pg_temp.str('')
+       || (SELECT string_agg(pg_temp.str(c), ''::bytea ORDER BY o) FROM unnest(classes) WITH ORDINALITY u(c, o))
+       || (SELECT string_agg(pg_temp.f64(x), ''::bytea ORDER BY o) FROM unnest(log_pi) WITH ORDINALITY u(x, o))
+       || (SELECT string_agg(pg_temp.str(t), ''::bytea ORDER BY o) FROM unnest(tokens) WITH ORDINALITY u(t, o))
+       || coalesce((SELECT string_agg(pg_temp.f64(x), ''::bytea ORDER BY o)
+                    FROM unnest(log_theta) WITH ORDINALITY u(x, o)), ''::bytea)
+$$;
+-- the vocabularies: (model, word number, word, K log theta-hat)
+SELECT setseed(0.25);
+CREATE TABLE vocab (model text, w int, token text, log_theta float8[]);
+INSERT INTO vocab
+SELECT 's' || m, w, token, ARRAY[-random() * 90, -random() * 90]
+FROM generate_series(1, 400) m,
+     LATERAL (SELECT row_number() OVER (ORDER BY t COLLATE "C") AS w, t AS token
+              FROM (SELECT DISTINCT CASE WHEN random() < 0.2 THEN 'a_long_word_' ELSE '' END
+                                    || substr(md5(m || '/' || k), 1, 1 + (k % 9)) AS t
+                    FROM generate_series(1, 5 + m % 18) k) d) v;
+INSERT INTO vocab
+SELECT 'k3', row_number() OVER (ORDER BY t COLLATE "C"), t,
+       ARRAY[-random() * 20, -random() * 20, -random() * 20]
+FROM (SELECT DISTINCT 'w' || (k * 7919 % 500) AS t FROM generate_series(1, 300) k) d;
+INSERT INTO vocab
+SELECT 'big', row_number() OVER (ORDER BY t COLLATE "C"), t, ARRAY[-random() * 40, -random() * 40]
+FROM (SELECT DISTINCT CASE k % 3 WHEN 0 THEN md5(k::text) WHEN 1 THEN 'prefix__' || k ELSE 'w' || k END AS t
+      FROM generate_series(1, 3000) k) d;
+CREATE TABLE models AS
+SELECT model, CASE WHEN model = 'k3' THEN '{a,b,c}'::text[] ELSE '{a,b}'::text[] END AS classes,
+       CASE WHEN model = 'k3' THEN ARRAY[ln(0.5), ln(0.3), ln(0.2)] ELSE ARRAY[ln(0.6), ln(0.4)] END AS log_pi
+FROM (SELECT DISTINCT model FROM vocab) d;
+SELECT count(*) AS models, sum(gibbs_nb_import(m.model, pg_temp.model_value(m.classes, m.log_pi,
+         (SELECT array_agg(token ORDER BY w) FROM vocab v WHERE v.model = m.model),
+         (SELECT array_agg(x ORDER BY w, o) FROM vocab v, unnest(v.log_theta) WITH ORDINALITY u(x, o)
+          WHERE v.model = m.model)))) AS versions
+FROM models m;
+SELECT count(*) FILTER (WHERE pg_column_size(tokens) > 2000) AS stored_out_of_line,
+       count(*) FILTER (WHERE cardinality(tokens) BETWEEN 5 AND 11) AS in_16_entries,
+       count(*) FILTER (WHERE cardinality(tokens) BETWEEN 12 AND 22) AS in_32_entries
+FROM gibbs_nb.packed;
+-- (exp of less than -700 taken as exp(-700): PostgreSQL's exp reports underflow)
+CREATE FUNCTION pg_temp.softmax(s float8[]) RETURNS float8[] LANGUAGE sql AS
+$$ SELECT array_agg(exp(greatest(x - (SELECT max(y) FROM unnest(s) y), -700))
+                    / (SELECT sum(exp(greatest(y - (SELECT max(z) FROM unnest(s) z), -700)))
+                       FROM unnest(s) y) ORDER BY o)
+   FROM unnest(s) WITH ORDINALITY u(x, o) $$;
+CREATE FUNCTION pg_temp.max_diff(a float8[], b float8[]) RETURNS float8 LANGUAGE sql AS
+$$ SELECT max(abs(x - y)) FROM unnest(a, b) u(x, y) $$;
+CREATE VIEW word_check AS
+SELECT v.model, v.w,
+       pg_temp.max_diff(gibbs_nb_predict_proba(v.model, ARRAY[v.token]),
+                        pg_temp.softmax(ARRAY(SELECT p + t FROM unnest(m.log_pi, v.log_theta) u(p, t)))) AS diff
+FROM vocab v JOIN models m USING (model);
+SELECT count(*) AS words, count(DISTINCT model) AS models, max(diff) < 1e-12 AS all_found
+FROM word_check;
+-- an unknown word: the prior; every word of a model in one document
+SELECT count(*) FILTER (WHERE pg_temp.max_diff(gibbs_nb_predict_proba(m.model, '{not_a_word}'::text[]),
+                                               pg_temp.softmax(m.log_pi)) > 1e-12) AS unknown_wrong,
+       count(*) FILTER (WHERE pg_temp.max_diff(
+           gibbs_nb_predict_proba(m.model, (SELECT array_agg(token ORDER BY w DESC) FROM vocab v
+                                            WHERE v.model = m.model)),
+           pg_temp.softmax(ARRAY(SELECT m.log_pi[k] + (SELECT sum(v.log_theta[k]) FROM vocab v
+                                                       WHERE v.model = m.model)
+                                 FROM generate_series(1, cardinality(m.log_pi)) k))) > 1e-9) AS document_wrong
+FROM models m;
+-- documents around the scoring blocks (32 tokens, two in flight): 0 to 97
+-- tokens, with two classes and with three
+SELECT count(*) AS documents,
+       count(*) FILTER (WHERE pg_temp.max_diff(
+           gibbs_nb_predict_proba(m.model, d.tokens),
+           pg_temp.softmax(ARRAY(SELECT m.log_pi[k] + coalesce((SELECT sum(v.log_theta[k])
+                                                                FROM unnest(d.tokens) t JOIN vocab v
+                                                                  ON v.model = m.model AND v.token = t), 0)
+                                 FROM generate_series(1, cardinality(m.log_pi)) k))) > 1e-9) AS wrong
+FROM models m,
+     LATERAL (SELECT n, coalesce((SELECT array_agg(CASE WHEN j % 7 = 3 THEN 'unknown_' || j ELSE v.token END
+                                                    ORDER BY j)
+                                  FROM generate_series(1, n) j
+                                  JOIN vocab v ON v.model = m.model AND v.w = 1 + j * 13 % 200), '{}') AS tokens
+              FROM generate_series(0, 97) n) d
+WHERE m.model IN ('big', 'k3');
+-- the arrays of a large vocabulary compressed, in line or out of line: the same
+ALTER TABLE gibbs_nb.packed ALTER COLUMN tokens SET STORAGE EXTENDED,
+                            ALTER COLUMN log_theta SET STORAGE EXTENDED;
+SELECT gibbs_nb_import('big_pglz', pg_temp.model_value(m.classes, m.log_pi,
+         (SELECT array_agg(token ORDER BY w) FROM vocab v WHERE v.model = 'big'),
+         (SELECT array_agg(x ORDER BY w, o) FROM vocab v, unnest(v.log_theta) WITH ORDINALITY u(x, o)
+          WHERE v.model = 'big'))) AS version
+FROM models m WHERE m.model = 'big';
+ALTER TABLE gibbs_nb.packed ALTER COLUMN tokens SET STORAGE EXTERNAL,
+                            ALTER COLUMN log_theta SET STORAGE EXTERNAL;
+SELECT pg_column_compression(tokens) IS NOT NULL AS tokens_compressed
+FROM gibbs_nb.packed WHERE model_name = 'big_pglz';
+SELECT count(*) AS words,
+       count(*) FILTER (WHERE gibbs_nb_predict_proba('big_pglz', ARRAY[v.token])
+                              <> gibbs_nb_predict_proba('big', ARRAY[v.token])) AS differing
+FROM vocab v WHERE v.model = 'big';
+DROP VIEW word_check;
+DROP TABLE vocab, models;
 DROP EXTENSION gibbs_nb;
