@@ -803,6 +803,10 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	Oid			holdout_types[3] = {src->id_type, src->tokens_type, TEXTOID};
 	char	   *held_out = gnb_holdout_condition(params);
 	GnbParsedCounts counts;
+	GnbCountsIter cells;
+	int32		cls,
+				word;
+	int64		n;
 	int32	   *class_of_value = NULL;
 	int32	   *count_class = NULL;
 	int32	   *new_id;
@@ -903,13 +907,9 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 			Assert(b.n_words == counts.n_words);
 			b.n_count_words = counts.n_words;
 			b.n_count_values = n_values;
-			for (int64 i = 0; i < counts.n_cells; i++)
+			gnb_counts_iter_init(&cells, &counts);
+			while (gnb_counts_next(&cells, &cls, &word, &n))
 			{
-				int32		cls,
-							word;
-				int64		n;
-
-				gnb_counts_cell(&counts, i, &cls, &word, &n);
 				b.labeled_counts[(int64) word * n_values + count_class[cls]] += n;
 				b.labeled_tokens += n;
 			}
