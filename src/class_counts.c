@@ -1423,6 +1423,17 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 		}
 		b = &rd[best];
 		shared = n_out == 0 ? 0 : shared_prefix(prev_key, prev, prev_len, b->key, b->word, b->len);
+		/* the bound above holds; a record that would not fit is a bug */
+		{
+			Size		need = varint_size((uint64) shared) +
+				varint_size((uint64) (b->len - shared)) + (b->len - shared) +
+				varint_size((uint64) n_touched);
+
+			for (int t = 0; t < n_touched; t++)
+				need += varint_size((uint64) touched[t]) + varint_size((uint64) acc[touched[t]]);
+			if ((Size) (p - (char *) result) + need > bound)
+				elog(ERROR, "gibbs_nb_class_counts: merged counts outgrew their bound");
+		}
 		p = write_record(p, b->word, b->len, shared, (uint64) n_touched);
 		for (int t = 0; t < n_touched; t++)
 		{
