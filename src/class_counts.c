@@ -739,12 +739,18 @@ word_cmp(const char *a, int32 la, const char *b, int32 lb)
 	return (la > lb) - (la < lb);
 }
 
-/* The order of two words whose keys are ka and kb. */
+/*
+ * The order of two words whose keys are ka and kb.  Equal keys hold the
+ * same first min(8, la, lb) bytes and zeros after a shorter word's end: two
+ * words of at most 8 bytes are then in the order of their lengths.
+ */
 static inline int
 word_order(uint64 ka, const char *a, int32 la, uint64 kb, const char *b, int32 lb)
 {
 	if (ka != kb)
 		return ka < kb ? -1 : 1;
+	if (la <= 8 && lb <= 8)
+		return (la > lb) - (la < lb);
 	return word_cmp(a, la, b, lb);
 }
 
@@ -974,6 +980,21 @@ sort_by_key(SortItem *items, SortItem *tmp, int32 n)
 	return items;
 }
 
+/*
+ * A counted word's key, from its first 8 bytes as token_key read them
+ * (little-endian, zero padded), without touching its string: the words of
+ * a state lie all over its memory.
+ */
+static inline uint64
+counted_word_key(const CountsWord *w)
+{
+#ifdef WORDS_BIGENDIAN
+	return word_key(w->str, w->len);
+#else
+	return pg_bswap64(w->first);
+#endif
+}
+
 /* Two words of the same key in their order (qsort_arg's comparator). */
 static int
 cmp_sort_items(const void *a, const void *b, void *arg)
@@ -1053,7 +1074,7 @@ own_sorted_plan(CountsState *st)
 	b = MemoryContextAllocExtended(st->own_cxt, sizeof(SortItem) * ((Size) n + 1), MCXT_ALLOC_HUGE);
 	for (int32 i = 0; i < n; i++)
 	{
-		a[i].key = word_key(st->words[i].str, st->words[i].len);
+		a[i].key = counted_word_key(&st->words[i]);
 		a[i].id = i;
 	}
 	plan->order = sort_by_key(a, b, n);
@@ -1136,6 +1157,23 @@ own_sorted_plan(CountsState *st)
 }
 
 /*
+ * The varlena header, the value's header and the classes of what this
+ * process counted; returns where its words go.
+ */
+static char *
+own_write_head(const CountsState *st, void *result, Size size, uint32 format)
+{
+	char	   *p;
+
+	SET_VARSIZE(result, size);
+	p = write_header(result, format, st->classes.n, st->n_words,
+					 st->n_inline + (int64) st->more->members);
+	for (int32 i = 0; i < st->classes.n; i++)
+		p = write_string(p, st->classes.str[i], st->classes.len[i]);
+	return p;
+}
+
+/*
  * Write what this process counted in the sorted form (format 2), of the
  * size its plan gave: each word's record in the plan's order, its inline
  * cells and then those beyond.
@@ -1148,11 +1186,7 @@ own_write_sorted(CountsState *st, void *result, Size allocated_size)
 
 	if (allocated_size != plan->size)
 		elog(ERROR, "gibbs_nb_class_counts: flat size changed");
-	SET_VARSIZE(result, allocated_size);
-	p = write_header(result, COUNTS_FORMAT_SORTED, st->classes.n, st->n_words,
-					 st->n_inline + (int64) st->more->members);
-	for (int32 i = 0; i < st->classes.n; i++)
-		p = write_string(p, st->classes.str[i], st->classes.len[i]);
+	p = own_write_head(st, result, allocated_size, COUNTS_FORMAT_SORTED);
 	for (int32 j = 0; j < st->n_words; j++)
 	{
 		int32		id = plan->order[j].id;
@@ -1262,10 +1296,21 @@ reader_next(RunReader *r)
 		suffix > (uint64) (r->end - r->p) || shared + suffix > (uint64) MaxAllocSize)
 		invalid_counts("bad token length");
 	len = (int32) (shared + suffix);
-	/* after the word before: the same first `shared` bytes, then greater */
-	if (r->word != NULL &&
-		word_cmp(r->word + shared, r->len - (int32) shared, r->p, (int32) suffix) >= 0)
-		invalid_counts("tokens out of order or repeated");
+	/*
+	 * After the word before: the same first `shared` bytes, then greater.
+	 * A writer shares all the bytes it can, so the first byte after them
+	 * decides (or the word before ends there); only otherwise a memcmp.
+	 */
+	if (r->word != NULL)
+	{
+		int32		rest = r->len - (int32) shared;
+
+		if (rest == 0 ? suffix == 0 :
+			suffix == 0 || (unsigned char) r->p[0] < (unsigned char) r->word[shared] ||
+			((unsigned char) r->p[0] == (unsigned char) r->word[shared] &&
+			 word_cmp(r->word + shared, rest, r->p, (int32) suffix) >= 0))
+			invalid_counts("tokens out of order or repeated");
+	}
 	if (len > r->cap || r->word == NULL)
 	{
 		int32		cap = Max(Max(r->cap * 2, 64), len);
@@ -1785,11 +1830,7 @@ own_write_plain(CountsState *st, void *result, Size allocated_size)
 
 	if (allocated_size != own_plain_size(st))
 		elog(ERROR, "gibbs_nb_class_counts: flat size changed");
-	SET_VARSIZE(result, allocated_size);
-	p = write_header(result, COUNTS_FORMAT_PLAIN, st->classes.n, st->n_words,
-					 st->n_inline + (int64) st->more->members);
-	for (int32 i = 0; i < st->classes.n; i++)
-		p = write_string(p, st->classes.str[i], st->classes.len[i]);
+	p = own_write_head(st, result, allocated_size, COUNTS_FORMAT_PLAIN);
 	for (int32 i = 0; i < st->n_words; i++)
 		p = write_string(p, st->words[i].str, st->words[i].len);
 	for (int32 i = 0; i < st->n_words; i++)
@@ -1978,6 +2019,22 @@ read_records(const GnbParsedCounts *pc, const char *end, const char **str, int32
 			str[i] = buf + (uintptr_t) str[i];
 }
 
+/* No string twice among n, or invalid_counts(why). */
+static void
+check_distinct_strings(const char **str, const int32 *len, int32 n, const char *why)
+{
+	vocab_hash *seen = vocab_create(CurrentMemoryContext, n + 1, NULL);
+	bool		found;
+
+	for (int32 i = 0; i < n; i++)
+	{
+		(void) vocab_insert(seen, token_key(str[i], len[i]), &found);
+		if (found)
+			invalid_counts(why);
+	}
+	vocab_destroy(seen);
+}
+
 /*
  * The head of a value, of either format: its header, sizes bounded by its
  * length, and its classes (their bytes and lengths in arrays); pc->cells
@@ -2039,9 +2096,6 @@ parse_head(bytea *value, GnbParsedCounts *pc)
 static void
 parse_value(bytea *value, GnbParsedCounts *pc, bool validate, bool word_arrays)
 {
-	vocab_hash *seen;
-	bool		found;
-
 	parse_head(value, pc);
 	if (word_arrays || !pc->sorted)
 	{
@@ -2071,28 +2125,8 @@ parse_value(bytea *value, GnbParsedCounts *pc, bool validate, bool word_arrays)
 	if (!validate)
 		return;
 	if (!pc->sorted)
-	{
-		seen = vocab_create(CurrentMemoryContext, pc->n_words + 1, NULL);
-		for (int32 i = 0; i < pc->n_words; i++)
-		{
-			TokenKey	key = token_key(pc->word_str[i], pc->word_len[i]);
-
-			(void) vocab_insert(seen, key, &found);
-			if (found)
-				invalid_counts("a token occurs twice");
-		}
-		vocab_destroy(seen);
-	}
-	seen = vocab_create(CurrentMemoryContext, pc->n_classes + 1, NULL);
-	for (int32 i = 0; i < pc->n_classes; i++)
-	{
-		TokenKey	key = token_key(pc->class_str[i], pc->class_len[i]);
-
-		(void) vocab_insert(seen, key, &found);
-		if (found)
-			invalid_counts("a class occurs twice");
-	}
-	vocab_destroy(seen);
+		check_distinct_strings(pc->word_str, pc->word_len, pc->n_words, "a token occurs twice");
+	check_distinct_strings(pc->class_str, pc->class_len, pc->n_classes, "a class occurs twice");
 }
 
 /*

@@ -170,40 +170,24 @@ typedef struct ParseArg
 {
 	bytea	   *value;
 	GnbParsedCounts *pc;
+	bool		strict;
 } ParseArg;
 
 static void
-parse_strict(void *arg)
+parse_arg(void *arg)
 {
 	ParseArg   *pa = arg;
 
-	gnb_counts_parse(pa->value, pa->pc, true);
+	gnb_counts_parse(pa->value, pa->pc, pa->strict);
 }
 
-/* Whether a value parses with the distinct check (into *pc). */
+/* Whether a value parses (into *pc), with the distinct check or without. */
 static bool
-gnb_counts_parse_ok(bytea *value, GnbParsedCounts *pc)
+parse_ok(bytea *value, GnbParsedCounts *pc, bool strict)
 {
-	ParseArg	pa = {value, pc};
+	ParseArg	pa = {value, pc, strict};
 
-	return shim_try(parse_strict, &pa);
-}
-
-static void
-parse_loose_arg(void *arg)
-{
-	ParseArg   *pa = arg;
-
-	gnb_counts_parse(pa->value, pa->pc, false);
-}
-
-/* Whether a value parses without the distinct check (into *pc). */
-static bool
-gnb_counts_parse_loose_ok(bytea *value, GnbParsedCounts *pc)
-{
-	ParseArg	pa = {value, pc};
-
-	return shim_try(parse_loose_arg, &pa);
+	return shim_try(parse_arg, &pa);
 }
 
 static void
@@ -361,7 +345,7 @@ check_inputs(CountsRun *run, bool parsed, const char *parse_error, const uint8 *
 	run->text[size] = '\0';
 	if (shim_try(text_input, run))
 	{
-		if (!gnb_counts_parse_ok(run->input, &pc))
+		if (!parse_ok(run->input, &pc, true))
 			shim_fail("input (text): accepted a value the parse rejects");
 	}
 	else if (shim_sqlerrcode != ERRCODE_INVALID_TEXT_REPRESENTATION &&
@@ -523,8 +507,7 @@ check_combine(CountsRun *run, bool parsed)
 				   out->n_cells != distinct_cells(in)))
 		shim_fail("combine: strings or cells lost");
 	/* merged into a copy of the flat value: the same counts */
-	if (parsed ? !gnb_counts_parse_ok(run->combined_copy, &copy_pc) :
-		!gnb_counts_parse_loose_ok(run->combined_copy, &copy_pc))
+	if (!parse_ok(run->combined_copy, &copy_pc, parsed))
 		shim_fail("final: the copy's value does not parse");
 	walk_cells(&copy_pc, &copy_total, &copy_weighted);
 	if (copy_total != out_total || copy_weighted != out_weighted)
