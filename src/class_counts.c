@@ -25,7 +25,7 @@
  * combine and final are the part of a parallel count that does not run in
  * parallel, and a worker's state crosses to the leader 64 kB at a time
  * through its tuple queue, each 64 kB a round trip between the processes:
- * both are why the form is sorted and small.
+ * both are why the form is sorted and compact.
  *
  * Serialised form (all integers in the server's byte order, written by
  * memcpy; a value from a machine of the other byte order fails the magic
@@ -37,20 +37,22 @@
  *	  writes it for a state counted in one process alone: the words as they
  *	  are, without a sort.
  *  2 (sorted): each word's record, the words in strictly increasing order of
- *	  their bytes (memcmp; a word before any longer one it begins): the
- *	  number of bytes it shares with the word before, the number of its
- *	  other bytes, those bytes, its number of cells, and each cell's class
- *	  and count, all numbers as unsigned LEB128 varints.  A state that leaves
- *	  its process is written so (sorted by a radix sort on the words' first 8
- *	  bytes, in the process that counted them); so is a merge.  At 1x
- *	  SpamAssassin's labelled half it takes 1.9 MB against the plain form's
- *	  4.3 MB.
+ *	  (token_hash, length, bytes): its uint32 hash, its length, its bytes,
+ *	  its number of cells, and each cell's class and count, all numbers but
+ *	  the hash as unsigned LEB128 varints.  A state that leaves its process
+ *	  is written so (sorted by a radix sort on the hashes it holds already,
+ *	  in the process that counted it); so is a merge.  At 1x SpamAssassin's
+ *	  labelled half it takes 2.7 MB against the plain form's 4.3 MB.  (Words
+ *	  in byte order, each written as the bytes it shares with the word before
+ *	  and the rest, took a third less room and no hash, but sorting and
+ *	  merging by bytes cost the leader more than the smaller values saved:
+ *	  parallel counts were 10% slower.)
  * The type's binary form (send/receive) is these bytes, its text form
  * (input/output) their base64: Citus moves partial states through the text
- * form.  Both input functions validate all of it (layout, order, encoding),
- * and accept only format 2: a hostile role can type any text or send any
- * bytes.  gibbs_nb_class_counts_rows reads either format, validating
- * everything, because any bytea can be passed to it.
+ * form.  Both input functions validate all of it (layout, order, hashes,
+ * encoding), and accept only format 2: a hostile role can type any text or
+ * send any bytes.  gibbs_nb_class_counts_rows reads either format,
+ * validating everything, because any bytea can be passed to it.
  */
 #include "gibbs_nb.h"
 #include "tokens.h"
@@ -59,8 +61,6 @@
 #include "common/base64.h"
 #include "common/hashfn.h"
 #include "common/int.h"
-#include "port/pg_bswap.h"
-#include "port/pg_bitutils.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
@@ -705,73 +705,25 @@ counts_expanded(Datum d)
 /* ---- sorted runs: states that left their process, merged in one pass ---- */
 
 /*
- * The words of a sorted value are in the order of their bytes (memcmp, a
- * word before any longer one it begins), each written as the bytes it
- * shares with the one before and the rest: words in that order share a
- * few (4 of 13 on average in SpamAssassin), and the value carries nothing
- * else to order them by.  A word's key is its first 8 bytes as a
- * big-endian number, zero padded: two words compare as their keys do,
- * unless the keys are equal.
- */
-static inline uint64
-word_key(const char *str, int32 len)
-{
-	uint64		k;
-
-	if (len >= 8)
-	{
-		memcpy(&k, str, 8);
-		return pg_ntoh64(k);
-	}
-	k = 0;
-	for (int32 i = 0; i < len; i++)
-		k |= (uint64) (unsigned char) str[i] << (56 - 8 * i);
-	return k;
-}
-
-static inline int
-word_cmp(const char *a, int32 la, const char *b, int32 lb)
-{
-	int			c = memcmp(a, b, Min(la, lb));
-
-	if (c != 0)
-		return c;
-	return (la > lb) - (la < lb);
-}
-
-/*
- * The order of two words whose keys are ka and kb.  Equal keys hold the
- * same first min(8, la, lb) bytes and zeros after a shorter word's end: two
- * words of at most 8 bytes are then in the order of their lengths.
+ * The order of the words of a sorted value: by hash, then length, then
+ * bytes.  Any total order would do; the hash first makes it the order a
+ * radix sort on the hashes gives, and leaves a memcmp to words whose hashes
+ * are equal.
  */
 static inline int
-word_order(uint64 ka, const char *a, int32 la, uint64 kb, const char *b, int32 lb)
+word_order(uint32 ha, const char *a, int32 la, uint32 hb, const char *b, int32 lb)
 {
-	if (ka != kb)
-		return ka < kb ? -1 : 1;
-	if (la <= 8 && lb <= 8)
-		return (la > lb) - (la < lb);
-	return word_cmp(a, la, b, lb);
-}
-
-/* How many bytes two words share at their start. */
-static inline int32
-shared_prefix(uint64 ka, const char *a, int32 la, uint64 kb, const char *b, int32 lb)
-{
-	int32		n = Min(la, lb);
-	int32		i;
-
-	if (ka != kb)
-		return Min(n, (int32) (pg_leftmost_one_pos64(ka ^ kb) ^ 63) / 8);
-	for (i = Min(n, 8); i < n && a[i] == b[i]; i++)
-		;
-	return i;
+	if (ha != hb)
+		return ha < hb ? -1 : 1;
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	return memcmp(a, b, la);
 }
 
 /*
  * Unsigned LEB128: 7 bits a byte, low first, the high bit set on every byte
- * but the last.  A class id, a count of real data, a prefix's or a
- * suffix's length take one or two bytes.
+ * but the last.  A class id or a count of real data takes one or two bytes,
+ * against the four and eight of the plain format's cells.
  */
 static inline int
 varint_size(uint64 v)
@@ -864,6 +816,24 @@ get_varint_fast(const char **pp, const char *end, uint64 max, uint64 *v)
 	return get_varint(pp, end, max, v);
 }
 
+/*
+ * The header of a word record of a checked sorted value: its hash, bytes
+ * and number of cells; *pp is left at its first cell.
+ */
+static inline uint64
+read_record(const char **pp, uint32 *hash, const char **str, int32 *len)
+{
+	const char *p = *pp;
+
+	memcpy(hash, p, sizeof(uint32));
+	p += sizeof(uint32);
+	*len = (int32) read_varint(&p);
+	*str = p;
+	p += *len;
+	*pp = p;
+	return read_varint(pp);
+}
+
 /* Write the header of a serialised value; returns where its classes go. */
 static char *
 write_header(void *result, uint32 format, int32 n_classes, int32 n_words, int64 n_cells)
@@ -889,17 +859,14 @@ write_string(char *p, const char *str, int32 len)
 	return p + sizeof(int32) + len;
 }
 
-/*
- * The head of a word record: the bytes it shares with the word before, the
- * rest, and its number of cells.
- */
+/* The header of a word record: hash, length, bytes, number of cells. */
 static inline char *
-write_record(char *p, const char *str, int32 len, int32 shared, uint64 n_cells)
+write_record(char *p, uint32 hash, const char *str, int32 len, uint64 n_cells)
 {
-	p = put_varint(p, (uint64) shared);
-	p = put_varint(p, (uint64) (len - shared));
-	memcpy(p, str + shared, len - shared);
-	return put_varint(p + len - shared, n_cells);
+	memcpy(p, &hash, sizeof(uint32));
+	p = put_varint(p + sizeof(uint32), (uint64) len);
+	memcpy(p, str, len);
+	return put_varint(p + len, n_cells);
 }
 
 static inline char *
@@ -913,8 +880,9 @@ write_cell(char *p, int32 cls, int32 word, int64 count)
 }
 
 /*
- * A value's size, checked: one too large for a value is an error here,
- * before anything is allocated for it.
+ * The size of the plain serialised form of what this process counted (its
+ * classes, words and cells; the runs aside), from the running totals.  One
+ * too large for a value is an error here, before anything is allocated.
  */
 static Size
 check_value_size(Size size)
@@ -927,10 +895,6 @@ check_value_size(Size size)
 	return size;
 }
 
-/*
- * The size of the plain serialised form of what this process counted (its
- * classes, words and cells; the runs aside), from the running totals.
- */
 static Size
 own_plain_size(const CountsState *st)
 {
@@ -940,77 +904,47 @@ own_plain_size(const CountsState *st)
 							+ CELL_SIZE * ((Size) st->n_inline + st->more->members));
 }
 
-/* A word to sort: its key and id. */
-typedef struct SortItem
-{
-	uint64		key;
-	int32		id;
-} SortItem;
-
 /*
- * Sort items by key, stably (equal keys stay in id order): a
- * least-significant-digit radix sort, a byte of the key a pass, a pass
- * skipped when every key has the same byte there.  Returns the array that
- * holds them sorted (items or tmp).
+ * Sort keys (hash << 32 | word id) by their hash, stably (words of equal
+ * hash stay in id order): a least-significant-digit radix sort, a byte of
+ * the hash a pass.  Four passes bring the keys back into `keys`.
  */
-static SortItem *
-sort_by_key(SortItem *items, SortItem *tmp, int32 n)
+static void
+sort_by_hash(uint64 *keys, uint64 *tmp, int32 n)
 {
-	for (int shift = 0; shift < 64; shift += 8)
+	for (int shift = 32; shift < 64; shift += 8)
 	{
 		int32		start[257] = {0};
-		SortItem   *swap;
-		bool		one = false;
+		uint64	   *swap;
 
 		for (int32 i = 0; i < n; i++)
-			start[((items[i].key >> shift) & 0xFF) + 1]++;
+			start[((keys[i] >> shift) & 0xFF) + 1]++;
 		for (int b = 0; b < 256; b++)
-		{
-			one |= start[b + 1] == n;
 			start[b + 1] += start[b];
-		}
-		if (one)
-			continue;
 		for (int32 i = 0; i < n; i++)
-			tmp[start[(items[i].key >> shift) & 0xFF]++] = items[i];
-		swap = items;
-		items = tmp;
+			tmp[start[(keys[i] >> shift) & 0xFF]++] = keys[i];
+		swap = keys;
+		keys = tmp;
 		tmp = swap;
 	}
-	return items;
 }
 
-/*
- * A counted word's key, from its first 8 bytes as token_key read them
- * (little-endian, zero padded), without touching its string: the words of
- * a state lie all over its memory.
- */
-static inline uint64
-counted_word_key(const CountsWord *w)
-{
-#ifdef WORDS_BIGENDIAN
-	return word_key(w->str, w->len);
-#else
-	return pg_bswap64(w->first);
-#endif
-}
-
-/* Two words of the same key in their order (qsort_arg's comparator). */
+/* Two sort keys of the same hash in word order (qsort_arg's comparator). */
 static int
-cmp_sort_items(const void *a, const void *b, void *arg)
+cmp_word_keys(const void *a, const void *b, void *arg)
 {
 	const CountsState *st = arg;
-	const CountsWord *x = &st->words[((const SortItem *) a)->id];
-	const CountsWord *y = &st->words[((const SortItem *) b)->id];
+	const CountsWord *x = &st->words[(uint32) *(const uint64 *) a];
+	const CountsWord *y = &st->words[(uint32) *(const uint64 *) b];
 
-	return word_cmp(x->str, x->len, y->str, y->len);
+	return word_order(x->hash, x->str, x->len, y->hash, y->str, y->len);
 }
 
 /*
  * How what this process counted is written sorted (see own_sorted_plan):
- * the words' order and the bytes each shares with the one before, the
- * cells beyond the inline ones grouped by word id (word w's end at
- * more_end[w], its start at more_end[w - 1]), and the exact size.
+ * the words' order, the cells beyond the inline ones grouped by word id
+ * (word w's end at more_end[w], its start at more_end[w - 1]), and the
+ * exact size.
  */
 typedef struct MoreCell
 {
@@ -1020,9 +954,7 @@ typedef struct MoreCell
 
 typedef struct SortedPlan
 {
-	SortItem   *order;			/* the words in order, with their keys */
-	SortItem   *alloc;			/* the allocation order points into */
-	int32	   *shared;			/* each word's bytes shared with the one before */
+	uint64	   *keys;			/* (hash << 32 | word id), in word order */
 	int64	   *more_end;		/* NULL without cells beyond the inline ones */
 	MoreCell   *more;
 	Size		size;
@@ -1036,8 +968,7 @@ own_plan_free(CountsState *st)
 
 	if (plan == NULL)
 		return;
-	pfree(plan->alloc);
-	pfree(plan->shared);
+	pfree(plan->keys);
 	if (plan->more != NULL)
 	{
 		pfree(plan->more);
@@ -1050,10 +981,9 @@ own_plan_free(CountsState *st)
 /*
  * The plan for writing what this process counted in the sorted form, made
  * once and kept (in own_cxt) until the counts change: the words sorted by
- * their keys (words of equal key by their bytes), what each shares with
- * the one before, the cells beyond the inline ones grouped by word by a
- * counting sort, and the size of the value, which the varints make known
- * only after a pass.
+ * their hashes (words of equal hash, a collision, by length and bytes), the
+ * cells beyond the inline ones grouped by word by a counting sort, and the
+ * size of the value, which the varints make known only after a pass.
  */
 static SortedPlan *
 own_sorted_plan(CountsState *st)
@@ -1061,41 +991,30 @@ own_sorted_plan(CountsState *st)
 	int32		n = st->n_words;
 	int64		n_more = (int64) st->more->members;
 	SortedPlan *plan;
-	SortItem   *a;
-	SortItem   *b;
+	uint64	   *tmp;
 	double		size;
 
 	if (st->plan != NULL)
 		return st->plan;
-	counts_check_budget(st, (2.0 * sizeof(SortItem) + sizeof(int32)) * n +
+	counts_check_budget(st, 2.0 * sizeof(uint64) * n +
 						(n_more > 0 ? sizeof(int64) * (double) n + sizeof(MoreCell) * (double) n_more : 0));
 	plan = MemoryContextAllocZero(st->own_cxt, sizeof(SortedPlan));
-	a = MemoryContextAllocExtended(st->own_cxt, sizeof(SortItem) * ((Size) n + 1), MCXT_ALLOC_HUGE);
-	b = MemoryContextAllocExtended(st->own_cxt, sizeof(SortItem) * ((Size) n + 1), MCXT_ALLOC_HUGE);
+	plan->keys = MemoryContextAllocExtended(st->own_cxt, sizeof(uint64) * ((Size) n + 1),
+											MCXT_ALLOC_HUGE);
+	tmp = MemoryContextAllocExtended(st->own_cxt, sizeof(uint64) * ((Size) n + 1),
+									 MCXT_ALLOC_HUGE);
 	for (int32 i = 0; i < n; i++)
-	{
-		a[i].key = counted_word_key(&st->words[i]);
-		a[i].id = i;
-	}
-	plan->order = sort_by_key(a, b, n);
-	if (plan->order == a)
-	{
-		plan->alloc = a;
-		pfree(b);
-	}
-	else
-	{
-		plan->alloc = b;
-		pfree(a);
-	}
+		plan->keys[i] = ((uint64) st->words[i].hash << 32) | (uint32) i;
+	sort_by_hash(plan->keys, tmp, n);
+	pfree(tmp);
 	for (int32 i = 0; i < n;)
 	{
 		int32		j = i + 1;
 
-		while (j < n && plan->order[j].key == plan->order[i].key)
+		while (j < n && (plan->keys[j] >> 32) == (plan->keys[i] >> 32))
 			j++;
 		if (j - i > 1)
-			qsort_arg(plan->order + i, j - i, sizeof(SortItem), cmp_sort_items, st);
+			qsort_arg(plan->keys + i, j - i, sizeof(uint64), cmp_word_keys, st);
 		i = j;
 	}
 	CHECK_FOR_INTERRUPTS();
@@ -1126,27 +1045,14 @@ own_sorted_plan(CountsState *st)
 			size += varint_size((uint64) plan->more[at].cls) + varint_size((uint64) c->count);
 		}
 	}
-	plan->shared = MemoryContextAllocExtended(st->own_cxt, sizeof(int32) * ((Size) n + 1),
-											  MCXT_ALLOC_HUGE);
-	for (int32 j = 0; j < n; j++)
+	for (int32 i = 0; i < n; i++)
 	{
-		int32		id = plan->order[j].id;
-		const CountsWord *w = &st->words[id];
+		const CountsWord *w = &st->words[i];
 		int64		n_cells = (w->cls[0] >= 0) + (w->cls[1] >= 0);
-		int32		shared = 0;
 
-		if (j > 0)
-		{
-			const CountsWord *prev = &st->words[plan->order[j - 1].id];
-
-			shared = shared_prefix(plan->order[j - 1].key, prev->str, prev->len,
-								   plan->order[j].key, w->str, w->len);
-		}
-		plan->shared[j] = shared;
 		if (plan->more_end != NULL)
-			n_cells += plan->more_end[id] - (id == 0 ? 0 : plan->more_end[id - 1]);
-		size += varint_size((uint64) shared) + varint_size((uint64) (w->len - shared)) +
-			(w->len - shared) + varint_size((uint64) n_cells);
+			n_cells += plan->more_end[i] - (i == 0 ? 0 : plan->more_end[i - 1]);
+		size += sizeof(uint32) + varint_size((uint64) w->len) + w->len + varint_size((uint64) n_cells);
 		for (int k = 0; k < 2; k++)
 			if (w->cls[k] >= 0)
 				size += varint_size((uint64) w->cls[k]) + varint_size((uint64) w->n[k]);
@@ -1189,7 +1095,7 @@ own_write_sorted(CountsState *st, void *result, Size allocated_size)
 	p = own_write_head(st, result, allocated_size, COUNTS_FORMAT_SORTED);
 	for (int32 j = 0; j < st->n_words; j++)
 	{
-		int32		id = plan->order[j].id;
+		uint32		id = (uint32) plan->keys[j];
 		const CountsWord *w = &st->words[id];
 		int64		more_start = 0;
 		int64		more_end = 0;
@@ -1199,7 +1105,7 @@ own_write_sorted(CountsState *st, void *result, Size allocated_size)
 			more_start = id == 0 ? 0 : plan->more_end[id - 1];
 			more_end = plan->more_end[id];
 		}
-		p = write_record(p, w->str, w->len, plan->shared[j],
+		p = write_record(p, w->hash, w->str, w->len,
 						 (w->cls[0] >= 0) + (w->cls[1] >= 0) + (more_end - more_start));
 		for (int k = 0; k < 2; k++)
 			if (w->cls[k] >= 0)
@@ -1236,92 +1142,67 @@ own_sorted_value(CountsState *st, CountsState *budget)
 }
 
 /*
- * A reader of a sorted value's word records, at one of its words: the word
- * rebuilt from what it shares with the one before and the rest (in a
- * buffer of its own), its key, its number of cells; the cells next.  It
- * checks everything it reads (bounds, ranges, the words in strictly
- * increasing order, the totals of the value's header) as it goes: the
- * merge reads a run without a walk over it first, and
- * gnb_counts_parse's check is the same reader.
+ * A reader of a sorted run, at one of its words: its record's header read,
+ * its cells next.  It checks what it reads (bounds, order, ranges, the
+ * totals of the run's header) as it goes: a run is merged without being
+ * walked first.
  */
 typedef struct RunReader
 {
 	const char *p;				/* the current word's cells, or the next record */
 	const char *end;
 	int32		left;			/* words not read yet */
-	int64		cells_left;		/* cells not read yet (of the whole value) */
+	int64		cells_left;		/* cells not read yet (of the whole run) */
 	int32		n_classes;
-	char	   *word;			/* the current word, NULL before the first */
-	int32		len;
-	int32		cap;
-	uint64		key;
+	int32		len;			/* the current word */
+	const char *str;
+	uint32		hash;
 	uint64		n_cells;
 	const int32 *class_map;
 } RunReader;
 
 static void
-reader_start(RunReader *r, const char *records, const char *end, int32 n_words,
-			 int64 n_cells, int32 n_classes, const int32 *class_map)
+reader_start(RunReader *r, const CountsRun *run, const int32 *class_map)
 {
-	r->p = records;
-	r->end = end;
-	r->left = n_words;
-	r->cells_left = n_cells;
-	r->n_classes = n_classes;
-	r->word = NULL;
-	r->len = 0;
-	r->cap = 0;
-	r->key = 0;
-	r->n_cells = 0;
+	r->p = run->words;
+	r->end = VARDATA(run->value) + run->size;
+	r->left = run->n_words;
+	r->cells_left = run->n_cells;
+	r->n_classes = run->n_classes;
+	r->str = NULL;
 	r->class_map = class_map;
 }
 
-/* Move to the next word; false when there is none. */
+/* Move to the next word; false (and str NULL) when there is none. */
 static inline bool
 reader_next(RunReader *r)
 {
-	uint64		shared;
-	uint64		suffix;
-	int32		len;
+	uint32		prev_hash = r->hash;
+	const char *prev_str = r->str;
+	int32		prev_len = r->len;
+	uint64		len;
 
 	if (r->left == 0)
 	{
 		if (r->p != r->end || r->cells_left != 0)
 			invalid_counts("bad length");
+		r->str = NULL;
 		return false;
 	}
 	r->left--;
-	if (!get_varint_fast(&r->p, r->end, (uint64) r->len, &shared) ||
-		!get_varint_fast(&r->p, r->end, (uint64) (r->end - r->p), &suffix) ||
-		suffix > (uint64) (r->end - r->p) || shared + suffix > (uint64) MaxAllocSize)
-		invalid_counts("bad token length");
-	len = (int32) (shared + suffix);
-	/*
-	 * After the word before: the same first `shared` bytes, then greater.
-	 * A writer shares all the bytes it can, so the first byte after them
-	 * decides (or the word before ends there); only otherwise a memcmp.
-	 */
-	if (r->word != NULL)
-	{
-		int32		rest = r->len - (int32) shared;
-
-		if (rest == 0 ? suffix == 0 :
-			suffix == 0 || (unsigned char) r->p[0] < (unsigned char) r->word[shared] ||
-			((unsigned char) r->p[0] == (unsigned char) r->word[shared] &&
-			 word_cmp(r->word + shared, rest, r->p, (int32) suffix) >= 0))
-			invalid_counts("tokens out of order or repeated");
-	}
-	if (len > r->cap || r->word == NULL)
-	{
-		int32		cap = Max(Max(r->cap * 2, 64), len);
-
-		r->word = r->word == NULL ? palloc(cap) : repalloc(r->word, cap);
-		r->cap = cap;
-	}
-	memcpy(r->word + shared, r->p, suffix);
-	r->p += suffix;
-	r->len = len;
-	r->key = word_key(r->word, len);
+	if (r->end - r->p < (ptrdiff_t) sizeof(uint32))
+		invalid_counts("truncated");
+	memcpy(&r->hash, r->p, sizeof(uint32));
+	r->p += sizeof(uint32);
+	if (!get_varint_fast(&r->p, r->end, (uint64) MaxAllocSize, &len) ||
+		len > (uint64) (r->end - r->p))
+		invalid_counts("bad string length");
+	r->str = r->p;
+	r->len = (int32) len;
+	r->p += len;
+	if (prev_str != NULL &&
+		word_order(prev_hash, prev_str, prev_len, r->hash, r->str, r->len) >= 0)
+		invalid_counts("tokens out of order or repeated");
 	if (!get_varint_fast(&r->p, r->end, (uint64) r->cells_left, &r->n_cells) ||
 		(r->n_cells > 0 && r->n_classes == 0))
 		invalid_counts("bad cell count");
@@ -1339,15 +1220,8 @@ reader_cell(RunReader *r, int32 *cls, int64 *count)
 	if (!get_varint_fast(&r->p, r->end, (uint64) (r->n_classes - 1), &c) ||
 		!get_varint_fast(&r->p, r->end, (uint64) PG_INT64_MAX, &n) || n == 0)
 		invalid_counts("bad cell");
-	*cls = r->class_map != NULL ? r->class_map[c] : (int32) c;
+	*cls = r->class_map[c];
 	*count = (int64) n;
-}
-
-static void
-reader_end(RunReader *r)
-{
-	if (r->word != NULL)
-		pfree(r->word);
 }
 
 /*
@@ -1356,8 +1230,9 @@ reader_end(RunReader *r)
  * all of them added up by class.  At every step the least word at the head
  * of the values is the next word out, and every value whose head is that
  * word moves on: n values of W words in all take W steps of n comparisons,
- * nearly all of them between two keys, and every byte is read and written
- * once, in order.  The memory it takes is checked against budget's budget.
+ * nearly all of them between two hashes, and every byte is read and
+ * written once, in order.  The memory it takes is checked against budget's
+ * budget.
  */
 static bytea *
 merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
@@ -1371,10 +1246,6 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 	int32	   *touched;
 	bytea	   *result;
 	char	   *p;
-	char	   *prev = NULL;	/* the word written last */
-	int32		prev_len = 0;
-	int32		prev_cap = 0;
-	uint64		prev_key = 0;
 	int32		n_out = 0;
 	int64		n_out_cells = 0;
 	Size		size;
@@ -1384,9 +1255,7 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 	/*
 	 * The merged value is at most the sum of the values: a sum of counts
 	 * takes no more bytes than its terms, a word's record is written once
-	 * for several and shares no fewer bytes with the word before it than in
-	 * any of them (the word before it here is at least as close), but a
-	 * class may get an id of more bytes (at most 4 more).
+	 * for several, but a class may get an id of more bytes (at most 4 more).
 	 */
 	for (int r = 0; r < n_src; r++)
 	{
@@ -1403,12 +1272,9 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 		for (int32 i = 0; i < src[r]->n_classes; i++)
 			map[i] = stringset_id(&classes, CurrentMemoryContext,
 								  src[r]->class_str[i], src[r]->class_len[i]);
-		reader_start(&rd[r], src[r]->words, VARDATA(src[r]->value) + src[r]->size,
-					 src[r]->n_words, src[r]->n_cells, src[r]->n_classes, map);
+		reader_start(&rd[r], src[r], map);
 		if (reader_next(&rd[r]))
 			live++;
-		else
-			rd[r].left = -1;	/* done */
 	}
 	acc = palloc0(sizeof(int64) * (classes.n + 1));
 	touched = palloc(sizeof(int32) * (classes.n + 1));
@@ -1423,17 +1289,15 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 		int			n_eq = 0;
 		int			best = -1;
 		int			n_touched = 0;
-		RunReader  *b;
-		int32		shared;
 
 		for (int r = 0; r < n_src; r++)
 		{
 			int			c;
 
-			if (rd[r].left < 0)
+			if (rd[r].str == NULL)
 				continue;
-			c = best < 0 ? -1 : word_order(rd[r].key, rd[r].word, rd[r].len,
-										   rd[best].key, rd[best].word, rd[best].len);
+			c = best < 0 ? -1 : word_order(rd[r].hash, rd[r].str, rd[r].len,
+										   rd[best].hash, rd[best].str, rd[best].len);
 			if (c < 0)
 			{
 				best = r;
@@ -1466,20 +1330,17 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 							 errmsg("gibbs_nb_class_counts: a count is out of range")));
 			}
 		}
-		b = &rd[best];
-		shared = n_out == 0 ? 0 : shared_prefix(prev_key, prev, prev_len, b->key, b->word, b->len);
 		/* the bound above holds; a record that would not fit is a bug */
 		{
-			Size		need = varint_size((uint64) shared) +
-				varint_size((uint64) (b->len - shared)) + (b->len - shared) +
-				varint_size((uint64) n_touched);
+			Size		need = sizeof(uint32) + varint_size((uint64) rd[best].len) +
+				rd[best].len + varint_size((uint64) n_touched);
 
 			for (int t = 0; t < n_touched; t++)
 				need += varint_size((uint64) touched[t]) + varint_size((uint64) acc[touched[t]]);
 			if ((Size) (p - (char *) result) + need > bound)
 				elog(ERROR, "gibbs_nb_class_counts: merged counts outgrew their bound");
 		}
-		p = write_record(p, b->word, b->len, shared, (uint64) n_touched);
+		p = write_record(p, rd[best].hash, rd[best].str, rd[best].len, (uint64) n_touched);
 		for (int t = 0; t < n_touched; t++)
 		{
 			p = put_varint(p, (uint64) touched[t]);
@@ -1488,23 +1349,9 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 		}
 		n_out_cells += n_touched;
 		n_out++;
-
-		/* the word kept, for the next to share with */
-		if (b->len > prev_cap || prev == NULL)
-		{
-			prev_cap = Max(Max(prev_cap * 2, 64), b->len);
-			prev = prev == NULL ? palloc(prev_cap) : repalloc(prev, prev_cap);
-		}
-		memcpy(prev + shared, b->word + shared, b->len - shared);
-		prev_len = b->len;
-		prev_key = b->key;
-
 		for (int e = 0; e < n_eq; e++)
 			if (!reader_next(&rd[eq[e]]))
-			{
-				rd[eq[e]].left = -1;	/* done */
 				live--;
-			}
 		if ((n_out & 0xFFFF) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
@@ -1513,12 +1360,7 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 	SET_VARSIZE(result, size);
 	(void) write_header(result, COUNTS_FORMAT_SORTED, classes.n, n_out, n_out_cells);
 	for (int r = 0; r < n_src; r++)
-	{
 		pfree((void *) rd[r].class_map);
-		reader_end(&rd[r]);
-	}
-	if (prev != NULL)
-		pfree(prev);
 	pfree(acc);
 	pfree(touched);
 	stringset_free(&classes);
@@ -1917,12 +1759,11 @@ gnb_counts_next(GnbCountsIter *it, int32 *cls, int32 *word, int64 *count)
 	{
 		while (it->left == 0)
 		{
-			uint64		suffix;
+			uint32		hash;
+			const char *str;
+			int32		len;
 
-			(void) read_varint(&it->p);
-			suffix = read_varint(&it->p);
-			it->p += suffix;
-			it->left = read_varint(&it->p);
+			it->left = read_record(&it->p, &hash, &str, &len);
 			it->word++;
 		}
 		*cls = (int32) read_varint(&it->p);
@@ -1966,57 +1807,65 @@ read_strings(const char **p, const char *end, int32 n, const char **str, int32 *
 }
 
 /*
- * Read the word records of a sorted value with a checking reader (see
- * RunReader): every varint well formed and in range (a class below
- * n_classes, a count of at least 1), the words in strictly increasing
- * order (so none twice), n_cells cells in all.  With str and len, the
- * words, rebuilt, are kept (one allocation for all of them, at most a
- * value's size; a word shares its bytes with the one before, so the words
- * may take more room than the value).
+ * Walk the word records of a sorted value, from *pp to end: every varint
+ * well formed and in range (a class below n_classes, a count of at least
+ * 1), the words in strictly increasing order (so none twice), with
+ * validate every word's hash its own, and n_cells cells in all.  The words'
+ * bytes and lengths go to str and len, when they are not NULL.
  */
 static void
-read_records(const GnbParsedCounts *pc, const char *end, const char **str, int32 *len)
+read_records(const char *p, const char *end, const GnbParsedCounts *pc, bool validate,
+			 const char **str, int32 *len)
 {
-	RunReader	r;
-	Size		cap = 1024;
-	char	   *buf = str != NULL ? palloc(cap) : NULL;
-	Size		used = 0;
+	int64		cells = 0;
+	uint32		last_hash = 0;
+	const char *last_str = NULL;
+	int32		last_len = 0;
 
-	reader_start(&r, pc->cells, end, pc->n_words, pc->n_cells, pc->n_classes, NULL);
-	for (int32 i = 0; reader_next(&r); i++)
+	for (int32 i = 0; i < pc->n_words; i++)
 	{
-		for (uint64 k = 0; k < r.n_cells; k++)
-		{
-			int32		cls;
-			int64		count;
+		uint32		hash;
+		uint64		l;
+		uint64		n;
 
-			reader_cell(&r, &cls, &count);
-		}
+		if (end - p < (ptrdiff_t) sizeof(uint32))
+			invalid_counts("truncated");
+		memcpy(&hash, p, sizeof(uint32));
+		p += sizeof(uint32);
+		if (!get_varint(&p, end, (uint64) MaxAllocSize, &l) || l > (uint64) (end - p))
+			invalid_counts("bad string length");
+		if (i > 0 && word_order(last_hash, last_str, last_len, hash, p, (int32) l) >= 0)
+			invalid_counts("tokens out of order or repeated");
+		if (validate && token_hash(p, (int) l, first_word(p, (int) l)) != hash)
+			invalid_counts("a token's hash is wrong");
 		if (str != NULL)
 		{
-			if (used + r.len > cap)
-			{
-				if (used + r.len > MaxAllocSize)
-					ereport(ERROR,
-							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-							 errmsg("gibbs_nb_class_counts: the tokens take more than %zu bytes",
-									(Size) MaxAllocSize)));
-				cap = Min(Max(cap * 2, used + r.len), MaxAllocSize);
-				buf = repalloc(buf, cap);
-			}
-			memcpy(buf + used, r.word, r.len);
-			/* an offset until the buffer stops moving */
-			str[i] = (const char *) (uintptr_t) used;
-			len[i] = r.len;
-			used += r.len;
+			str[i] = p;
+			len[i] = (int32) l;
 		}
+		last_hash = hash;
+		last_str = p;
+		last_len = (int32) l;
+		p += l;
+		/* a cell takes at least two bytes */
+		if (!get_varint(&p, end, (uint64) (end - p) / 2, &n))
+			invalid_counts("bad cell count");
+		for (uint64 k = 0; k < n; k++)
+		{
+			uint64		cls;
+			uint64		count;
+
+			if (pc->n_classes == 0 ||
+				!get_varint(&p, end, (uint64) pc->n_classes - 1, &cls) ||
+				!get_varint(&p, end, (uint64) PG_INT64_MAX, &count) || count == 0)
+				invalid_counts("bad cell");
+		}
+		cells += (int64) n;
 		if ((i & 0xFFFF) == 0xFFFF)
 			CHECK_FOR_INTERRUPTS();
 	}
-	reader_end(&r);
-	if (str != NULL)
-		for (int32 i = 0; i < pc->n_words; i++)
-			str[i] = buf + (uintptr_t) str[i];
+	if (p != end || cells != pc->n_cells)
+		invalid_counts("bad length");
 }
 
 /* No string twice among n, or invalid_counts(why). */
@@ -2087,11 +1936,11 @@ parse_head(bytea *value, GnbParsedCounts *pc)
  * place: sizes and cells in range, counts positive; in the sorted format
  * the words in strictly increasing order (so no word twice).  With
  * validate, everything a value from elsewhere must be checked for besides:
- * no class twice, and no word twice in the plain format.  Without, what a
- * value this code wrote needs checked before it is merged or read (a
- * repeated class or plain word would merely be merged).  With word_arrays,
- * the words' bytes and lengths are gathered into arrays (always for a plain
- * value: its cells come after; a sorted value's words are rebuilt).
+ * no class twice, no word twice in the plain format, and in the sorted one
+ * every word's hash its own.  Without, what a value this code wrote needs
+ * checked before it is merged or read (a repeated class or plain word would
+ * merely be merged).  With word_arrays, the words' bytes and lengths are
+ * gathered into arrays (always for a plain value: its cells come after).
  */
 static void
 parse_value(bytea *value, GnbParsedCounts *pc, bool validate, bool word_arrays)
@@ -2103,7 +1952,8 @@ parse_value(bytea *value, GnbParsedCounts *pc, bool validate, bool word_arrays)
 		pc->word_len = palloc_extended(sizeof(int32) * ((Size) pc->n_words + 1), MCXT_ALLOC_HUGE);
 	}
 	if (pc->sorted)
-		read_records(pc, VARDATA_ANY(value) + pc->size, pc->word_str, pc->word_len);
+		read_records(pc->cells, VARDATA_ANY(value) + pc->size, pc, validate,
+					 pc->word_str, pc->word_len);
 	else
 	{
 		const char *p = pc->words;

@@ -218,20 +218,22 @@ CREATE FUNCTION pg_temp.b64(v bytea) RETURNS text
 LANGUAGE sql AS $$ SELECT translate(encode(v, 'base64'), E'\n', '') $$;
 -- A state in the sorted form made by hand: magic, format 2, 1 class, the
 -- given number of tokens and cells; the class (int32 length, bytes); then
--- each token's record: the bytes it shares with the token before (none
--- here), its other bytes' length and the bytes, its number of cells (1),
--- and the cell (class 0, count 1), the numbers as one-byte varints.
+-- each token's record: its hash (4 bytes, as tokens.h's token_hash gives
+-- it, computed outside and written here little-endian), its length (one
+-- byte: a varint), its bytes, its number of cells (1), and the cell (class
+-- 0, count 1, varints).
 CREATE FUNCTION pg_temp.sorted(class bytea, n int, records bytea) RETURNS bytea
 LANGUAGE sql AS $$
   SELECT '\x434e42470200000001000000'::bytea
          || set_byte('\x00000000'::bytea, 0, n)
          || set_byte('\x0000000000000000'::bytea, 0, n)
          || set_byte('\x00000000'::bytea, 0, length(class)) || class || records $$;
-CREATE FUNCTION pg_temp.record(token bytea) RETURNS bytea
+CREATE FUNCTION pg_temp.record(token bytea, hash bytea) RETURNS bytea
 LANGUAGE sql AS $$
-  SELECT '\x00'::bytea || set_byte('\x00'::bytea, 0, length(token)) || token || '\x010001'::bytea $$;
+  SELECT hash || set_byte('\x00'::bytea, 0, length(token)) || token || '\x010001'::bytea $$;
 -- the input functions check everything: not base64, a bad layout, a string
--- twice, tokens out of order, the plain form, bytes that are not text
+-- twice, a token out of order or under a hash not its own, the plain form,
+-- bytes that are not text
 SELECT try($$SELECT 'not base64!'::gibbs_nb.class_counts_state$$);
 SELECT try($$SELECT 'AA=='::gibbs_nb.class_counts_state$$);
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
@@ -240,25 +242,24 @@ SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
                   pg_temp.b64(overlay(decode((SELECT pg_temp.raw_counts('x', '{a,b}'::text[]))::text, 'base64')
                                  placing '\x05' from 5 for 1))));
+-- b (hash 0xcad13618) before c (0xc0988834): out of order; b twice
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('c') || pg_temp.record('b')))));
+                  pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('b', '\x1836d1ca')
+                                                     || pg_temp.record('c', '\x348898c0')))));
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('b') || pg_temp.record('b')))));
--- a token that says it shares more bytes than the token before has
+                  pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('b', '\x1836d1ca')
+                                                     || pg_temp.record('b', '\x1836d1ca')))));
+SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('c', '\x348898c0')
+                                                                  || pg_temp.record('b', '\x1836d1ca'))));
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('b')
-                                                     || overlay(pg_temp.record('c') placing '\x02' from 1 for 1)))));
-SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('b') || pg_temp.record('c'))));
--- ab, then abc written as sharing 2 bytes with it
-SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('ab')
-                                                                  || '\x020163010001'::bytea)));
+                  pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x636166c3a9', '\x00000000')))));
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
                   pg_temp.b64(pg_temp.one_cell('a', '\x636166c3a9'))));
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\xff')))));
+                  pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\xff', '\x736f5a48')))));
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x780079')))));
-SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x636166c3a9')))::gibbs_nb.class_counts_state::text);
+                  pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x780079', '\x45775800')))));
+SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x636166c3a9', '\x46451b5a')))::gibbs_nb.class_counts_state::text);
 
 DROP VIEW reference;
 DROP AGGREGATE pg_temp.raw_counts(text, text[]), pg_temp.counts_from(text, text[]),
