@@ -66,11 +66,13 @@ typedef struct CorpusBuilder
 {
 	MemoryContext cxt;			/* the corpus */
 	MemoryContext scratch;		/* what reading needs only while it reads */
+	/* the tokens' text, in scratch: gone once corpus->tokens holds it */
+	MemoryContext text_cxt;
 	/* the vocabulary: word table and tokens' text in scratch (corpus->tokens at the end) */
 	WordSlot   *slots;
 	uint32		slots_mask;		/* capacity - 1 */
 	int32		n_words;
-	char	   *text_next;		/* free space of the current text block (scratch) */
+	char	   *text_next;		/* free space of the current text block (text_cxt) */
 	Size		text_left;
 	double		text_bytes;		/* of all tokens */
 	vocab_hash *labels;
@@ -106,8 +108,11 @@ typedef struct CorpusBuilder
 	/*
 	 * their counts, once read: n_count_words x n_label_values, by first-seen
 	 * word id (the counts' words are the vocabulary's first) and label id,
-	 * in scratch memory; labeled_tokens their sum
+	 * in scratch memory; labeled_tokens their sum.  32-bit while every one
+	 * fits (labeled_counts32): they are held while the documents are read,
+	 * reading's peak; widened to doubles in place if one does not.
 	 */
+	uint32	   *labeled_counts32;
 	double	   *labeled_counts;
 	int32		n_count_words;
 	int32		n_count_values;
@@ -254,7 +259,7 @@ copy_token(CorpusBuilder *b, const char *str, int len)
 
 		gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
 							 (double) size, "reading the source");
-		b->text_next = MemoryContextAlloc(b->scratch, size);
+		b->text_next = MemoryContextAlloc(b->text_cxt, size);
 		b->text_left = size;
 	}
 	copy = b->text_next;
@@ -343,6 +348,29 @@ widen_counts(CorpusBuilder *b, int64 n)
 	}
 	b->count16 = NULL;
 	b->count_wide = true;
+}
+
+/*
+ * The labelled counts as doubles, made from the 32-bit ones in their own
+ * block as widen_counts does: grown, then widened from the last back.
+ */
+static void
+widen_labeled_counts(CorpusBuilder *b)
+{
+	int64		n = (int64) b->n_count_words * b->n_count_values;
+	uint32	   *c32;
+
+	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) sizeof(uint32) * (n + 1), "the labelled documents' counts");
+	c32 = repalloc_huge(b->labeled_counts32, sizeof(double) * ((Size) n + 1));
+	b->labeled_counts = (double *) c32;
+	for (int64 i = n - 1; i >= 0; i--)
+	{
+		double		v = c32[i];
+
+		b->labeled_counts[i] = v;
+	}
+	b->labeled_counts32 = NULL;
 }
 
 /* `times` occurrences of a token in the current document (a gnb_token_fn). */
@@ -819,6 +847,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	reading_job = params;
 	b.cxt = cxt;
 	b.scratch = AllocSetContextCreate(cxt, "gibbs_nb read", ALLOCSET_DEFAULT_SIZES);
+	b.text_cxt = AllocSetContextCreate(b.scratch, "gibbs_nb tokens", ALLOCSET_DEFAULT_SIZES);
 	b.slots_mask = 4096 - 1;
 	b.slots = alloc_word_table(&b, 4096);
 	b.labels = vocab_create(b.scratch, 16, NULL);
@@ -899,18 +928,26 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 			}
 			/* the counts by word and label, the value and its parse gone */
 			gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
-								 (double) sizeof(double) * ((double) counts.n_words * n_values + 1),
+								 (double) sizeof(uint32) * ((double) counts.n_words * n_values + 1),
 								 "the labelled documents' counts");
-			b.labeled_counts = MemoryContextAllocExtended(b.scratch,
-														  sizeof(double) * ((Size) counts.n_words * n_values + 1),
-														  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+			b.labeled_counts32 = MemoryContextAllocExtended(b.scratch,
+															sizeof(uint32) * ((Size) counts.n_words * n_values + 1),
+															MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 			Assert(b.n_words == counts.n_words);
 			b.n_count_words = counts.n_words;
 			b.n_count_values = n_values;
 			gnb_counts_iter_init(&cells, &counts);
 			while (gnb_counts_next(&cells, &cls, &word, &n))
 			{
-				b.labeled_counts[(int64) word * n_values + count_class[cls]] += n;
+				int64		at = (int64) word * n_values + count_class[cls];
+
+				if (b.labeled_counts32 != NULL &&
+					(uint64) n > (uint64) PG_UINT32_MAX - b.labeled_counts32[at])
+					widen_labeled_counts(&b);
+				if (b.labeled_counts32 != NULL)
+					b.labeled_counts32[at] += (uint32) n;
+				else
+					b.labeled_counts[at] += n;
 				b.labeled_tokens += n;
 			}
 			MemoryContextDelete(parse_cxt);
@@ -1009,18 +1046,28 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 		new_id[keys[i].id] = i;
 
 	/*
-	 * The vocabulary as the text[] a version stores, in the corpus: its
-	 * text, copied into scratch memory as it was read, goes with the keys.
+	 * The vocabulary as the text[] a version stores, in the corpus.  The
+	 * keys are only their strings now, in order, in the keys' own memory (the
+	 * i-th string written where key i or an earlier one was), which shrinks
+	 * to them; the tokens' text, copied as it was read, goes with them, and
+	 * both before the pairs are widened.
 	 */
 	{
 		MemoryContext old = MemoryContextSwitchTo(cxt);
+		char	  **strs = (char **) keys;
 
+		StaticAssertStmt(sizeof(char *) <= sizeof(WordSortKey), "a string must fit in a key");
+		for (int32 i = 0; i < n_keys; i++)
+			strs[i] = (char *) keys[i].str;
+		strs = repalloc_huge(strs, sizeof(char *) * ((Size) n_keys + 1));
 		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
 							 (double) b.text_bytes + 8.0 * b.n_words + 1024.0, "reading the source");
-		corpus->tokens = gnb_text_array_strided(&keys[0].str, sizeof(WordSortKey), n_keys);
+		corpus->tokens = gnb_text_array(strs, n_keys);
 		MemoryContextSwitchTo(old);
+		pfree(strs);
+		MemoryContextDelete(b.text_cxt);
+		b.text_cxt = NULL;
 	}
-	pfree(keys);
 	b.word = repalloc_huge(b.word, sizeof(int32) * ((Size) b.n_pairs + 1));
 	if (b.count_wide)
 		b.count = repalloc_huge(b.count, sizeof(int32) * ((Size) b.n_pairs + 1));
@@ -1057,6 +1104,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	for (int32 w = 0; w < b.n_count_words; w++)
 		for (int32 v = 0; v < b.n_count_values; v++)
 			corpus->labeled_word_counts[(int64) new_id[w] * K + class_of_value[v]] +=
+				b.labeled_counts32 ? (double) b.labeled_counts32[(int64) w * b.n_count_values + v] :
 				b.labeled_counts[(int64) w * b.n_count_values + v];
 	corpus->n_tokens += b.labeled_tokens;
 

@@ -261,7 +261,7 @@ extern void gnb_write_label_rows(const char *qualified, Oid id_type, char **clas
 								 const GnbDocLabels *labels, int32 version);
 extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
-						 const gnb_result *result, double seconds_so_far);
+						 gnb_result *result, double seconds_so_far);
 
 /* store.c: the extension's tables, model names, job liveness */
 typedef struct GnbPrivilegeState
@@ -322,7 +322,7 @@ extern void gnb_notice_warnings(const char *owner, const char *model_name, int32
 extern void gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
 									 int64 *version_id, int32 *keep_versions);
 extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus,
-							  const gnb_result *result, const GnbDocLabels *labels,
+							  gnb_result *result, const GnbDocLabels *labels,
 							  int32 version, int64 version_id, Oid labels_relid,
 							  int32 keep_versions, double seconds);
 extern bool gnb_store_pinned(const char *owner, const char *model_name);

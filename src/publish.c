@@ -214,10 +214,12 @@ all_finite(const double *v, int64 n)
  * Publish a finished job as a new version of its model; returns the version.
  * Must run inside a transaction with a snapshot; the caller commits.
  * seconds_so_far is the job's time up to here; the publish time is added.
+ * result->theta is released once the packed row's log theta-hat is made
+ * from it (NULL after).
  */
 int32
 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
-			const gnb_result *result, double seconds_so_far)
+			gnb_result *result, double seconds_so_far)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	Oid			owner_role = get_role_oid(params->model_owner, true);

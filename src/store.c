@@ -1034,11 +1034,12 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
  * The packed row prediction loads: vocabulary and log theta-hat as arrays.
  * Each large array is made in place (gnb_fixed_array, gnb_text_array); the
  * words' counts were made when the sampler let the documents go
- * (gnb_corpus_word_counts).
+ * (gnb_corpus_word_counts).  theta-hat itself goes once its logs are made:
+ * the row is formed (a copy of every value) and toasted with it gone.
  */
 static void
 write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
-			 const gnb_result *result, const GnbDocLabels *labels, int32 version,
+			 gnb_result *result, const GnbDocLabels *labels, int32 version,
 			 int64 version_id)
 {
 	int32		V = corpus->n_words;
@@ -1065,6 +1066,8 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	for (int32 w = 0; w < V; w++)
 		for (int32 k = 0; k < K; k++)
 			lt[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
+	pfree(result->theta);
+	result->theta = NULL;
 	for (int32 k = 0; k < K; k++)
 		log_pi[k] = log(result->pi[k]);
 	values[0] = CStringGetTextDatum(params->model_name);
@@ -1248,10 +1251,11 @@ write_tokenizer(const GnbJobParams *params, int64 version_id)
  * Write a version's rows: pi, packed and the model row (the trace was
  * written as the job sampled, gnb_store_trace_rows), as the extension's
  * owner, in the caller's transaction.  theta-hat is written once, in the
- * packed row: gibbs_nb.theta is a view of it.  SPI connected.
+ * packed row: gibbs_nb.theta is a view of it; result->theta is released
+ * as soon as that row's log theta-hat is made (NULL after).  SPI connected.
  */
 void
-gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *result,
+gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, gnb_result *result,
 				  const GnbDocLabels *labels, int32 version, int64 version_id, Oid labels_relid,
 				  int32 keep_versions, double seconds)
 {

@@ -321,6 +321,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	core.word = corpus.word;
 	core.count = corpus.count;
 	core.label = corpus.label;
+	/* lent: the paper sampler packs its pairs there rather than in a copy */
+	core.lent_word = corpus.word;
 	core.init_label = init_label;
 	if (corpus.n_labeled > 0)
 	{

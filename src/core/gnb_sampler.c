@@ -173,12 +173,15 @@ log_rising(log_product *p, double n_plus_g, int32_t c)
 	return lgamma_diff(n_plus_g, c);
 }
 
-/* An active word and its total count, to sort them (sort_active). */
+/*
+ * An active word's total count and its first pair in the unlabelled
+ * documents (an index in corpus->word, which names the word), to sort them
+ * (sort_active).  16 bytes: the sort's own copy is as large again.
+ */
 typedef struct active_key
 {
 	double		total;
-	int64_t		first;			/* its first pair in the unlabelled documents */
-	int32_t		word;
+	int64_t		first;
 } active_key;
 
 /* What every chain of a run shares: derived once from the corpus. */
@@ -205,26 +208,35 @@ typedef struct run_shared
 	 * Only active words' counts ever change, so theta-hat is summed lazily
 	 * for them alone: an inactive word's counts are its clamped ones
 	 * throughout, and its theta-hat follows from them and the sums of
-	 * inv_k (see chain_state).
+	 * inv_k (see chain_state).  paper, K = 2: instead every word's row in
+	 * the chain's N while it samples (chain_state.N), and only until N is
+	 * laid out so (NULL after).
 	 */
 	int32_t    *active_pos;
 	/*
-	 * paper, K = 2: the pairs of the unlabelled documents, document after
-	 * document in the order of unlabeled, the i-th unlabelled document's
-	 * from dense_start[i]: first its dense_ones[i] words of count 1, as the
-	 * index in active of the word (the label step reads the log-odds of the
-	 * active words only, from a dense array, see theta_step2), then the
-	 * others, the index in the low dense_wbits bits and the count in the
-	 * others; a count of dense_cmax or more has dense_cmax there and itself
-	 * in the next element (and dense_escape[i] is set).  The label step
-	 * streams them every sweep: 4 bytes a pair, not 8, and most pairs
-	 * (count 1) need no multiplication.
+	 * paper, K = 2: the pairs of the unlabelled documents, the i-th
+	 * unlabelled document's from dense_start[i] to dense_end[i]: first its
+	 * dense_ones[i] words of count 1, as the index in active of the word
+	 * (the label step reads the log-odds of the active words only, from a
+	 * dense array, see theta_step2), then the others in their order, the
+	 * index in the low dense_wbits bits and the count in the others; a
+	 * count of dense_cmax or more has dense_cmax there and itself in the
+	 * next element (and dense_escape[i] is set).  The label step streams
+	 * them every sweep: 4 bytes a pair, not 8, and most pairs (count 1) need
+	 * no multiplication.  They are either packed, document after document,
+	 * into an array of their own (dense_end is then dense_start + 1), or,
+	 * with the word array lent and no count escaped (dense_in_place), each
+	 * document's into its own place in corpus->lent_word, which holds them
+	 * until the chain writes the words back (restore_words).
 	 */
 	uint32_t   *dense;
 	int64_t    *dense_start;	/* n_unlabeled + 1 */
+	int64_t    *dense_end;		/* n_unlabeled */
 	int32_t    *dense_ones;		/* n_unlabeled */
 	char	   *dense_escape;	/* n_unlabeled */
 	int64_t		n_dense;
+	int			dense_in_place;
+	int64_t		max_doc_pairs;	/* of an unlabelled document */
 	int			dense_wbits;
 	uint32_t	dense_wmask;
 	uint32_t	dense_cmax;
@@ -263,7 +275,14 @@ typedef struct chain_state
 	double		g_pi;
 	int32_t    *z;				/* D labels */
 	double	   *C;				/* K weighted document counts */
-	double	   *N;				/* V x K weighted word counts */
+	/*
+	 * V x K weighted word counts, word-major: N[w * K + k], except while a
+	 * chain of the paper sampler with K = 2 samples, when word w's row is
+	 * row active_pos[w] instead: the active words first, in active's order,
+	 * so that the theta step reads their counts in order and the packed
+	 * pairs' index is their row (permute_rows, at the chain's start and end).
+	 */
+	double	   *N;
 	int			N_lent;			/* N is corpus->lent_extra_word_counts */
 	double	   *Nk;				/* K: sum over w of N */
 	double	   *S;				/* K: sum over w of lgamma(N + g) - lgamma(g) */
@@ -283,18 +302,14 @@ typedef struct chain_state
 	/*
 	 * V x K, paper sampler only: log theta, word-major; with K = 2 instead
 	 * log_theta[i] = log y_1w - log y_0w for the unnormalised draws y of the
-	 * i-th active word w, and lz_diff = log z_1 - log z_0 for their
-	 * normalisers (theta_step2).
+	 * i-th active word w (n_active), and lz_diff = log z_1 - log z_0 for
+	 * their normalisers (theta_step2).  log_theta_1: the class 1 draws'
+	 * logs while gamma_theta < 1 (n_active, allocated when first needed).
 	 */
 	double	   *log_theta;
+	double	   *log_theta_1;
 	double		lz_diff;
-	/*
-	 * paper, K = 2: N of the active words, in active's order (2 x n_active,
-	 * class-minor), changed with N by the same operations so that it holds
-	 * the same bits: the theta step reads it in order instead of gathering
-	 * from N.  And Marsaglia and Tsang's c for integer shapes.
-	 */
-	double	   *Nd;
+	/* paper, K = 2: Marsaglia and Tsang's c for integer shapes */
 	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
 	double	   *pred;			/* K scratch */
@@ -391,16 +406,17 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/*
 	 * paper, K = 2: the unlabelled documents' pairs (active word index and
-	 * count), the active words' counts and the table of Marsaglia and
-	 * Tsang's c; while the shared state is set up, the words' totals and
-	 * sort keys
+	 * count; a copy unless they are packed in the lent words, at most two
+	 * elements a pair), their offsets, the table of Marsaglia and Tsang's c,
+	 * the bits that say which rows of N or theta-hat are moved; while the
+	 * shared state is set up, the active words' sort keys
 	 */
 	if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
 	{
 		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * 2 * sizeof(uint32_t) + sizeof(uint32_t);
-		bytes += (D + 1) * (sizeof(int64_t) + sizeof(int32_t) + 1);
-		bytes += (2 * V + 1 + GNB_MT_TABLE_MAX + 1) * sizeof(double);
-		bytes += V * (sizeof(double) + sizeof(int64_t) + sizeof(active_key));
+		bytes += (D + 1) * (2 * sizeof(int64_t) + sizeof(int32_t) + 1);
+		bytes += (GNB_MT_TABLE_MAX + 1) * sizeof(double);
+		bytes += V * sizeof(active_key) + V * K / 8 + 1;
 	}
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
@@ -629,6 +645,24 @@ flush_theta(chain_state *st, int64_t nidx, int64_t tidx, int32_t k)
 	st->theta_mark[tidx] = st->inv_sum[k];
 }
 
+/* What moving document j from class a to b does beyond its words' counts. */
+static inline void
+move_doc_totals(chain_state *st, int32_t j, int32_t a, int32_t b, double delta_a,
+				double delta_b)
+{
+	const double lambda = st->lambda;
+	const double len = st->sh->doc_length[j];
+
+	st->S[a] += delta_a;
+	st->S[b] += delta_b;
+	st->Nk[a] -= lambda * len;
+	st->Nk[b] += lambda * len;
+	st->C[a] -= lambda;
+	st->C[b] += lambda;
+	refresh_prior(st, a);
+	refresh_prior(st, b);
+}
+
 /*
  * Move unlabelled document j from class a to class b, keeping N, Nk, C, the
  * prior terms and the word terms S up to date.  With lambda = 1 the change of S is a log of
@@ -690,14 +724,117 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 			row[b] += add;
 		}
 	}
-	st->S[a] += delta_a;
-	st->S[b] += delta_b;
-	st->Nk[a] -= lambda * sh->doc_length[j];
-	st->Nk[b] += lambda * sh->doc_length[j];
-	st->C[a] -= lambda;
-	st->C[b] += lambda;
-	refresh_prior(st, a);
-	refresh_prior(st, b);
+	move_doc_totals(st, j, a, b, delta_a, delta_b);
+}
+
+/*
+ * The p-th element of a document's packed pairs (run_shared.dense), n_ones
+ * of count 1 first: the word's index in active, its count in *cnt; an
+ * escaped count moves p past its second element.
+ */
+static inline uint32_t
+packed_pair(const run_shared *sh, const uint32_t *pr, int64_t n_ones, int64_t *p, int32_t *cnt)
+{
+	uint32_t	x = pr[*p];
+
+	if (*p < n_ones)
+	{
+		*cnt = 1;
+		return x;
+	}
+	*cnt = (int32_t) (x >> sh->dense_wbits);
+	if ((uint32_t) *cnt == sh->dense_cmax)
+		*cnt = (int32_t) pr[++*p];
+	return x & sh->dense_wmask;
+}
+
+/*
+ * move_doc for the paper sampler with K = 2, the i-th unlabelled document,
+ * from its packed pairs: a word's index in active is its row of N and of
+ * theta_sum (see chain_state.N).  Each entry of N changes by the same
+ * operations as in move_doc; S's running products take the words in the
+ * pairs' order (count 1 first).
+ */
+static void
+move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
+{
+	const run_shared *sh = st->sh;
+	const uint32_t *pr = sh->dense + sh->dense_start[i];
+	const int64_t n = sh->dense_end[i] - sh->dense_start[i];
+	const int64_t n_ones = sh->dense_ones[i];
+	const int32_t j = sh->unlabeled[i];
+	const double lambda = st->lambda;
+	const double g = st->g_theta;
+	double		delta_a = 0.0;
+	double		delta_b = 0.0;
+
+	st->z[j] = b;
+	if (lambda == 0.0)
+		return;
+	if (lambda == 1.0)
+	{
+		log_product pa,
+					pb;
+
+		log_product_init(&pa);
+		log_product_init(&pb);
+		for (int64_t p = 0; p < n; p++)
+		{
+			int32_t		cnt;
+			int64_t		base = 2 * (int64_t) packed_pair(sh, pr, n_ones, &p, &cnt);
+			double	   *row = st->N + base;
+
+			flush_theta(st, base + a, base + a, a);
+			flush_theta(st, base + b, base + b, b);
+			row[a] -= cnt;
+			delta_a -= log_rising(&pa, row[a] + g, cnt);
+			delta_b += log_rising(&pb, row[b] + g, cnt);
+			row[b] += cnt;
+		}
+		delta_a -= log_product_value(&pa);
+		delta_b += log_product_value(&pb);
+	}
+	else
+	{
+		for (int64_t p = 0; p < n; p++)
+		{
+			int32_t		cnt;
+			int64_t		base = 2 * (int64_t) packed_pair(sh, pr, n_ones, &p, &cnt);
+			double	   *row = st->N + base;
+			double		add = lambda * cnt;
+
+			flush_theta(st, base + a, base + a, a);
+			flush_theta(st, base + b, base + b, b);
+			delta_a += lgamma(row[a] - add + g) - lgamma(row[a] + g);
+			delta_b += lgamma(row[b] + add + g) - lgamma(row[b] + g);
+			row[a] -= add;
+			row[b] += add;
+		}
+	}
+	move_doc_totals(st, j, a, b, delta_a, delta_b);
+}
+
+/*
+ * add_doc_counts for the paper sampler with K = 2: the i-th unlabelled
+ * document, from its packed pairs, into N's rows by index in active.
+ */
+static void
+add_doc_packed(chain_state *st, int32_t i, int32_t k, double weight)
+{
+	const run_shared *sh = st->sh;
+	const uint32_t *pr = sh->dense + sh->dense_start[i];
+	const int64_t n = sh->dense_end[i] - sh->dense_start[i];
+	const int64_t n_ones = sh->dense_ones[i];
+
+	for (int64_t p = 0; p < n; p++)
+	{
+		int32_t		cnt;
+		int64_t		row = packed_pair(sh, pr, n_ones, &p, &cnt);
+
+		st->N[2 * row + k] += weight * cnt;
+	}
+	st->Nk[k] += weight * sh->doc_length[sh->unlabeled[i]];
+	st->C[k] += weight;
 }
 
 /*
@@ -712,22 +849,31 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
  * of the normalisers per token.  So one log per word rather than per (word,
  * class), and the label step reads one contiguous array: log_theta[i] for
  * the i-th active word (the only words it reads; sh->dense).  The counts
- * come from Nd, in the same order.
+ * are N's first n_active rows, in the same order (chain_state.N).
  *
  * With gamma_theta >= 1 (no underflow) both classes' draws of a word are
  * made together, word by word, then the inactive words' class 0 and class 1
- * lumps; the ratios y_1w / y_0w, logged in one vectorised pass
- * (gnb_log_array_to), are the log-odds.  A word whose two shapes are
- * integers adding up to at most GNB_PAIR_EXP_MAX takes them as sums of
+ * lumps; the ratios y_1w / y_0w, logged in a vectorised pass
+ * (gnb_log_array_to), are the log-odds.  The words go in blocks of
+ * GNB_THETA_BLOCK: a block's class 0 draws wait on the stack for that pass,
+ * not in an array of n_active (a ratio that is not a normal number sends
+ * only its own block to libm's log, gnb_log_array_to's fallback).  A word
+ * whose two shapes are integers adding up to at most GNB_PAIR_EXP_MAX takes them as sums of
  * exponentials (gnb_rng_gamma_pair_exp); every other word both by Marsaglia
  * and Tsang, with c from a table for integer shapes.  The words come in
  * order of their total count (sort_active), so the method and the number of
  * exponentials change rarely from one word to the next.  (Up to 5: with 4,
  * 6, 7 or 8 a sweep took the same time within the noise.)  Below 1 the draws
- * are logs (gnb_rng_log_gamma), made class by class into
- * log_theta[k * V + i] until their differences replace them.
+ * are logs (gnb_rng_log_gamma), made class by class into log_theta and
+ * log_theta_1 until their differences replace them.
  */
 #define GNB_PAIR_EXP_MAX 5
+
+/* Words per block of the theta step (even: the sums' lanes go on across blocks). */
+#define GNB_THETA_BLOCK 256
+#if GNB_THETA_BLOCK % 2 != 0
+#error "GNB_THETA_BLOCK must be even"
+#endif
 
 static inline double
 mt_c_of(const double *table, double shape)
@@ -743,86 +889,103 @@ theta_step2(chain_state *st)
 	const run_shared *sh = st->sh;
 	const double g = st->g_theta;
 	const int32_t n_active = sh->n_active;
-	const double *Nd = st->Nd;
+	const double *counts = st->N;
 	double	   *lt = st->log_theta;
 	double		lz[2];
 
 	if (g >= 1.0)
 	{
 		/*
-		 * Shapes at least 1: no underflow, normalised as they are.  The
-		 * draws y_1w go to lt[i], the y_0w to lt[n_active + i] (lt has room
-		 * for 2 V), and are summed afterwards: in this loop, with calls for
-		 * rejections in it, running sums would live in memory.
+		 * Shapes at least 1: no underflow, normalised as they are.  In each
+		 * block the draws y_1w go to lt, the y_0w to y0s, and are summed
+		 * afterwards (in this loop, with calls for rejections in it, running
+		 * sums would live in memory); the sums in two halves each, even and
+		 * odd words, over all blocks; the ratios in y0s's place, then their
+		 * logs in lt.
 		 */
 		const double *ct = st->mt_c;
-		double	   *y0s = lt + n_active;
+		double		y0s[GNB_THETA_BLOCK];
 		double		s0[2] = {0.0, 0.0},
 					s1[2] = {0.0, 0.0};
+		double		t0 = 0.0,
+					t1 = 0.0;
+		int			tail = 0;
 		double		sum0,
 					sum1;
 		gnb_rng		rng = st->rng;
-		int32_t		i;
-
-		for (i = 0; i < n_active; i++)
-		{
-			const double a0 = Nd[2 * (int64_t) i] + g;
-			const double a1 = Nd[2 * (int64_t) i + 1] + g;
-
-			if (a0 + a1 <= GNB_PAIR_EXP_MAX &&
-				a0 == (double) (int) a0 && a1 == (double) (int) a1)
-				gnb_rng_gamma_pair_exp(&rng, (int) a0, (int) a1, &y0s[i], &lt[i]);
-			else
-			{
-				y0s[i] = gnb_rng_gamma_mt_c(&rng, a0, mt_c_of(ct, a0));
-				lt[i] = gnb_rng_gamma_mt_c(&rng, a1, mt_c_of(ct, a1));
-			}
-		}
-		st->rng = rng;
-		/*
-		 * the sums in two halves each, even and odd words; the ratios, in
-		 * y0s's place, then their logs in lt
-		 */
 #if defined(__GNUC__) || defined(__clang__)
-		{
-			/* the same operations, lane by lane, in SSE2 registers */
-			typedef double v2d __attribute__((vector_size(16)));
-			v2d			v0 = {0.0, 0.0},
-						v1 = {0.0, 0.0};
+		/* the same operations, lane by lane, in SSE2 registers */
+		typedef double v2d __attribute__((vector_size(16)));
+		v2d			v0 = {0.0, 0.0},
+					v1 = {0.0, 0.0};
+#endif
 
-			for (i = 0; i + 2 <= n_active; i += 2)
+		for (int32_t from = 0; from < n_active; from += GNB_THETA_BLOCK)
+		{
+			const int32_t m = n_active - from < GNB_THETA_BLOCK ? n_active - from : GNB_THETA_BLOCK;
+			const double *nd = counts + 2 * (int64_t) from;
+			double	   *l = lt + from;
+			int32_t		i;
+
+			for (i = 0; i < m; i++)
+			{
+				const double a0 = nd[2 * i] + g;
+				const double a1 = nd[2 * i + 1] + g;
+
+				if (a0 + a1 <= GNB_PAIR_EXP_MAX &&
+					a0 == (double) (int) a0 && a1 == (double) (int) a1)
+					gnb_rng_gamma_pair_exp(&rng, (int) a0, (int) a1, &y0s[i], &l[i]);
+				else
+				{
+					y0s[i] = gnb_rng_gamma_mt_c(&rng, a0, mt_c_of(ct, a0));
+					l[i] = gnb_rng_gamma_mt_c(&rng, a1, mt_c_of(ct, a1));
+				}
+			}
+#if defined(__GNUC__) || defined(__clang__)
+			for (i = 0; i + 2 <= m; i += 2)
 			{
 				v2d			a,
 							b;
 
 				memcpy(&a, y0s + i, sizeof(a));
-				memcpy(&b, lt + i, sizeof(b));
+				memcpy(&b, l + i, sizeof(b));
 				v0 += a;
 				v1 += b;
 				b /= a;
 				memcpy(y0s + i, &b, sizeof(b));
 			}
-			s0[0] = v0[0];
-			s0[1] = v0[1];
-			s1[0] = v1[0];
-			s1[1] = v1[1];
-		}
 #else
-		for (i = 0; i + 2 <= n_active; i += 2)
-		{
-			s0[0] += y0s[i];
-			s0[1] += y0s[i + 1];
-			s1[0] += lt[i];
-			s1[1] += lt[i + 1];
-			y0s[i] = lt[i] / y0s[i];
-			y0s[i + 1] = lt[i + 1] / y0s[i + 1];
-		}
+			for (i = 0; i + 2 <= m; i += 2)
+			{
+				s0[0] += y0s[i];
+				s0[1] += y0s[i + 1];
+				s1[0] += l[i];
+				s1[1] += l[i + 1];
+				y0s[i] = l[i] / y0s[i];
+				y0s[i + 1] = l[i + 1] / y0s[i + 1];
+			}
 #endif
-		if (i < n_active)
+			if (i < m)
+			{
+				/* an odd last word (blocks are even): summed after the halves */
+				t0 = y0s[i];
+				t1 = l[i];
+				tail = 1;
+				y0s[i] = l[i] / y0s[i];
+			}
+			gnb_log_array_to(y0s, l, m);
+		}
+		st->rng = rng;
+#if defined(__GNUC__) || defined(__clang__)
+		s0[0] = v0[0];
+		s0[1] = v0[1];
+		s1[0] = v1[0];
+		s1[1] = v1[1];
+#endif
+		if (tail)
 		{
-			s0[0] += y0s[i];
-			s1[0] += lt[i];
-			y0s[i] = lt[i] / y0s[i];
+			s0[0] += t0;
+			s1[0] += t1;
 		}
 		sum0 = s0[0] + s0[1];
 		sum1 = s1[0] + s1[1];
@@ -838,13 +1001,14 @@ theta_step2(chain_state *st)
 					sum1 += gnb_rng_gamma(&st->rng, inactive_shape);
 			}
 		}
-		gnb_log_array_to(y0s, lt, n_active);
 		st->lz_diff = log(sum1) - log(sum0);
 		return;
 	}
+	if (st->log_theta_1 == NULL)
+		st->log_theta_1 = xalloc(sh->hooks, (size_t) n_active + 1, sizeof(double));
 	for (int32_t k = 0; k < 2; k++)
 	{
-		double	   *y = lt + (int64_t) k * n_active;
+		double	   *y = k == 0 ? lt : st->log_theta_1;
 		double		inactive_shape = sh->inactive_count[k] + sh->n_inactive * g;
 		double		sum = 0.0;
 		double		lmax = -INFINITY;
@@ -852,7 +1016,7 @@ theta_step2(chain_state *st)
 
 		for (int32_t i = 0; i < n_active; i++)
 		{
-			y[i] = gnb_rng_log_gamma(&st->rng, Nd[2 * (int64_t) i + k] + g);
+			y[i] = gnb_rng_log_gamma(&st->rng, counts[2 * (int64_t) i + k] + g);
 			if (y[i] > lmax)
 				lmax = y[i];
 		}
@@ -868,60 +1032,8 @@ theta_step2(chain_state *st)
 		lz[k] = lmax + log(sum);
 	}
 	for (int32_t i = 0; i < n_active; i++)
-		lt[i] = lt[n_active + i] - lt[i];
+		lt[i] = st->log_theta_1[i] - lt[i];
 	st->lz_diff = lz[1] - lz[0];
-}
-
-/* Nd from N (paper, K = 2): after N changed other than by moves. */
-static void
-sync_dense_counts(chain_state *st)
-{
-	const run_shared *sh = st->sh;
-
-	for (int32_t i = 0; i < sh->n_active; i++)
-	{
-		st->Nd[2 * (int64_t) i] = st->N[2 * (int64_t) sh->active[i]];
-		st->Nd[2 * (int64_t) i + 1] = st->N[2 * (int64_t) sh->active[i] + 1];
-	}
-}
-
-/*
- * Nd after move_doc moved the i-th unlabelled document from class a to
- * class b: the operations move_doc does on N, on the same values.
- */
-static void
-move_dense(chain_state *st, int32_t i, int32_t a, int32_t b)
-{
-	const run_shared *sh = st->sh;
-	const uint32_t *pr = sh->dense + sh->dense_start[i];
-	const int64_t n = sh->dense_start[i + 1] - sh->dense_start[i];
-	const int64_t n_ones = sh->dense_ones[i];
-	const double lambda = st->lambda;
-	double	   *Nd = st->Nd;
-
-	if (lambda == 0.0)
-		return;
-	for (int64_t p = 0; p < n; p++)
-	{
-		uint32_t	word = p < n_ones ? pr[p] : pr[p] & sh->dense_wmask;
-		int32_t		cnt = p < n_ones ? 1 : (int32_t) (pr[p] >> sh->dense_wbits);
-		double	   *row = Nd + 2 * (int64_t) word;
-
-		if (p >= n_ones && (uint32_t) cnt == sh->dense_cmax)
-			cnt = (int32_t) pr[++p];
-		if (lambda == 1.0)
-		{
-			row[a] -= cnt;
-			row[b] += cnt;
-		}
-		else
-		{
-			double		add = lambda * cnt;
-
-			row[a] -= add;
-			row[b] += add;
-		}
-	}
 }
 
 static void
@@ -1067,7 +1179,7 @@ label_step_paper2(chain_state *st)
 		int32_t		a = st->z[j];
 		int32_t		b;
 		const uint32_t *pr = sh->dense + sh->dense_start[i];
-		const int64_t n = sh->dense_start[i + 1] - sh->dense_start[i];
+		const int64_t n = sh->dense_end[i] - sh->dense_start[i];
 		const int64_t n_ones = sh->dense_ones[i];
 		double		l = 0.0;
 		double		s0,
@@ -1132,8 +1244,7 @@ label_step_paper2(chain_state *st)
 		b = categorical2(&st->rng, s0, s1);
 		if (b != a)
 		{
-			move_doc(st, j, a, b);
-			move_dense(st, i, a, b);
+			move_doc_packed(st, i, a, b);
 			changed++;
 		}
 	}
@@ -1838,43 +1949,22 @@ chain_sums_add(chain_sums *s, double x)
 }
 
 /*
- * Set a chain to its starting state and run all its sweeps.  The trace
- * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints,
- * kept_trace (gnb_kept_series points long) the kept sweeps' log joints,
- * thinned as gnb_kept_series describes.
+ * A chain's counts from the clamped documents, word-major: the documents of
+ * the corpus that have a label, and the extra counts.  Their counts alone
+ * give the paper sampler's initial theta.
  */
 static void
-run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
-		  double *changed_trace, chain_sums *sums, double *kept_trace)
+start_counts(chain_state *st)
 {
 	const run_shared *sh = st->sh;
 	const gnb_corpus *c = sh->corpus;
-	const gnb_params *params = sh->params;
 	const int32_t K = sh->K;
 	const int32_t V = sh->V;
-	size_t		vk = (size_t) V * K;
-	int64_t		n_kept = 0;		/* kept sweeps so far */
-	int32_t		n_points = 0;	/* of them in kept_trace */
-	int64_t		stride = 1;
 
 	memset(st->C, 0, K * sizeof(double));
 	memset(st->Nk, 0, K * sizeof(double));
 	if (!st->N_lent)
-		memset(st->N, 0, vk * sizeof(double));
-	memset(st->prob_sum, 0, (size_t) sh->D * K * sizeof(double));
-	memset(st->theta_sum, 0, (size_t) sh->n_active * K * sizeof(double));
-	memset(st->theta_mark, 0, (size_t) sh->n_active * K * sizeof(double));
-	memset(st->inv_sum, 0, K * sizeof(double));
-	memset(st->g_inv_sum, 0, K * sizeof(double));
-	memset(st->pi_sum, 0, K * sizeof(double));
-	st->lambda = params->unlabeled_weight;
-	st->g_theta = params->gamma_theta;
-	st->g_pi = params->gamma_pi;
-	st->g_theta_sum = 0.0;
-	st->g_pi_sum = 0.0;
-	st->kept_sweep = 0;
-
-	/* Clamped documents first: their counts alone give the initial theta. */
+		memset(st->N, 0, (size_t) V * K * sizeof(double));
 	for (int32_t j = 0; j < sh->D; j++)
 		if (c->label[j] >= 0)
 		{
@@ -1896,8 +1986,100 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		for (int32_t k = 0; k < K; k++)
 			st->C[k] += c->extra_doc_counts[k];
 	}
-	if (st->Nd)
-		sync_dense_counts(st);
+}
+
+/*
+ * The rows of N (K = 2: two counts a row) moved in place by a permutation:
+ * with to_rows, word w's row to row pos[w], else back.  A bit per row says
+ * which rows hold what they are to hold.
+ */
+static void
+permute_rows(const gnb_hooks *hooks, double *N, int32_t V, const int32_t *pos, int to_rows)
+{
+	uint8_t    *done = xalloc(hooks, (size_t) V / 8 + 1, 1);
+
+	for (int32_t s = 0; s < V; s++)
+	{
+		int32_t		at = s;
+		double		held0 = N[2 * (int64_t) s];
+		double		held1 = N[2 * (int64_t) s + 1];
+
+		if (done[s >> 3] & (1 << (s & 7)))
+			continue;
+		for (;;)
+		{
+			int32_t		other = pos[at];
+			double	   *row;
+
+			if (to_rows)
+			{
+				/* the row held to where it goes; the one there is held next */
+				double		next0 = N[2 * (int64_t) other];
+				double		next1 = N[2 * (int64_t) other + 1];
+
+				row = N + 2 * (int64_t) other;
+				row[0] = held0;
+				row[1] = held1;
+				held0 = next0;
+				held1 = next1;
+				done[other >> 3] |= 1 << (other & 7);
+				at = other;
+				if (at == s)
+					break;
+			}
+			else
+			{
+				/* row `at` gets word at's row, from row pos[at] (or held: row s's) */
+				row = N + 2 * (int64_t) at;
+				done[at >> 3] |= 1 << (at & 7);
+				if (other == s)
+				{
+					row[0] = held0;
+					row[1] = held1;
+					break;
+				}
+				row[0] = N[2 * (int64_t) other];
+				row[1] = N[2 * (int64_t) other + 1];
+				at = other;
+			}
+		}
+	}
+	hooks->release(done, hooks->arg);
+}
+
+/*
+ * Set a chain to its starting state and run all its sweeps.  The trace
+ * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints,
+ * kept_trace (gnb_kept_series points long) the kept sweeps' log joints,
+ * thinned as gnb_kept_series describes.
+ */
+static void
+run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
+		  double *changed_trace, chain_sums *sums, double *kept_trace)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const gnb_params *params = sh->params;
+	const int32_t K = sh->K;
+	const int32_t V = sh->V;
+	int64_t		n_kept = 0;		/* kept sweeps so far */
+	int32_t		n_points = 0;	/* of them in kept_trace */
+	int64_t		stride = 1;
+
+	memset(st->prob_sum, 0, (size_t) sh->D * K * sizeof(double));
+	memset(st->theta_sum, 0, (size_t) sh->n_active * K * sizeof(double));
+	memset(st->theta_mark, 0, (size_t) sh->n_active * K * sizeof(double));
+	memset(st->inv_sum, 0, K * sizeof(double));
+	memset(st->g_inv_sum, 0, K * sizeof(double));
+	memset(st->pi_sum, 0, K * sizeof(double));
+	st->lambda = params->unlabeled_weight;
+	st->g_theta = params->gamma_theta;
+	st->g_pi = params->gamma_pi;
+	st->g_theta_sum = 0.0;
+	st->g_pi_sum = 0.0;
+	st->kept_sweep = 0;
+
+	/* the clamped documents' counts are in (start_counts) */
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && !c->init_label)
 		theta_step(st, st->N);
 
@@ -1917,10 +2099,11 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		if (c->init_label && c->init_label[j] >= 0 && c->init_label[j] < K)
 			k = c->init_label[j];
 		st->z[j] = k;
-		add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
+		if (sh->dense)
+			add_doc_packed(st, i, k, params->unlabeled_weight);
+		else
+			add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 	}
-	if (st->Nd)
-		sync_dense_counts(st);
 	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && c->init_label)
 		theta_step(st, st->N);
 	compute_word_terms(V, K, st->g_theta, st->N, st->S);
@@ -2275,7 +2458,7 @@ cmp_active_key(const void *a, const void *b)
  * unlabelled documents (the order of the label step's reads; one word a
  * pair: the order is the same on every machine), so that the many words
  * seen once are read in order.  labelled_count: the clamped (and extra)
- * counts, V x 2.
+ * counts, V x 2, or NULL if there are none.
  */
 static void
 sort_active(run_shared *sh, const double *labelled_count)
@@ -2283,39 +2466,171 @@ sort_active(run_shared *sh, const double *labelled_count)
 	const gnb_corpus *c = sh->corpus;
 	const gnb_hooks *hooks = sh->hooks;
 	const double lambda = sh->params->unlabeled_weight;
-	double	   *total = xalloc(hooks, sh->V > 0 ? sh->V : 1, sizeof(double));
-	int64_t    *first = xalloc(hooks, sh->V > 0 ? sh->V : 1, sizeof(int64_t));
+	const int32_t *at = sh->active_pos;
 	active_key *keys = xalloc(hooks, sh->n_active > 0 ? sh->n_active : 1, sizeof(active_key));
-	int64_t		q = 0;
 
-	for (int32_t w = 0; w < sh->V; w++)
+	/* keys[i] the i-th active word's, found by active_pos (word order still) */
+	for (int32_t i = 0; i < sh->n_active; i++)
 	{
-		total[w] = labelled_count[2 * (int64_t) w] + labelled_count[2 * (int64_t) w + 1];
-		first[w] = -1;
+		int32_t		w = sh->active[i];
+
+		keys[i].total = labelled_count ?
+			labelled_count[2 * (int64_t) w] + labelled_count[2 * (int64_t) w + 1] : 0.0;
+		keys[i].first = -1;
 	}
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
 
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++, q++)
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			total[c->word[p]] += lambda * c->count[p];
-			if (first[c->word[p]] < 0)
-				first[c->word[p]] = q;
+			active_key *key = &keys[at[c->word[p]]];
+
+			key->total += lambda * c->count[p];
+			if (key->first < 0)
+				key->first = p;
 		}
-	}
-	for (int32_t i = 0; i < sh->n_active; i++)
-	{
-		keys[i].total = total[sh->active[i]];
-		keys[i].first = first[sh->active[i]];
-		keys[i].word = sh->active[i];
 	}
 	qsort(keys, sh->n_active, sizeof(active_key), cmp_active_key);
 	for (int32_t i = 0; i < sh->n_active; i++)
-		sh->active[i] = keys[i].word;
-	hooks->release(total, hooks->arg);
-	hooks->release(first, hooks->arg);
+		sh->active[i] = c->word[keys[i].first];
 	hooks->release(keys, hooks->arg);
+}
+
+/*
+ * paper, K = 2: the unlabelled documents' pairs packed (run_shared.dense),
+ * in place in the lent word array when it is there and no count needs an
+ * escape, else into an array of their own.  index: each word's index in
+ * active.
+ */
+static void
+pack_pairs(run_shared *sh, const int32_t *index)
+{
+	const gnb_corpus *corpus = sh->corpus;
+	const gnb_hooks *hooks = sh->hooks;
+	int64_t		n_pairs = 0;
+
+	/* bits for an index in active (n_active < 2^31: at least one is left) */
+	sh->dense_wbits = GNB_DENSE_WBITS_MIN;
+	while (sh->dense_wbits < 31 && ((int64_t) 1 << sh->dense_wbits) < sh->n_active)
+		sh->dense_wbits++;
+	sh->dense_wmask = ((uint32_t) 1 << sh->dense_wbits) - 1;
+	sh->dense_cmax = UINT32_MAX >> sh->dense_wbits;
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		int64_t		len = corpus->doc_start[j + 1] - corpus->doc_start[j];
+
+		for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+			sh->n_dense += corpus->count[p] >= (int64_t) sh->dense_cmax ? 2 : 1;
+		n_pairs += len;
+		if (len > sh->max_doc_pairs)
+			sh->max_doc_pairs = len;
+	}
+	sh->dense_in_place = corpus->lent_word != NULL && corpus->lent_word == corpus->word &&
+		sh->n_dense == n_pairs;
+	sh->dense_start = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int64_t));
+	sh->dense_ones = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int32_t));
+	sh->dense_escape = xalloc(hooks, (size_t) sh->n_unlabeled + 1, 1);
+	if (sh->dense_in_place)
+	{
+		/*
+		 * Each document's pairs where its words were: its words of count 1
+		 * first, each written at or before where it is read; the others
+		 * wait in `rest` meanwhile.
+		 */
+		uint32_t   *rest = xalloc(hooks, (size_t) sh->max_doc_pairs + 1, sizeof(uint32_t));
+		uint32_t   *dense = (uint32_t *) corpus->lent_word;
+
+		sh->dense = dense;
+		sh->dense_end = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int64_t));
+		for (int32_t i = 0; i < sh->n_unlabeled; i++)
+		{
+			int32_t		j = sh->unlabeled[i];
+			int64_t		q = corpus->doc_start[j];
+			int64_t		n_rest = 0;
+
+			sh->dense_start[i] = q;
+			sh->dense_end[i] = corpus->doc_start[j + 1];
+			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+			{
+				uint32_t	word = (uint32_t) index[corpus->word[p]];
+
+				if (corpus->count[p] == 1)
+					dense[q++] = word;
+				else
+					rest[n_rest++] = word | ((uint32_t) corpus->count[p] << sh->dense_wbits);
+			}
+			sh->dense_ones[i] = (int32_t) (q - sh->dense_start[i]);
+			memcpy(dense + q, rest, n_rest * sizeof(uint32_t));
+		}
+		hooks->release(rest, hooks->arg);
+		return;
+	}
+	sh->dense = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(uint32_t));
+	sh->dense_end = sh->dense_start + 1;
+	for (int64_t i = 0, q = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		int64_t		p;
+
+		sh->dense_start[i] = q;
+		for (p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+			if (corpus->count[p] == 1)
+				sh->dense[q++] = (uint32_t) index[corpus->word[p]];
+		sh->dense_ones[i] = (int32_t) (q - sh->dense_start[i]);
+		for (p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+		{
+			uint32_t	word = (uint32_t) index[corpus->word[p]];
+
+			if (corpus->count[p] == 1)
+				continue;
+			if (corpus->count[p] < (int64_t) sh->dense_cmax)
+				sh->dense[q++] = word | ((uint32_t) corpus->count[p] << sh->dense_wbits);
+			else
+			{
+				sh->dense[q++] = word | (sh->dense_cmax << sh->dense_wbits);
+				sh->dense[q++] = (uint32_t) corpus->count[p];
+				sh->dense_escape[i] = 1;
+			}
+		}
+		sh->dense_start[i + 1] = q;
+	}
+}
+
+/*
+ * The words of the lent word array back from the pairs packed in it: a
+ * document's words of count 1 (by corpus->count, which was not changed) come
+ * from its first pairs, in order, the others from the rest.  Its words of
+ * count 1 wait in `ones`, as every other word is read at or after where it
+ * is written.
+ */
+static void
+restore_words(const run_shared *sh)
+{
+	const gnb_corpus *corpus = sh->corpus;
+	const gnb_hooks *hooks = sh->hooks;
+	uint32_t   *ones = xalloc(hooks, (size_t) sh->max_doc_pairs + 1, sizeof(uint32_t));
+	const uint32_t *dense = sh->dense;
+	int32_t    *word = corpus->lent_word;
+
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		int64_t		n_ones = sh->dense_ones[i];
+		int64_t		one = 0;
+		int64_t		q = sh->dense_start[i] + n_ones;
+
+		memcpy(ones, dense + sh->dense_start[i], n_ones * sizeof(uint32_t));
+		for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+		{
+			if (corpus->count[p] == 1)
+				word[p] = sh->active[ones[one++]];
+			else
+				word[p] = sh->active[dense[q++] & sh->dense_wmask];
+		}
+	}
+	hooks->release(ones, hooks->arg);
 }
 
 /*
@@ -2329,8 +2644,11 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	const int32_t K = corpus->n_classes;
 	const int32_t V = corpus->n_words;
 	const int32_t D = corpus->n_docs;
+	const int	packed = for_chain && params->sampler == GNB_SAMPLER_PAPER && K == 2;
 	char	   *is_active = xalloc(hooks, V > 0 ? V : 1, 1);
-	double	   *labelled_count = xalloc(hooks, (size_t) V * K + 1, sizeof(double));
+	int			clamped_docs = 0;
+	double	   *clamped_count = NULL;
+	const double *labelled_count;
 
 	memset(sh, 0, sizeof(*sh));
 	sh->corpus = corpus;
@@ -2345,6 +2663,17 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	sh->inactive_count = xalloc(hooks, K, sizeof(double));
 	sh->class_clamped = xalloc(hooks, K, 1);
 	for (int32_t j = 0; j < D; j++)
+		if (corpus->label[j] >= 0)
+			clamped_docs = 1;
+	/*
+	 * The clamped counts, V x K: the extra counts themselves when no
+	 * document of the corpus is clamped (as in the server, which gives
+	 * them only so), else a sum of both; NULL if there are none.
+	 */
+	if (clamped_docs)
+		clamped_count = xalloc(hooks, (size_t) V * K + 1, sizeof(double));
+	labelled_count = clamped_count ? clamped_count : corpus->extra_word_counts;
+	for (int32_t j = 0; j < D; j++)
 	{
 		int32_t		label = corpus->label[j];
 
@@ -2354,7 +2683,7 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 			if (label < 0)
 				is_active[corpus->word[p]] = 1;
 			else
-				labelled_count[(int64_t) corpus->word[p] * K + label] += corpus->count[p];
+				clamped_count[(int64_t) corpus->word[p] * K + label] += corpus->count[p];
 		}
 		if (label < 0)
 			sh->unlabeled[sh->n_unlabeled++] = j;
@@ -2363,8 +2692,9 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	}
 	if (corpus->extra_word_counts)
 	{
-		for (int64_t i = 0; i < (int64_t) V * K; i++)
-			labelled_count[i] += corpus->extra_word_counts[i];
+		if (clamped_count)
+			for (int64_t i = 0; i < (int64_t) V * K; i++)
+				clamped_count[i] += corpus->extra_word_counts[i];
 		for (int32_t k = 0; k < K; k++)
 			if (corpus->extra_doc_counts[k] > 0.0)
 				sh->class_clamped[k] = 1;
@@ -2373,86 +2703,45 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	for (int32_t k = 0; k < K; k++)
 		if (!sh->class_clamped[k])
 			sh->all_classes_clamped = 0;
-	/* the active words themselves only for a chain: combining needs their number */
-	if (for_chain)
-		sh->active = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
 	for (int32_t w = 0; w < V; w++)
-	{
 		if (is_active[w])
-		{
-			if (sh->active)
-				sh->active[sh->n_active] = w;
 			sh->n_active++;
-		}
 		else
 		{
 			sh->n_inactive++;
-			for (int32_t k = 0; k < K; k++)
-				sh->inactive_count[k] += labelled_count[(int64_t) w * K + k];
+			if (labelled_count)
+				for (int32_t k = 0; k < K; k++)
+					sh->inactive_count[k] += labelled_count[(int64_t) w * K + k];
 		}
-	}
+	/* the active words themselves only for a chain: combining needs their number */
 	if (for_chain)
 	{
-		if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
-			sort_active(sh, labelled_count);
+		int32_t		n = 0;
+
+		sh->active = xalloc(hooks, sh->n_active > 0 ? sh->n_active : 1, sizeof(int32_t));
 		/* the index in active of each word, -1 for an inactive one */
 		sh->active_pos = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
 		for (int32_t w = 0; w < V; w++)
-			sh->active_pos[w] = -1;
-		for (int32_t i = 0; i < sh->n_active; i++)
-			sh->active_pos[sh->active[i]] = i;
-	}
-	if (for_chain && params->sampler == GNB_SAMPLER_PAPER && K == 2)
-	{
-		const int32_t *index = sh->active_pos;
-
-		/* bits for an index in active (n_active < 2^31: at least one is left) */
-		sh->dense_wbits = GNB_DENSE_WBITS_MIN;
-		while (sh->dense_wbits < 31 && ((int64_t) 1 << sh->dense_wbits) < sh->n_active)
-			sh->dense_wbits++;
-		sh->dense_wmask = ((uint32_t) 1 << sh->dense_wbits) - 1;
-		sh->dense_cmax = UINT32_MAX >> sh->dense_wbits;
-		for (int32_t i = 0; i < sh->n_unlabeled; i++)
 		{
-			int32_t		j = sh->unlabeled[i];
-
-			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-				sh->n_dense += corpus->count[p] >= (int64_t) sh->dense_cmax ? 2 : 1;
+			sh->active_pos[w] = is_active[w] ? n : -1;
+			if (is_active[w])
+				sh->active[n++] = w;
 		}
-		sh->dense = xalloc(hooks, (size_t) sh->n_dense + 1, sizeof(uint32_t));
-		sh->dense_start = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int64_t));
-		sh->dense_ones = xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int32_t));
-		sh->dense_escape = xalloc(hooks, (size_t) sh->n_unlabeled + 1, 1);
-		for (int64_t i = 0, q = 0; i < sh->n_unlabeled; i++)
+		if (packed)
 		{
-			int32_t		j = sh->unlabeled[i];
-			int64_t		p;
-
-			sh->dense_start[i] = q;
-			for (p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-				if (corpus->count[p] == 1)
-					sh->dense[q++] = (uint32_t) index[corpus->word[p]];
-			sh->dense_ones[i] = (int32_t) (q - sh->dense_start[i]);
-			for (p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-			{
-				uint32_t	word = (uint32_t) index[corpus->word[p]];
-
-				if (corpus->count[p] == 1)
-					continue;
-				if (corpus->count[p] < (int64_t) sh->dense_cmax)
-					sh->dense[q++] = word | ((uint32_t) corpus->count[p] << sh->dense_wbits);
-				else
-				{
-					sh->dense[q++] = word | (sh->dense_cmax << sh->dense_wbits);
-					sh->dense[q++] = (uint32_t) corpus->count[p];
-					sh->dense_escape[i] = 1;
-				}
-			}
-			sh->dense_start[i + 1] = q;
+			sort_active(sh, labelled_count);
+			for (int32_t i = 0; i < sh->n_active; i++)
+				sh->active_pos[sh->active[i]] = i;
+			pack_pairs(sh, sh->active_pos);
+			/* the inactive words' rows of N after the active words' */
+			for (int32_t w = 0, r = sh->n_active; w < V; w++)
+				if (!is_active[w])
+					sh->active_pos[w] = r++;
 		}
 	}
 	hooks->release(is_active, hooks->arg);
-	hooks->release(labelled_count, hooks->arg);
+	if (clamped_count)
+		hooks->release(clamped_count, hooks->arg);
 }
 
 static void
@@ -2470,7 +2759,10 @@ release_shared(run_shared *sh)
 		hooks->release(sh->active_pos, hooks->arg);
 	if (sh->dense)
 	{
-		hooks->release(sh->dense, hooks->arg);
+		if (sh->dense_in_place)
+			hooks->release(sh->dense_end, hooks->arg);
+		else
+			hooks->release(sh->dense, hooks->arg);
 		hooks->release(sh->dense_start, hooks->arg);
 		hooks->release(sh->dense_ones, hooks->arg);
 		hooks->release(sh->dense_escape, hooks->arg);
@@ -2546,21 +2838,25 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	st.N_lent = lend_counts(corpus, params);
 	st.N = st.N_lent ? corpus->lent_extra_word_counts : xalloc(hooks, vk + 1, sizeof(double));
 	st.Nk = xalloc(hooks, K, sizeof(double));
+	start_counts(&st);
+	if (sh.dense)
+	{
+		/* N by row (chain_state.N), before the arrays of the sweeps are made */
+		permute_rows(hooks, st.N, V, sh.active_pos, 1);
+		hooks->release(sh.active_pos, hooks->arg);
+		sh.active_pos = NULL;
+	}
 	st.S = xalloc(hooks, K, sizeof(double));
 	st.log_prior = xalloc(hooks, K, sizeof(double));
 	st.log_prior_own = xalloc(hooks, K, sizeof(double));
 	st.log_pred = xalloc(hooks, K, sizeof(double));
 	st.log_pred_own = xalloc(hooks, K, sizeof(double));
-	/*
-	 * K = 2: the active words' log-odds, and while they are drawn with
-	 * gamma_theta < 1 (possible if it is sampled), a second row
-	 */
+	/* K = 2: the active words' log-odds */
 	if (params->sampler == GNB_SAMPLER_PAPER)
-		st.log_theta = xalloc(hooks, K != 2 ? vk + 1 : 2 * (size_t) sh.n_active + 1,
+		st.log_theta = xalloc(hooks, K != 2 ? vk + 1 : (size_t) sh.n_active + 1,
 							  sizeof(double));
 	if (sh.dense)
 	{
-		st.Nd = xalloc(hooks, 2 * (size_t) sh.n_active + 1, sizeof(double));
 		st.mt_c = xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
 		gnb_mt_c_table(st.mt_c);
 	}
@@ -2597,14 +2893,48 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	 */
 	for (int32_t i = 0; i < sh.n_active; i++)
 		for (int32_t k = 0; k < K; k++)
-			flush_theta(&st, (int64_t) sh.active[i] * K + k, (int64_t) i * K + k, k);
+			flush_theta(&st, (int64_t) (sh.dense ? i : sh.active[i]) * K + k,
+						(int64_t) i * K + k, k);
 	hooks->release(st.theta_mark, hooks->arg);
 	if (st.log_theta)
 		hooks->release(st.log_theta, hooks->arg);
-	if (st.Nd)
+	if (st.log_theta_1)
+		hooks->release(st.log_theta_1, hooks->arg);
+	if (sh.dense)
 	{
-		hooks->release(st.Nd, hooks->arg);
+		int32_t    *pos;
+
 		hooks->release(st.mt_c, hooks->arg);
+		/*
+		 * The unlabelled documents' counts out of a lent N while it is by
+		 * row, then N word-major again: the rows' permutation from active
+		 * as setup_shared made it.
+		 */
+		if (st.N_lent)
+			for (int32_t i = 0; i < sh.n_unlabeled; i++)
+			{
+				const uint32_t *pr = sh.dense + sh.dense_start[i];
+				const int64_t n = sh.dense_end[i] - sh.dense_start[i];
+				const int32_t z = st.z[sh.unlabeled[i]];
+
+				for (int64_t p = 0; p < n; p++)
+				{
+					int32_t		cnt;
+					int64_t		row = packed_pair(&sh, pr, sh.dense_ones[i], &p, &cnt);
+
+					st.N[2 * row + z] -= cnt;
+				}
+			}
+		pos = xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
+		for (int32_t w = 0; w < V; w++)
+			pos[w] = -1;
+		for (int32_t i = 0; i < sh.n_active; i++)
+			pos[sh.active[i]] = i;
+		for (int32_t w = 0, r = sh.n_active; w < V; w++)
+			if (pos[w] < 0)
+				pos[w] = r++;
+		permute_rows(hooks, st.N, V, pos, 0);
+		hooks->release(pos, hooks->arg);
 	}
 	/* in N's own room, entry by entry, unless N is lent */
 	out->theta = st.N_lent ? xalloc(hooks, vk + 1, sizeof(double)) : st.N;
@@ -2622,10 +2952,13 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 		 * out of its last class.  All integers, so exactly.
 		 */
 		for (int32_t j = 0; j < D; j++)
-			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-				st.N[(int64_t) corpus->word[p] * K + st.z[j]] -= corpus->count[p];
+			if (!sh.dense || corpus->label[j] >= 0)
+				for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+					st.N[(int64_t) corpus->word[p] * K + st.z[j]] -= corpus->count[p];
 	}
 	st.N = NULL;
+	if (sh.dense_in_place)
+		restore_words(&sh);
 	for (int32_t i = 0; i < sh.n_active; i++)
 		for (int32_t k = 0; k < K; k++)
 		{
@@ -2677,7 +3010,8 @@ gnb_chain_free(gnb_chain *chain, const gnb_hooks *hooks)
 	if (hooks == NULL)
 		hooks = &gnb_default_hooks;
 	hooks->release(chain->label_prob, hooks->arg);
-	hooks->release(chain->theta, hooks->arg);
+	if (chain->theta)
+		hooks->release(chain->theta, hooks->arg);
 	hooks->release(chain->pi, hooks->arg);
 	hooks->release(chain->kept_log_joint, hooks->arg);
 	if (chain->log_joint)
@@ -2750,8 +3084,53 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 	return cb;
 }
 
+/*
+ * A V x K word-major array in place as K x V class-major: element w * K + k
+ * to k * V + w, cycle by cycle, a bit per element saying which hold what
+ * they are to hold.
+ */
+static void
+transpose_in_place(const gnb_hooks *hooks, double *a, int32_t V, int32_t K)
+{
+	const int64_t n = (int64_t) V * K;
+	uint8_t    *done = xalloc(hooks, (size_t) n / 8 + 1, 1);
+
+	for (int64_t s = 0; s < n; s++)
+	{
+		int64_t		at = s;
+		double		held = a[s];
+
+		if (done[s >> 3] & (1 << (s & 7)))
+			continue;
+		do
+		{
+			int64_t		to = (at % K) * V + at / K;
+			double		next = a[to];
+
+			a[to] = held;
+			held = next;
+			done[to >> 3] |= 1 << (to & 7);
+			at = to;
+		} while (at != s);
+	}
+	hooks->release(done, hooks->arg);
+}
+
+static void combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta);
+
 void
 gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
+{
+	combine_add(cb, (gnb_chain *) chain, 0);
+}
+
+/*
+ * gnb_combine_add; with take_theta, the first chain's theta-hat becomes the
+ * result's, transposed in place (chain->theta is then NULL): the sum it
+ * starts is then never beside it.  The same values: 0 + x is x.
+ */
+static void
+combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta)
 {
 	const run_shared *sh = &cb->sh;
 	const gnb_params *params = cb->params;
@@ -2768,19 +3147,27 @@ gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
 	{
 		if (cb->ref_theta)
 			memcpy(cb->ref_theta, chain->theta, vk * sizeof(double));
-		result->theta = xalloc(cb->hooks, vk + 1, sizeof(double));
+		if (take_theta)
+		{
+			transpose_in_place(cb->hooks, chain->theta, V, K);
+			result->theta = chain->theta;
+			chain->theta = NULL;
+		}
+		else
+			result->theta = xalloc(cb->hooks, vk + 1, sizeof(double));
 	}
 	else if (!sh->all_classes_clamped)
 		align_classes(sh, cb->ref_theta, chain->theta, perm);
 
 	/* summed over chains class-major, as theta-hat goes out */
-	for (int32_t k = 0; k < K; k++)
-	{
-		double	   *row = result->theta + (int64_t) perm[k] * V;
+	if (chain->theta)
+		for (int32_t k = 0; k < K; k++)
+		{
+			double	   *row = result->theta + (int64_t) perm[k] * V;
 
-		for (int32_t w = 0; w < V; w++)
-			row[w] += chain->theta[(int64_t) w * K + k];
-	}
+			for (int32_t w = 0; w < V; w++)
+				row[w] += chain->theta[(int64_t) w * K + k];
+		}
 	for (int32_t k = 0; k < K; k++)
 		result->pi[perm[k]] += chain->pi[k];
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -2878,7 +3265,7 @@ gnb_train(const gnb_corpus *corpus, const gnb_params *params,
 		gnb_chain	chain;
 
 		gnb_train_chain(corpus, params, c, hooks, &chain);
-		gnb_combine_add(cb, &chain);
+		combine_add(cb, &chain, 1);
 		gnb_chain_free(&chain, hooks);
 	}
 	gnb_combine_end(cb);

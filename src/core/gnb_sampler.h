@@ -60,6 +60,17 @@ typedef struct gnb_corpus
 	 * corpus that chains read at the same time.
 	 */
 	double	   *lent_extra_word_counts;
+
+	/*
+	 * Optional: word itself, lent likewise.  A chain of the paper sampler
+	 * with K = 2 then packs its unlabelled documents' pairs (a word's index
+	 * and its count in 32 bits) into it, each document's in its own place,
+	 * rather than into a copy, when every count fits, and writes the words
+	 * back (by count) before it returns.  A hook that abandons the run
+	 * leaves them changed; not for a corpus that chains read at the same
+	 * time.
+	 */
+	int32_t    *lent_word;
 } gnb_corpus;
 
 typedef struct gnb_params

@@ -18,6 +18,10 @@
  *	line per document "label truth n w1 c1 ... wn cn": label the clamped class
  *	or -1, truth the true class, then n distinct word ids and their counts.
  *
+ *	The core gets the corpus as the server gives it: the unlabelled
+ *	documents as pairs, the clamped ones as their counts alone, both the
+ *	counts and the word array lent (serve).  corpus_bytes is what that holds.
+ *
  *	Parameters are gibbs_nb_train's defaults: one chain, burn_in = sweeps / 2,
  *	lag 1, gamma_pi = gamma_theta = 1, unlabeled_weight 1, seed 42.
  *
@@ -332,9 +336,86 @@ parse_sampler(const char *s)
 	exit(2);
 }
 
+/*
+ * The corpus as the server gives it to the core: the unlabelled documents
+ * as pairs, the clamped ones as their counts alone (V x K, lent: a chain
+ * counts in them), the word array lent (the paper sampler packs its pairs
+ * there).  truth: the unlabelled documents' true classes, in order.
+ */
+typedef struct served_corpus
+{
+	gnb_corpus	corpus;
+	int64_t    *start;
+	int32_t    *word;
+	int32_t    *count;
+	int32_t    *label;
+	int32_t    *truth;
+	double	   *word_counts;
+	double	   *doc_counts;
+} served_corpus;
+
+static void
+serve(const corpus_buf *c, served_corpus *s)
+{
+	int64_t		n = 0;
+	int32_t		d = 0;
+
+	memset(s, 0, sizeof(*s));
+	s->start = xmalloc(sizeof(int64_t) * (c->D + 1));
+	s->word = xmalloc(sizeof(int32_t) * (c->start[c->D] + 1));
+	s->count = xmalloc(sizeof(int32_t) * (c->start[c->D] + 1));
+	s->label = xmalloc(sizeof(int32_t) * (c->D + 1));
+	s->truth = xmalloc(sizeof(int32_t) * (c->D + 1));
+	s->word_counts = calloc((size_t) c->V * c->K + 1, sizeof(double));
+	s->doc_counts = calloc(c->K, sizeof(double));
+	for (int32_t j = 0; j < c->D; j++)
+	{
+		if (c->label[j] >= 0)
+		{
+			s->doc_counts[c->label[j]] += 1;
+			for (int64_t p = c->start[j]; p < c->start[j + 1]; p++)
+				s->word_counts[(int64_t) c->word[p] * c->K + c->label[j]] += c->count[p];
+			continue;
+		}
+		s->start[d] = n;
+		for (int64_t p = c->start[j]; p < c->start[j + 1]; p++)
+		{
+			s->word[n] = c->word[p];
+			s->count[n++] = c->count[p];
+		}
+		s->label[d] = -1;
+		s->truth[d++] = c->truth[j];
+	}
+	s->start[d] = n;
+	s->corpus.n_docs = d;
+	s->corpus.n_words = c->V;
+	s->corpus.n_classes = c->K;
+	s->corpus.doc_start = s->start;
+	s->corpus.word = s->word;
+	s->corpus.count = s->count;
+	s->corpus.label = s->label;
+	s->corpus.extra_word_counts = s->word_counts;
+	s->corpus.extra_doc_counts = s->doc_counts;
+	s->corpus.lent_extra_word_counts = s->word_counts;
+	s->corpus.lent_word = s->word;
+}
+
+static void
+free_served(served_corpus *s)
+{
+	free(s->start);
+	free(s->word);
+	free(s->count);
+	free(s->label);
+	free(s->truth);
+	free(s->word_counts);
+	free(s->doc_counts);
+}
+
 static void
 run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 {
+	served_corpus served;
 	gnb_corpus	corpus = {0};
 	gnb_params	params = {0};
 	alloc_meter meter = {0};
@@ -354,13 +435,8 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	size_t		corpus_bytes;
 	struct rusage ru;
 
-	corpus.n_docs = c->D;
-	corpus.n_words = c->V;
-	corpus.n_classes = c->K;
-	corpus.doc_start = c->start;
-	corpus.word = c->word;
-	corpus.count = c->count;
-	corpus.label = c->label;
+	serve(c, &served);
+	corpus = served.corpus;
 	params.sampler = kind;
 	params.sweeps = sweeps;
 	params.burn_in = sweeps / 2;
@@ -376,43 +452,43 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 		fprintf(stderr, "gnb_check: %s\n", err);
 		exit(2);
 	}
-	for (int32_t j = 0; j < c->D; j++)
-		if (c->label[j] < 0)
+	for (int32_t j = 0; j < corpus.n_docs; j++)
+	{
+		unlabelled++;
+		pairs += corpus.doc_start[j + 1] - corpus.doc_start[j];
+		for (int64_t p = corpus.doc_start[j]; p < corpus.doc_start[j + 1]; p++)
 		{
-			unlabelled++;
-			pairs += c->start[j + 1] - c->start[j];
-			for (int64_t p = c->start[j]; p < c->start[j + 1]; p++)
-			{
-				tokens += c->count[p];
-				if (!active[c->word[p]])
-					n_active++;
-				active[c->word[p]] = 1;
-			}
+			tokens += corpus.count[p];
+			if (!active[corpus.word[p]])
+				n_active++;
+			active[corpus.word[p]] = 1;
 		}
+	}
 	free(active);
 
 	t0 = now_seconds();
 	gnb_train(&corpus, &params, &hooks, &result);
 	t1 = now_seconds();
-	for (int32_t j = 0; j < c->D; j++)
-		if (c->label[j] < 0)
-		{
-			int32_t		best = 0;
+	for (int32_t j = 0; j < corpus.n_docs; j++)
+	{
+		int32_t		best = 0;
 
-			for (int32_t k = 1; k < c->K; k++)
-				if (result.label_prob[(int64_t) j * c->K + k] >
-					result.label_prob[(int64_t) j * c->K + best])
-					best = k;
-			correct += best == c->truth[j];
-		}
+		for (int32_t k = 1; k < c->K; k++)
+			if (result.label_prob[(int64_t) j * c->K + k] >
+				result.label_prob[(int64_t) j * c->K + best])
+				best = k;
+		correct += best == served.truth[j];
+	}
 	gnb_result_free(&result, &hooks);
 	getrusage(RUSAGE_SELF, &ru);
 
 	/* steady state: from the end of sweep 1 to the end of the last */
 	per_sweep = sweeps > 1 ? (meter.t_last - meter.t_first) / (sweeps - 1) : t1 - t0;
 	cpu_per_sweep = sweeps > 1 ? (meter.cpu_last - meter.cpu_first) / (sweeps - 1) : 0.0;
-	corpus_bytes = (size_t) (c->D + 1) * sizeof(int64_t) +
-		(size_t) c->start[c->D] * 2 * sizeof(int32_t) + (size_t) c->D * sizeof(int32_t);
+	/* the corpus as served: pairs, offsets, labels, clamped counts */
+	corpus_bytes = (size_t) (corpus.n_docs + 1) * sizeof(int64_t) +
+		(size_t) pairs * 2 * sizeof(int32_t) + (size_t) corpus.n_docs * sizeof(int32_t) +
+		(size_t) c->V * c->K * sizeof(double) + (size_t) c->K * sizeof(double);
 	printf("docs=%d unlabelled=%d words=%d classes=%d pairs=%lld tokens=%lld active_words=%d "
 		   "sweeps=%d ms_per_sweep=%.4f ns_per_pair_class=%.4f "
 		   "gamma_draws_per_sweep=%lld total_s=%.3f accuracy=%.4f "
@@ -422,6 +498,7 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 		   (long long) n_active * c->K + c->K, t1 - t0,
 		   unlabelled ? (double) correct / unlabelled : 0.0,
 		   meter.peak, corpus_bytes, ru.ru_maxrss, cpu_per_sweep * 1e3);
+	free_served(&served);
 }
 
 /*
