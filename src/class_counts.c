@@ -741,6 +741,11 @@ varint_size(uint64 v)
 static inline char *
 put_varint(char *p, uint64 v)
 {
+	if (likely(v < 0x80))
+	{
+		*p = (char) v;
+		return p + 1;
+	}
 	while (v >= 0x80)
 	{
 		*p++ = (char) (v | 0x80);
@@ -1330,7 +1335,12 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 							 errmsg("gibbs_nb_class_counts: a count is out of range")));
 			}
 		}
-		/* the bound above holds; a record that would not fit is a bug */
+		/*
+		 * The bound above holds; a record that would not fit is a bug.  At
+		 * most 4 + 5 + len + 10 + 15 bytes a cell; within that of the end,
+		 * its exact size.
+		 */
+		if ((Size) (p - (char *) result) + 19 + (Size) rd[best].len + 15 * (Size) n_touched > bound)
 		{
 			Size		need = sizeof(uint32) + varint_size((uint64) rd[best].len) +
 				rd[best].len + varint_size((uint64) n_touched);
