@@ -831,6 +831,10 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	Oid			holdout_types[3] = {src->id_type, src->tokens_type, TEXTOID};
 	char	   *held_out = gnb_holdout_condition(params);
 	GnbParsedCounts counts;
+	GnbCountsIter cells;
+	int32		cls,
+				word;
+	int64		n;
 	int32	   *class_of_value = NULL;
 	int32	   *count_class = NULL;
 	int32	   *new_id;
@@ -932,15 +936,11 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 			Assert(b.n_words == counts.n_words);
 			b.n_count_words = counts.n_words;
 			b.n_count_values = n_values;
-			for (int64 i = 0; i < counts.n_cells; i++)
+			gnb_counts_iter_init(&cells, &counts);
+			while (gnb_counts_next(&cells, &cls, &word, &n))
 			{
-				int32		cls,
-							word;
-				int64		n;
-				int64		at;
+				int64		at = (int64) word * n_values + count_class[cls];
 
-				gnb_counts_cell(&counts, i, &cls, &word, &n);
-				at = (int64) word * n_values + count_class[cls];
 				if (b.labeled_counts32 != NULL &&
 					(uint64) n > (uint64) PG_UINT32_MAX - b.labeled_counts32[at])
 					widen_labeled_counts(&b);

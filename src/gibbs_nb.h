@@ -222,12 +222,26 @@ typedef struct GnbParsedCounts
 	int32	   *class_len;
 	const char **word_str;
 	int32	   *word_len;
-	const char *cells;			/* n_cells x (int32 class, int32 word, int64 count) */
+	bool		sorted;			/* the sorted format (2), not the plain one (1) */
+	const char *words;			/* the first word */
+	const char *cells;			/* plain: n_cells x (int32 class, int32 word, int64
+								 * count); sorted: the first word's record */
+	Size		size;			/* of the value's data, its header excluded */
 } GnbParsedCounts;
 
+/* A reader of a parsed value's cells, in order (gnb_counts_next). */
+typedef struct GnbCountsIter
+{
+	const GnbParsedCounts *pc;
+	int64		i;				/* cells read */
+	const char *p;				/* sorted: the next cell or word record */
+	int32		word;			/* sorted: the current word */
+	uint64		left;			/* sorted: its cells not read yet */
+} GnbCountsIter;
+
 extern void gnb_counts_parse(bytea *value, GnbParsedCounts *pc, bool check_distinct);
-extern void gnb_counts_cell(const GnbParsedCounts *pc, int64 i, int32 *cls, int32 *word,
-							int64 *count);
+extern void gnb_counts_iter_init(GnbCountsIter *it, const GnbParsedCounts *pc);
+extern bool gnb_counts_next(GnbCountsIter *it, int32 *cls, int32 *word, int64 *count);
 
 /*
  * The documents' labels of a version: n documents, their ids (in the

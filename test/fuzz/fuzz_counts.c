@@ -62,6 +62,7 @@ typedef struct CountsRun
 	int128		total;			/* of the counts */
 	uint64		weighted;		/* sum of count x hash(class, token) */
 	int64		rows;			/* returned by the rows function */
+	GnbCountsIter rows_it;		/* the cell each row must be */
 	char	   *text;			/* a text form handed to the input function */
 	bytea	   *input;			/* what an input function returned */
 	Datum		both;			/* the value merged into itself, in place */
@@ -69,6 +70,7 @@ typedef struct CountsRun
 	bytea	   *combined;		/* the final function's value of `both` */
 	bytea	   *combined_copy;	/* and of `copied` */
 	GnbParsedCounts out;
+	bool		strict_out;		/* parse `combined` with the distinct check */
 } CountsRun;
 
 /* Call a V1 function with up to two arguments (a NULL pointer is SQL NULL). */
@@ -105,21 +107,25 @@ pair_hash(const char *cls, int cls_len, const char *word, int word_len)
 static void
 walk_cells(const GnbParsedCounts *pc, int128 *total, uint64 *weighted)
 {
+	GnbCountsIter it;
+	int32		cls,
+				word;
+	int64		count;
+	int64		i = 0;
+
 	*total = 0;
 	*weighted = 0;
-	for (int64 i = 0; i < pc->n_cells; i++)
+	gnb_counts_iter_init(&it, pc);
+	for (; gnb_counts_next(&it, &cls, &word, &count); i++)
 	{
-		int32		cls,
-					word;
-		int64		count;
-
-		gnb_counts_cell(pc, i, &cls, &word, &count);
 		if (cls < 0 || cls >= pc->n_classes || word < 0 || word >= pc->n_words || count <= 0)
 			shim_fail("cell " INT64_FORMAT " out of range after a successful parse", i);
 		*total += count;
 		*weighted += (uint64) count * pair_hash(pc->class_str[cls], pc->class_len[cls],
 												pc->word_str[word], pc->word_len[word]);
 	}
+	if (i != pc->n_cells)
+		shim_fail("parse: " INT64_FORMAT " cells read of " INT64_FORMAT, i, pc->n_cells);
 }
 
 static int
@@ -137,16 +143,14 @@ distinct_cells(const GnbParsedCounts *pc)
 {
 	uint64	   *keys = palloc_extended(sizeof(uint64) * (pc->n_cells + 1), MCXT_ALLOC_HUGE);
 	int64		n = 0;
+	GnbCountsIter it;
+	int32		cls,
+				word;
+	int64		count;
 
-	for (int64 i = 0; i < pc->n_cells; i++)
-	{
-		int32		cls,
-					word;
-		int64		count;
-
-		gnb_counts_cell(pc, i, &cls, &word, &count);
+	gnb_counts_iter_init(&it, pc);
+	for (int64 i = 0; gnb_counts_next(&it, &cls, &word, &count); i++)
 		keys[i] = ((uint64) cls << 32) | (uint32) word;
-	}
 	qsort(keys, pc->n_cells, sizeof(uint64), cmp_u64);
 	for (int64 i = 0; i < pc->n_cells; i++)
 		n += (i == 0 || keys[i] != keys[i - 1]);
@@ -166,23 +170,24 @@ typedef struct ParseArg
 {
 	bytea	   *value;
 	GnbParsedCounts *pc;
+	bool		strict;
 } ParseArg;
 
 static void
-parse_strict(void *arg)
+parse_arg(void *arg)
 {
 	ParseArg   *pa = arg;
 
-	gnb_counts_parse(pa->value, pa->pc, true);
+	gnb_counts_parse(pa->value, pa->pc, pa->strict);
 }
 
-/* Whether a value parses with the distinct check (into *pc). */
+/* Whether a value parses (into *pc), with the distinct check or without. */
 static bool
-gnb_counts_parse_ok(bytea *value, GnbParsedCounts *pc)
+parse_ok(bytea *value, GnbParsedCounts *pc, bool strict)
 {
-	ParseArg	pa = {value, pc};
+	ParseArg	pa = {value, pc, strict};
 
-	return shim_try(parse_strict, &pa);
+	return shim_try(parse_arg, &pa);
 }
 
 static void
@@ -213,9 +218,8 @@ check_row(const Datum *values, const bool *nulls, void *arg)
 				word;
 	int64		count;
 
-	if (nulls[0] || nulls[1] || nulls[2] || run->rows >= pc->n_cells)
+	if (nulls[0] || nulls[1] || nulls[2] || !gnb_counts_next(&run->rows_it, &cls, &word, &count))
 		shim_fail("rows: a NULL, or more rows than cells");
-	gnb_counts_cell(pc, run->rows, &cls, &word, &count);
 	if (VARSIZE_ANY_EXHDR(cls_text) != pc->class_len[cls] ||
 		memcmp(VARDATA_ANY(cls_text), pc->class_str[cls], pc->class_len[cls]) != 0 ||
 		VARSIZE_ANY_EXHDR(word_text) != pc->word_len[word] ||
@@ -239,6 +243,7 @@ list_rows(void *arg)
 
 	shim_row_hook = check_row;
 	shim_row_arg = run;
+	gnb_counts_iter_init(&run->rows_it, &run->pc);
 	(void) call(gibbs_nb_class_counts_rows, 1, PointerGetDatum(run->value), (Datum) 0,
 				(Node *) &rsinfo, &isnull);
 	shim_row_hook = NULL;
@@ -280,21 +285,21 @@ same_bytes(const bytea *a, const bytea *b)
 
 /*
  * An input function (recv or the text input of the base64) must accept
- * exactly what the rows function accepts, fail as it does, and give back
- * the very bytes.
+ * exactly what the rows function accepts in the sorted format (a state is
+ * never in the plain one), fail as it does, and give back the very bytes.
  */
 static void
 check_input(CountsRun *run, void (*fn) (void *), bool parsed, const char *parse_error,
 			const char *what)
 {
-	bool		valid = parsed &&
+	bool		valid = parsed && run->pc.sorted &&
 		all_utf8(run->pc.class_str, run->pc.class_len, run->pc.n_classes) &&
 		all_utf8(run->pc.word_str, run->pc.word_len, run->pc.n_words);
 
 	if (shim_try(fn, run))
 	{
 		if (!valid)
-			shim_fail("%s: accepted a value the rows function rejects", what);
+			shim_fail("%s: accepted a value the rows function rejects, or a plain one", what);
 		if (!same_bytes(run->input, run->value))
 			shim_fail("%s: not the bytes it was given", what);
 	}
@@ -303,6 +308,13 @@ check_input(CountsRun *run, void (*fn) (void *), bool parsed, const char *parse_
 		if (shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION ||
 			strcmp(shim_errmsg, parse_error) != 0)
 			shim_fail("%s: a different error than the parse's: %s: %s", what,
+					  shim_sqlstate(shim_sqlerrcode), shim_errmsg);
+	}
+	else if (!run->pc.sorted)
+	{
+		if (shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION ||
+			strstr(shim_errmsg, "sorted form") == NULL)
+			shim_fail("%s: a plain value refused with %s: %s", what,
 					  shim_sqlstate(shim_sqlerrcode), shim_errmsg);
 	}
 	else if (shim_sqlerrcode != ERRCODE_CHARACTER_NOT_IN_REPERTOIRE || valid)
@@ -333,7 +345,7 @@ check_inputs(CountsRun *run, bool parsed, const char *parse_error, const uint8 *
 	run->text[size] = '\0';
 	if (shim_try(text_input, run))
 	{
-		if (!gnb_counts_parse_ok(run->input, &pc))
+		if (!parse_ok(run->input, &pc, true))
 			shim_fail("input (text): accepted a value the parse rejects");
 	}
 	else if (shim_sqlerrcode != ERRCODE_INVALID_TEXT_REPRESENTATION &&
@@ -397,7 +409,7 @@ parse_combined(void *arg)
 {
 	CountsRun  *run = arg;
 
-	gnb_counts_parse(run->combined, &run->out, true);
+	gnb_counts_parse(run->combined, &run->out, run->strict_out);
 }
 
 /*
@@ -430,11 +442,14 @@ check_rows(CountsRun *run, bool parsed, const char *parse_error)
 }
 
 /*
- * The combine function reads a flat state with the plain parse (its values
- * come from the input functions or from flattening, never from a user
- * directly), never more; what it accepts is merged with itself both ways
+ * The combine and final functions take a flat state in the sorted format
+ * and nothing else, checked as the plain parse checks it (its values come
+ * from the input functions or from flattening, never from a user
+ * directly), never more; what they accept is merged with itself both ways
  * and finalised, and must come back with the same strings and twice the
- * counts (or 22003 when twice the counts cannot be held).
+ * counts (or 22003 when twice the counts cannot be held).  The combine
+ * function checks a value's head; its records are checked as the final
+ * function merges them: an error may come from either.
  */
 static void
 check_combine(CountsRun *run, bool parsed)
@@ -448,13 +463,16 @@ check_combine(CountsRun *run, bool parsed)
 	GnbParsedCounts copy_pc;
 	int128		copy_total;
 	uint64		copy_weighted;
-	bool		loose_ok = shim_try(parse_loose, run);
+	bool		loose_ok = shim_try(parse_loose, run) && run->loose.sorted;
 
-	if (!shim_try(combine, run))
+	if (!shim_try(combine, run) || !shim_try(finalize, run))
 	{
 		if (!loose_ok)
 		{
-			if (parsed || shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION)
+			/* the merge may meet a count too large before the bad part */
+			if ((parsed && run->pc.sorted) ||
+				(shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION &&
+				 shim_sqlerrcode != ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE))
 				shim_fail("combine: unexpected error on a value the plain parse rejects: %s: %s",
 						  shim_sqlstate(shim_sqlerrcode), shim_errmsg);
 			return;
@@ -466,16 +484,18 @@ check_combine(CountsRun *run, bool parsed)
 		return;
 	}
 	if (!loose_ok)
-		shim_fail("combine: accepted what a plain parse rejects");
+		shim_fail("combine: accepted what a plain parse rejects, or a plain value");
 	/* the cells as the combine function saw them */
 	walk_cells(in, &in_total, &in_weighted);
 	if (parsed && (in_total != run->total || in_weighted != run->weighted))
 		shim_fail("parse: the distinct check changed the cells");
 
-	if (!shim_try(finalize, run))
-		shim_fail("final: unexpected error %s: %s", shim_sqlstate(shim_sqlerrcode), shim_errmsg);
+	/* with the distinct check when the input passed it: its hashes are its words' */
+	run->strict_out = parsed;
 	if (!shim_try(parse_combined, run))
 		shim_fail("final: a value its own parse rejects: %s", shim_errmsg);
+	if (!out->sorted)
+		shim_fail("final: a merge not in the sorted form");
 	walk_cells(out, &out_total, &out_weighted);
 	if (out_total != 2 * in_total || out_weighted != 2 * in_weighted)
 		shim_fail("combine: the counts or strings changed");
@@ -487,13 +507,13 @@ check_combine(CountsRun *run, bool parsed)
 				   out->n_cells != distinct_cells(in)))
 		shim_fail("combine: strings or cells lost");
 	/* merged into a copy of the flat value: the same counts */
-	if (!gnb_counts_parse_ok(run->combined_copy, &copy_pc))
+	if (!parse_ok(run->combined_copy, &copy_pc, parsed))
 		shim_fail("final: the copy's value does not parse");
 	walk_cells(&copy_pc, &copy_total, &copy_weighted);
 	if (copy_total != out_total || copy_weighted != out_weighted)
 		shim_fail("combine: a read-only state merged into a copy gave other counts");
-	/* the text form reads back as the same bytes, when its strings are text */
-	if (all_utf8(out->class_str, out->class_len, out->n_classes) &&
+	/* the text form reads back as the same bytes, when the input was valid text */
+	if (parsed && all_utf8(out->class_str, out->class_len, out->n_classes) &&
 		all_utf8(out->word_str, out->word_len, out->n_words))
 	{
 		if (!shim_try(text_input, run))

@@ -373,18 +373,19 @@ static void
 check_counts(Doc *doc)
 {
 	const GnbParsedCounts *pc = &doc->pc;
+	GnbCountsIter it;
+	int32		cls,
+				word;
+	int64		count;
 
 	if (pc->n_classes != 2 || pc->n_words != doc->n_words || pc->n_cells != 2 * (int64) doc->n_words)
 		shim_fail("aggregate: %d classes, %d tokens, " INT64_FORMAT " cells for %d distinct tokens",
 				  pc->n_classes, pc->n_words, pc->n_cells, doc->n_words);
-	for (int64 i = 0; i < pc->n_cells; i++)
+	gnb_counts_iter_init(&it, pc);
+	while (gnb_counts_next(&it, &cls, &word, &count))
 	{
-		int32		cls,
-					word;
-		int64		count;
 		VocabEntry *e;
 
-		gnb_counts_cell(pc, i, &cls, &word, &count);
 		e = vocab_lookup(doc->vocab, token_key(pc->word_str[word], pc->word_len[word]));
 		if (e == NULL || count != doc->word_count[e->id])
 			shim_fail("aggregate: token %d of class %d counted " INT64_FORMAT " times", word, cls,

@@ -120,10 +120,12 @@ SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('a', '\x636166c3a9'));
 SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('a', '\xff'))$$);
 SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('\xc3', 'b'))$$);
 SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows(pg_temp.one_cell('a', '\x780079'))$$);
+-- a token twice (x, then a twice)
+SELECT try($$SELECT * FROM gibbs_nb_class_counts_rows('\x434e4247010000000100000002000000010000000000000001000000780100000061010000006100000000000000000100000000000000'::bytea)$$);
 
 -- The state type, gibbs_nb.class_counts_state: what travels between
 -- processes (parallel workers: flattened; Citus: its text form, base64 of
--- the same bytes as the final value).  An aggregate without a final
+-- its binary form).  An aggregate without a final
 -- function shows the state itself.
 CREATE AGGREGATE pg_temp.raw_counts(text, text[]) (
     SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
@@ -131,10 +133,22 @@ CREATE AGGREGATE pg_temp.raw_counts(text, text[]) (
     COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
     PARALLEL = SAFE);
 SET max_parallel_workers_per_gather = 0;
-SELECT decode((SELECT pg_temp.raw_counts(label, tokens) FROM src)::text, 'base64')
-       = (SELECT gibbs_nb_class_counts(label, tokens) FROM src) AS text_form_is_base64;
-SELECT gibbs_nb.class_counts_state_send((SELECT pg_temp.raw_counts(label, tokens) FROM src))
-       = (SELECT gibbs_nb_class_counts(label, tokens) FROM src) AS binary_form_is_the_bytes;
+-- The text form is base64 of the binary form.  A state travels in the
+-- sorted form (format 2: byte 4 of the value); the final value of a state
+-- counted in one process is the plain form (format 1), unsorted; both hold
+-- the same counts.
+CREATE FUNCTION pg_temp.counts_of(v text) RETURNS TABLE (class text, token text, count bigint)
+LANGUAGE sql AS $$ SELECT * FROM gibbs_nb_class_counts_rows(decode(v, 'base64')) ORDER BY 1, 2 $$;
+SELECT decode(s::text, 'base64') = gibbs_nb.class_counts_state_send(s) AS text_form_is_base64,
+       get_byte(gibbs_nb.class_counts_state_send(s), 4) AS state_format,
+       get_byte((SELECT gibbs_nb_class_counts(label, tokens) FROM src), 4) AS final_format
+FROM (SELECT pg_temp.raw_counts(label, tokens) AS s FROM src) x;
+SELECT count(*) AS differing FROM (
+  (SELECT * FROM serial_counts
+   EXCEPT SELECT * FROM pg_temp.counts_of((SELECT pg_temp.raw_counts(label, tokens) FROM src)::text))
+  UNION ALL
+  (SELECT * FROM pg_temp.counts_of((SELECT pg_temp.raw_counts(label, tokens) FROM src)::text)
+   EXCEPT SELECT * FROM serial_counts)) d;
 -- text round trip
 SELECT s::text::gibbs_nb.class_counts_state::text = s::text AS text_round_trip
 FROM (SELECT pg_temp.raw_counts(label, tokens) AS s FROM src) x;
@@ -151,8 +165,6 @@ END $$;
 SELECT (SELECT s::text FROM states) = (SELECT s::text FROM states_back) AS binary_round_trip;
 -- a state that starts flat (a user's aggregate with an INITCOND): the
 -- transition takes a copy of it and counts on
-CREATE FUNCTION pg_temp.counts_of(v text) RETURNS TABLE (class text, token text, count bigint)
-LANGUAGE sql AS $$ SELECT * FROM gibbs_nb_class_counts_rows(decode(v, 'base64')) ORDER BY 1, 2 $$;
 DO $$
 BEGIN
   EXECUTE format('CREATE AGGREGATE pg_temp.counts_from(text, text[]) ('
@@ -177,6 +189,18 @@ SELECT count(*) AS differing FROM (
   (SELECT * FROM gibbs_nb_class_counts_rows(decode(
      (SELECT pg_temp.merge_states(s::gibbs_nb.class_counts_state) FROM halves)::text, 'base64'))
    EXCEPT SELECT * FROM serial_counts)) d;
+-- twelve states combined: more than a state holds as runs (8), so that
+-- the runs are merged as they come, then with the rest at the end
+SELECT count(*) AS differing FROM (
+  (SELECT * FROM serial_counts
+   EXCEPT SELECT * FROM gibbs_nb_class_counts_rows(decode(
+     (SELECT pg_temp.merge_states(s) FROM (SELECT pg_temp.raw_counts(label, tokens) AS s
+                                           FROM src GROUP BY id % 12) t)::text, 'base64')))
+  UNION ALL
+  (SELECT * FROM gibbs_nb_class_counts_rows(decode(
+     (SELECT pg_temp.merge_states(s) FROM (SELECT pg_temp.raw_counts(label, tokens) AS s
+                                           FROM src GROUP BY id % 12) t)::text, 'base64'))
+   EXCEPT SELECT * FROM serial_counts)) d;
 RESET max_parallel_workers_per_gather;
 
 -- as a window aggregate (the state is read by the final function row after
@@ -192,20 +216,50 @@ ORDER BY id;
 
 CREATE FUNCTION pg_temp.b64(v bytea) RETURNS text
 LANGUAGE sql AS $$ SELECT translate(encode(v, 'base64'), E'\n', '') $$;
+-- A state in the sorted form made by hand: magic, format 2, 1 class, the
+-- given number of tokens and cells; the class (int32 length, bytes); then
+-- each token's record: its hash (4 bytes, as tokens.h's token_hash gives
+-- it, computed outside and written here little-endian), its length (one
+-- byte: a varint), its bytes, its number of cells (1), and the cell (class
+-- 0, count 1, varints).
+CREATE FUNCTION pg_temp.sorted(class bytea, n int, records bytea) RETURNS bytea
+LANGUAGE sql AS $$
+  SELECT '\x434e42470200000001000000'::bytea
+         || set_byte('\x00000000'::bytea, 0, n)
+         || set_byte('\x0000000000000000'::bytea, 0, n)
+         || set_byte('\x00000000'::bytea, 0, length(class)) || class || records $$;
+CREATE FUNCTION pg_temp.record(token bytea, hash bytea) RETURNS bytea
+LANGUAGE sql AS $$
+  SELECT hash || set_byte('\x00'::bytea, 0, length(token)) || token || '\x010001'::bytea $$;
 -- the input functions check everything: not base64, a bad layout, a string
--- twice, bytes that are not text (the value's bytes as in one_cell above)
+-- twice, a token out of order or under a hash not its own, the plain form,
+-- bytes that are not text
 SELECT try($$SELECT 'not base64!'::gibbs_nb.class_counts_state$$);
 SELECT try($$SELECT 'AA=='::gibbs_nb.class_counts_state$$);
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64(overlay((SELECT gibbs_nb_class_counts('x', '{a,b}'::text[]))
+                  pg_temp.b64(overlay(decode((SELECT pg_temp.raw_counts('x', '{a,b}'::text[]))::text, 'base64')
                                  placing '\x09' from 1 for 1))));
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64('\x434e4247010000000100000002000000010000000000000001000000780100000061010000006100000000000000000100000000000000')));
+                  pg_temp.b64(overlay(decode((SELECT pg_temp.raw_counts('x', '{a,b}'::text[]))::text, 'base64')
+                                 placing '\x05' from 5 for 1))));
+-- b (hash 0xcad13618) before c (0xc0988834): out of order; b twice
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64(pg_temp.one_cell('a', '\xff'))));
+                  pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('b', '\x1836d1ca')
+                                                     || pg_temp.record('c', '\x348898c0')))));
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
-                  pg_temp.b64(pg_temp.one_cell('a', '\x780079'))));
-SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.one_cell('a', '\x636166c3a9'))::gibbs_nb.class_counts_state::text);
+                  pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('b', '\x1836d1ca')
+                                                     || pg_temp.record('b', '\x1836d1ca')))));
+SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.sorted('a', 2, pg_temp.record('c', '\x348898c0')
+                                                                  || pg_temp.record('b', '\x1836d1ca'))));
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x636166c3a9', '\x00000000')))));
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64(pg_temp.one_cell('a', '\x636166c3a9'))));
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\xff', '\x736f5a48')))));
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x780079', '\x45775800')))));
+SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x636166c3a9', '\x46451b5a')))::gibbs_nb.class_counts_state::text);
 
 DROP VIEW reference;
 DROP AGGREGATE pg_temp.raw_counts(text, text[]), pg_temp.counts_from(text, text[]),
