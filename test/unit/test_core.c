@@ -413,6 +413,19 @@ test_gamma_pair_and_mt(void)
 	free(table);
 }
 
+/*
+ * Whether long double arithmetic is wider than double here: not under
+ * valgrind, which computes x87 long doubles in double precision.
+ */
+static int
+long_double_is_wide(void)
+{
+	volatile long double one = 1.0L;
+	volatile long double tiny = 0x1p-60L;
+
+	return one + tiny != one;
+}
+
 /* The distance from a to the exact b, in units in the last place of b. */
 static double
 ulps(double a, long double b)
@@ -505,7 +518,13 @@ test_fast_log(void)
 				max_ulp = u;
 		}
 	}
-	CHECK(max_ulp < 1.0, "fast log: max error %.3f ulp", max_ulp);
+	/*
+	 * The reference is logl: under valgrind, which computes x87 long
+	 * doubles in double precision, it is itself rounded to a double, off by
+	 * up to half an ulp more.
+	 */
+	CHECK(max_ulp < (long_double_is_wide() ? 1.0 : 1.5), "fast log: max error %.3f ulp%s",
+		  max_ulp, long_double_is_wide() ? "" : " (against logl rounded to double precision)");
 	CHECK(finite, "fast log: finite on positive normal numbers");
 	CHECK(same, "gnb_log_array gives gnb_log_normal's bits");
 	CHECK(same_to, "gnb_log_array_to gives gnb_log_normal's bits");
