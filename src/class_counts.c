@@ -963,6 +963,10 @@ typedef struct SortedPlan
 	int64	   *more_end;		/* NULL without cells beyond the inline ones */
 	MoreCell   *more;
 	Size		size;
+	/* what it was made for: a state that has changed since is an error */
+	int32		n_classes;
+	int32		n_words;
+	int64		n_cells;
 } SortedPlan;
 
 /* Let go of the state's plan, if it has one (what it counted changed). */
@@ -1063,6 +1067,9 @@ own_sorted_plan(CountsState *st)
 				size += varint_size((uint64) w->cls[k]) + varint_size((uint64) w->n[k]);
 	}
 	plan->size = check_value_size(size > (double) MaxAllocSize ? MaxAllocSize + 1 : (Size) size);
+	plan->n_classes = st->classes.n;
+	plan->n_words = n;
+	plan->n_cells = st->n_inline + n_more;
 	st->plan = plan;
 	return plan;
 }
@@ -1095,8 +1102,9 @@ own_write_sorted(CountsState *st, void *result, Size allocated_size)
 	SortedPlan *plan = own_sorted_plan(st);
 	char	   *p;
 
-	if (allocated_size != plan->size)
-		elog(ERROR, "gibbs_nb_class_counts: flat size changed");
+	if (allocated_size != plan->size || plan->n_classes != st->classes.n ||
+		plan->n_words != st->n_words || plan->n_cells != st->n_inline + (int64) st->more->members)
+		elog(ERROR, "gibbs_nb_class_counts: the state changed since its sorted size was taken");
 	p = own_write_head(st, result, allocated_size, COUNTS_FORMAT_SORTED);
 	for (int32 j = 0; j < st->n_words; j++)
 	{
@@ -1175,6 +1183,9 @@ reader_start(RunReader *r, const CountsRun *run, const int32 *class_map)
 	r->cells_left = run->n_cells;
 	r->n_classes = run->n_classes;
 	r->str = NULL;
+	r->len = 0;
+	r->hash = 0;
+	r->n_cells = 0;
 	r->class_map = class_map;
 }
 
@@ -1240,10 +1251,11 @@ reader_cell(RunReader *r, int32 *cls, int64 *count)
  * budget.
  */
 static bytea *
-merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
+merge_runs(CountsState *budget, double held, const CountsRun *const *src, int n_src)
 {
 	Size		bound = VARHDRSZ + COUNTS_HEADER_SIZE;
-	int64		total_classes = 0;
+	bool		clamped = false;
+	double		class_bytes = 0;
 	StringSet	classes;
 	RunReader	rd[MAX_RUNS + 1];
 	int			live = 0;
@@ -1265,9 +1277,25 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 	for (int r = 0; r < n_src; r++)
 	{
 		bound += src[r]->size + 4 * (Size) src[r]->n_cells;
-		total_classes += src[r]->n_classes;
+		for (int32 i = 0; i < src[r]->n_classes; i++)
+			class_bytes += 64.0 + src[r]->class_len[i];
 	}
-	counts_check_budget(budget, (double) bound + 24.0 * (double) total_classes);
+
+	/*
+	 * A value holds at most MaxAllocSize bytes: a merge that would not fit
+	 * in that is an error (54000) when it gets there, not a larger buffer.
+	 */
+	if (bound > MaxAllocSize)
+	{
+		bound = MaxAllocSize;
+		clamped = true;
+	}
+	/*
+	 * The value; per class, its copy in the classes' set, its entry there,
+	 * its place in the maps and the accumulators; and what the caller holds
+	 * beside the state (held) meanwhile.
+	 */
+	counts_check_budget(budget, (double) bound + class_bytes + held);
 
 	stringset_init(&classes, CurrentMemoryContext, 8);
 	for (int r = 0; r < n_src; r++)
@@ -1348,7 +1376,13 @@ merge_runs(CountsState *budget, const CountsRun *const *src, int n_src)
 			for (int t = 0; t < n_touched; t++)
 				need += varint_size((uint64) touched[t]) + varint_size((uint64) acc[touched[t]]);
 			if ((Size) (p - (char *) result) + need > bound)
+			{
+				if (clamped)
+					ereport(ERROR,
+							(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+							 errmsg("gibbs_nb_class_counts: the counts take more bytes than one value can hold")));
 				elog(ERROR, "gibbs_nb_class_counts: merged counts outgrew their bound");
+			}
 		}
 		p = write_record(p, rd[best].hash, rd[best].str, rd[best].len, (uint64) n_touched);
 		for (int t = 0; t < n_touched; t++)
@@ -1387,25 +1421,58 @@ run_free(CountsRun *run)
 
 static void runs_add(CountsState *st, bytea *value);
 
+/*
+ * Merge k of the state's runs, the smallest, into one.  With k the half of
+ * MAX_RUNS when a state is full (a Citus coordinator combining one run per
+ * shard), runs of like sizes are merged together, as in a log-structured
+ * merge: each byte is merged about log(shards) times, not once for every
+ * few shards, as it would be if a large run were merged again with each
+ * few small ones.
+ */
+static void
+runs_merge(CountsState *st, int k)
+{
+	int			order[MAX_RUNS];
+	const CountsRun *src[MAX_RUNS] = {0};
+	CountsRun	kept[MAX_RUNS];
+	int			n_kept = 0;
+	MemoryContext old;
+	bytea	   *merged;
+
+	if (k <= 1)
+		return;
+	Assert(k <= st->n_runs);
+	/* the runs by size, smallest first (insertion sort of at most 8) */
+	for (int r = 0; r < st->n_runs; r++)
+	{
+		int			j = r;
+
+		while (j > 0 && st->runs[order[j - 1]].size > st->runs[r].size)
+		{
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = r;
+	}
+	for (int i = 0; i < k; i++)
+		src[i] = &st->runs[order[i]];
+	old = MemoryContextSwitchTo(st->cxt);
+	merged = merge_runs(st, 0, src, k);
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < k; i++)
+		run_free(&st->runs[order[i]]);
+	for (int i = k; i < st->n_runs; i++)
+		kept[n_kept++] = st->runs[order[i]];
+	memcpy(st->runs, kept, sizeof(CountsRun) * n_kept);
+	st->n_runs = n_kept;
+	runs_add(st, merged);
+}
+
 /* Merge the state's runs into one. */
 static void
 runs_merge_all(CountsState *st)
 {
-	const CountsRun *src[MAX_RUNS];
-	MemoryContext old;
-	bytea	   *merged;
-
-	if (st->n_runs <= 1)
-		return;
-	for (int r = 0; r < st->n_runs; r++)
-		src[r] = &st->runs[r];
-	old = MemoryContextSwitchTo(st->cxt);
-	merged = merge_runs(st, src, st->n_runs);
-	MemoryContextSwitchTo(old);
-	for (int r = 0; r < st->n_runs; r++)
-		run_free(&st->runs[r]);
-	st->n_runs = 0;
-	runs_add(st, merged);
+	runs_merge(st, st->n_runs);
 }
 
 /*
@@ -1441,7 +1508,7 @@ runs_add(CountsState *st, bytea *value)
 	MemoryContext old;
 
 	if (st->n_runs == MAX_RUNS)
-		runs_merge_all(st);
+		runs_merge(st, MAX_RUNS / 2);
 	old = MemoryContextSwitchTo(st->cxt);
 	run_from_value(value, &st->runs[st->n_runs]);
 	MemoryContextSwitchTo(old);
@@ -1456,9 +1523,14 @@ static void
 runs_add_copy(CountsState *st, const bytea *value)
 {
 	Size		len = VARSIZE_ANY_EXHDR(value);
+	int32		n_classes = 0;
 	bytea	   *copy;
 
-	counts_check_budget(st, (double) len + VARHDRSZ);
+	/* the copy, and its parse's arrays of the classes */
+	if (len >= COUNTS_HEADER_SIZE)
+		memcpy(&n_classes, VARDATA_ANY(value) + 2 * sizeof(uint32), sizeof(int32));
+	counts_check_budget(st, (double) len + VARHDRSZ +
+						(sizeof(char *) + sizeof(int32)) * (double) Max(n_classes, 0));
 	copy = MemoryContextAllocExtended(st->cxt, VARHDRSZ + len, MCXT_ALLOC_HUGE);
 	SET_VARSIZE(copy, VARHDRSZ + len);
 	memcpy(VARDATA(copy), VARDATA_ANY(value), len);
@@ -1831,7 +1903,18 @@ read_records(const char *p, const char *end, const GnbParsedCounts *pc, bool val
 	uint32		last_hash = 0;
 	const char *last_str = NULL;
 	int32		last_len = 0;
+	int32	   *seen_at = NULL;
 
+	/*
+	 * seen_at[c]: the last word with a cell of class c.  With validate, no
+	 * word has two cells of one class (a merge would merely add them up).
+	 */
+	if (validate)
+	{
+		seen_at = palloc_extended(sizeof(int32) * ((Size) pc->n_classes + 1), MCXT_ALLOC_HUGE);
+		for (int32 c = 0; c < pc->n_classes; c++)
+			seen_at[c] = -1;
+	}
 	for (int32 i = 0; i < pc->n_words; i++)
 	{
 		uint32		hash;
@@ -1869,6 +1952,12 @@ read_records(const char *p, const char *end, const GnbParsedCounts *pc, bool val
 				!get_varint(&p, end, (uint64) pc->n_classes - 1, &cls) ||
 				!get_varint(&p, end, (uint64) PG_INT64_MAX, &count) || count == 0)
 				invalid_counts("bad cell");
+			if (seen_at != NULL)
+			{
+				if (seen_at[cls] == i)
+					invalid_counts("a token has two cells of one class");
+				seen_at[cls] = i;
+			}
 		}
 		cells += (int64) n;
 		if ((i & 0xFFFF) == 0xFFFF)
@@ -1876,6 +1965,8 @@ read_records(const char *p, const char *end, const GnbParsedCounts *pc, bool val
 	}
 	if (p != end || cells != pc->n_cells)
 		invalid_counts("bad length");
+	if (seen_at != NULL)
+		pfree(seen_at);
 }
 
 /* No string twice among n, or invalid_counts(why). */
@@ -1926,8 +2017,8 @@ parse_head(bytea *value, GnbParsedCounts *pc)
 		(int64) pc->n_classes + pc->n_words > (end - p) / (int64) sizeof(int32) ||
 		pc->n_cells > (end - p) / (pc->sorted ? 2 : (int64) CELL_SIZE))
 		invalid_counts("bad sizes");
-	pc->class_str = palloc(sizeof(char *) * (pc->n_classes + 1));
-	pc->class_len = palloc(sizeof(int32) * (pc->n_classes + 1));
+	pc->class_str = palloc_extended(sizeof(char *) * ((Size) pc->n_classes + 1), MCXT_ALLOC_HUGE);
+	pc->class_len = palloc_extended(sizeof(int32) * ((Size) pc->n_classes + 1), MCXT_ALLOC_HUGE);
 	read_strings(&p, end, pc->n_classes, pc->class_str, pc->class_len);
 	pc->word_str = NULL;
 	pc->word_len = NULL;
@@ -1968,7 +2059,7 @@ parse_value(bytea *value, GnbParsedCounts *pc, bool validate, bool word_arrays)
 	{
 		const char *p = pc->words;
 
-		read_strings(&p, p + pc->size, pc->n_words, pc->word_str, pc->word_len);
+		read_strings(&p, VARDATA_ANY(value) + pc->size, pc->n_words, pc->word_str, pc->word_len);
 		for (int64 i = 0; i < pc->n_cells; i++)
 		{
 			int32		cell[2];
@@ -2025,9 +2116,13 @@ counts_validate(bytea *value)
 {
 	GnbParsedCounts pc;
 
-	gnb_counts_parse(value, &pc, true);
+	/* the format first: a plain value is refused before it is read */
+	parse_head(value, &pc);
 	if (!pc.sorted)
 		invalid_counts("a state must be in the sorted form");
+	pfree(pc.class_str);
+	pfree(pc.class_len);
+	gnb_counts_parse(value, &pc, true);
 	check_encoding(pc.class_str, pc.class_len, pc.n_classes);
 	check_encoding(pc.word_str, pc.word_len, pc.n_words);
 	pfree(pc.class_str);
@@ -2170,7 +2265,8 @@ gibbs_nb_counts_state_final(PG_FUNCTION_ARGS)
 		run_from_value(own_sorted_value(st, st), &own);
 		src[n_src++] = &own;
 	}
-	value = merge_runs(st, src, n_src);
+	/* the own value, outside the state's memory, is held while the merge runs */
+	value = merge_runs(st, n_src > st->n_runs ? (double) VARSIZE(own.value) : 0, src, n_src);
 	if (n_src > st->n_runs)
 		run_free(&own);
 	PG_RETURN_BYTEA_P(value);

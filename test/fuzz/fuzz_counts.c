@@ -305,8 +305,14 @@ check_input(CountsRun *run, void (*fn) (void *), bool parsed, const char *parse_
 	}
 	else if (!parsed)
 	{
+		/* a value whose head says plain is refused as such before it is read */
+		uint32		format = 0;
+
+		if (VARSIZE(run->value) - VARHDRSZ >= 2 * sizeof(uint32))
+			memcpy(&format, VARDATA(run->value) + sizeof(uint32), sizeof(uint32));
 		if (shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION ||
-			strcmp(shim_errmsg, parse_error) != 0)
+			(strcmp(shim_errmsg, parse_error) != 0 &&
+			 !(format == 1 && strstr(shim_errmsg, "sorted form") != NULL)))
 			shim_fail("%s: a different error than the parse's: %s: %s", what,
 					  shim_sqlstate(shim_sqlerrcode), shim_errmsg);
 	}

@@ -17,7 +17,10 @@
  *	 ones;
  * - the document is counted by the aggregate's transition function twice,
  *	 under two labels, and the final value parses and holds, for each label,
- *	 each distinct token with the sum of its counts.
+ *	 each distinct token with the sum of its counts;
+ * - that state's sorted form (the send function's bytes, as it leaves a
+ *	 process) is combined 11 times, more runs than a state holds, and the
+ *	 final value is in the sorted form and holds 11 times those counts.
  *
  * Input layout (any bytes are a document; a missing byte reads as 0):
  *	 byte 0: bit 0 tsvector, else text[]; text[]: bits 1-3 the number of
@@ -39,6 +42,11 @@
 extern PGDLLEXPORT Datum gibbs_nb_counts_state_add_text_array(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum gibbs_nb_counts_state_add_tsvector(PG_FUNCTION_ARGS);
 extern PGDLLEXPORT Datum gibbs_nb_counts_state_final(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_send(PG_FUNCTION_ARGS);
+extern PGDLLEXPORT Datum gibbs_nb_counts_state_combine(PG_FUNCTION_ARGS);
+
+/* The state flattened (sorted) and combined this many times: more than 8 runs */
+#define TIMES 11
 
 extern int	LLVMFuzzerTestOneInput(const uint8 *data, size_t size);
 
@@ -75,6 +83,8 @@ typedef struct Doc
 	/* the aggregate */
 	bytea	   *counts;
 	GnbParsedCounts pc;
+	bytea	   *merged;			/* the state's sorted form combined TIMES times */
+	GnbParsedCounts merged_pc;
 } Doc;
 
 typedef struct Input
@@ -366,13 +376,42 @@ aggregate(void *arg)
 	fcinfo->args[0].isnull = false;
 	doc->counts = DatumGetByteaPP(gibbs_nb_counts_state_final(fcinfo));
 	gnb_counts_parse(doc->counts, &doc->pc, true);
+
+	/*
+	 * The state as it leaves a process (its sorted form), combined TIMES
+	 * times, as a leader or a coordinator combines the states it is sent:
+	 * the runs are merged when there are too many, and at the end.
+	 */
+	{
+		Datum		flat;
+		Datum		merged = (Datum) 0;
+
+		fcinfo->args[0].value = state;
+		flat = gibbs_nb_counts_state_send(fcinfo);
+		for (int i = 0; i < TIMES; i++)
+		{
+			InitFunctionCallInfoData(*fcinfo, NULL, 2, InvalidOid, NULL, NULL);
+			fcinfo->args[0].value = merged;
+			fcinfo->args[0].isnull = i == 0;
+			fcinfo->args[1].value = flat;
+			fcinfo->args[1].isnull = false;
+			merged = gibbs_nb_counts_state_combine(fcinfo);
+		}
+		InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+		fcinfo->args[0].value = merged;
+		fcinfo->args[0].isnull = false;
+		doc->merged = DatumGetByteaPP(gibbs_nb_counts_state_final(fcinfo));
+		gnb_counts_parse(doc->merged, &doc->merged_pc, true);
+	}
 }
 
-/* The aggregate's cells: each distinct token under each label, its sum. */
+/*
+ * The aggregate's cells: each distinct token under each label, its sum,
+ * times `times` (its sorted form combined that many times).
+ */
 static void
-check_counts(Doc *doc)
+check_cells(Doc *doc, const GnbParsedCounts *pc, int64 times)
 {
-	const GnbParsedCounts *pc = &doc->pc;
 	GnbCountsIter it;
 	int32		cls,
 				word;
@@ -387,9 +426,9 @@ check_counts(Doc *doc)
 		VocabEntry *e;
 
 		e = vocab_lookup(doc->vocab, token_key(pc->word_str[word], pc->word_len[word]));
-		if (e == NULL || count != doc->word_count[e->id])
-			shim_fail("aggregate: token %d of class %d counted " INT64_FORMAT " times", word, cls,
-					  count);
+		if (e == NULL || count != times * doc->word_count[e->id])
+			shim_fail("aggregate: token %d of class %d counted " INT64_FORMAT " times (x" INT64_FORMAT ")",
+					  word, cls, count, times);
 	}
 }
 
@@ -435,7 +474,10 @@ LLVMFuzzerTestOneInput(const uint8 *data, size_t size)
 
 	if (!shim_try(aggregate, &doc))
 		shim_fail("aggregate: error %s: %s", shim_sqlstate(shim_sqlerrcode), shim_errmsg);
-	check_counts(&doc);
+	check_cells(&doc, &doc.pc, 1);
+	if (!doc.merged_pc.sorted)
+		shim_fail("aggregate: a merge not in the sorted form");
+	check_cells(&doc, &doc.merged_pc, TIMES);
 
 	shim_free_all();
 	return 0;

@@ -201,6 +201,46 @@ SELECT count(*) AS differing FROM (
      (SELECT pg_temp.merge_states(s) FROM (SELECT pg_temp.raw_counts(label, tokens) AS s
                                            FROM src GROUP BY id % 12) t)::text, 'base64'))
    EXCEPT SELECT * FROM serial_counts)) d;
+-- A state that holds both a run and what its own process counted: a
+-- user's aggregate with an INITCOND and the extension's final function,
+-- which merges the two (five classes: cells beyond a word's first two).
+CREATE TEMP TABLE five (id int, l text, t text[]);
+INSERT INTO five SELECT i, (ARRAY['a','b','c','d','e'])[1 + i % 5],
+       array(SELECT 'w' || ((i * k) % 37) FROM generate_series(1, 1 + i % 9) k)
+FROM generate_series(1, 200) i;
+DO $$ BEGIN
+  EXECUTE format('CREATE AGGREGATE pg_temp.counts_init(text, text[]) ('
+                 'SFUNC = gibbs_nb.gibbs_nb_class_counts_add, STYPE = gibbs_nb.class_counts_state, '
+                 'FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final, INITCOND = %L)',
+                 (SELECT pg_temp.raw_counts(l, t) FROM five WHERE id <= 50)::text);
+END $$;
+CREATE TEMP VIEW five_twice AS
+  SELECT l AS class, x AS token, count(*) AS count
+  FROM (SELECT l, x FROM five, unnest(t) x UNION ALL
+        SELECT l, x FROM five, unnest(t) x WHERE id <= 50) u GROUP BY 1, 2;
+SELECT count(*) AS differing FROM (
+  (SELECT * FROM gibbs_nb_class_counts_rows((SELECT pg_temp.counts_init(l, t) FROM five))
+   EXCEPT ALL SELECT * FROM five_twice)
+  UNION ALL
+  (SELECT * FROM five_twice
+   EXCEPT ALL SELECT * FROM gibbs_nb_class_counts_rows((SELECT pg_temp.counts_init(l, t) FROM five)))) d;
+-- as a window aggregate: the final function, called row after row on that
+-- state, leaves it as it was
+SELECT count(*) FILTER (WHERE got <> want) AS bad_rows FROM (
+  SELECT (SELECT sum(count) FROM gibbs_nb_class_counts_rows(v)) AS got,
+         (SELECT count(*) FROM five f, unnest(f.t) x WHERE f.id <= w.id)
+         + (SELECT count(*) FROM five f, unnest(f.t) x WHERE f.id <= 50) AS want
+  FROM (SELECT id, pg_temp.counts_init(l, t) OVER (ORDER BY id) AS v FROM five) w) z;
+-- a state flattened between transitions (an aggregate without a final
+-- function, as a window aggregate: its state is copied after every row):
+-- what was sorted for one flatten is not used for the next
+SELECT count(*) FILTER (WHERE got <> want) AS bad_rows FROM (
+  SELECT (SELECT sum(count) FROM gibbs_nb_class_counts_rows(decode(v::text, 'base64'))) AS got,
+         (SELECT count(*) FROM five f, unnest(f.t) x WHERE f.id <= w.id) AS want
+  FROM (SELECT id, pg_temp.raw_counts(l, t) OVER (ORDER BY id) AS v FROM five) w) z;
+DROP VIEW five_twice;
+DROP AGGREGATE pg_temp.counts_init(text, text[]);
+DROP TABLE five;
 RESET max_parallel_workers_per_gather;
 
 -- as a window aggregate (the state is read by the final function row after
@@ -260,6 +300,10 @@ SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
 SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
                   pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x780079', '\x45775800')))));
 SELECT * FROM pg_temp.counts_of(pg_temp.b64(pg_temp.sorted('a', 1, pg_temp.record('\x636166c3a9', '\x46451b5a')))::gibbs_nb.class_counts_state::text);
+-- a token with two cells of one class (b: its record, then 2 cells of class 0)
+SELECT try(format('SELECT %L::gibbs_nb.class_counts_state',
+                  pg_temp.b64(overlay(pg_temp.sorted('a', 1, '\x1836d1ca0162020001'::bytea || '\x0001'::bytea)
+                                 placing '\x02' from 17 for 1))));
 
 DROP VIEW reference;
 DROP AGGREGATE pg_temp.raw_counts(text, text[]), pg_temp.counts_from(text, text[]),

@@ -67,6 +67,24 @@ EXCEPTION WHEN OTHERS THEN
   RAISE NOTICE '%: %; in a parallel worker: %', SQLSTATE,
     regexp_replace(SQLERRM, '\d+ MB', 'N MB', 'g'), ctx LIKE '%parallel worker%';
 END $$;
+-- and in the leader, which keeps the workers' states (each under 20 MB
+-- here) and merges them: at 36 MB the merge's value does not fit beside
+-- them, and the error is the leader's; at 60 MB all of it does
+SET gibbs_nb.class_counts_budget = '36MB';
+DO $$
+DECLARE
+  ctx text;
+BEGIN
+  PERFORM gibbs_nb_class_counts(label, tokens) FROM wide;
+  RAISE NOTICE 'no error';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
+  RAISE NOTICE '%: %; in a parallel worker: %', SQLSTATE,
+    regexp_replace(SQLERRM, '\d+ MB', 'N MB', 'g'), ctx LIKE '%parallel worker%';
+END $$;
+SET gibbs_nb.class_counts_budget = '60MB';
+SELECT sum(count) = 4000 * 30 AS all_counted
+FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM wide));
 RESET ALL;
 
 -- a user's own query is bounded by nothing of ours (as array_agg is not):
