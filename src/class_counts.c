@@ -270,6 +270,7 @@ stringset_id(StringSet *set, MemoryContext cxt, const char *str, int len)
 }
 
 static void own_init(CountsState *st);
+static void live_state_add(CountsState *st);
 static void invalid_counts(const char *why) pg_attribute_noreturn();
 static void parse_head(bytea *value, GnbParsedCounts *pc);
 static Size counts_get_flat_size(ExpandedObjectHeader *eohptr);
@@ -302,6 +303,7 @@ counts_create(MemoryContext parent)
 	EOH_init_header(&st->hdr, &counts_methods, cxt);
 	st->magic = COUNTS_MAGIC;
 	st->cxt = cxt;
+	live_state_add(st);
 	own_init(st);
 	return st;
 }
@@ -344,26 +346,71 @@ cell_key(int32 class_id, int32 word_id)
 }
 
 /*
- * The memory budget of a state (gibbs_nb.class_counts_budget, which the
- * training worker sets to what is left of its job's gibbs_nb.max_job_memory
- * and its parallel workers inherit): error out (53200) if the state's
- * context, which holds all of it, would go past the budget by allocating
- * `more` bytes.  Called before each block of tokens or cells is added, with
- * what the block may allocate (the tables' doubling, the strings' copies),
- * so that no state grows past its budget by more than an allocator's
- * rounding.  0 bounds nothing: a user's own query is bounded as any
- * aggregate's, by nothing of ours.
+ * The states alive in this process, so that the budget below bounds them
+ * all together: a leader that runs the partial aggregate itself (no worker
+ * could be launched) holds its partial state beside the one it combines
+ * into.  A state leaves the list when its memory context goes (a reset
+ * callback), however the aggregate ends.
+ */
+typedef struct LiveState
+{
+	CountsState *st;
+	struct LiveState *next;
+	struct LiveState **prevp;
+	MemoryContextCallback cb;
+} LiveState;
+
+static LiveState *live_states = NULL;
+
+static void
+live_state_gone(void *arg)
+{
+	LiveState  *ls = arg;
+
+	*ls->prevp = ls->next;
+	if (ls->next != NULL)
+		ls->next->prevp = ls->prevp;
+}
+
+static void
+live_state_add(CountsState *st)
+{
+	LiveState  *ls = MemoryContextAlloc(st->cxt, sizeof(LiveState));
+
+	ls->st = st;
+	ls->next = live_states;
+	ls->prevp = &live_states;
+	if (live_states != NULL)
+		live_states->prevp = &ls->next;
+	live_states = ls;
+	ls->cb.func = live_state_gone;
+	ls->cb.arg = ls;
+	MemoryContextRegisterResetCallback(st->cxt, &ls->cb);
+}
+
+/*
+ * The memory budget of this process's states (gibbs_nb.class_counts_budget,
+ * which the training worker sets to what is left of its job's
+ * gibbs_nb.max_job_memory and its parallel workers inherit): error out
+ * (53200) if the states' contexts, which hold all of them, would go past
+ * the budget by allocating `more` bytes for st.  Called before each block of
+ * tokens or cells is added, with what the block may allocate (the tables'
+ * doubling, the strings' copies), before a state copies or merges runs,
+ * and before a final value is made, so that no process's states grow past
+ * their budget by more than an allocator's rounding.  0 bounds nothing: a
+ * user's own query is bounded as any aggregate's, by nothing of ours.
  */
 static void
 counts_check_budget(CountsState *st, double more)
 {
-	double		in_use;
+	double		in_use = 0;
 	double		budget;
 
 	if (likely(gnb_class_counts_budget_kb <= 0))
 		return;
 	budget = (double) gnb_class_counts_budget_kb * 1024.0;
-	in_use = (double) MemoryContextMemAllocated(st->cxt, true);
+	for (LiveState *ls = live_states; ls != NULL; ls = ls->next)
+		in_use += (double) MemoryContextMemAllocated(ls->st->cxt, true);
 	if (in_use + more <= budget)
 		return;
 	ereport(ERROR,

@@ -170,9 +170,29 @@ MemoryContextDelete(MemoryContext context)
 {
 }
 
+/*
+ * A context's reset callbacks, as the server keeps them: here they are
+ * called when the input is done, before its memory goes (shim_free_all).
+ */
+static MemoryContextCallback *callbacks = NULL;
+
+void
+MemoryContextRegisterResetCallback(MemoryContext context, MemoryContextCallback *cb)
+{
+	cb->next = callbacks;
+	callbacks = cb;
+}
+
 void
 shim_free_all(void)
 {
+	while (callbacks != NULL)
+	{
+		MemoryContextCallback *cb = callbacks;
+
+		callbacks = cb->next;
+		cb->func(cb->arg);
+	}
 	while (chunks.next != &chunks)
 		pfree(CHUNK_DATA(chunks.next));
 	CurrentMemoryContext = &top_context;

@@ -85,6 +85,21 @@ END $$;
 SET gibbs_nb.class_counts_budget = '60MB';
 SELECT sum(count) = 4000 * 30 AS all_counted
 FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM wide));
+-- a parallel plan that gets no worker: the leader runs the partial
+-- aggregate itself and holds its state beside the state it combines it
+-- into.  The budget bounds the process's states together: 60 MB, enough
+-- for a serial count, is not enough for both.
+SET max_parallel_workers = 0;
+DO $$
+BEGIN
+  PERFORM gibbs_nb_class_counts(label, tokens) FROM wide;
+  RAISE NOTICE 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RAISE NOTICE '%: %', SQLSTATE, regexp_replace(SQLERRM, '\d+ MB', 'N MB', 'g');
+END $$;
+SET max_parallel_workers_per_gather = 0;
+SELECT sum(count) = 4000 * 30 AS all_counted_serially
+FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM wide));
 RESET ALL;
 
 -- a user's own query is bounded by nothing of ours (as array_agg is not):
