@@ -47,6 +47,19 @@ DO $$ BEGIN
 END $$;
 SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'wide2';
 
+-- counting wide under the current settings: 'no error', or the error
+-- (sizes masked) and whether a parallel worker raised it
+CREATE FUNCTION pg_temp.count_wide() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  ctx text;
+BEGIN
+  PERFORM gibbs_nb_class_counts(label, tokens) FROM wide;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
+  RETURN format('%s: %s; in a parallel worker: %s', SQLSTATE,
+                regexp_replace(SQLERRM, '\d+ MB', 'N MB', 'g'), ctx LIKE '%parallel worker%');
+END $$;
 -- in the parallel workers themselves: with the leader not counting, the
 -- error comes from a worker's partial state
 SET max_parallel_workers_per_gather = 2;
@@ -56,32 +69,12 @@ SET min_parallel_table_scan_size = 0;
 SET parallel_leader_participation = off;
 EXPLAIN (COSTS OFF) SELECT gibbs_nb_class_counts(label, tokens) FROM wide;
 SET gibbs_nb.class_counts_budget = '2MB';
-DO $$
-DECLARE
-  ctx text;
-BEGIN
-  PERFORM gibbs_nb_class_counts(label, tokens) FROM wide;
-  RAISE NOTICE 'no error';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
-  RAISE NOTICE '%: %; in a parallel worker: %', SQLSTATE,
-    regexp_replace(SQLERRM, '\d+ MB', 'N MB', 'g'), ctx LIKE '%parallel worker%';
-END $$;
+SELECT pg_temp.count_wide();
 -- and in the leader, which keeps the workers' states (each under 20 MB
 -- here) and merges them: at 36 MB the merge's value does not fit beside
 -- them, and the error is the leader's; at 60 MB all of it does
 SET gibbs_nb.class_counts_budget = '36MB';
-DO $$
-DECLARE
-  ctx text;
-BEGIN
-  PERFORM gibbs_nb_class_counts(label, tokens) FROM wide;
-  RAISE NOTICE 'no error';
-EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS ctx = PG_EXCEPTION_CONTEXT;
-  RAISE NOTICE '%: %; in a parallel worker: %', SQLSTATE,
-    regexp_replace(SQLERRM, '\d+ MB', 'N MB', 'g'), ctx LIKE '%parallel worker%';
-END $$;
+SELECT pg_temp.count_wide();
 SET gibbs_nb.class_counts_budget = '60MB';
 SELECT sum(count) = 4000 * 30 AS all_counted
 FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM wide));
@@ -90,13 +83,7 @@ FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FRO
 -- into.  The budget bounds the process's states together: 60 MB, enough
 -- for a serial count, is not enough for both.
 SET max_parallel_workers = 0;
-DO $$
-BEGIN
-  PERFORM gibbs_nb_class_counts(label, tokens) FROM wide;
-  RAISE NOTICE 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RAISE NOTICE '%: %', SQLSTATE, regexp_replace(SQLERRM, '\d+ MB', 'N MB', 'g');
-END $$;
+SELECT pg_temp.count_wide();
 SET max_parallel_workers_per_gather = 0;
 SELECT sum(count) = 4000 * 30 AS all_counted_serially
 FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM wide));
