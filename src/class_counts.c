@@ -76,8 +76,9 @@
 #define CELL_SIZE (2 * sizeof(int32) + sizeof(int64))
 
 /*
- * A state holds at most this many runs: one more is first merged with them
- * into one (a Citus coordinator combines one run per shard).
+ * A state holds at most this many runs: before one more, the half of them
+ * that are smallest are merged into one (see runs_merge; a Citus
+ * coordinator combines one run per shard).
  */
 #define MAX_RUNS 8
 
