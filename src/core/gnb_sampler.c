@@ -664,6 +664,43 @@ move_doc_totals(chain_state *st, int32_t j, int32_t a, int32_t b, double delta_a
 }
 
 /*
+ * One word's part in moving a document from class a to class b: its counts
+ * in row N[base..] move by cnt (its theta-hat sums, at tbase, flushed
+ * first), and the change of S is taken as running products (lambda = 1) ...
+ */
+static inline void
+move_word(chain_state *st, int64_t base, int64_t tbase, int32_t cnt, int32_t a, int32_t b,
+		  log_product *pa, log_product *pb, double *delta_a, double *delta_b)
+{
+	double	   *row = st->N + base;
+	const double g = st->g_theta;
+
+	flush_theta(st, base + a, tbase + a, a);
+	flush_theta(st, base + b, tbase + b, b);
+	row[a] -= cnt;
+	/* removing: lgamma(n_new + g) - lgamma(n_new + cnt + g) */
+	*delta_a -= log_rising(pa, row[a] + g, cnt);
+	*delta_b += log_rising(pb, row[b] + g, cnt);
+	row[b] += cnt;
+}
+
+/* ... or, with the count weighted by lambda < 1, as lgamma differences. */
+static inline void
+move_word_tempered(chain_state *st, int64_t base, int64_t tbase, double add, int32_t a,
+				   int32_t b, double *delta_a, double *delta_b)
+{
+	double	   *row = st->N + base;
+	const double g = st->g_theta;
+
+	flush_theta(st, base + a, tbase + a, a);
+	flush_theta(st, base + b, tbase + b, b);
+	*delta_a += lgamma(row[a] - add + g) - lgamma(row[a] + g);
+	*delta_b += lgamma(row[b] + add + g) - lgamma(row[b] + g);
+	row[a] -= add;
+	row[b] += add;
+}
+
+/*
  * Move unlabelled document j from class a to class b, keeping N, Nk, C, the
  * prior terms and the word terms S up to date.  With lambda = 1 the change of S is a log of
  * rising factorials, taken as running products; otherwise lgamma.
@@ -674,7 +711,6 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 	const run_shared *sh = st->sh;
 	const gnb_corpus *c = sh->corpus;
 	const double lambda = st->lambda;
-	const double g = st->g_theta;
 	const int32_t K = sh->K;
 	double		delta_a = 0.0;
 	double		delta_b = 0.0;
@@ -690,39 +726,17 @@ move_doc(chain_state *st, int32_t j, int32_t a, int32_t b)
 		log_product_init(&pa);
 		log_product_init(&pb);
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
-		{
-			int64_t		base = (int64_t) c->word[p] * K;
-			int64_t		tbase = (int64_t) sh->active_pos[c->word[p]] * K;
-			double	   *row = st->N + base;
-			int32_t		cnt = c->count[p];
-
-			flush_theta(st, base + a, tbase + a, a);
-			flush_theta(st, base + b, tbase + b, b);
-			row[a] -= cnt;
-			/* removing: lgamma(n_new + g) - lgamma(n_new + cnt + g) */
-			delta_a -= log_rising(&pa, row[a] + g, cnt);
-			delta_b += log_rising(&pb, row[b] + g, cnt);
-			row[b] += cnt;
-		}
+			move_word(st, (int64_t) c->word[p] * K, (int64_t) sh->active_pos[c->word[p]] * K,
+					  c->count[p], a, b, &pa, &pb, &delta_a, &delta_b);
 		delta_a -= log_product_value(&pa);
 		delta_b += log_product_value(&pb);
 	}
 	else
 	{
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
-		{
-			int64_t		base = (int64_t) c->word[p] * K;
-			int64_t		tbase = (int64_t) sh->active_pos[c->word[p]] * K;
-			double	   *row = st->N + base;
-			double		add = lambda * c->count[p];
-
-			flush_theta(st, base + a, tbase + a, a);
-			flush_theta(st, base + b, tbase + b, b);
-			delta_a += lgamma(row[a] - add + g) - lgamma(row[a] + g);
-			delta_b += lgamma(row[b] + add + g) - lgamma(row[b] + g);
-			row[a] -= add;
-			row[b] += add;
-		}
+			move_word_tempered(st, (int64_t) c->word[p] * K,
+							   (int64_t) sh->active_pos[c->word[p]] * K,
+							   lambda * c->count[p], a, b, &delta_a, &delta_b);
 	}
 	move_doc_totals(st, j, a, b, delta_a, delta_b);
 }
@@ -764,7 +778,6 @@ move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
 	const int64_t n_ones = sh->dense_ones[i];
 	const int32_t j = sh->unlabeled[i];
 	const double lambda = st->lambda;
-	const double g = st->g_theta;
 	double		delta_a = 0.0;
 	double		delta_b = 0.0;
 
@@ -782,14 +795,8 @@ move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
 		{
 			int32_t		cnt;
 			int64_t		base = 2 * (int64_t) packed_pair(sh, pr, n_ones, &p, &cnt);
-			double	   *row = st->N + base;
 
-			flush_theta(st, base + a, base + a, a);
-			flush_theta(st, base + b, base + b, b);
-			row[a] -= cnt;
-			delta_a -= log_rising(&pa, row[a] + g, cnt);
-			delta_b += log_rising(&pb, row[b] + g, cnt);
-			row[b] += cnt;
+			move_word(st, base, base, cnt, a, b, &pa, &pb, &delta_a, &delta_b);
 		}
 		delta_a -= log_product_value(&pa);
 		delta_b += log_product_value(&pb);
@@ -800,15 +807,8 @@ move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
 		{
 			int32_t		cnt;
 			int64_t		base = 2 * (int64_t) packed_pair(sh, pr, n_ones, &p, &cnt);
-			double	   *row = st->N + base;
-			double		add = lambda * cnt;
 
-			flush_theta(st, base + a, base + a, a);
-			flush_theta(st, base + b, base + b, b);
-			delta_a += lgamma(row[a] - add + g) - lgamma(row[a] + g);
-			delta_b += lgamma(row[b] + add + g) - lgamma(row[b] + g);
-			row[a] -= add;
-			row[b] += add;
+			move_word_tempered(st, base, base, lambda * cnt, a, b, &delta_a, &delta_b);
 		}
 	}
 	move_doc_totals(st, j, a, b, delta_a, delta_b);
