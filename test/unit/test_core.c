@@ -1283,6 +1283,79 @@ free_synthetic(synthetic *s)
 }
 
 /*
+ * A synthetic corpus in the form the worker gives the core: its unlabelled
+ * documents alone, the labelled ones as their counts by word and class
+ * (words, V x K) and by class (docs); map[i] is document i's index in the
+ * synthetic corpus.
+ */
+typedef struct server_corpus
+{
+	gnb_corpus	c;
+	int64_t    *doc_start;
+	int32_t    *word;
+	int32_t    *count;
+	int32_t    *label;
+	int32_t    *map;
+	double	   *words;
+	double	   *docs;
+} server_corpus;
+
+static void
+make_server_corpus(server_corpus *sc, const synthetic *s, int V, int K)
+{
+	int			D = s->c.n_docs;
+	int			n = 0;
+	int64_t		pos = 0;
+
+	sc->words = calloc((size_t) V * K, sizeof(double));
+	sc->docs = calloc(K, sizeof(double));
+	sc->doc_start = calloc(D + 1, sizeof(int64_t));
+	sc->word = calloc((size_t) D * V + 1, sizeof(int32_t));
+	sc->count = calloc((size_t) D * V + 1, sizeof(int32_t));
+	sc->label = calloc(D, sizeof(int32_t));
+	sc->map = calloc(D, sizeof(int32_t));
+	for (int j = 0; j < D; j++)
+	{
+		if (s->label[j] >= 0)
+		{
+			sc->docs[s->label[j]] += 1;
+			for (int64_t q = s->doc_start[j]; q < s->doc_start[j + 1]; q++)
+				sc->words[(int64_t) s->word[q] * K + s->label[j]] += s->count[q];
+			continue;
+		}
+		sc->doc_start[n] = pos;
+		for (int64_t q = s->doc_start[j]; q < s->doc_start[j + 1]; q++)
+		{
+			sc->word[pos] = s->word[q];
+			sc->count[pos++] = s->count[q];
+		}
+		sc->label[n] = -1;
+		sc->map[n++] = j;
+	}
+	sc->doc_start[n] = pos;
+	sc->c = s->c;
+	sc->c.n_docs = n;
+	sc->c.doc_start = sc->doc_start;
+	sc->c.word = sc->word;
+	sc->c.count = sc->count;
+	sc->c.label = sc->label;
+	sc->c.extra_word_counts = sc->words;
+	sc->c.extra_doc_counts = sc->docs;
+}
+
+static void
+free_server_corpus(server_corpus *sc)
+{
+	free(sc->doc_start);
+	free(sc->word);
+	free(sc->count);
+	free(sc->label);
+	free(sc->map);
+	free(sc->words);
+	free(sc->docs);
+}
+
+/*
  * Largest |theta-hat - theta| in units of its posterior standard deviation,
  * sqrt(theta (1 - theta) / N_k) with N_k the tokens of class k, over the
  * class matching perm (perm[k] = estimated class of true class k).
@@ -1402,47 +1475,21 @@ extra_counts(int K)
 	{
 		gnb_params	p = {sm ? GNB_SAMPLER_COLLAPSED : GNB_SAMPLER_PAPER, 60, 20, 1, 2,
 		0.8, 0.6, 1.0, 5};
-		gnb_corpus	only_free = s.c;
-		double	   *words = calloc((size_t) V * K, sizeof(double));
-		double		docs[3] = {0, 0, 0};
-		int64_t    *start = calloc(D + 1, sizeof(int64_t));
-		int32_t    *word = calloc((size_t) D * V, sizeof(int32_t));
-		int32_t    *count = calloc((size_t) D * V, sizeof(int32_t));
-		int32_t    *label = calloc(D, sizeof(int32_t));
-		int32_t    *map = calloc(D, sizeof(int32_t));
-		int			n = 0;
-		int64_t		pos = 0;
+		server_corpus sc;
+		gnb_corpus	only_free;
+		double	   *words;
+		int32_t    *map;
+		int			n;
 		gnb_result	a,
 					b;
 		double		diff = 0.0;
 
 		/* the unlabelled documents as a corpus; the labelled as counts */
-		for (int j = 0; j < D; j++)
-		{
-			if (s.label[j] >= 0)
-			{
-				docs[s.label[j]] += 1;
-				for (int64_t q = s.doc_start[j]; q < s.doc_start[j + 1]; q++)
-					words[(int64_t) s.word[q] * K + s.label[j]] += s.count[q];
-				continue;
-			}
-			start[n] = pos;
-			for (int64_t q = s.doc_start[j]; q < s.doc_start[j + 1]; q++)
-			{
-				word[pos] = s.word[q];
-				count[pos++] = s.count[q];
-			}
-			label[n] = -1;
-			map[n++] = j;
-		}
-		start[n] = pos;
-		only_free.n_docs = n;
-		only_free.doc_start = start;
-		only_free.word = word;
-		only_free.count = count;
-		only_free.label = label;
-		only_free.extra_word_counts = words;
-		only_free.extra_doc_counts = docs;
+		make_server_corpus(&sc, &s, V, K);
+		only_free = sc.c;
+		words = sc.words;
+		map = sc.map;
+		n = sc.c.n_docs;
 		CHECK(gnb_check(&only_free, &p) == NULL, "corpus with extra counts accepted");
 
 		gnb_train(&s.c, &p, NULL, &a);
@@ -1480,12 +1527,7 @@ extra_counts(int K)
 		}
 		gnb_result_free(&a, NULL);
 		gnb_result_free(&b, NULL);
-		free(words);
-		free(start);
-		free(word);
-		free(count);
-		free(label);
-		free(map);
+		free_server_corpus(&sc);
 	}
 	free_synthetic(&s);
 }
@@ -2533,42 +2575,14 @@ test_lent_word(void)
 	/* the server's corpus: the unlabelled documents alone, clamped counts lent */
 	{
 		gnb_params	p = {GNB_SAMPLER_PAPER, 40, 10, 1, 2, 0.8, 1.0, 1.0, 29};
-		double	   *words = calloc((size_t) V * K, sizeof(double));
 		double	   *words_before = malloc(sizeof(double) * V * K);
-		double		docs[2] = {0, 0};
-		int64_t    *start = calloc(D + 1, sizeof(int64_t));
-		int32_t    *word = calloc((size_t) D * V + 1, sizeof(int32_t));
-		int32_t    *count = calloc((size_t) D * V + 1, sizeof(int32_t));
-		int32_t    *label = calloc(D, sizeof(int32_t));
-		gnb_corpus	c = s.c;
-		int			n = 0;
-		int64_t		pos = 0;
+		server_corpus sc;
+		gnb_corpus	c;
+		double	   *words;
 
-		for (int j = 0; j < D; j++)
-		{
-			if (s.label[j] >= 0)
-			{
-				docs[s.label[j]] += 1;
-				for (int64_t q = s.doc_start[j]; q < s.doc_start[j + 1]; q++)
-					words[(int64_t) s.word[q] * K + s.label[j]] += s.count[q];
-				continue;
-			}
-			start[n] = pos;
-			for (int64_t q = s.doc_start[j]; q < s.doc_start[j + 1]; q++)
-			{
-				word[pos] = s.word[q];
-				count[pos++] = s.count[q];
-			}
-			label[n++] = -1;
-		}
-		start[n] = pos;
-		c.n_docs = n;
-		c.doc_start = start;
-		c.word = word;
-		c.count = count;
-		c.label = label;
-		c.extra_word_counts = words;
-		c.extra_doc_counts = docs;
+		make_server_corpus(&sc, &s, V, K);
+		c = sc.c;
+		words = sc.words;
 		c.lent_extra_word_counts = words;
 		memcpy(words_before, words, sizeof(double) * V * K);
 		lent_word_case("unlabelled documents alone, counts lent", &c, &p);
@@ -2577,14 +2591,10 @@ test_lent_word(void)
 
 		/* a count that does not fit beside its word: pairs copied */
 		c.lent_extra_word_counts = NULL;
-		count[3] = 1 << 28;
+		sc.count[3] = 1 << 28;
 		lent_word_case("a count of 2^28", &c, &p);
-		free(words);
 		free(words_before);
-		free(start);
-		free(word);
-		free(count);
-		free(label);
+		free_server_corpus(&sc);
 	}
 	free_synthetic(&s);
 }
