@@ -957,31 +957,6 @@ own_plain_size(const CountsState *st)
 							+ CELL_SIZE * ((Size) st->n_inline + st->more->members));
 }
 
-/*
- * Sort keys (hash << 32 | word id) by their hash, stably (words of equal
- * hash stay in id order): a least-significant-digit radix sort, a byte of
- * the hash a pass.  Four passes bring the keys back into `keys`.
- */
-static void
-sort_by_hash(uint64 *keys, uint64 *tmp, int32 n)
-{
-	for (int shift = 32; shift < 64; shift += 8)
-	{
-		int32		start[257] = {0};
-		uint64	   *swap;
-
-		for (int32 i = 0; i < n; i++)
-			start[((keys[i] >> shift) & 0xFF) + 1]++;
-		for (int b = 0; b < 256; b++)
-			start[b + 1] += start[b];
-		for (int32 i = 0; i < n; i++)
-			tmp[start[(keys[i] >> shift) & 0xFF]++] = keys[i];
-		swap = keys;
-		keys = tmp;
-		tmp = swap;
-	}
-}
-
 /* Two sort keys of the same hash in word order (qsort_arg's comparator). */
 static int
 cmp_word_keys(const void *a, const void *b, void *arg)
@@ -1049,6 +1024,7 @@ own_sorted_plan(CountsState *st)
 	int64		n_more = (int64) st->more->members;
 	SortedPlan *plan;
 	uint64	   *tmp;
+	uint32		hist[256];
 	double		size;
 
 	if (st->plan != NULL)
@@ -1062,7 +1038,7 @@ own_sorted_plan(CountsState *st)
 									 MCXT_ALLOC_HUGE);
 	for (int32 i = 0; i < n; i++)
 		plan->keys[i] = ((uint64) st->words[i].hash << 32) | (uint32) i;
-	sort_by_hash(plan->keys, tmp, n);
+	gnb_sort_by_hash_bits(plan->keys, tmp, n, 32, 8, hist);
 	pfree(tmp);
 	for (int32 i = 0; i < n;)
 	{

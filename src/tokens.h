@@ -132,6 +132,48 @@ typedef struct VocabEntry
 #define SH_DEFINE
 #include "lib/simplehash.h"
 
+/*
+ * Sort n keys, each a token's hash (or bits of it) in the high 32 bits and an
+ * index in the low 32, stably by bits [32, 32 + bits): a least-significant-
+ * digit radix sort, pass_bits a pass, through tmp and back into keys.  hist
+ * has room for 2^pass_bits counts.  Linear in n whatever the hashes; equal
+ * hashes stay in index order.  The prediction index sorts its words by home
+ * entry so (two passes), the count aggregate a state's words by hash (four
+ * passes of a byte, so that a small state's pass is cheap).
+ */
+static inline void
+gnb_sort_by_hash_bits(uint64 *keys, uint64 *tmp, int32 n, int bits, int pass_bits,
+					  uint32 *hist)
+{
+	uint32		nb = (uint32) 1 << pass_bits;
+	uint64	   *from = keys;
+	uint64	   *to = tmp;
+
+	for (int shift = 32; shift < 32 + bits; shift += pass_bits)
+	{
+		uint32		sum = 0;
+		uint64	   *swap;
+
+		memset(hist, 0, sizeof(uint32) * nb);
+		for (int32 i = 0; i < n; i++)
+			hist[(from[i] >> shift) & (nb - 1)]++;
+		for (uint32 b = 0; b < nb; b++)
+		{
+			uint32		c = hist[b];
+
+			hist[b] = sum;
+			sum += c;
+		}
+		for (int32 i = 0; i < n; i++)
+			to[hist[(from[i] >> shift) & (nb - 1)]++] = from[i];
+		swap = from;
+		from = to;
+		to = swap;
+	}
+	if (from != keys)
+		memcpy(keys, from, sizeof(uint64) * n);
+}
+
 typedef void (*gnb_token_fn) (void *arg, const char *str, int len, int32 count);
 
 /* Call fn for every token of a document (a detoasted or toasted Datum). */

@@ -305,39 +305,6 @@ StaticAssertDecl(sizeof(EntryKey) == ENTRY_SIZE(0), "EntryKey is an entry's last
 #define PLACE_AHEAD 16
 
 /*
- * Sort n keys by home entry (LSD radix, two stable passes over the home's
- * bits, bits in all): into tmp and back.  hist has room for 2^ceil(bits/2)
- * counts.  Linear in n whatever the homes are.
- */
-static void
-sort_keys(uint64 *keys, uint64 *tmp, int32 n, int bits, uint32 *hist)
-{
-	int			low = (bits + 1) / 2;
-	uint32		nb = (uint32) 1 << low;
-
-	for (int pass = 0; pass < 2; pass++)
-	{
-		int			shift = 32 + pass * low;
-		uint64	   *from = pass == 0 ? keys : tmp;
-		uint64	   *to = pass == 0 ? tmp : keys;
-		uint32		sum = 0;
-
-		memset(hist, 0, sizeof(uint32) * nb);
-		for (int32 i = 0; i < n; i++)
-			hist[(from[i] >> shift) & (nb - 1)]++;
-		for (uint32 b = 0; b < nb; b++)
-		{
-			uint32		c = hist[b];
-
-			hist[b] = sum;
-			sum += c;
-		}
-		for (int32 i = 0; i < n; i++)
-			to[hist[(from[i] >> shift) & (nb - 1)]++] = from[i];
-	}
-}
-
-/*
  * Where the layout may start, for n words (keys sorted by home) in nslots
  * entries, more than n: an entry that no word whose home is before it is
  * placed at or after, counting round the table's end.  From there each word
@@ -507,7 +474,8 @@ gnb_vocab_index_build(ArrayType *tokens, const double *log_theta, int32 n_classe
 	memcpy(index->tails, tails, tail_bytes);
 	memset(index->tails + tail_bytes, 0, 8);
 
-	sort_keys(keys, tmp, n, bits, hist);
+	/* by home entry: two passes over the home's bits */
+	gnb_sort_by_hash_bits(keys, tmp, n, bits, (bits + 1) / 2, hist);
 	start = layout_start(keys, n, nslots, &first);
 
 	/*
