@@ -73,23 +73,6 @@ typedef struct CountsRun
 	bool		strict_out;		/* parse `combined` with the distinct check */
 } CountsRun;
 
-/* Call a V1 function with up to two arguments (a NULL pointer is SQL NULL). */
-static Datum
-call(PGFunction fn, int nargs, Datum a0, Datum a1, Node *resultinfo, bool *isnull)
-{
-	LOCAL_FCINFO(fcinfo, 2);
-	Datum		result;
-
-	InitFunctionCallInfoData(*fcinfo, NULL, nargs, InvalidOid, NULL, resultinfo);
-	fcinfo->args[0].value = a0;
-	fcinfo->args[0].isnull = a0 == (Datum) 0;
-	fcinfo->args[1].value = a1;
-	fcinfo->args[1].isnull = a1 == (Datum) 0;
-	result = fn(fcinfo);
-	*isnull = fcinfo->isnull;
-	return result;
-}
-
 /* The weight of a (class, token) pair in CountsRun.weighted. */
 static uint64
 pair_hash(const char *cls, int cls_len, const char *word, int word_len)
@@ -244,7 +227,7 @@ list_rows(void *arg)
 	shim_row_hook = check_row;
 	shim_row_arg = run;
 	gnb_counts_iter_init(&run->rows_it, &run->pc);
-	(void) call(gibbs_nb_class_counts_rows, 1, PointerGetDatum(run->value), (Datum) 0,
+	(void) shim_call(gibbs_nb_class_counts_rows, 1, PointerGetDatum(run->value), (Datum) 0,
 				(Node *) &rsinfo, &isnull);
 	shim_row_hook = NULL;
 }
@@ -260,7 +243,7 @@ receive(void *arg)
 	buf.len = VARSIZE(run->value) - VARHDRSZ;
 	buf.maxlen = buf.len;
 	buf.cursor = 0;
-	run->input = DatumGetByteaPP(call(gibbs_nb_counts_state_recv, 1, PointerGetDatum(&buf),
+	run->input = DatumGetByteaPP(shim_call(gibbs_nb_counts_state_recv, 1, PointerGetDatum(&buf),
 									  (Datum) 0, NULL, &isnull));
 	if (buf.cursor != buf.len)
 		shim_fail("recv: did not read the whole message");
@@ -272,7 +255,7 @@ text_input(void *arg)
 	CountsRun  *run = arg;
 	bool		isnull;
 
-	run->input = DatumGetByteaPP(call(gibbs_nb_counts_state_in, 1, CStringGetDatum(run->text),
+	run->input = DatumGetByteaPP(shim_call(gibbs_nb_counts_state_in, 1, CStringGetDatum(run->text),
 									  (Datum) 0, NULL, &isnull));
 }
 
@@ -370,21 +353,21 @@ combine(void *arg)
 	Datum		hashed;
 
 	/* the flat value merged into an empty state */
-	hashed = call(gibbs_nb_counts_state_combine, 2, (Datum) 0, flat, NULL, &isnull);
+	hashed = shim_call(gibbs_nb_counts_state_combine, 2, (Datum) 0, flat, NULL, &isnull);
 	if (isnull || !VARATT_IS_EXTERNAL_EXPANDED_RW(DatumGetPointer(hashed)))
 		shim_fail("combine: not a read-write expanded state");
 	/* that state (read-only, as the leader's own partial state) into a copy of the flat one */
-	run->copied = call(gibbs_nb_counts_state_combine, 2, flat,
+	run->copied = shim_call(gibbs_nb_counts_state_combine, 2, flat,
 					   EOHPGetRODatum(DatumGetEOHP(hashed)), NULL, &isnull);
 	/* the flat value into the expanded state: in place */
-	run->both = call(gibbs_nb_counts_state_combine, 2, hashed, flat, NULL, &isnull);
+	run->both = shim_call(gibbs_nb_counts_state_combine, 2, hashed, flat, NULL, &isnull);
 	if (DatumGetPointer(run->both) != DatumGetPointer(hashed))
 		shim_fail("combine: a read-write state was not changed in place");
 	/* workers that saw no rows: NULL states, which change nothing */
-	if (call(gibbs_nb_counts_state_combine, 2, run->both, (Datum) 0, NULL, &isnull) != run->both ||
+	if (shim_call(gibbs_nb_counts_state_combine, 2, run->both, (Datum) 0, NULL, &isnull) != run->both ||
 		isnull)
 		shim_fail("combine: a NULL state changed the other");
-	(void) call(gibbs_nb_counts_state_combine, 2, (Datum) 0, (Datum) 0, NULL, &isnull);
+	(void) shim_call(gibbs_nb_counts_state_combine, 2, (Datum) 0, (Datum) 0, NULL, &isnull);
 	if (!isnull)
 		shim_fail("combine: two NULL states gave a state");
 }
@@ -396,17 +379,17 @@ finalize(void *arg)
 	bool		isnull;
 	bytea	   *sent;
 
-	run->combined = DatumGetByteaPP(call(gibbs_nb_counts_state_final, 1,
+	run->combined = DatumGetByteaPP(shim_call(gibbs_nb_counts_state_final, 1,
 										 EOHPGetRODatum(DatumGetEOHP(run->both)), (Datum) 0,
 										 NULL, &isnull));
-	run->combined_copy = DatumGetByteaPP(call(gibbs_nb_counts_state_final, 1, run->copied,
+	run->combined_copy = DatumGetByteaPP(shim_call(gibbs_nb_counts_state_final, 1, run->copied,
 											  (Datum) 0, NULL, &isnull));
 	/* the binary form is the same bytes */
-	sent = DatumGetByteaPP(call(gibbs_nb_counts_state_send, 1, run->both, (Datum) 0, NULL,
+	sent = DatumGetByteaPP(shim_call(gibbs_nb_counts_state_send, 1, run->both, (Datum) 0, NULL,
 								&isnull));
 	if (!same_bytes(sent, run->combined))
 		shim_fail("send: not the final function's value");
-	run->text = DatumGetCString(call(gibbs_nb_counts_state_out, 1, run->both, (Datum) 0, NULL,
+	run->text = DatumGetCString(shim_call(gibbs_nb_counts_state_out, 1, run->both, (Datum) 0, NULL,
 									 &isnull));
 }
 

@@ -358,6 +358,9 @@ aggregate(void *arg)
 		: gibbs_nb_counts_state_add_text_array;
 	const char *labels[2] = {"spam", "ham"};
 	Datum		state = (Datum) 0;
+	Datum		flat;
+	Datum		merged = (Datum) 0;
+	bool		isnull;
 	LOCAL_FCINFO(fcinfo, 3);
 
 	for (int row = 0; row < 2; row++)
@@ -371,10 +374,8 @@ aggregate(void *arg)
 		fcinfo->args[2].isnull = false;
 		state = add(fcinfo);
 	}
-	InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = state;
-	fcinfo->args[0].isnull = false;
-	doc->counts = DatumGetByteaPP(gibbs_nb_counts_state_final(fcinfo));
+	doc->counts = DatumGetByteaPP(shim_call(gibbs_nb_counts_state_final, 1, state, (Datum) 0,
+											 NULL, &isnull));
 	gnb_counts_parse(doc->counts, &doc->pc, true);
 
 	/*
@@ -382,27 +383,12 @@ aggregate(void *arg)
 	 * times, as a leader or a coordinator combines the states it is sent:
 	 * the runs are merged when there are too many, and at the end.
 	 */
-	{
-		Datum		flat;
-		Datum		merged = (Datum) 0;
-
-		fcinfo->args[0].value = state;
-		flat = gibbs_nb_counts_state_send(fcinfo);
-		for (int i = 0; i < TIMES; i++)
-		{
-			InitFunctionCallInfoData(*fcinfo, NULL, 2, InvalidOid, NULL, NULL);
-			fcinfo->args[0].value = merged;
-			fcinfo->args[0].isnull = i == 0;
-			fcinfo->args[1].value = flat;
-			fcinfo->args[1].isnull = false;
-			merged = gibbs_nb_counts_state_combine(fcinfo);
-		}
-		InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
-		fcinfo->args[0].value = merged;
-		fcinfo->args[0].isnull = false;
-		doc->merged = DatumGetByteaPP(gibbs_nb_counts_state_final(fcinfo));
-		gnb_counts_parse(doc->merged, &doc->merged_pc, true);
-	}
+	flat = shim_call(gibbs_nb_counts_state_send, 1, state, (Datum) 0, NULL, &isnull);
+	for (int i = 0; i < TIMES; i++)
+		merged = shim_call(gibbs_nb_counts_state_combine, 2, merged, flat, NULL, &isnull);
+	doc->merged = DatumGetByteaPP(shim_call(gibbs_nb_counts_state_final, 1, merged, (Datum) 0,
+											 NULL, &isnull));
+	gnb_counts_parse(doc->merged, &doc->merged_pc, true);
 }
 
 /*

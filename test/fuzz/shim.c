@@ -595,3 +595,21 @@ pnstrdup(const char *in, Size len)
 	out[len] = '\0';
 	return out;
 }
+
+/* ---- calling a V1 function ---- */
+
+Datum
+shim_call(PGFunction fn, int nargs, Datum a0, Datum a1, Node *resultinfo, bool *isnull)
+{
+	LOCAL_FCINFO(fcinfo, 2);
+	Datum		result;
+
+	InitFunctionCallInfoData(*fcinfo, NULL, nargs, InvalidOid, NULL, resultinfo);
+	fcinfo->args[0].value = a0;
+	fcinfo->args[0].isnull = a0 == (Datum) 0;
+	fcinfo->args[1].value = a1;
+	fcinfo->args[1].isnull = a1 == (Datum) 0;
+	result = fn(fcinfo);
+	*isnull = fcinfo->isnull;
+	return result;
+}

@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/nodes.h"
 
 /*
  * Run fn(arg) as if in a PG_TRY block: returns true if it returned, false if
@@ -43,6 +44,10 @@ extern MemoryContext shim_agg_context;
 /* Called by tuplestore_putvalues with each row a set-returning function returns. */
 extern void (*shim_row_hook) (const Datum *values, const bool *nulls, void *arg);
 extern void *shim_row_arg;
+
+/* Call a V1 function with up to two arguments (a NULL pointer is SQL NULL). */
+extern Datum shim_call(PGFunction fn, int nargs, Datum a0, Datum a1, Node *resultinfo,
+					   bool *isnull);
 
 /* Abort with a message: an invariant the fuzzer found broken. */
 extern void shim_fail(const char *fmt,...) pg_attribute_printf(1, 2) pg_attribute_noreturn();
