@@ -242,7 +242,8 @@ WHERE locktype = 'advisory'
        OR objid::bigint IN ((hashtext('hv')::bigint + 4294967296) % 4294967296));
 RESET ROLE;
 INSERT INTO hv.go_on VALUES (1);
-SELECT status, version FROM gibbs_nb_wait(:held_job);
+-- (with its SQLSTATE and message, so that a failure says why)
+SELECT status, version, sqlstate, message FROM gibbs_nb_wait(:held_job);
 DROP TRIGGER hold ON hv.hv_labels;
 
 --
