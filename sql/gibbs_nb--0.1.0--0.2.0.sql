@@ -25,6 +25,15 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'gibbs_nb_job_worker_alive'
 LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 
+-- Does the job's row say running though its worker is gone?  The lock is
+-- looked at first and the row read after it with the latest snapshot: a
+-- worker commits its job's outcome before it lets go of the lock, so a job
+-- that ends while a query runs is never taken for one whose worker died.
+CREATE FUNCTION gibbs_nb.job_worker_lost(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_job_worker_lost'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
 DROP FUNCTION gibbs_nb_wait(bigint, interval);
 DROP FUNCTION gibbs_nb_cancel(bigint);
 DROP FUNCTION gibbs_nb_retrain(text, boolean);
@@ -131,7 +140,7 @@ CREATE VIEW gibbs_nb_jobs WITH (security_invoker = true, security_barrier = true
       FROM gibbs_nb.jobs j
      CROSS JOIN LATERAL (
            SELECT j.status OPERATOR(pg_catalog.=) 'running'
-                  AND NOT gibbs_nb.job_worker_alive(j.job_id)) w(dead);
+                  AND gibbs_nb.job_worker_lost(j.job_id)) w(dead);
 GRANT SELECT ON gibbs_nb_jobs TO PUBLIC;
 
 /*
@@ -159,6 +168,13 @@ BEGIN
         IF r.status OPERATOR(pg_catalog.<>) 'running'
            OR (deadline IS NOT NULL AND pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline) THEN
             RETURN r;
+        END IF;
+        -- a transaction that reads one snapshot would never see the job end
+        IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+            RAISE EXCEPTION 'gibbs_nb_wait cannot wait for a running job in a % transaction',
+                  pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
+                  USING ERRCODE = '25000',
+                        HINT = 'Wait in a READ COMMITTED transaction; gibbs_nb_jobs shows the job as this one sees it.';
         END IF;
         PERFORM pg_catalog.pg_sleep(0.1);
     END LOOP;
@@ -295,6 +311,7 @@ COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn f
 COMMENT ON VIEW gibbs_nb_jobs IS 'training jobs of the models you may see, a dead worker''s shown as failed';
 COMMENT ON FUNCTION gibbs_nb.has_privileges_of(text) IS 'internal: row security of the gibbs_nb tables';
 COMMENT ON FUNCTION gibbs_nb.job_worker_alive(bigint) IS 'internal: whether a job''s worker holds its lock';
+COMMENT ON FUNCTION gibbs_nb.job_worker_lost(bigint) IS 'internal: whether a job''s row says running with no worker left';
 COMMENT ON FUNCTION gibbs_nb.guard_drop_extension() IS 'internal: refuses DROP EXTENSION gibbs_nb while jobs run';
 COMMENT ON TABLE gibbs_nb.models IS 'one row per model version (row security: your models)';
 COMMENT ON TABLE gibbs_nb.theta IS 'theta-hat: P(word | class) per model version';

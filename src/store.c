@@ -445,6 +445,56 @@ gibbs_nb_job_worker_alive(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(visible && gnb_job_worker_alive(job_id));
 }
 
+PG_FUNCTION_INFO_V1(gibbs_nb_job_worker_lost);
+
+/*
+ * gibbs_nb.job_worker_lost(job_id bigint) returns boolean
+ *
+ * Whether the job's row says 'running' though no worker is left to finish
+ * it (a restart, a crash): what the gibbs_nb_jobs view shows as failed, and
+ * what gnb_reconcile_jobs puts right.  The lock is looked at first, and the
+ * row read after it with the latest snapshot, not the statement's: a worker
+ * commits its job's outcome before it lets go of the lock, so a row read
+ * after the lock was found free shows the outcome of a job that ended.  Read
+ * the other way round (the row from the statement's snapshot, the lock
+ * now), a job that ends in between would be taken for lost.  As the caller,
+ * so that a job the caller may not see is never lost to it.
+ */
+Datum
+gibbs_nb_job_worker_lost(PG_FUNCTION_ARGS)
+{
+	int64		job_id = PG_GETARG_INT64(0);
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+	GnbPrivilegeState priv;
+	SPIPlanPtr	plan;
+	bool		lost;
+	bool		isnull;
+	Datum		status;
+	int			rc;
+
+	if (gnb_job_worker_alive(job_id))
+		PG_RETURN_BOOL(false);
+	SPI_connect();
+	gnb_pin_search_path(&priv);
+	plan = SPI_prepare("SELECT j.status OPERATOR(pg_catalog.=) 'running' FROM gibbs_nb.jobs j "
+					   "WHERE j.job_id OPERATOR(pg_catalog.=) $1",
+					   1, types);
+	if (plan == NULL)
+		elog(ERROR, "gibbs_nb: could not prepare the job's status query: %s",
+			 SPI_result_code_string(SPI_result));
+	/* the latest snapshot, whatever the transaction's isolation level */
+	rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
+							  false, false, 1);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "gibbs_nb: could not read the job's status (%s)", SPI_result_code_string(rc));
+	gnb_restore_user(&priv);
+	status = gnb_result_value(1, &isnull);	/* no row: null */
+	lost = !isnull && DatumGetBool(status);
+	SPI_finish();
+	PG_RETURN_BOOL(lost);
+}
+
 /*
  * gibbs_nb.has_privileges_of(owner text) returns boolean
  *
@@ -514,7 +564,7 @@ gnb_reconcile_jobs(void)
 				"finished_at = pg_catalog.now(), sqlstate = '57P01', "
 				"message = 'the job''s worker exited without finishing it (server restart or crash)' "
 				"WHERE j.status OPERATOR(pg_catalog.=) 'running' "
-				"AND NOT gibbs_nb.job_worker_alive(j.job_id)",
+				"AND gibbs_nb.job_worker_lost(j.job_id)",
 				0, NULL, NULL, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
 }
 
