@@ -29,10 +29,11 @@ LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 -- looked at first and the row read after it with the latest snapshot: a
 -- worker commits its job's outcome before it lets go of the lock, so a job
 -- that ends while a query runs is never taken for one whose worker died.
+-- Parallel unsafe: no new snapshot may be taken in a parallel operation.
 CREATE FUNCTION gibbs_nb.job_worker_lost(job_id bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'gibbs_nb_job_worker_lost'
-LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 DROP FUNCTION gibbs_nb_wait(bigint, interval);
 DROP FUNCTION gibbs_nb_cancel(bigint);
@@ -125,7 +126,8 @@ END $$;
 -- Jobs, as the roles that may see them see them: security_invoker, so the row
 -- security of gibbs_nb.jobs applies to whoever queries the view.  A job whose
 -- worker is gone (a restart, a crash) shows as failed before its row is put
--- right: a job never shows 'running' without a live worker.
+-- right.  As of the query's snapshot: in repeatable read, a job that ended
+-- after the transaction's snapshot still shows 'running'.
 CREATE VIEW gibbs_nb_jobs WITH (security_invoker = true, security_barrier = true) AS
     SELECT j.job_id, j.model_name, j.owner,
            CASE WHEN w.dead THEN 'failed' ELSE j.status END AS status,
@@ -170,7 +172,8 @@ BEGIN
             RETURN r;
         END IF;
         -- a transaction that reads one snapshot would never see the job end
-        IF pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed' THEN
+        IF pg_catalog.current_setting('transaction_isolation')
+           OPERATOR(pg_catalog.=) ANY ('{repeatable read,serializable}'::pg_catalog.text[]) THEN
             RAISE EXCEPTION 'gibbs_nb_wait cannot wait for a running job in a % transaction',
                   pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
                   USING ERRCODE = '25000',

@@ -485,7 +485,7 @@ gibbs_nb_job_worker_lost(PG_FUNCTION_ARGS)
 			 SPI_result_code_string(SPI_result));
 	/* the latest snapshot, whatever the transaction's isolation level */
 	rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(), InvalidSnapshot,
-							  false, false, 1);
+							  true, false, 1);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "gibbs_nb: could not read the job's status (%s)", SPI_result_code_string(rc));
 	gnb_restore_user(&priv);
@@ -807,7 +807,9 @@ gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double log_likelih
 
 /*
  * A job that failed or was cancelled: an upsert, since the row does not
- * exist if registering it failed; it touches only this worker's own row.
+ * exist if registering it failed; it touches only this worker's own row,
+ * and only while it says 'running' (an error after the job's success was
+ * committed leaves the row as it is: the version was published).
  */
 void
 gnb_store_job_ended(const GnbJobParams *p, const char *status, const char *message,
@@ -835,7 +837,8 @@ gnb_store_job_ended(const GnbJobParams *p, const char *status, const char *messa
 					  "finished_at = excluded.finished_at "
 					  "WHERE gibbs_nb.jobs.worker_pid OPERATOR(pg_catalog.=) excluded.worker_pid "
 					  "AND gibbs_nb.jobs.owner OPERATOR(pg_catalog.=) excluded.owner "
-					  "AND gibbs_nb.jobs.model_name OPERATOR(pg_catalog.=) excluded.model_name",
+					  "AND gibbs_nb.jobs.model_name OPERATOR(pg_catalog.=) excluded.model_name "
+					  "AND gibbs_nb.jobs.status OPERATOR(pg_catalog.=) 'running'",
 					  10, types, values, SPI_OK_INSERT);
 }
 

@@ -447,20 +447,41 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	gnb_chains_stop(true);
 
 	status = cancelled ? "cancelled" : "failed";
+
+	/*
+	 * The outcome first: it is what must not be lost.  With interrupts held:
+	 * a second SIGTERM meanwhile (a second cancel, a shutdown) cancelled the
+	 * statement that wrote it, and the job, its row still 'running' once its
+	 * lock was gone, was shown as lost in a crash.
+	 */
+	HOLD_INTERRUPTS();
 	PG_TRY();
 	{
-		/* the outcome first: it is what must not be lost */
 		gnb_store_job_ended(&job->params, status,
 							capped(edata->message ? edata->message : "unknown error",
 								   JOB_MESSAGE_MAX),
 							unpack_sql_state(edata->sqlerrcode), MyProcPid);
-		/* then the trace up to the failure: it shows where the job was */
+	}
+	PG_CATCH();
+	{
+		/* nothing more we can do than say so in the log */
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+	}
+	PG_END_TRY();
+	RESUME_INTERRUPTS();
+	/* a cancel that came meanwhile is the one being recorded */
+	QueryCancelPending = false;
+
+	/* then the trace up to the failure: it shows where the job was */
+	PG_TRY();
+	{
 		if (active_worker != NULL)
 			flush_trace(active_worker);
 	}
 	PG_CATCH();
 	{
-		/* nothing more we can do than say so in the log */
 		EmitErrorReport();
 		FlushErrorState();
 		AbortOutOfAnyTransaction();

@@ -89,9 +89,20 @@ FROM gibbs_nb_train('long', 'mallory.mail', 'tokens', 'label', sweeps => 10, see
                     labels_table => 'mallory.long_labels');
 SELECT try(format('SELECT gibbs_nb_cancel(%s)', :victim_job));
 SELECT try(format('SELECT gibbs_nb_wait(%s)', :victim_job));
--- nor does probing job ids with the view's own liveness function
+-- nor does probing job ids with the view's own liveness functions: not the
+-- running job, nor a row of the victim's whose worker is gone (a crash)
 SELECT gibbs_nb.job_worker_alive(:victim_job) AS mallory_sees_it_run;
 RESET ROLE;
+INSERT INTO gibbs_nb.jobs (job_id, model_name, owner, status, sweeps, chains, source, started_at)
+VALUES (-7, 'long', 'gnb_victim', 'running', 10, 1, 'victim.mail', now());
+SET ROLE gnb_mallory;
+SELECT gibbs_nb.job_worker_lost(-7) AS mallory_sees_it_lost,
+       gibbs_nb.job_worker_lost(:victim_job) AS mallory_sees_running_lost;
+RESET ROLE;
+SET ROLE gnb_victim;
+SELECT gibbs_nb.job_worker_lost(-7) AS victim_sees_it_lost;
+RESET ROLE;
+DELETE FROM gibbs_nb.jobs WHERE job_id = -7;
 SET ROLE gnb_victim;
 SELECT gibbs_nb_cancel(:victim_job);
 SELECT status, sqlstate FROM gibbs_nb_wait(:victim_job);

@@ -57,6 +57,11 @@ INSERT INTO gibbs_nb.jobs (job_id, model_name, owner, status, sweeps, chains, so
                            worker_pid, started_at)
 VALUES (900, 'm', 'postgres', 'running', 10, 1, 'public.docs', pg_backend_pid(), now());
 SELECT status, message FROM gibbs_nb_jobs WHERE job_id = 900;
+-- also under a parallel plan (the check takes a new snapshot, which no
+-- parallel operation may: it is parallel unsafe, and the plan is serial)
+SET force_parallel_mode = on;
+SELECT status, sqlstate FROM gibbs_nb_jobs WHERE job_id = 900;
+RESET force_parallel_mode;
 SELECT gibbs_nb_trace_plot(900) IS NULL AS no_trace_yet;
 SELECT status FROM gibbs_nb.jobs WHERE job_id = 900;
 SELECT version FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 10, seed => 1);
@@ -136,6 +141,10 @@ SELECT try($$DROP EXTENSION IF EXISTS no_such_extension$$);
 -- from the query's snapshot and the lock after it, so that a job ending in
 -- between showed as failed (57P01).  A repeatable read transaction holds
 -- that snapshot for as long as it takes the job to end.
+-- (read uncommitted is read committed: there it waits, here until its timeout)
+BEGIN ISOLATION LEVEL READ UNCOMMITTED;
+SELECT status FROM gibbs_nb_wait(:long_job, '0.2 s');
+COMMIT;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT status FROM gibbs_nb_jobs WHERE job_id = :long_job;
 SELECT gibbs_nb_cancel(:long_job);
@@ -153,6 +162,42 @@ SELECT status, sqlstate FROM gibbs_nb_jobs WHERE job_id = :long_job;
 SELECT try(format('SELECT gibbs_nb_wait(%s)', :long_job));
 COMMIT;
 SELECT status FROM gibbs_nb_wait(:long_job);
+-- a second cancel while the worker records the first does not lose the
+-- outcome: a trigger holds the worker in its write of 'cancelled' until the
+-- test says go; meanwhile the job is cancelled again.  (The second SIGTERM
+-- cancelled the write, and the job, its row left 'running', showed as lost
+-- in a crash, 57P01.)
+CREATE TABLE go_on (x int);
+GRANT SELECT ON go_on TO PUBLIC;
+CREATE FUNCTION hold_outcome() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. 600 LOOP
+    EXIT WHEN EXISTS (SELECT 1 FROM public.go_on);
+    PERFORM pg_catalog.pg_sleep(0.1);
+  END LOOP;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER hold_outcome BEFORE INSERT OR UPDATE ON gibbs_nb.jobs FOR EACH ROW
+  WHEN (NEW.status = 'cancelled' AND NEW.model_name = 'twice') EXECUTE FUNCTION hold_outcome();
+SELECT job_id AS twice_job FROM gibbs_nb_train('twice', 'docs', 'tokens', 'label',
+                                               sweeps => 5000000, seed => 1, wait => false) \gset
+SELECT gibbs_nb_cancel(:twice_job) AS first_cancel;
+-- (bounded polling until the worker sleeps in the trigger)
+DO $$
+BEGIN
+  FOR i IN 1 .. 300 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity
+                      WHERE backend_type = 'gibbs_nb worker' AND wait_event = 'PgSleep');
+    PERFORM pg_sleep(0.1);
+  END LOOP;
+END $$;
+SELECT gibbs_nb_cancel(:twice_job) AS second_cancel;
+INSERT INTO go_on VALUES (1);
+SELECT status, sqlstate FROM gibbs_nb_wait(:twice_job);
+DROP TRIGGER hold_outcome ON gibbs_nb.jobs;
+DROP FUNCTION hold_outcome();
+DROP TABLE go_on;
 -- the trace is written as a job samples: a cancelled job keeps what it wrote
 -- (0.1.0 wrote it only at publish, and held it all in memory until then)
 SELECT count(*) > 0 AS cancelled_job_has_trace FROM gibbs_nb.trace WHERE job_id = :long_job;
