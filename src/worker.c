@@ -426,6 +426,7 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	ErrorData  *edata;
 	bool		cancelled;
 	const char *status;
+	uint32		holdoff;
 
 	MemoryContextSwitchTo(job_cxt);
 	edata = CopyErrorData();
@@ -452,8 +453,10 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	 * The outcome first: it is what must not be lost.  With interrupts held:
 	 * a second SIGTERM meanwhile (a second cancel, a shutdown) cancelled the
 	 * statement that wrote it, and the job, its row still 'running' once its
-	 * lock was gone, was shown as lost in a crash.
+	 * lock was gone, was shown as lost in a crash.  The count is put back as
+	 * it was, not decremented: an error resets it to 0 (errfinish).
 	 */
+	holdoff = InterruptHoldoffCount;
 	HOLD_INTERRUPTS();
 	PG_TRY();
 	{
@@ -470,7 +473,7 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 		AbortOutOfAnyTransaction();
 	}
 	PG_END_TRY();
-	RESUME_INTERRUPTS();
+	InterruptHoldoffCount = holdoff;
 	/* a cancel that came meanwhile is the one being recorded */
 	QueryCancelPending = false;
 
