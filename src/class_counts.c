@@ -57,6 +57,10 @@
 #include "gibbs_nb.h"
 #include "tokens.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_aggregate.h"
 #include "catalog/pg_type.h"
 #include "common/base64.h"
 #include "common/hashfn.h"
@@ -1637,11 +1641,93 @@ counts_writable(FunctionCallInfo fcinfo, int argno, MemoryContext aggcxt)
 	return st;
 }
 
+/*
+ * Whether this call may hand its state back to the aggregate node as a
+ * read-write expanded object, changed in place from call to call.  Not in a
+ * window aggregate while some aggregate has this function as its moving
+ * transition or inverse function: the other of those two is then a role's
+ * own, and a PL/pgSQL one takes a read-write argument over (into its own
+ * memory) and hands it back into short-lived memory, where nodeWindowAgg,
+ * finding the pointer it passed, keeps it: the next call read freed memory
+ * and the backend crashed.  Such a window aggregate gets a flat value each
+ * row instead (slow, but the node copies it).  Looked up once per query.
+ */
+static bool
+state_writable(FunctionCallInfo fcinfo)
+{
+	int8	   *answer;
+
+	if (AggCheckCallContext(fcinfo, NULL) != AGG_CONTEXT_WINDOW)
+		return true;
+	answer = (int8 *) fcinfo->flinfo->fn_extra;
+	if (answer == NULL)
+	{
+		Relation	rel;
+		SysScanDesc scan;
+		HeapTuple	tuple;
+		Oid			self = fcinfo->flinfo->fn_oid;
+		bool		moving = false;
+
+		rel = table_open(AggregateRelationId, AccessShareLock);
+		scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+		while (!moving && HeapTupleIsValid(tuple = systable_getnext(scan)))
+		{
+			Form_pg_aggregate agg = (Form_pg_aggregate) GETSTRUCT(tuple);
+
+			moving = agg->aggmtransfn == self || agg->aggminvtransfn == self;
+		}
+		systable_endscan(scan);
+		table_close(rel, AccessShareLock);
+		answer = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(int8));
+		*answer = moving ? 0 : 1;
+		fcinfo->flinfo->fn_extra = answer;
+	}
+	return *answer == 1;
+}
+
+/*
+ * The state as this call's result: read-write, or (see state_writable) its
+ * flat form, the state let go of.
+ */
+static Datum
+counts_result(CountsState *st, bool writable)
+{
+	Size		size;
+	bytea	   *flat;
+
+	if (writable)
+		return EOHPGetRWDatum(&st->hdr);
+	size = counts_get_flat_size(&st->hdr);
+	flat = palloc(size);
+	counts_flatten_into(&st->hdr, flat, size);
+	DeleteExpandedObject(EOHPGetRWDatum(&st->hdr));
+	return PointerGetDatum(flat);
+}
+
+/*
+ * The state argument argno as this call changes it: in place if the state
+ * may be handed back writable (counts_writable), else a copy of it in this
+ * call's memory, returned flat by counts_result.
+ */
+static CountsState *
+counts_for_call(FunctionCallInfo fcinfo, int argno, MemoryContext aggcxt, bool writable)
+{
+	CountsState *st;
+
+	if (writable)
+		return counts_writable(fcinfo, argno, aggcxt);
+	st = counts_create(CurrentMemoryContext);
+	if (!PG_ARGISNULL(argno))
+		counts_add_datum(st, PG_GETARG_DATUM(argno));
+	return st;
+}
+
 static Datum
 class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
 {
 	MemoryContext aggcxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_add");
-	CountsState *st = counts_writable(fcinfo, 0, aggcxt);
+	bool		writable = state_writable(fcinfo);
+	CountsState *st = counts_for_call(fcinfo, 0, aggcxt, writable);
 
 	/* rows with a NULL label or NULL tokens do not count */
 	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
@@ -1664,7 +1750,7 @@ class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
 		if (b.n > 0)
 			count_block(&b);
 	}
-	PG_RETURN_DATUM(EOHPGetRWDatum(&st->hdr));
+	PG_RETURN_DATUM(counts_result(st, writable));
 }
 
 PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_add_text_array);
@@ -1710,18 +1796,19 @@ Datum
 gibbs_nb_counts_state_combine(PG_FUNCTION_ARGS)
 {
 	MemoryContext aggcxt = aggregate_context(fcinfo, "gibbs_nb_class_counts_combine");
+	bool		writable = state_writable(fcinfo);
 	CountsState *a;
 
 	if (PG_ARGISNULL(1))
 	{
 		if (PG_ARGISNULL(0))
 			PG_RETURN_NULL();
-		a = counts_writable(fcinfo, 0, aggcxt);
-		PG_RETURN_DATUM(EOHPGetRWDatum(&a->hdr));
+		a = counts_for_call(fcinfo, 0, aggcxt, writable);
+		PG_RETURN_DATUM(counts_result(a, writable));
 	}
-	a = counts_writable(fcinfo, 0, aggcxt);
+	a = counts_for_call(fcinfo, 0, aggcxt, writable);
 	counts_add_datum(a, PG_GETARG_DATUM(1));
-	PG_RETURN_DATUM(EOHPGetRWDatum(&a->hdr));
+	PG_RETURN_DATUM(counts_result(a, writable));
 }
 
 

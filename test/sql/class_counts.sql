@@ -254,6 +254,34 @@ FROM (SELECT id, label, tokens,
       FROM src WHERE id <= 8) w
 ORDER BY id;
 
+-- a role's moving aggregate over the state, its inverse a PL/pgSQL function
+-- that hands the state back: PL/pgSQL takes a read-write state over and
+-- returns it into short-lived memory, and the window node kept the pointer
+-- it had passed.  The backend crashed (the next call read freed memory);
+-- the state now goes flat, row by row, while such an aggregate exists.
+CREATE FUNCTION pg_temp.keep_counts(s gibbs_nb.class_counts_state, l text, t text[])
+RETURNS gibbs_nb.class_counts_state LANGUAGE plpgsql AS $$ BEGIN RETURN s; END $$;
+CREATE AGGREGATE pg_temp.moving_counts(text, text[]) (
+  SFUNC = gibbs_nb.gibbs_nb_class_counts_add, STYPE = gibbs_nb.class_counts_state,
+  FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
+  MSFUNC = gibbs_nb.gibbs_nb_class_counts_add, MINVFUNC = pg_temp.keep_counts,
+  MSTYPE = gibbs_nb.class_counts_state, MFINALFUNC = gibbs_nb.gibbs_nb_class_counts_final);
+SELECT count(*) AS rows_, count(*) FILTER (WHERE got <> want) AS bad_rows FROM (
+  SELECT (SELECT sum(count) FROM gibbs_nb_class_counts_rows(x)) AS got,
+         -- the inverse keeps every row: the frame's counts are the running ones
+         3 * i AS want
+  FROM (SELECT i, pg_temp.moving_counts(l, t) OVER (ORDER BY i ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS x
+        FROM (SELECT i, (ARRAY['a', 'b', 'c', 'd', 'e'])[1 + i % 5] AS l,
+                     ARRAY['w' || (i % 50), 'v' || (i % 7), repeat('z', 1 + i % 20)] AS t
+              FROM generate_series(1, 200) i) s) w) z;
+-- and the running sums of the aggregate itself still hold with it there
+SELECT id, (SELECT sum(count) FROM gibbs_nb_class_counts_rows(running)) AS running
+FROM (SELECT id, gibbs_nb_class_counts(label, tokens) OVER (ORDER BY id) AS running
+      FROM src WHERE id <= 4) w
+ORDER BY id;
+DROP AGGREGATE pg_temp.moving_counts(text, text[]);
+DROP FUNCTION pg_temp.keep_counts(gibbs_nb.class_counts_state, text, text[]);
+
 CREATE FUNCTION pg_temp.b64(v bytea) RETURNS text
 LANGUAGE sql AS $$ SELECT translate(encode(v, 'base64'), E'\n', '') $$;
 -- A state in the sorted form made by hand: magic, format 2, 1 class, the
