@@ -716,6 +716,30 @@ CREATE AGGREGATE gibbs_nb_class_counts(label text, tokens tsvector) (
     COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
     PARALLEL = SAFE);
 
+-- The same aggregate under a name in the extension's own schema, where no
+-- other role can create anything: what the training worker counts with.  The
+-- public aggregate lives in the extension's schema, often public, where any
+-- role with CREATE there could add an overload (say with a third argument
+-- that has a default) and make every worker's call of it ambiguous, failing
+-- every role's training on labelled rows.
+CREATE AGGREGATE gibbs_nb.labelled_counts(label text, tokens text[]) (
+    SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
+    STYPE = gibbs_nb.class_counts_state,
+    FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
+    COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
+    PARALLEL = SAFE);
+
+CREATE AGGREGATE gibbs_nb.labelled_counts(label text, tokens tsvector) (
+    SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
+    STYPE = gibbs_nb.class_counts_state,
+    FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
+    COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
+    PARALLEL = SAFE);
+
+COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, text[])
+    IS 'internal: gibbs_nb_class_counts as the training worker calls it';
+COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, tsvector)
+    IS 'internal: gibbs_nb_class_counts as the training worker calls it';
 COMMENT ON TYPE gibbs_nb.class_counts_state
     IS 'internal: the partial state of gibbs_nb_class_counts (text form: base64 of its bytes)';
 COMMENT ON AGGREGATE gibbs_nb_class_counts(text, text[])

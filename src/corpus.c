@@ -728,16 +728,18 @@ gnb_holdout_condition(const GnbJobParams *params)
 /*
  * The labelled documents' class x word counts, by gibbs_nb_class_counts: the
  * planner may count them in parallel workers.  Returns the value, parsed.
- * The aggregate is named with its schema and called with arguments of
- * exactly its argument types (a domain over text[] is cast to text[]), so
- * that no aggregate another role created, in any schema, can match better.
+ * The aggregate is called as gibbs_nb.labelled_counts, in the extension's
+ * own schema, where no other role can create an overload that makes the
+ * call ambiguous (the extension's schema, often public, is not such a
+ * place), with arguments of exactly its argument types (a domain over
+ * text[] is cast to text[]), so that no aggregate another role created, in
+ * any schema, can match better.
  */
 static void
 read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
 					const char *held_out, MemoryContext parse_cxt, GnbParsedCounts *pc)
 {
 	const GnbSourceDesc *src = &params->source;
-	char	   *schema = get_namespace_name(params->extension_schema);
 	char	   *sql;
 	bool		isnull;
 	MemoryContext old;
@@ -746,11 +748,8 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	char		budget[32];
 	int			nestlevel;
 
-	if (schema == NULL)
-		elog(ERROR, "the schema of extension gibbs_nb is gone");
-	sql = psprintf("SELECT %s.gibbs_nb_class_counts(%s::pg_catalog.text, %s::pg_catalog.%s) "
+	sql = psprintf("SELECT gibbs_nb.labelled_counts(%s::pg_catalog.text, %s::pg_catalog.%s) "
 				   "FROM %s WHERE %s IS NOT NULL%s%s",
-				   quote_identifier(schema),
 				   quote_identifier(src->label_column),
 				   quote_identifier(src->tokens_column),
 				   src->tokens_base == TSVECTOROID ? "tsvector" : "text[]",

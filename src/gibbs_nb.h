@@ -100,7 +100,6 @@ typedef struct GnbJobParams
 	 * (gnb_check_source) before it reads; no name is ever carried over.
 	 */
 	GnbSourceDesc source;
-	Oid			extension_schema;	/* where gibbs_nb_class_counts lives */
 	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
 	int32		max_chain_workers;	/* the caller's gibbs_nb.max_chain_workers */
 	int32		n_classes;		/* 0: from the labels */

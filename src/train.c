@@ -357,7 +357,6 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->source.relid)),
 											get_rel_name(p->source.relid));
 	strlcpy(p->source_display, source_sql, sizeof(p->source_display));
-	p->extension_schema = get_func_namespace(fcinfo->flinfo->fn_oid);
 
 	/* who runs it: the worker takes on exactly this identity */
 	p->database_id = MyDatabaseId;

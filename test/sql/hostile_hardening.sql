@@ -363,6 +363,27 @@ DROP SCHEMA IF EXISTS hm_old CASCADE;
 DROP TABLE public.hh_evidence;
 SELECT format('REVOKE CREATE ON DATABASE %I FROM gnb_h_mallory', current_database()) \gexec
 
+--
+-- 9. Making every role's training fail.  The aggregate the worker counts
+--    labelled rows with, gibbs_nb_class_counts, lives in the extension's
+--    schema, here public, where mallory may create (many databases grant
+--    it).  An overload with a defaulted third argument makes a call with two
+--    arguments ambiguous.  The victim's training on labelled rows must not
+--    care (the worker counts with gibbs_nb.labelled_counts, in a schema no
+--    other role can create in).
+--
+GRANT CREATE ON SCHEMA public TO gnb_h_mallory;
+SET ROLE gnb_h_mallory;
+CREATE FUNCTION public.gibbs_nb_class_counts(l text, t text[], x int DEFAULT 0)
+RETURNS bytea LANGUAGE sql AS $$ SELECT NULL::bytea $$;
+RESET ROLE;
+SET ROLE gnb_h_victim;
+SELECT status, version FROM gibbs_nb_train('amb', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 1);
+SELECT gibbs_nb_drop('amb');
+RESET ROLE;
+DROP FUNCTION public.gibbs_nb_class_counts(text, text[], int);
+REVOKE CREATE ON SCHEMA public FROM gnb_h_mallory;
+
 -- clean up
 RESET ROLE;
 DROP SCHEMA hv CASCADE;
