@@ -214,8 +214,24 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 							quote_qualified_identifier(schema, table), p->model_name),
 					 errhint("Drop or rename the table, or pass another labels_table.")));
 	}
-	else if (gnb_namespace_aclcheck(nspid, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
-		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA, schema);
+	else
+	{
+		if (gnb_namespace_aclcheck(nspid, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA, schema);
+
+		/*
+		 * A table's name is also its row type's: a type of that name (an
+		 * enum, a domain, anyone's with CREATE there) would fail the
+		 * CREATE TABLE at publish, after every sweep was run.  Said now.
+		 */
+		if (OidIsValid(GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+									   CStringGetDatum(table), ObjectIdGetDatum(nspid))))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("type %s already exists: no labels table of that name can be created",
+							quote_qualified_identifier(schema, table)),
+					 errhint("Pass another labels_table.")));
+	}
 }
 
 /*

@@ -91,6 +91,11 @@ SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label')$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', labels_table => 'docs')$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', labels_table => 'no_schema.t')$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', labels_table => 'a.b.c')$$);
+-- nor a name a type has (anyone's, with CREATE on the schema): said before
+-- the job starts, not by the CREATE TABLE at publish after every sweep
+CREATE TYPE squatted_labels AS ENUM ('a');
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', labels_table => 'squatted_labels')$$);
+DROP TYPE squatted_labels;
 
 -- nothing was written by any of these
 SELECT count(*) AS jobs FROM gibbs_nb.jobs;
