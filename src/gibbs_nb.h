@@ -256,7 +256,8 @@ typedef struct GnbDocLabels
 } GnbDocLabels;
 
 /* publish.c: one transaction writes a finished job's model version */
-extern void gnb_write_label_rows(const char *qualified, Oid id_type, char **classes,
+extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
+								 const char *model_name, Oid id_type, char **classes,
 								 const GnbDocLabels *labels, int32 version);
 extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
@@ -278,6 +279,9 @@ typedef enum GnbRunAs
 
 extern Oid	gnb_internal_owner(void);
 extern void gnb_become_internal(GnbPrivilegeState *state);
+extern void gnb_become_role(Oid role, GnbPrivilegeState *state);
+extern Oid	gnb_labels_table_owner(Oid relid, const char *model_owner, const char *model_name,
+								   int elevel);
 extern void gnb_restore_user(GnbPrivilegeState *state);
 extern void gnb_pin_search_path(GnbPrivilegeState *state);
 extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,

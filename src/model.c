@@ -82,9 +82,10 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 	}
 
 	/*
-	 * The labels tables are the caller's own tables: drop or clean them with
-	 * the caller's privileges, by OID, locked first and named from the
-	 * catalogs under the lock.  One that was dropped since is left alone.
+	 * The labels tables are the model owner's: drop or clean them as the
+	 * owner (gnb_labels_table_owner), by OID, locked first and named from the
+	 * catalogs under the lock.  One that was dropped since, or that belongs
+	 * to someone else now (a WARNING), is left alone.
 	 */
 	foreach(lc, labels_tables)
 	{
@@ -92,6 +93,8 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 		Oid			vtype[1] = {INT4OID};
 		Datum		vvalue[1] = {Int32GetDatum(version)};
 		char	   *qualified;
+		Oid			table_owner;
+		GnbPrivilegeState priv;
 
 		LockRelationOid(relid, all_versions ? AccessExclusiveLock : RowExclusiveLock);
 		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
@@ -99,6 +102,10 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 		gnb_lock_namespace_name(get_rel_namespace(relid), false);
 		qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 											   get_rel_name(relid));
+		table_owner = gnb_labels_table_owner(relid, owner, model_name, WARNING);
+		if (!OidIsValid(table_owner))
+			continue;
+		gnb_become_role(table_owner, &priv);
 		if (all_versions)
 			gnb_execute(psprintf("DROP TABLE %s", qualified), 0, NULL, NULL, NULL,
 						GNB_AS_CALLER, SPI_OK_UTILITY, 0);
@@ -106,6 +113,7 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 			gnb_execute(psprintf("DELETE FROM %s WHERE version OPERATOR(pg_catalog.=) $1",
 								 qualified),
 						1, vtype, vvalue, NULL, GNB_AS_CALLER, SPI_OK_DELETE, 0);
+		gnb_restore_user(&priv);
 	}
 	SPI_finish();
 	PG_RETURN_INT32(dropped);
@@ -193,10 +201,11 @@ gibbs_nb_deploy(PG_FUNCTION_ARGS)
 				 errmsg("version %d of model \"%s\" keeps no labels to deploy", serving, model_name),
 				 errdetail("It was trained before gibbs_nb 0.2.0, or its labels table is gone."),
 				 errhint("Retrain the model, then deploy a version trained since.")));
-	/* the labels table is the caller's: rewritten as the caller, by OID */
+	/* the labels table is the model owner's: rewritten as the owner, by OID */
 	qualified = gnb_lock_labels_table(labels_relid, ShareRowExclusiveLock);
 	if (qualified != NULL)
-		gnb_write_label_rows(qualified, id_type, classes, &labels, serving);
+		gnb_write_label_rows(labels_relid, qualified, owner, model_name, id_type, classes,
+							 &labels, serving);
 	SPI_finish();
 	PG_RETURN_INT32(serving);
 }

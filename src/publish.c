@@ -4,7 +4,7 @@
  *
  * The worker calls gnb_publish inside one short transaction: the new version's
  * rows in the extension's tables (written by store.c) and the new contents of
- * the labels table (written here, as the caller: it is the caller's table)
+ * the labels table (written here, as its owner, the model's)
  * become visible together when it commits, or not at all.  Rows go in as
  * arrays unnested by one INSERT per batch, not a statement per row.
  */
@@ -31,8 +31,8 @@
 
 /*
  * The labels table of this model: reuse the one training created for it,
- * create it if there is none, refuse a table of that name that is not ours.
- * Runs as the caller.  Returns its OID, locked against concurrent DDL until
+ * create it (as the model's owner) if there is none, refuse a table of that
+ * name that is not ours.  Returns its OID, locked against concurrent DDL until
  * the transaction ends, and in *sql_name its name, made from the catalogs
  * under that lock: the table written is the table checked.
  */
@@ -58,6 +58,11 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 	}
 	else
 	{
+		GnbPrivilegeState priv;
+		Oid			owner = get_role_oid(params->model_owner, false);
+
+		/* the model's owner's table, made as the owner (gnb_labels_table_owner) */
+		gnb_become_role(owner, &priv);
 		idtype = lookup_type_cache(params->source.id_type, TYPECACHE_BTREE_OPFAMILY);
 		gnb_execute(psprintf("CREATE TABLE %s (id %s%s, label pg_catalog.text, "
 							 "probability pg_catalog.float8, probabilities pg_catalog.float8[], "
@@ -71,6 +76,7 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 							 quote_literal_cstr(psprintf("labels from gibbs_nb model %s",
 														 params->model_name))),
 					0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+		gnb_restore_user(&priv);
 		/* created in this transaction: nobody else can have it yet */
 		relid = get_relname_relid(params->labels_table, nspid);
 		LockRelationOid(relid, ShareRowExclusiveLock);
@@ -135,12 +141,16 @@ gnb_lock_labels_table(Oid relid, LOCKMODE mode)
 /*
  * Replace a labels table's rows with a version's labels: each document's
  * most probable class (ties to the earlier class), its probability and all
- * of them.  Runs as the caller: the table is the caller's.  SPI connected.
+ * of them.  Runs as the table's owner, the model's (gnb_labels_table_owner):
+ * an error if the table is someone else's.  relid locked by the caller, and
+ * named `qualified` under that lock.  SPI connected.
  */
 void
-gnb_write_label_rows(const char *qualified, Oid id_type, char **classes,
+gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
+					 const char *model_name, Oid id_type, char **classes,
 					 const GnbDocLabels *dl, int32 version)
 {
+	GnbPrivilegeState priv;
 	int32		K = dl->n_classes;
 	Oid			id_array_type = get_array_type(id_type);
 	int16		typlen;
@@ -154,6 +164,7 @@ gnb_write_label_rows(const char *qualified, Oid id_type, char **classes,
 	char	   *insert;
 
 	get_typlenbyvalalign(id_type, &typlen, &typbyval, &typalign);
+	gnb_become_role(gnb_labels_table_owner(relid, model_owner, model_name, ERROR), &priv);
 	gnb_execute(psprintf("DELETE FROM %s", qualified), 0, NULL, NULL, NULL,
 				GNB_AS_CALLER, SPI_OK_DELETE, 0);
 	insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
@@ -197,6 +208,7 @@ gnb_write_label_rows(const char *qualified, Oid id_type, char **classes,
 		MemoryContextReset(batch_cxt);
 		CHECK_FOR_INTERRUPTS();
 	}
+	gnb_restore_user(&priv);
 	MemoryContextDelete(batch_cxt);
 }
 
@@ -261,17 +273,17 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 							 &keep_versions);
 
 	/*
-	 * The labels table is the caller's: create and fill it as the caller,
-	 * unless another version is deployed (gibbs_nb_deploy): the labels table
-	 * follows the version that serves.
+	 * The labels table is the model owner's: create and fill it as the
+	 * owner, unless another version is deployed (gibbs_nb_deploy): the
+	 * labels table follows the version that serves.
 	 */
 	if (params->holdout > 0.0)
 		holdout_probs = gnb_score_holdout(params, corpus, result, &holdout_metrics);
 	doc_labels(corpus, result, holdout_probs, &labels);
 	labels_relid = prepare_labels_table(params, &labels_sql);
 	if (!gnb_store_pinned(params->model_owner, params->model_name))
-		gnb_write_label_rows(labels_sql, params->source.id_type, corpus->classes, &labels,
-							 version);
+		gnb_write_label_rows(labels_relid, labels_sql, params->model_owner, params->model_name,
+							 params->source.id_type, corpus->classes, &labels, version);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	gnb_store_version(params, corpus, result, &labels, version, version_id, labels_relid,

@@ -29,6 +29,7 @@
 #include "access/xact.h"
 #include "commands/sequence.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -79,15 +80,60 @@ gnb_internal_owner(void)
 void
 gnb_become_internal(GnbPrivilegeState *state)
 {
+	gnb_become_role(gnb_internal_owner(), state);
+}
+
+/*
+ * As role, in a security-restricted operation, with search_path pinned to
+ * pg_catalog, pg_temp, until gnb_restore_user: as PostgreSQL runs its
+ * maintenance commands (REFRESH MATERIALIZED VIEW, CREATE INDEX) as a
+ * table's owner.
+ */
+void
+gnb_become_role(Oid role, GnbPrivilegeState *state)
+{
 	GetUserIdAndSecContext(&state->save_user, &state->save_sec_context);
 	state->save_nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
-	SetUserIdAndSecContext(gnb_internal_owner(),
+	SetUserIdAndSecContext(role,
 						   state->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
+}
+
+/*
+ * The role a model's labels table must belong to, and is written as: the
+ * model's owner.  A labels table is written as its owner (gnb_become_role),
+ * never as the role that asked: a model's owner may be a group, and a
+ * trigger another member put on the group's labels table ran as whichever
+ * member deployed, dropped or retrained the model, with that member's
+ * privileges.  Written as the group, it gets only the group's, which every
+ * member has anyway.  A table, locked by the caller, that belongs to
+ * someone else now is reported at elevel (ERROR, or WARNING when it is to
+ * be left alone: then InvalidOid).
+ */
+Oid
+gnb_labels_table_owner(Oid relid, const char *model_owner, const char *model_name, int elevel)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			relowner;
+	Oid			owner = get_role_oid(model_owner, true);
+
+	if (!HeapTupleIsValid(tuple))
+		return InvalidOid;
+	relowner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	if (OidIsValid(owner) && relowner == owner)
+		return owner;
+	ereport(elevel,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("labels table %s of model \"%s\" is not owned by the model's owner",
+					quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+											   get_rel_name(relid)), model_name),
+			 errhint("Give it back to its owner (ALTER TABLE ... OWNER TO), or drop it: the next training makes it again.")));
+	return InvalidOid;
 }
 
 void

@@ -216,7 +216,9 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 	}
 	else
 	{
-		if (gnb_namespace_aclcheck(nspid, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+		/* it is made as the model's owner (publish.c), who needs CREATE there */
+		if (gnb_namespace_aclcheck(nspid, get_role_oid(p->model_owner, false),
+								   ACL_CREATE) != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA, schema);
 
 		/*

@@ -384,6 +384,68 @@ RESET ROLE;
 DROP FUNCTION public.gibbs_nb_class_counts(text, text[], int);
 REVOKE CREATE ON SCHEMA public FROM gnb_h_mallory;
 
+--
+-- 10. Running code as another member of a shared group.  The group
+--     gnb_h_team owns a model and so its labels table; victim and mallory
+--     are both members.  Mallory, with the group's rights, puts a trigger on
+--     the group's labels table; when the victim deploys, drops or retrains
+--     the group's model, the trigger must not run as the victim (it ran with
+--     the victim's privileges: it could grant mallory the victim's tables).
+--     Labels tables are written as their owner, the model's: the trigger
+--     runs as the group, whose rights mallory has anyway.  And a labels
+--     table mallory takes for herself is refused, not written.
+--
+CREATE ROLE gnb_h_team;
+GRANT gnb_h_team TO gnb_h_victim, gnb_h_mallory;
+CREATE SCHEMA ht AUTHORIZATION gnb_h_team;
+CREATE TABLE public.hh_runs (ran_as text, op text);
+GRANT INSERT, SELECT ON public.hh_runs TO PUBLIC;
+SET ROLE gnb_h_team;
+CREATE TABLE ht.mail AS SELECT * FROM (VALUES (1, '{cheap,pills}'::text[], 'spam'),
+                                              (2, '{meeting,notes}'::text[], 'ham'),
+                                              (3, '{cheap,meeting}'::text[], NULL)) v(id, tokens, label);
+ALTER TABLE ht.mail ADD PRIMARY KEY (id);
+SELECT status, version FROM gibbs_nb_train('tm', 'ht.mail', 'tokens', 'label', sweeps => 5, seed => 1);
+RESET ROLE;
+SET ROLE gnb_h_mallory;
+CREATE FUNCTION hm.record_runs() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.hh_runs VALUES (current_user, TG_OP);
+  RETURN NULL;
+END $$;
+GRANT USAGE ON SCHEMA hm TO PUBLIC;
+CREATE TRIGGER record_runs AFTER INSERT OR DELETE ON ht.tm_labels
+  FOR EACH STATEMENT EXECUTE FUNCTION hm.record_runs();
+RESET ROLE;
+SET ROLE gnb_h_victim;
+SELECT gibbs_nb_deploy('tm', NULL) AS deployed;
+RESET ROLE;
+SELECT DISTINCT ran_as FROM public.hh_runs;
+-- a labels table dropped and made again by a member's retrain is the group's
+SET ROLE gnb_h_mallory;
+DROP TABLE ht.tm_labels;
+SELECT status, version FROM gibbs_nb_retrain('tm');
+RESET ROLE;
+SELECT tableowner FROM pg_tables WHERE schemaname = 'ht' AND tablename = 'tm_labels';
+-- a labels table mallory takes for herself: deploying it is refused, and
+-- dropping the model leaves it alone (a WARNING), running nothing of hers
+SET ROLE gnb_h_mallory;
+ALTER TABLE ht.tm_labels OWNER TO gnb_h_mallory;
+CREATE TRIGGER record_runs AFTER INSERT OR DELETE ON ht.tm_labels
+  FOR EACH STATEMENT EXECUTE FUNCTION hm.record_runs();
+RESET ROLE;
+TRUNCATE public.hh_runs;
+SET ROLE gnb_h_victim;
+SELECT try($$SELECT gibbs_nb_deploy('tm', 2)$$);
+SELECT gibbs_nb_drop('tm') AS dropped;
+RESET ROLE;
+SELECT count(*) AS runs FROM public.hh_runs;
+SELECT count(*) AS labels_table_left FROM pg_tables WHERE schemaname = 'ht' AND tablename = 'tm_labels';
+DROP TABLE public.hh_runs;
+DROP SCHEMA ht CASCADE;
+DROP FUNCTION hm.record_runs();
+DROP ROLE gnb_h_team;
+
 -- clean up
 RESET ROLE;
 DROP SCHEMA hv CASCADE;
