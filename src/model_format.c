@@ -49,12 +49,48 @@ typedef struct Reader
 	const char *end;
 } Reader;
 
+/* how far from one a sum of probabilities may be */
+#define NORMALISED_TOLERANCE 1e-6
+
+static void malformed(const char *what) pg_attribute_noreturn();
+
 static void
 malformed(const char *what)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 			 errmsg("malformed gibbs_nb model value: %s", what)));
+}
+
+/*
+ * The class priors sum to one, and so does each class's distribution over
+ * the words (a trained model's to within 1e-12): a value whose did not was
+ * served, and predicted NaN.
+ */
+static void
+check_normalised(const GnbModelImage *img)
+{
+	int32		K = img->n_classes;
+	double	   *sums = palloc0(sizeof(double) * K);
+	double		pi_sum = 0.0;
+
+	for (int32 k = 0; k < K; k++)
+		pi_sum += exp(img->log_pi[k]);
+	if (!(fabs(pi_sum - 1.0) <= NORMALISED_TOLERANCE))
+		malformed("the class priors do not sum to one");
+	for (int64 w = 0; w < img->n_words; w++)
+	{
+		const double *row = img->log_theta + w * K;
+
+		if ((w & 0xFFFF) == 0)
+			CHECK_FOR_INTERRUPTS();
+		for (int32 k = 0; k < K; k++)
+			sums[k] += exp(row[k]);
+	}
+	for (int32 k = 0; k < K; k++)
+		if (!(fabs(sums[k] - 1.0) <= NORMALISED_TOLERANCE))
+			malformed("a class's word probabilities do not sum to one");
+	pfree(sums);
 }
 
 static void
@@ -256,6 +292,7 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 		if (!(img->log_theta[i] <= 0.0) || isinf(img->log_theta[i]))
 			malformed("a log theta is not a finite log probability");
 	}
+	check_normalised(img);
 	if (flags & GNB_MODEL_HAS_COUNTS)
 	{
 		need(&r, V * 8, "word counts");

@@ -76,11 +76,17 @@ FROM exported, unnest(ARRAY[7, 20, 30, 150, 400]) n;
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', substr(v, 1, length(v) - 1)))
 FROM exported;
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', v || '\x00'::bytea)) FROM exported;
--- the last log theta (before the 34 word counts) NaN, then 0 (fine), then log 2
+-- the last log theta (before the 34 word counts) NaN, then 0 (a log
+-- probability, but its class's then sum to more than one: it was imported,
+-- and such a model predicted NaN), then log 2
 SELECT x, try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)',
                      overlay(v placing x from length(v) - 8 * 34 - 7)))
 FROM exported, unnest(ARRAY['\x000000000000f87f', '\x0000000000000000', '\xef39fafe422ee63f']::bytea[]) x;
-SELECT gibbs_nb_drop('bad');
+-- the first log pi (after the classes, "red" the last) 0: the priors sum to more than one
+SELECT position(convert_to('red', 'UTF8') IN v) + 3 AS pi_at FROM exported \gset
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)',
+                  overlay(v placing '\x0000000000000000'::bytea from :pi_at)))
+FROM exported;
 SELECT position(convert_to('blue', 'UTF8') IN v) AS blue_at FROM exported \gset
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing '\xff'::bytea from :blue_at)))
 FROM exported;
