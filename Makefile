@@ -95,7 +95,7 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-chains bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-chains bench-import bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -143,6 +143,11 @@ bench-chains:
 # command; about 10 minutes)
 bench-quality:
 	test/bench/run-quality.sh
+
+# the peak memory of gibbs_nb_import, a 70 MB model value (not in the test
+# command; about a minute)
+bench-import:
+	test/bench/import-memory.sh
 
 # gibbs_nb_evaluate against scikit-learn (installs python3-sklearn; not in
 # the test command); test/metrics/sklearn_expected.json is its last output

@@ -484,7 +484,7 @@ extern void gnb_model_image_write(const GnbModelImage *img, StringInfo s);
 
 /* store.c: what export reads and import writes */
 extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);
-extern int32 gnb_store_import(const char *model_name, const GnbModelImage *img);
+extern int32 gnb_store_import(const char *model_name, GnbModelImage *img);
 extern int64 gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type,
 								  int32 *init_label);
 

@@ -185,16 +185,16 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 }
 
 /*
- * gnb_execute for a statement whose parameters are large values (none
- * NULL): they are passed as parameters the planner may not fold into
+ * gnb_execute for a statement whose parameters are large values (nulls as
+ * for gnb_execute): they are passed as parameters the planner may not fold into
  * constants.  SPI_execute_with_args marks them constant, and the planner
  * then copies each value into the plan, which doubled the memory of a
  * version's packed row as it was written.  Read at execution instead, the
  * values are used where they are.
  */
 static void
-execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, GnbRunAs as,
-				 int expected)
+execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls,
+				 GnbRunAs as, int expected)
 {
 	GnbPrivilegeState priv;
 	ParamListInfo params = makeParamList(nargs);
@@ -204,7 +204,7 @@ execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, GnbRunAs
 	for (int i = 0; i < nargs; i++)
 	{
 		params->params[i].value = values[i];
-		params->params[i].isnull = false;
+		params->params[i].isnull = nulls != NULL && nulls[i] == 'n';
 		params->params[i].pflags = 0;
 		params->params[i].ptype = types[i];
 	}
@@ -1184,7 +1184,7 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	execute_unfolded("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
 					 "tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
 					 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-					 11, types, values, GNB_AS_INTERNAL, SPI_OK_INSERT);
+					 11, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT);
 	pfree(log_theta);
 }
 
@@ -1627,15 +1627,41 @@ gnb_store_export_params(int64 version_id, GnbModelImage *img)
 	MemoryContextSwitchTo(old);
 }
 
-/* A text[] of n strings given with their lengths. */
+/*
+ * A text[] of n strings given with their lengths, written straight into the
+ * array (one text per string, then the array of copies of them, held the
+ * strings three times).
+ */
 static ArrayType *
 text_array_len(const char **str, const int32 *len, int64 n)
 {
-	Datum	   *d = palloc_extended(sizeof(Datum) * (n + 1), MCXT_ALLOC_HUGE);
+	Size		nbytes = 0;
+	ArrayType  *array;
+	char	   *p;
+	int			dims[1] = {(int) n};
+	int			lbs[1] = {1};
 
 	for (int64 i = 0; i < n; i++)
-		d[i] = PointerGetDatum(cstring_to_text_with_len(str[i], len[i]));
-	return construct_array(d, (int) n, TEXTOID, -1, false, TYPALIGN_INT);
+		nbytes = att_align_nominal(nbytes + VARHDRSZ + len[i], TYPALIGN_INT);
+	if (!AllocSizeIsValid(nbytes + ARR_OVERHEAD_NONULLS(1)))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the model's strings take more than an array can hold")));
+	array = palloc0(nbytes + ARR_OVERHEAD_NONULLS(1));
+	SET_VARSIZE(array, nbytes + ARR_OVERHEAD_NONULLS(1));
+	array->ndim = 1;
+	array->dataoffset = 0;
+	array->elemtype = TEXTOID;
+	memcpy(ARR_DIMS(array), dims, sizeof(dims));
+	memcpy(ARR_LBOUND(array), lbs, sizeof(lbs));
+	p = ARR_DATA_PTR(array);
+	for (int64 i = 0; i < n; i++)
+	{
+		SET_VARSIZE(p, VARHDRSZ + len[i]);
+		memcpy(VARDATA(p), str[i], len[i]);
+		p += att_align_nominal(VARHDRSZ + len[i], TYPALIGN_INT);
+	}
+	return array;
 }
 
 /*
@@ -1643,10 +1669,12 @@ text_array_len(const char **str, const int32 *len, int64 n)
  * exported model: its models, pi and packed rows, written as the
  * extension's owner in the caller's transaction, then retention applied.  It
  * has no source (it cannot be retrained) and no labels (nor labels table).
+ * The image's words and log thetas are freed as soon as their arrays are
+ * made (NULL then): the rows are written with them held once, not twice.
  * Returns the version.  SPI connected.
  */
 int32
-gnb_store_import(const char *model_name, const GnbModelImage *img)
+gnb_store_import(const char *model_name, GnbModelImage *img)
 {
 	char	   *owner = gnb_current_role_name();
 	int32		K = img->n_classes;
@@ -1656,7 +1684,15 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 	int32		keep;
 	ArrayType  *classes = text_array_len(img->class_str, img->class_len, K);
 	ArrayType  *tokens = text_array_len(img->word_str, img->word_len, V);
+	ArrayType  *log_theta = gnb_float8_array(img->log_theta, (int) ((int64) V * K));
 	double	   *pi = palloc(sizeof(double) * K);
+
+	pfree(img->word_str);
+	pfree(img->word_len);
+	pfree(img->log_theta);
+	img->word_str = NULL;
+	img->word_len = NULL;
+	img->log_theta = NULL;
 
 	gnb_store_number_version(owner, model_name, &version, &version_id, &keep);
 
@@ -1752,7 +1788,7 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 		v[3] = PointerGetDatum(classes);
 		v[4] = PointerGetDatum(gnb_float8_array(img->log_pi, K));
 		v[5] = PointerGetDatum(tokens);
-		v[6] = PointerGetDatum(gnb_float8_array(img->log_theta, (int) ((int64) V * K)));
+		v[6] = PointerGetDatum(log_theta);
 		v[7] = Int64GetDatum(version_id);
 		v[8] = (Datum) 0;
 		nulls[8] = 'n';
@@ -1766,10 +1802,11 @@ gnb_store_import(const char *model_name, const GnbModelImage *img)
 												   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 			nulls[8] = ' ';
 		}
-		gnb_execute("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
-					"tokens, log_theta, version_id, word_counts) "
-					"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-					9, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+		/* not folded into the plan: that copied the arrays once more */
+		execute_unfolded("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
+						 "tokens, log_theta, version_id, word_counts) "
+						 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+						 9, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT);
 	}
 	(void) gnb_apply_retention(owner, model_name, version, keep);
 	return version;

@@ -93,7 +93,7 @@ FROM exported;
 -- classes out of order: "blue" made "zlue"
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing 'z'::bytea from :blue_at)))
 FROM exported;
--- an import needs about four times the value's size: bounded by gibbs_nb.max_job_memory
+-- an import needs about five times the value's size: bounded by gibbs_nb.max_job_memory
 SET gibbs_nb.max_job_memory = '1MB';
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', v || convert_to(repeat('x', 300000), 'UTF8')))
 FROM exported;
