@@ -386,6 +386,20 @@ for run in $(seq 1 "$REPEAT"); do
 done
 par_ratio=$(printf '%s\n' "${par_ratios[@]}" | median)
 echo "  2 workers (launched: ${launched:-?}) against serial, interleaved rounds: ${par_ratios[*]} (x); median ${par_ratio}x"
+# The same on the table replicated 4 times (same vocabulary, 4x the rows):
+# what does not grow with the rows (starting the workers, the states'
+# transfer and merge) weighs a quarter as much.  Reported, not a target.
+psql_q -c "CREATE TABLE mail4 AS SELECT r * 100000 + id AS id, tokens, label FROM mail, generate_series(0, 3) r" \
+       -c "ALTER TABLE mail4 SET (parallel_workers = 2)" -c "VACUUM ANALYZE mail4"
+agg4="SELECT length(gibbs_nb_class_counts(label, tokens)) FROM mail4"
+s4=(); p4=()
+for run in $(seq 1 "$REPEAT"); do
+  s4+=("$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=0" time_runs "$agg4" 2 | tail -n 1)")
+  p4+=("$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=2" time_runs "$agg4" 2 | tail -n 1)")
+done
+awk -v s="$(printf '%s\n' "${s4[@]}" | median)" -v p="$(printf '%s\n' "${p4[@]}" | median)" 'BEGIN {
+  printf "  4x the rows, interleaved rounds: serial %.1f ms, 2 workers %.1f ms (medians): %.2fx\n", s, p, s / p }'
+psql_q -c "DROP TABLE mail4"
 
 # ---- summary: the issue's table ----
 first=$(echo "$SAMPLERS" | awk '{print $1}')
