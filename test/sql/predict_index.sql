@@ -141,6 +141,19 @@ INSERT INTO vocab
 SELECT 'big', row_number() OVER (ORDER BY t COLLATE "C"), t, ARRAY[-random() * 40, -random() * 40]
 FROM (SELECT DISTINCT CASE k % 3 WHEN 0 THEN md5(k::text) WHEN 1 THEN 'prefix__' || k ELSE 'w' || k END AS t
       FROM generate_series(1, 3000) k) d;
+-- each class's word probabilities made to sum to one, as a trained model's
+-- do (gibbs_nb_import refuses a value whose do not): less the log of the sum
+WITH cell AS (
+  SELECT v.model, u.k, u.x FROM vocab v, unnest(v.log_theta) WITH ORDINALITY u(x, k)),
+top AS (SELECT model, k, max(x) AS m FROM cell GROUP BY 1, 2),
+lse AS (
+  SELECT c.model, array_agg(t.m + ln(c.s) ORDER BY c.k) AS lse
+  FROM (SELECT cell.model, cell.k, sum(exp(cell.x - top.m)) AS s
+        FROM cell JOIN top USING (model, k) GROUP BY 1, 2) c
+  JOIN top t USING (model, k) GROUP BY 1)
+UPDATE vocab v SET log_theta = ARRAY(SELECT v.log_theta[k] - l.lse[k]
+                                     FROM generate_series(1, cardinality(v.log_theta)) k)
+FROM lse l WHERE l.model = v.model;
 CREATE TABLE models AS
 SELECT model, CASE WHEN model = 'k3' THEN '{a,b,c}'::text[] ELSE '{a,b}'::text[] END AS classes,
        CASE WHEN model = 'k3' THEN ARRAY[ln(0.5), ln(0.3), ln(0.2)] ELSE ARRAY[ln(0.6), ln(0.4)] END AS log_pi
