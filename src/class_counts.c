@@ -57,10 +57,9 @@
 #include "gibbs_nb.h"
 #include "tokens.h"
 
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "access/table.h"
-#include "catalog/pg_aggregate.h"
+#include "access/transam.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "common/base64.h"
 #include "common/hashfn.h"
@@ -69,6 +68,7 @@
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "nodes/execnodes.h"
 #include "utils/builtins.h"
 #include "utils/expandeddatum.h"
 #include "utils/memutils.h"
@@ -1644,13 +1644,17 @@ counts_writable(FunctionCallInfo fcinfo, int argno, MemoryContext aggcxt)
 /*
  * Whether this call may hand its state back to the aggregate node as a
  * read-write expanded object, changed in place from call to call.  Not in a
- * window aggregate while some aggregate has this function as its moving
- * transition or inverse function: the other of those two is then a role's
- * own, and a PL/pgSQL one takes a read-write argument over (into its own
- * memory) and hands it back into short-lived memory, where nodeWindowAgg,
- * finding the pointer it passed, keeps it: the next call read freed memory
- * and the backend crashed.  Such a window aggregate gets a flat value each
- * row instead (slow, but the node copies it).  Looked up once per query.
+ * window aggregate node that also runs an aggregate that is neither built
+ * in nor the extension's own: that may be a role's own moving aggregate
+ * over our state, our transition its MSFUNC and its MINVFUNC a PL/pgSQL
+ * function, which takes a read-write argument over (into its own memory)
+ * and hands it back into short-lived memory, where nodeWindowAgg, finding
+ * the pointer it passed, keeps it: the next call read freed memory and the
+ * backend crashed.  Such a node gets a flat value each row instead (slow,
+ * but the node copies it).  Decided from the aggregates the node runs, by
+ * OID and extension membership, which no other role can change (nor can a
+ * role dropping its aggregate during the query make it look harmless: a
+ * dropped aggregate is no member either).  Once per query.
  */
 static bool
 state_writable(FunctionCallInfo fcinfo)
@@ -1662,24 +1666,21 @@ state_writable(FunctionCallInfo fcinfo)
 	answer = (int8 *) fcinfo->flinfo->fn_extra;
 	if (answer == NULL)
 	{
-		Relation	rel;
-		SysScanDesc scan;
-		HeapTuple	tuple;
-		Oid			self = fcinfo->flinfo->fn_oid;
-		bool		moving = false;
+		Oid			ours = getExtensionOfObject(ProcedureRelationId, fcinfo->flinfo->fn_oid);
+		bool		foreign = !OidIsValid(ours) || !IsA(fcinfo->context, WindowAggState);
+		ListCell   *lc;
 
-		rel = table_open(AggregateRelationId, AccessShareLock);
-		scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
-		while (!moving && HeapTupleIsValid(tuple = systable_getnext(scan)))
-		{
-			Form_pg_aggregate agg = (Form_pg_aggregate) GETSTRUCT(tuple);
+		if (!foreign)
+			foreach(lc, ((WindowAggState *) fcinfo->context)->funcs)
+			{
+				WindowFunc *wfunc = ((WindowFuncExprState *) lfirst(lc))->wfunc;
 
-			moving = agg->aggmtransfn == self || agg->aggminvtransfn == self;
-		}
-		systable_endscan(scan);
-		table_close(rel, AccessShareLock);
+				if (wfunc->winagg && wfunc->winfnoid >= FirstNormalObjectId &&
+					getExtensionOfObject(ProcedureRelationId, wfunc->winfnoid) != ours)
+					foreign = true;
+			}
 		answer = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(int8));
-		*answer = moving ? 0 : 1;
+		*answer = foreign ? 0 : 1;
 		fcinfo->flinfo->fn_extra = answer;
 	}
 	return *answer == 1;

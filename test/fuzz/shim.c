@@ -18,8 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "access/genam.h"
-#include "access/table.h"
+#include "catalog/dependency.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -384,38 +383,11 @@ DeleteExpandedObject(Datum d)
  * The catalog, read only in a window aggregate (class_counts.c's
  * state_writable): AggCheckCallContext below never says window.
  */
-Relation
-table_open(Oid relationId, LOCKMODE lockmode)
+Oid
+getExtensionOfObject(Oid classId, Oid objectId)
 {
-	shim_fail("table_open: no catalog in the fuzzer");
-	return NULL;
-}
-
-void
-table_close(Relation relation, LOCKMODE lockmode)
-{
-	shim_fail("table_close: no catalog in the fuzzer");
-}
-
-SysScanDesc
-systable_beginscan(Relation heapRelation, Oid indexId, bool indexOK, Snapshot snapshot,
-				   int nkeys, ScanKey key)
-{
-	shim_fail("systable_beginscan: no catalog in the fuzzer");
-	return NULL;
-}
-
-HeapTuple
-systable_getnext(SysScanDesc sysscan)
-{
-	shim_fail("systable_getnext: no catalog in the fuzzer");
-	return NULL;
-}
-
-void
-systable_endscan(SysScanDesc sysscan)
-{
-	shim_fail("systable_endscan: no catalog in the fuzzer");
+	shim_fail("getExtensionOfObject: no catalog in the fuzzer");
+	return InvalidOid;
 }
 
 /* ---- varlena values: the targets only build plain, in-line ones ---- */

@@ -258,7 +258,8 @@ ORDER BY id;
 -- that hands the state back: PL/pgSQL takes a read-write state over and
 -- returns it into short-lived memory, and the window node kept the pointer
 -- it had passed.  The backend crashed (the next call read freed memory);
--- the state now goes flat, row by row, while such an aggregate exists.
+-- in a window node that runs an aggregate of a role's own the state now
+-- goes flat, row by row.
 CREATE FUNCTION pg_temp.keep_counts(s gibbs_nb.class_counts_state, l text, t text[])
 RETURNS gibbs_nb.class_counts_state LANGUAGE plpgsql AS $$ BEGIN RETURN s; END $$;
 CREATE AGGREGATE pg_temp.moving_counts(text, text[]) (
@@ -274,7 +275,29 @@ SELECT count(*) AS rows_, count(*) FILTER (WHERE got <> want) AS bad_rows FROM (
         FROM (SELECT i, (ARRAY['a', 'b', 'c', 'd', 'e'])[1 + i % 5] AS l,
                      ARRAY['w' || (i % 50), 'v' || (i % 7), repeat('z', 1 + i % 20)] AS t
               FROM generate_series(1, 200) i) s) w) z;
--- and the running sums of the aggregate itself still hold with it there
+-- the same aggregate dropped by the query itself before its first row is
+-- counted (the Sort below the window node reads all rows first): the node
+-- still runs it, and a look at pg_aggregate then would find nothing
+CREATE AGGREGATE pg_temp.vanishing_counts(text, text[]) (
+  SFUNC = gibbs_nb.gibbs_nb_class_counts_add, STYPE = gibbs_nb.class_counts_state,
+  FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
+  MSFUNC = gibbs_nb.gibbs_nb_class_counts_add, MINVFUNC = pg_temp.keep_counts,
+  MSTYPE = gibbs_nb.class_counts_state, MFINALFUNC = gibbs_nb.gibbs_nb_class_counts_final);
+CREATE FUNCTION pg_temp.vanish() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM pg_proc WHERE proname = 'vanishing_counts') THEN
+    DROP AGGREGATE pg_temp.vanishing_counts(text, text[]);
+  END IF;
+  RETURN true;
+END $$;
+SELECT count(*) AS rows_, count(*) FILTER (WHERE got <> want) AS bad_rows FROM (
+  SELECT (SELECT sum(count) FROM gibbs_nb_class_counts_rows(x)) AS got, 3 * i AS want
+  FROM (SELECT i, pg_temp.vanishing_counts(l, t) OVER (ORDER BY i ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS x
+        FROM (SELECT i, (ARRAY['a', 'b', 'c', 'd', 'e'])[1 + i % 5] AS l,
+                     ARRAY['w' || (i % 50), 'v' || (i % 7), repeat('z', 1 + i % 20)] AS t
+              FROM generate_series(1, 200) i WHERE pg_temp.vanish()) s) w) z;
+DROP FUNCTION pg_temp.vanish();
+-- and the running sums of the aggregate itself still hold
 SELECT id, (SELECT sum(count) FROM gibbs_nb_class_counts_rows(running)) AS running
 FROM (SELECT id, gibbs_nb_class_counts(label, tokens) OVER (ORDER BY id) AS running
       FROM src WHERE id <= 4) w
