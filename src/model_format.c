@@ -52,6 +52,15 @@ typedef struct Reader
 /* how far from one a sum of probabilities may be */
 #define NORMALISED_TOLERANCE 1e-6
 
+/*
+ * The least log probability a value may hold.  A positive double's log is
+ * at least -745, so no trained model comes near it; below it, a document's
+ * score (a sum of counts times log thetas) could reach -inf in every class,
+ * and its probabilities NaN, though each class's thetas summed to one
+ * (exp of -1e308 is 0).
+ */
+#define LOG_PROB_FLOOR (-1e6)
+
 static void malformed(const char *what) pg_attribute_noreturn();
 
 static void
@@ -265,7 +274,7 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 	for (uint64 k = 0; k < K; k++)
 	{
 		img->log_pi[k] = get_f64(&r, "log pi");
-		if (!(img->log_pi[k] <= 0.0) || isinf(img->log_pi[k]))
+		if (!(img->log_pi[k] <= 0.0 && img->log_pi[k] >= LOG_PROB_FLOOR))
 			malformed("a log pi is not a finite log probability");
 	}
 
@@ -289,7 +298,7 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 	for (uint64 i = 0; i < V * K; i++)
 	{
 		img->log_theta[i] = get_f64(&r, "log theta");
-		if (!(img->log_theta[i] <= 0.0) || isinf(img->log_theta[i]))
+		if (!(img->log_theta[i] <= 0.0 && img->log_theta[i] >= LOG_PROB_FLOOR))
 			malformed("a log theta is not a finite log probability");
 	}
 	check_normalised(img);

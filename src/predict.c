@@ -441,6 +441,11 @@ gnb_model_proba(const GnbModel *m, Datum tokens, bool is_tsvector, double *probs
 	score_document(m, tokens, is_tsvector, probs);
 	best = best_class(m, probs);
 	max = probs[best];
+	/* imports are bounded below (model_format.c): a safeguard, not a path */
+	if (!isfinite(max))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("gibbs_nb: the document's class scores are not finite")));
 	for (int32 k = 0; k < m->n_classes; k++)
 		total += (probs[k] = exp(probs[k] - max));
 	for (int32 k = 0; k < m->n_classes; k++)

@@ -82,6 +82,12 @@ SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', v || '\x00'::byt
 SELECT x, try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)',
                      overlay(v placing x from length(v) - 8 * 34 - 7)))
 FROM exported, unnest(ARRAY['\x000000000000f87f', '\x0000000000000000', '\xef39fafe422ee63f']::bytea[]) x;
+-- and -1e308: finite, but below any log probability a double holds (so
+-- crafted that every class's thetas still summed to one, a document's
+-- scores were -inf in every class, its probabilities NaN)
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)',
+                  overlay(v placing '\xa0c8eb85f3cce1ff'::bytea from length(v) - 8 * 34 - 7)))
+FROM exported;
 -- the first log pi (after the classes, "red" the last) 0: the priors sum to more than one
 SELECT position(convert_to('red', 'UTF8') IN v) + 3 AS pi_at FROM exported \gset
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)',

@@ -224,6 +224,13 @@ SELECT count(*) AS words,
        count(*) FILTER (WHERE gibbs_nb_predict_proba('big_pglz', ARRAY[v.token])
                               <> gibbs_nb_predict_proba('big', ARRAY[v.token])) AS differing
 FROM vocab v WHERE v.model = 'big';
+-- a value whose thetas each sum to one but hold -1e308 (exp of it is 0):
+-- a document of both words scored -inf in both classes, and its
+-- probabilities came out NaN.  Refused: below any log probability
+SELECT try(format('SELECT gibbs_nb_import(%L, %L::bytea)', 'minus_inf',
+                  pg_temp.model_value('{a,b}', ARRAY[ln(0.5), ln(0.5)], '{x,y}',
+                                      ARRAY[0, -1e308, -1e308, 0])));
+SELECT try($$SELECT gibbs_nb_predict_proba('minus_inf', '{x,x,y,y}'::text[])$$);
 DROP VIEW word_check;
 DROP TABLE vocab, models;
 DROP EXTENSION gibbs_nb;
