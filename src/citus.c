@@ -72,8 +72,9 @@ gnb_citus_local_placement(Oid relid)
  * source when the source is distributed by its id column (each document's
  * label on the node of the document: joins on id stay on the workers).  A
  * source that is not distributed (a local table, a reference table, a view)
- * keeps its labels table local.  Runs as the caller, who owns the new table
- * (create_distributed_table requires it).  SPI connected.
+ * keeps its labels table local.  Runs as the caller, who has the privileges
+ * of the table's owner, the model's (create_distributed_table requires
+ * them).  SPI connected.
  */
 void
 gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column)

@@ -122,7 +122,12 @@ gnb_labels_table_owner(Oid relid, const char *model_owner, const char *model_nam
 	Oid			owner = get_role_oid(model_owner, true);
 
 	if (!HeapTupleIsValid(tuple))
+	{
+		/* callers hold a lock on it: gone only if they did not check */
+		if (elevel >= ERROR)
+			elog(ERROR, "gibbs_nb: labels table %u of model \"%s\" is gone", relid, model_name);
 		return InvalidOid;
+	}
 	relowner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
 	ReleaseSysCache(tuple);
 	if (OidIsValid(owner) && relowner == owner)

@@ -213,6 +213,8 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 					 errmsg("table %s already exists and was not created for model \"%s\"",
 							quote_qualified_identifier(schema, table), p->model_name),
 					 errhint("Drop or rename the table, or pass another labels_table.")));
+		/* written as the model's owner at publish: refused now, not then */
+		(void) gnb_labels_table_owner(relid, p->model_owner, p->model_name, ERROR);
 	}
 	else
 	{

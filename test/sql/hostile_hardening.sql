@@ -437,6 +437,10 @@ RESET ROLE;
 TRUNCATE public.hh_runs;
 SET ROLE gnb_h_victim;
 SELECT try($$SELECT gibbs_nb_deploy('tm', 2)$$);
+-- a retrain is refused when it is asked for, before a job runs every sweep
+SELECT count(*) AS jobs_before FROM gibbs_nb.jobs WHERE model_name = 'tm' \gset
+SELECT try($$SELECT gibbs_nb_retrain('tm')$$);
+SELECT count(*) = :jobs_before AS no_job_started FROM gibbs_nb.jobs WHERE model_name = 'tm';
 SELECT gibbs_nb_drop('tm') AS dropped;
 RESET ROLE;
 SELECT count(*) AS runs FROM public.hh_runs;
