@@ -11,6 +11,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -179,6 +180,8 @@ gibbs_nb_deploy(PG_FUNCTION_ARGS)
 	Oid			labels_relid;
 	Oid			id_type;
 	char	   *qualified;
+	GnbPrivilegeState priv;
+	bool		found;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -194,8 +197,17 @@ gibbs_nb_deploy(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model \"%s\" has no version %d", model_name, version)));
-	if (!gnb_store_version_labels(owner, model_name, serving, &labels, &classes,
-								  &labels_relid, &id_type))
+	/*
+	 * The ids are made of the labels table's id column type as the table's
+	 * owner would make them, the model's (gnb_labels_table_owner): that type's
+	 * input (a domain's CHECK, say, that another member of a group put on the
+	 * group's table) never runs with the caller's privileges.
+	 */
+	gnb_become_role(get_role_oid(owner, false), &priv);
+	found = gnb_store_version_labels(owner, model_name, serving, &labels, &classes,
+									 &labels_relid, &id_type);
+	gnb_restore_user(&priv);
+	if (!found)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("version %d of model \"%s\" keeps no labels to deploy", serving, model_name),

@@ -421,6 +421,22 @@ SET ROLE gnb_h_victim;
 SELECT gibbs_nb_deploy('tm', NULL) AS deployed;
 RESET ROLE;
 SELECT DISTINCT ran_as FROM public.hh_runs;
+-- nor a domain's CHECK another member put on its id column: a deploy makes
+-- the ids (their type's input) as the owner too
+SET ROLE gnb_h_mallory;
+CREATE FUNCTION hm.record_check(x int) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.hh_runs VALUES (current_user, 'CHECK');
+  RETURN true;
+END $$;
+CREATE DOMAIN hm.watched_id AS int CHECK (hm.record_check(VALUE));
+ALTER TABLE ht.tm_labels ALTER COLUMN id TYPE hm.watched_id;
+RESET ROLE;
+TRUNCATE public.hh_runs;
+SET ROLE gnb_h_victim;
+SELECT gibbs_nb_deploy('tm', NULL) AS deployed_again;
+RESET ROLE;
+SELECT ran_as, op FROM public.hh_runs GROUP BY 1, 2 ORDER BY 1, 2;
 -- a labels table dropped and made again by a member's retrain is the group's
 SET ROLE gnb_h_mallory;
 DROP TABLE ht.tm_labels;
