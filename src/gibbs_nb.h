@@ -296,6 +296,7 @@ extern void gnb_hold_job_lock(int64 job_id, Oid role);
 extern void gnb_release_job_lock(int64 job_id);
 extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
+extern void gnb_store_lock_model(const char *owner, const char *model_name);
 extern int64 gnb_running_job(const char *owner, const char *model_name);
 extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);

@@ -67,6 +67,7 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
+	gnb_store_lock_model(owner, model_name);
 	dropped = gnb_delete_versions(owner, model_name, all_versions ?
 								  "owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 AND $3 IS NOT NULL" :
 								  "owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 "
@@ -149,6 +150,7 @@ gibbs_nb_set_retention(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
+	gnb_store_lock_model(owner, model_name);
 	gnb_store_set_keep_versions(owner, model_name, keep);
 	newest = gnb_store_newest_version(owner, model_name);
 	dropped = gnb_apply_retention(owner, model_name, newest, keep);
@@ -192,6 +194,7 @@ gibbs_nb_deploy(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
+	gnb_store_lock_model(owner, model_name);
 	serving = gnb_store_pin(owner, model_name, version);
 	if (serving == 0)
 		ereport(ERROR,

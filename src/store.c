@@ -1324,6 +1324,24 @@ gnb_store_number_version(const char *owner, const char *model_name, int32 *versi
 }
 
 /*
+ * Take the model's publish lock (the row lock gnb_store_number_version's
+ * upsert takes) until the transaction ends: deploying, dropping and
+ * setting the retention of a model serialize with each other and with
+ * publishing.  Without it, a set_retention that waited for a deploy deleted
+ * the version just deployed, its pin read from a snapshot older than the
+ * deploy.  A model with no versions_issued row has no versions to race for.
+ * SPI connected.
+ */
+void
+gnb_store_lock_model(const char *owner, const char *model_name)
+{
+	model_statement("SELECT 1 FROM gibbs_nb.versions_issued "
+					"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 "
+					"FOR UPDATE",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+}
+
+/*
  * How the version's tokens were made: what the caller stated (tokenizer =>),
  * else as far as the source says: the tokens column's type, and for a
  * generated column its expression (say to_tsvector('english'::regconfig,
