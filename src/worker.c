@@ -526,6 +526,18 @@ gnb_become_caller(const GnbJobParams *p, const char *application_name)
 	SetCurrentRoleId(p->outer_user_id, p->outer_user_is_superuser);
 	SetUserIdAndSecContext(p->current_user_id, p->sec_context);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * The job's own transactions are short, read committed and read write,
+	 * whatever the role's or database's settings for new sessions say (they
+	 * apply to a worker as to a session): a role that made its default
+	 * serializable, deferrable and read only kept its worker waiting for a
+	 * safe snapshot before it registered the job, while its caller held the
+	 * launch lock every role's next training waits for.
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_deferrable", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("application_name", application_name, PGC_USERSET, PGC_S_SESSION);
 }
 

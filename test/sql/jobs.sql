@@ -18,6 +18,21 @@ SELECT status FROM gibbs_nb_wait(:started_job, '1 second');
 SELECT try($$SELECT gibbs_nb_wait(424242)$$);
 SELECT try($$SELECT gibbs_nb_wait(NULL)$$);
 
+-- the settings of a role or database for new sessions apply to a worker as
+-- to a session, but a job's transactions are read committed and read write
+-- whatever they say: a role that made its default serializable, deferrable
+-- and read only held its worker waiting for a safe snapshot (and every
+-- role's next training waiting for it); read only, the job failed
+SELECT current_database() AS db \gset
+ALTER DATABASE :"db" SET default_transaction_read_only = on;
+ALTER DATABASE :"db" SET default_transaction_isolation = 'serializable';
+ALTER DATABASE :"db" SET default_transaction_deferrable = on;
+SELECT status FROM gibbs_nb_train('ro', 'docs', 'tokens', 'label', sweeps => 5, seed => 1);
+ALTER DATABASE :"db" RESET default_transaction_read_only;
+ALTER DATABASE :"db" RESET default_transaction_isolation;
+ALTER DATABASE :"db" RESET default_transaction_deferrable;
+SELECT gibbs_nb_drop('ro');
+
 -- cancelling a job that has ended does nothing
 SELECT gibbs_nb_cancel(:started_job);
 SELECT try($$SELECT gibbs_nb_cancel(424242)$$);
