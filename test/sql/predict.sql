@@ -106,6 +106,16 @@ CREATE TRIGGER bad3 BEFORE INSERT ON inbox
   FOR EACH ROW EXECUTE FUNCTION gibbs_nb_label_trigger('colors', 'nope', 'predicted');
 SELECT try($$INSERT INTO inbox VALUES (4, '{red_1}')$$);
 DROP TRIGGER bad3 ON inbox;
+-- a generated tokens column is computed after BEFORE triggers: the trigger
+-- saw it NULL on INSERT (no label) and as it was on UPDATE (the old
+-- tokens' label), so it is refused
+CREATE TABLE geninbox (id int, body text,
+                       tokens text[] GENERATED ALWAYS AS (string_to_array(body, ' ')) STORED,
+                       predicted text);
+CREATE TRIGGER gen BEFORE INSERT OR UPDATE ON geninbox
+  FOR EACH ROW EXECUTE FUNCTION gibbs_nb_label_trigger('colors', 'tokens', 'predicted');
+SELECT try($$INSERT INTO geninbox (id, body) VALUES (1, 'green_1 green_2')$$);
+DROP TABLE geninbox;
 
 -- a new version is used from the next statement on
 CREATE VIEW docs_flipped AS
