@@ -54,7 +54,7 @@ _PG_init(void)
 							"use is always kept.",
 							&gnb_model_cache_kb,
 							256 * 1024, 0, INT_MAX,
-							PGC_USERSET, GUC_UNIT_KB,
+							PGC_SUSET, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("gibbs_nb.max_jobs",
 							"Training jobs that may run at the same time.",

@@ -87,6 +87,9 @@ SHOW gibbs_nb.max_jobs;
 CREATE ROLE gnb_plain;
 SET ROLE gnb_plain;
 SELECT try($$SET gibbs_nb.max_jobs = 100$$);
+-- and so is the memory of the prediction cache (as a user setting, any role
+-- could let one backend's cache grow until it was killed for memory)
+SELECT try($$SET gibbs_nb.model_cache_size = '2000GB'$$);
 RESET ROLE;
 DROP ROLE gnb_plain;
 
