@@ -21,7 +21,9 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/procarray.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 
 /*
  * From libpq/libpq.h (PostgreSQL 14 and later), which cannot be included
@@ -94,6 +96,27 @@ stop_worker_on_exit(int code, Datum arg)
 }
 
 /*
+ * Does the worker (pid) wait for a lock this backend holds?  Then it waits
+ * for its own caller, who waits for it, and no deadlock detector sees the
+ * cycle (the caller waits on its latch, not on a lock): the transaction
+ * deployed, dropped or set the retention of the model, or wrote its labels
+ * table, before it asked for a training it waits for.
+ */
+static bool
+worker_waits_for_caller(pid_t pid)
+{
+	ArrayType  *blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
+																	Int32GetDatum((int32) pid)));
+	int32	   *pids = (int32 *) ARR_DATA_PTR(blockers);
+	int			n = ArrayGetNItems(ARR_NDIM(blockers), ARR_DIMS(blockers));
+
+	for (int i = 0; i < n; i++)
+		if (pids[i] == MyProcPid)
+			return true;
+	return false;
+}
+
+/*
  * Follow the worker until the job has ended (wait) or is registered (not
  * wait), and leave its state in *state.  Errors out if the worker vanishes;
  * ends the session if the waiting client has gone (the cleanup stops the
@@ -104,14 +127,19 @@ follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
 		   GnbJobShared *state)
 {
 	TimestampTz last_notice = GetCurrentTimestamp();
+	TimestampTz last_blockers = last_notice;
 
 	for (;;)
 	{
-		pid_t		pid;
+		pid_t		pid = 0;
+		BgwHandleStatus status;
 		bool		stopped;
 
 		/* look at the worker's liveness first, then at what it reported */
-		stopped = GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED;
+		status = GetBackgroundWorkerPid(handle, &pid);
+		stopped = status == BGWH_STOPPED;
+		if (status != BGWH_STARTED)
+			pid = 0;
 		snapshot_job(job, state);
 		/* registered (or failed): the next launch may count it */
 		if (state->phase != GNB_PHASE_STARTING)
@@ -131,6 +159,20 @@ follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
 		{
 			report_progress(state);
 			last_notice = GetCurrentTimestamp();
+		}
+		/* once a second: a worker that waits for this transaction never ends */
+		if (wait && !stopped && pid > 0 &&
+			TimestampDifferenceExceeds(last_blockers, GetCurrentTimestamp(), 1000))
+		{
+			last_blockers = GetCurrentTimestamp();
+			if (worker_waits_for_caller(pid))
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("gibbs_nb job " INT64_FORMAT " waits for a lock this transaction holds",
+								job->params.job_id),
+						 errdetail("This transaction changed model \"%s\" or its labels table before it asked for the training it waits for.",
+								   job->params.model_name),
+						 errhint("Commit first, or start the training with wait => false.")));
 		}
 		if (wait && MyProcPort != NULL && !pq_check_connection())
 			ereport(FATAL,

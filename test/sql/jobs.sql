@@ -106,6 +106,16 @@ SELECT count(DISTINCT version) AS packed_versions FROM gibbs_nb.packed WHERE mod
 SELECT try($$SELECT gibbs_nb_set_retention('m', 0)$$);
 SELECT try($$SELECT gibbs_nb_set_retention('nope', 3)$$);
 
+-- a transaction that set the model's retention (so holds the model's
+-- publish lock) and then waits for a training of it: the worker waits for
+-- its caller, who waits for it, and nothing saw the cycle (it hung until
+-- statement_timeout, here 60 s); now an error within about a second
+BEGIN;
+SET LOCAL statement_timeout = '60s';
+SELECT gibbs_nb_set_retention('m', 3) AS dropped;
+SELECT try($$SELECT version FROM gibbs_nb_retrain('m')$$);
+ROLLBACK;
+
 -- finished jobs' rows are pruned after gibbs_nb.job_retention (7 days)
 SHOW gibbs_nb.job_retention;
 UPDATE gibbs_nb.jobs SET finished_at = now() - interval '8 days' WHERE job_id = 900;
