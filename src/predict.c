@@ -614,12 +614,17 @@ gibbs_nb_label_trigger(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("tokens column \"%s\" is not of type text[] or tsvector",
 						trigger->tgargs[1])));
-	/* computed after BEFORE triggers: it would be NULL, or the old row's */
-	if (TupleDescAttr(desc, tokens_att - 1)->attgenerated)
+	/*
+	 * Computed after BEFORE triggers: generated tokens would be NULL or the
+	 * old row's, and a generated label would overwrite the trigger's.
+	 */
+	if (TupleDescAttr(desc, tokens_att - 1)->attgenerated ||
+		TupleDescAttr(desc, label_att - 1)->attgenerated)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("tokens column \"%s\" is a generated column, which gibbs_nb_label_trigger cannot read",
-						trigger->tgargs[1]),
+				 errmsg("%s column \"%s\" is a generated column, which gibbs_nb_label_trigger cannot use",
+						TupleDescAttr(desc, tokens_att - 1)->attgenerated ? "tokens" : "label",
+						TupleDescAttr(desc, tokens_att - 1)->attgenerated ? trigger->tgargs[1] : trigger->tgargs[2]),
 				 errdetail("A generated column is computed after BEFORE triggers run."),
 				 errhint("Compute the tokens in the trigger's own BEFORE trigger, or label with gibbs_nb_predict in the query.")));
 	label_type = SPI_gettypeid(desc, label_att);

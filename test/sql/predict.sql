@@ -116,6 +116,12 @@ CREATE TRIGGER gen BEFORE INSERT OR UPDATE ON geninbox
   FOR EACH ROW EXECUTE FUNCTION gibbs_nb_label_trigger('colors', 'tokens', 'predicted');
 SELECT try($$INSERT INTO geninbox (id, body) VALUES (1, 'green_1 green_2')$$);
 DROP TABLE geninbox;
+-- nor a generated label column, which would overwrite the trigger's label
+CREATE TABLE genlabel (id int, tokens text[], predicted text GENERATED ALWAYS AS ('none') STORED);
+CREATE TRIGGER gen BEFORE INSERT ON genlabel
+  FOR EACH ROW EXECUTE FUNCTION gibbs_nb_label_trigger('colors', 'tokens', 'predicted');
+SELECT try($$INSERT INTO genlabel (id, tokens) VALUES (1, '{green_1}')$$);
+DROP TABLE genlabel;
 
 -- a new version is used from the next statement on
 CREATE VIEW docs_flipped AS
