@@ -538,6 +538,8 @@ gnb_become_caller(const GnbJobParams *p, const char *application_name)
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_deferrable", "off", PGC_SUSET, PGC_S_OVERRIDE);
+	/* an error is recorded as the job's outcome, not turned into an exit */
+	SetConfigOption("exit_on_error", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("application_name", application_name, PGC_USERSET, PGC_S_SESSION);
 }
 

@@ -32,6 +32,14 @@ ALTER DATABASE :"db" RESET default_transaction_read_only;
 ALTER DATABASE :"db" RESET default_transaction_isolation;
 ALTER DATABASE :"db" RESET default_transaction_deferrable;
 SELECT gibbs_nb_drop('ro');
+-- and an error in the job is its outcome whatever exit_on_error says (on, it
+-- made the worker exit, and the job showed as lost in a crash)
+ALTER DATABASE :"db" SET exit_on_error = on;
+CREATE TABLE no_docs (id int PRIMARY KEY, tokens text[], label text);
+SELECT try($$SELECT gibbs_nb_train('nd', 'no_docs', 'tokens', 'label', sweeps => 5, n_classes => 2)$$);
+ALTER DATABASE :"db" RESET exit_on_error;
+SELECT status, sqlstate FROM gibbs_nb_jobs WHERE model_name = 'nd';
+DROP TABLE no_docs;
 
 -- cancelling a job that has ended does nothing
 SELECT gibbs_nb_cancel(:started_job);
