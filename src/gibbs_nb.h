@@ -336,7 +336,8 @@ extern bool gnb_store_version_labels(const char *owner, const char *model_name, 
 									 Oid *id_type);
 extern struct ArrayType *gnb_float8_array(const double *values, int n);
 extern struct ArrayType *gnb_text_array(char **values, int n);
-extern struct ArrayType *gnb_text_array_strided(const char *const *strs, size_t stride, int n);
+extern struct ArrayType *gnb_text_array_strided(const char *const *strs, size_t stride,
+												  const int32 *lens, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data);
 /* citus.c */

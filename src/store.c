@@ -110,8 +110,8 @@ gnb_become_role(Oid role, GnbPrivilegeState *state)
  * trigger another member put on the group's labels table ran as whichever
  * member deployed, dropped or retrained the model, with that member's
  * privileges.  Written as the group, it gets only the group's, which every
- * member has anyway.  A table, locked by the caller, that belongs to
- * someone else now is reported at elevel (ERROR, or WARNING when it is to
+ * member has anyway.  A table that belongs to someone else now is
+ * reported at elevel (ERROR, or WARNING when it is to
  * be left alone: then InvalidOid).
  */
 Oid
@@ -123,7 +123,7 @@ gnb_labels_table_owner(Oid relid, const char *model_owner, const char *model_nam
 
 	if (!HeapTupleIsValid(tuple))
 	{
-		/* callers hold a lock on it: gone only if they did not check */
+		/* gone: dropped meanwhile (the check when training is asked for holds no lock) */
 		if (elevel >= ERROR)
 			elog(ERROR, "gibbs_nb: labels table %u of model \"%s\" is gone", relid, model_name);
 		return InvalidOid;
@@ -1022,17 +1022,19 @@ gnb_float8_array(const double *values, int n)
 ArrayType *
 gnb_text_array(char **values, int n)
 {
-	return gnb_text_array_strided((const char *const *) values, sizeof(char *), n);
+	return gnb_text_array_strided((const char *const *) values, sizeof(char *), NULL, n);
 }
 
 /*
  * The text[] of n strings whose pointers are stride bytes apart from
- * strs[0] on (in an array of structs, say), NUL-terminated.
+ * strs[0] on (in an array of structs, say), written straight into the
+ * array: of the lengths in lens, or NUL-terminated if lens is NULL.
  */
 ArrayType *
-gnb_text_array_strided(const char *const *strs, size_t stride, int n)
+gnb_text_array_strided(const char *const *strs, size_t stride, const int32 *lens, int n)
 {
 #define STR_AT(i) (*(const char *const *) ((const char *) strs + (size_t) (i) * stride))
+#define LEN_AT(i) (lens ? (size_t) lens[i] : strlen(STR_AT(i)))
 	Size		size = 0;
 	ArrayType  *a;
 	char	   *p;
@@ -1046,7 +1048,7 @@ gnb_text_array_strided(const char *const *strs, size_t stride, int n)
 	/* each element a 4-byte header and its bytes, int-aligned */
 	for (int i = 0; i < n; i++)
 	{
-		size += INTALIGN(VARHDRSZ + strlen(STR_AT(i)));
+		size += INTALIGN(VARHDRSZ + LEN_AT(i));
 		if (!AllocSizeIsValid(size))
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -1056,7 +1058,7 @@ gnb_text_array_strided(const char *const *strs, size_t stride, int n)
 	p = ARR_DATA_PTR(a);
 	for (int i = 0; i < n; i++)
 	{
-		size_t		len = strlen(STR_AT(i));
+		size_t		len = LEN_AT(i);
 
 		SET_VARSIZE(p, VARHDRSZ + len);
 		memcpy(p + VARHDRSZ, STR_AT(i), len);
@@ -1064,6 +1066,7 @@ gnb_text_array_strided(const char *const *strs, size_t stride, int n)
 	}
 	return a;
 #undef STR_AT
+#undef LEN_AT
 }
 
 ArrayType *
@@ -1651,43 +1654,6 @@ gnb_store_export_params(int64 version_id, GnbModelImage *img)
 }
 
 /*
- * A text[] of n strings given with their lengths, written straight into the
- * array (one text per string, then the array of copies of them, held the
- * strings three times).
- */
-static ArrayType *
-text_array_len(const char **str, const int32 *len, int64 n)
-{
-	Size		nbytes = 0;
-	ArrayType  *array;
-	char	   *p;
-	int			dims[1] = {(int) n};
-	int			lbs[1] = {1};
-
-	for (int64 i = 0; i < n; i++)
-		nbytes = att_align_nominal(nbytes + VARHDRSZ + len[i], TYPALIGN_INT);
-	if (!AllocSizeIsValid(nbytes + ARR_OVERHEAD_NONULLS(1)))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the model's strings take more than an array can hold")));
-	array = palloc0(nbytes + ARR_OVERHEAD_NONULLS(1));
-	SET_VARSIZE(array, nbytes + ARR_OVERHEAD_NONULLS(1));
-	array->ndim = 1;
-	array->dataoffset = 0;
-	array->elemtype = TEXTOID;
-	memcpy(ARR_DIMS(array), dims, sizeof(dims));
-	memcpy(ARR_LBOUND(array), lbs, sizeof(lbs));
-	p = ARR_DATA_PTR(array);
-	for (int64 i = 0; i < n; i++)
-	{
-		SET_VARSIZE(p, VARHDRSZ + len[i]);
-		memcpy(VARDATA(p), str[i], len[i]);
-		p += att_align_nominal(VARHDRSZ + len[i], TYPALIGN_INT);
-	}
-	return array;
-}
-
-/*
  * A new version of the current role's model `model_name`, made of an
  * exported model: its models, pi and packed rows, written as the
  * extension's owner in the caller's transaction, then retention applied.  It
@@ -1705,8 +1671,8 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 	int32		version;
 	int64		version_id;
 	int32		keep;
-	ArrayType  *classes = text_array_len(img->class_str, img->class_len, K);
-	ArrayType  *tokens = text_array_len(img->word_str, img->word_len, V);
+	ArrayType  *classes = gnb_text_array_strided(img->class_str, sizeof(char *), img->class_len, K);
+	ArrayType  *tokens = gnb_text_array_strided(img->word_str, sizeof(char *), img->word_len, V);
 	ArrayType  *log_theta = gnb_float8_array(img->log_theta, (int) ((int64) V * K));
 	double	   *pi = palloc(sizeof(double) * K);
 
