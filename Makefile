@@ -21,6 +21,7 @@ OBJS = \
 	src/explain.o \
 	src/export.o \
 	src/model_format.o \
+	src/dump_size.o \
 	src/diagnostics.o \
 	src/citus.o \
 	src/theta_view.o \

@@ -149,9 +149,13 @@ grow(MemoryContext cxt, void *ptr, Size elem, int64 new_n)
 static int32
 intern_label(CorpusBuilder *b, const char *str, int len)
 {
-	TokenKey	key = token_key(str, len);
+	TokenKey	key;
 	bool		found;
-	VocabEntry *entry = vocab_insert(b->labels, key, &found);
+	VocabEntry *entry;
+
+	gnb_check_label_length(len);
+	key = token_key(str, len);
+	entry = vocab_insert(b->labels, key, &found);
 
 	if (!found)
 	{
@@ -690,6 +694,7 @@ add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	}
 	check_value_size(b, params, tokens);
 	check_value_size(b, params, label);
+	gnb_check_label_length((int) (toast_raw_datum_size(label) - VARHDRSZ));
 	if (b->id_typlen == -1)
 		check_value_size(b, params, id);
 	old = MemoryContextSwitchTo(b->cxt);

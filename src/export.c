@@ -127,6 +127,7 @@ gibbs_nb_import(PG_FUNCTION_ARGS)
 						gnb_max_job_memory_kb / 1024.0),
 				 errhint("Have a superuser raise gibbs_nb.max_job_memory (it can be set per role).")));
 	gnb_model_image_parse(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value), &img);
+	gnb_check_image_dumpable(&img);
 
 	SPI_connect();
 	version = gnb_store_import(model_name, &img);

@@ -31,6 +31,26 @@
 
 /* Largest number of classes a model may have. */
 #define GNB_MAX_CLASSES 1000
+/*
+ * Longest label (class name) in bytes: a model's rows hold its classes, some
+ * of them K times, and each must fit in a backup (dump_size.c).
+ */
+#define GNB_LABEL_MAX 1024
+
+static inline void
+gnb_check_label_length(int len)
+{
+	if (len > GNB_LABEL_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a label of %d bytes is longer than the %d bytes a class name may be",
+						len, GNB_LABEL_MAX)));
+}
+/*
+ * Longest a row of the extension's tables may be as pg_dump writes it
+ * (MaxAllocSize less the line's end): see dump_size.c.
+ */
+#define GNB_DUMP_ROW_MAX ((uint64) MaxAllocSize - 2)
 
 /* GUCs (gibbs_nb.c, predict.c) */
 extern int	gnb_progress_interval_ms;
@@ -210,6 +230,9 @@ extern char *gnb_holdout_condition(const GnbJobParams *params);
 extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 							MemoryContext cxt, GnbCorpus *corpus);
 extern void gnb_corpus_word_counts(GnbCorpus *corpus);
+
+/* dump_size.c */
+extern void gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus);
 
 /* class_counts.c: a gibbs_nb_class_counts value, parsed and validated */
 typedef struct GnbParsedCounts
@@ -483,6 +506,7 @@ typedef struct GnbModelImage
 
 extern void gnb_model_image_parse(const char *data, Size size, GnbModelImage *img);
 extern void gnb_model_image_write(const GnbModelImage *img, StringInfo s);
+extern void gnb_check_image_dumpable(const GnbModelImage *img);
 
 /* store.c: what export reads and import writes */
 extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);

@@ -251,8 +251,8 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 	img->tokens_column = get_cstring(&r, MAX_PARAM_STRING, "tokens column");
 	img->label_column = get_cstring(&r, MAX_PARAM_STRING, "label column");
 	img->id_column = get_cstring(&r, MAX_PARAM_STRING, "id column");
-	/* an expression: as long as the value allows */
-	img->tokenizer = get_cstring(&r, (uint64) (r.end - r.p), "tokenizer");
+	/* an expression, as long as gibbs_nb_train takes */
+	img->tokenizer = get_cstring(&r, GNB_TOKENIZER_MAX, "tokenizer");
 	if (strlen(img->tokens_column) >= NAMEDATALEN || strlen(img->label_column) >= NAMEDATALEN ||
 		strlen(img->id_column) >= NAMEDATALEN)
 		malformed("column name too long");
@@ -265,6 +265,7 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 	for (uint64 k = 0; k < K; k++)
 	{
 		get_string(&r, (uint64) (r.end - r.p), &img->class_str[k], &img->class_len[k], "class");
+		gnb_check_label_length(img->class_len[k]);
 		if (k > 0 && byte_order(img->class_str[k - 1], img->class_len[k - 1],
 								img->class_str[k], img->class_len[k]) >= 0)
 			malformed("classes are not distinct and in byte order");

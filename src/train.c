@@ -150,11 +150,18 @@ check_source_data(GnbJobParams *p, const char *source_sql)
 		const char *label = quote_identifier(src->label_column);
 		int			n_values;
 
-		value = first_value(psprintf("SELECT pg_catalog.count(*) FROM (SELECT DISTINCT %s::pg_catalog.text "
+		int			longest;
+
+		/* the number of labels and the longest (the worker checks again) */
+		value = first_value(psprintf("SELECT pg_catalog.format('%%s %%s', pg_catalog.count(*), "
+									 "COALESCE(pg_catalog.max(pg_catalog.octet_length(v.l)), 0)) "
+									 "FROM (SELECT DISTINCT %s::pg_catalog.text AS l "
 									 "FROM %s WHERE %s IS NOT NULL LIMIT %d) v",
 									 label, source_sql, label, GNB_MAX_CLASSES + 1), &found);
-		n_values = pg_strtoint32(value);
+		if (sscanf(value, "%d %d", &n_values, &longest) != 2)
+			elog(ERROR, "unexpected label summary \"%s\"", value);
 		gnb_check_label_values(n_values, p->n_classes, source_sql);
+		gnb_check_label_length(longest);
 	}
 	SPI_finish();
 }

@@ -279,6 +279,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	source_sql = gnb_lock_source(&p->source, p->job_id);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	gnb_read_corpus(p, source_sql, job_cxt, &corpus);
+	/* a version no backup could hold is refused before it samples */
+	gnb_check_corpus_dumpable(p, &corpus);
 	if (p->warm_version_id != 0)
 	{
 		/* a warm start: the documents still there start where they were */

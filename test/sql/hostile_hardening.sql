@@ -466,6 +466,75 @@ DROP SCHEMA ht CASCADE;
 DROP FUNCTION hm.record_runs();
 DROP ROLE gnb_h_team;
 
+--
+-- 11. Making every backup of the database fail.  pg_dump writes each row of
+--    the extension's tables as one piece of text of at most 1 GB, and
+--    escaping makes text longer than its bytes: a backslash in a text[]
+--    element is four characters as COPY writes it.  A model whose packed row
+--    was longer (a token of 256 MB of backslashes: a few MB on disk) made
+--    every pg_dump of the database fail, for every role.  Such a version is
+--    refused before anything of it is stored (54000), trained or imported;
+--    a class name is at most 1024 bytes (a model's rows hold its classes
+--    many times over).
+--
+SET gibbs_nb.max_job_memory = '3GB';   -- memory is not what stops it here
+SET ROLE gnb_h_mallory;
+CREATE TABLE hm.small (id int, tokens text[], label text);
+INSERT INTO hm.small
+SELECT i, ARRAY['w' || i % 4, 'v' || i % 3], CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END
+FROM generate_series(1, 40) i;
+-- one token of 2^28 backslashes: 2^30 + 3 characters in a dump
+CREATE VIEW hm.backslashes AS
+SELECT id, CASE WHEN id = 1 THEN ARRAY[repeat(E'\\', 268435456)] ELSE tokens END AS tokens,
+       label
+FROM hm.small;
+SELECT try($$SELECT status FROM gibbs_nb_train('bs', 'hm.backslashes', 'tokens', 'label',
+                                               sweeps => 2, seed => 1)$$);
+-- a label of 1025 bytes: refused when training is asked for, and by the
+-- worker (here a view gives it to the worker only)
+CREATE VIEW hm.long_label AS
+SELECT id, tokens, CASE WHEN id = 2 THEN repeat('a', 1025) ELSE label END AS label FROM hm.small;
+SELECT try($$SELECT status FROM gibbs_nb_train('ll', 'hm.long_label', 'tokens', 'label',
+                                               sweeps => 2, seed => 1)$$);
+CREATE VIEW hm.late_label AS
+SELECT id, tokens,
+       CASE WHEN id = 2 AND current_setting('application_name') = 'gibbs_nb worker'
+            THEN repeat('a', 1025) ELSE label END AS label
+FROM hm.small;
+SELECT try($$SELECT status FROM gibbs_nb_train('ll', 'hm.late_label', 'tokens', 'label',
+                                               sweeps => 2, seed => 1)$$);
+-- 1024 bytes are a class name
+CREATE VIEW hm.longest_label AS
+SELECT id, tokens, CASE WHEN label = 'a' THEN repeat('a', 1024) ELSE label END AS label
+FROM hm.small;
+SELECT status FROM gibbs_nb_train('ll', 'hm.longest_label', 'tokens', 'label', sweeps => 2,
+                                  seed => 1);
+SELECT octet_length(classes[1]) AS longest_class FROM gibbs_nb_models WHERE model_name = 'll';
+-- the same through gibbs_nb_import: a model of mallory's, its first class
+-- ("a", after the tokenizer "text[]"), tokenizer and first token ("v0") made longer
+SELECT status FROM gibbs_nb_train('sm', 'hm.small', 'tokens', 'label', sweeps => 2, seed => 1);
+CREATE TABLE hm.value AS SELECT gibbs_nb_export('sm') AS v;
+CREATE FUNCTION hm.try_import(v bytea) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM gibbs_nb_import('bad', v);
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+SELECT position('\x06000000746578745b5d0100000061'::bytea IN v) AS tokenizer_at,
+       position('\x020000007630'::bytea IN v) AS token_at FROM hm.value \gset
+SELECT hm.try_import(overlay(v placing '\x01040000'::bytea || convert_to(repeat('a', 1025), 'UTF8')
+                             from :tokenizer_at + 10 for 5)) AS long_class FROM hm.value;
+SELECT hm.try_import(overlay(v placing '\xe9030000'::bytea || convert_to(repeat('t', 1001), 'UTF8')
+                             from :tokenizer_at for 10)) AS long_tokenizer FROM hm.value;
+SELECT hm.try_import(overlay(v placing '\x00000010'::bytea || convert_to(repeat(E'\\', 268435456), 'UTF8')
+                             from :token_at for 6)) AS backslash_token FROM hm.value;
+SELECT hm.try_import(v) AS unchanged FROM hm.value;
+SELECT model_name, versions FROM gibbs_nb_models
+WHERE model_name IN ('bs', 'll', 'sm', 'bad') ORDER BY 1;
+RESET ROLE;
+RESET gibbs_nb.max_job_memory;
+
 -- clean up
 RESET ROLE;
 DROP SCHEMA hv CASCADE;
