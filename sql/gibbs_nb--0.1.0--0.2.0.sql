@@ -51,10 +51,32 @@ DROP POLICY owner_sees ON gibbs_nb.packed;
 --
 ALTER TABLE gibbs_nb.models
     ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
-    ALTER COLUMN labels_relid TYPE pg_catalog.regclass,
     ADD COLUMN trained_by text,
-    ADD COLUMN source_relid pg_catalog.regclass,
+    ADD COLUMN source_relid pg_catalog.oid,
+    ADD COLUMN catalog text,
     ADD COLUMN version_id bigint;
+
+/*
+ * The source and the labels table are kept by OID (source_relid,
+ * labels_relid: retraining follows a rename) and by name (source,
+ * labels_table).  An OID means something only in the catalogs it was taken
+ * from: `catalog` says which (gibbs_nb.catalog_identity: the cluster, the
+ * database and this installation of the extension).  A restored row, or one
+ * of a database recreated by pg_restore --clean, is from other catalogs and
+ * is found by its name again (gibbs_nb.model_relation).  Plain oid and text,
+ * not regclass: pg_dump wrote a regclass as the name it had when the COPY
+ * ran, not in the dump's snapshot, so a relation renamed meanwhile, or left
+ * out of the dump, made the restore of gibbs_nb.models fail, every role's
+ * models with it.
+ */
+CREATE FUNCTION gibbs_nb.catalog_identity()
+RETURNS text
+AS 'MODULE_PATHNAME', 'gibbs_nb_catalog_identity'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION gibbs_nb.model_relation(relid pg_catalog.oid, name text, catalog text)
+RETURNS pg_catalog.oid
+AS 'MODULE_PATHNAME', 'gibbs_nb_model_relation'
+LANGUAGE C STABLE PARALLEL SAFE;
 ALTER TABLE gibbs_nb.theta ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
 ALTER TABLE gibbs_nb.pi ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
 ALTER TABLE gibbs_nb.trace ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
@@ -75,7 +97,8 @@ REVOKE ALL ON SEQUENCE gibbs_nb.version_id_seq FROM PUBLIC;
 UPDATE gibbs_nb.models SET version_id = pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass),
                            trained_by = owner,
                            -- 0.1.0 kept only the name: the best that can be done once
-                           source_relid = pg_catalog.to_regclass(source);
+                           source_relid = pg_catalog.to_regclass(source)::pg_catalog.oid,
+                           catalog = gibbs_nb.catalog_identity();
 UPDATE gibbs_nb.packed p SET version_id = m.version_id
   FROM gibbs_nb.models m
  WHERE m.model_name OPERATOR(pg_catalog.=) p.model_name
@@ -221,9 +244,8 @@ SELECT owner, model_name, pg_catalog.max(version) FROM gibbs_nb.models GROUP BY 
 --
 -- Backups carry models: pg_dump dumps the rows of these tables and the
 -- sequences' positions (CREATE EXTENSION recreates the tables themselves).
--- The rows restore anywhere: owners are role names, and source_relid and
--- labels_relid are regclass, which pg_dump writes as qualified names and a
--- restore resolves to the new OIDs.
+-- The rows restore anywhere: owners are role names, and a restored row finds
+-- its source and labels table by name (see gibbs_nb.model_relation).
 --
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.models', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.theta', '');
@@ -572,13 +594,16 @@ CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = tr
            m.n_tokens, m.vocabulary_size, m.sampler, m.sweeps, m.burn_in, m.lag, m.chains,
            m.gamma_pi, m.gamma_theta, m.unlabeled_weight, m.seed, m.log_likelihood, m.r_hat,
            m.created_at AS trained_at, m.seconds AS training_seconds, m.trained_by, m.job_id,
-           m.source_relid AS source,
-           NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid)::pg_catalog.regclass AS labels_table,
+           gibbs_nb.model_relation(m.source_relid, m.source, m.catalog)::pg_catalog.regclass
+               AS source,
+           gibbs_nb.model_relation(m.labels_relid, m.labels_table, m.catalog)::pg_catalog.regclass
+               AS labels_table,
            m.keep_versions, m.tokenizer,
            m.gamma_pi_sampled, m.gamma_theta_sampled, m.ess, m.split_r_hat, m.warnings,
            m.holdout, m.holdout_metrics,
            k.packed_bytes,
-           pg_catalog.pg_total_relation_size(NULLIF(m.labels_relid::pg_catalog.oid, 0::pg_catalog.oid))
+           pg_catalog.pg_total_relation_size(gibbs_nb.model_relation(m.labels_relid, m.labels_table,
+                                                                     m.catalog)::pg_catalog.regclass)
                AS labels_bytes
       FROM (SELECT DISTINCT ON (p.owner, p.model_name) p.owner, p.model_name, p.version, p.pinned
               FROM gibbs_nb.packed p

@@ -27,6 +27,8 @@
 #include <math.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/extension.h"
 #include "commands/sequence.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -39,6 +41,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/regproc.h"
 #include "utils/array.h"
 #include "utils/float.h"
 #include "utils/guc.h"
@@ -370,6 +373,73 @@ gnb_resolve_model_owner(const char *model_name, bool missing_ok)
 }
 
 /*
+ * The catalogs an OID stored in gibbs_nb.models belongs to: this cluster (its
+ * system identifier), this database and this installation of the extension
+ * (its OID: pg_restore --clean into the same database drops and creates it
+ * again, with new OIDs for the relations it restores).
+ */
+char *
+gnb_catalog_identity(void)
+{
+	return psprintf(UINT64_FORMAT "/%u/%u", GetSystemIdentifier(), MyDatabaseId,
+					get_extension_oid("gibbs_nb", false));
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_catalog_identity);
+PG_FUNCTION_INFO_V1(gibbs_nb_model_relation);
+
+/*
+ * gibbs_nb.catalog_identity() returns text
+ *
+ * What gibbs_nb.models.catalog holds for rows written here and now.
+ */
+Datum
+gibbs_nb_catalog_identity(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(gnb_catalog_identity()));
+}
+
+/*
+ * gibbs_nb.model_relation(relid oid, name text, catalog text) returns oid
+ *
+ * The relation a model's row means by (relid, name): relid if the row was
+ * written in these catalogs (it follows renames; a relation since dropped
+ * gives its OID all the same, for the caller to find missing); otherwise,
+ * for a restored row, the relation of that qualified name now, NULL if none.
+ * NULL for no relation (relid 0 and no name: an imported version's labels
+ * table).  The caller locks the relation by OID and checks it before use.
+ */
+Datum
+gibbs_nb_model_relation(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
+	char	   *name;
+	Oid			found;
+
+	if (!PG_ARGISNULL(2) &&
+		strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), gnb_catalog_identity()) == 0)
+	{
+		if (!OidIsValid(relid))
+			PG_RETURN_NULL();
+		PG_RETURN_OID(relid);
+	}
+	if (PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (name[0] == '\0')
+		PG_RETURN_NULL();
+	found = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+							 NoLock, true);
+	if (!OidIsValid(found))
+		PG_RETURN_NULL();
+	PG_RETURN_OID(found);
+}
+
+/* A model row's relation, as SQL: relid and name columns of gibbs_nb.models */
+#define MODEL_RELATION(relid, name) \
+	"gibbs_nb.model_relation(" relid ", " name ", catalog)"
+
+/*
  * Is relid the labels table that training created for this model?
  * SPI must be connected.
  */
@@ -382,7 +452,7 @@ gnb_labels_table_registered(const char *owner, const char *model_name, Oid relid
 
 	gnb_execute("SELECT 1 FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 				"AND model_name OPERATOR(pg_catalog.=) $2 "
-				"AND labels_relid::pg_catalog.oid OPERATOR(pg_catalog.=) $3 LIMIT 1",
+				"AND " MODEL_RELATION("labels_relid", "labels_table") " OPERATOR(pg_catalog.=) $3 LIMIT 1",
 				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	return SPI_processed > 0;
 }
@@ -1202,7 +1272,7 @@ sampler_name(gnb_sampler_kind kind)
 	return kind == GNB_SAMPLER_COLLAPSED ? "collapsed" : "paper";
 }
 
-#define MODEL_COLUMNS 38
+#define MODEL_COLUMNS 39
 
 static void
 write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
@@ -1219,7 +1289,7 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 		FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, TEXTOID,
 		OIDOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID,
 		OIDOID, INT8OID, INT4OID, BOOLOID, BOOLOID,
-		FLOAT8OID, FLOAT8OID, TEXTARRAYOID
+		FLOAT8OID, FLOAT8OID, TEXTARRAYOID, TEXTOID
 	};
 	Datum		v[MODEL_COLUMNS];
 	char		nulls[MODEL_COLUMNS];
@@ -1275,6 +1345,7 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 	if (isnan(result->split_r_hat))
 		nulls[36] = 'n';
 	v[37] = PointerGetDatum(gnb_warnings_array(result));
+	v[38] = CStringGetTextDatum(gnb_catalog_identity());
 	gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, job_id, classes, "
 				"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
 				"source, tokens_column, label_column, id_column, n_classes, "
@@ -1282,10 +1353,10 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 				"gamma_pi, gamma_theta, unlabeled_weight, seed, labels_table, "
 				"labels_relid, log_likelihood, r_hat, seconds, trained_by, "
 				"source_relid, version_id, keep_versions, gamma_pi_sampled, "
-				"gamma_theta_sampled, ess, split_r_hat, warnings) VALUES "
+				"gamma_theta_sampled, ess, split_r_hat, warnings, catalog) VALUES "
 				"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
-				"$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26::pg_catalog.regclass, "
-				"$27, $28, $29, $30, $31::pg_catalog.regclass, $32, $33, $34, $35, $36, $37, $38)",
+				"$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, "
+				"$27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)",
 				MODEL_COLUMNS, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 }
 
@@ -1687,13 +1758,14 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 
 	/* the model row: what the export carried; no job, source or labels table */
 	{
-		Oid			types[28] = {
+		Oid			types[29] = {
 			TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT8OID,
 			INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
-			INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, FLOAT8OID, FLOAT8OID, INT8OID, INT4OID, TEXTOID
+			INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, FLOAT8OID,
+			FLOAT8OID, INT8OID, INT4OID, TEXTOID, TEXTOID
 		};
-		Datum		v[28];
-		char		nulls[28];
+		Datum		v[29];
+		char		nulls[29];
 
 		memset(nulls, ' ', sizeof(nulls));
 		v[0] = CStringGetTextDatum(model_name);
@@ -1734,20 +1806,22 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 		v[27] = CStringGetTextDatum(img->tokenizer);
 		if (img->tokenizer[0] == '\0')
 			nulls[27] = 'n';
+		/* linked to no relation here: the source named is the exporter's */
+		v[28] = CStringGetTextDatum(gnb_catalog_identity());
 		gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, classes, "
 					"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
 					"source, tokens_column, label_column, id_column, n_classes, "
 					"sweeps, burn_in, lag, chains, sampler, gamma_pi, gamma_theta, "
 					"unlabeled_weight, seed, r_hat, log_likelihood, labels_table, "
 					"labels_relid, trained_by, version_id, keep_versions, tokenizer, "
-					"warnings) VALUES "
+					"catalog, warnings) VALUES "
 					"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
 					"$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, '', "
-					"0::pg_catalog.regclass, $3, $26, $27, $28, "
+					"0::pg_catalog.oid, $3, $26, $27, $28, $29, "
 					"'{\"imported: the training diagnostics (warnings, ess, split_r_hat, "
 					"whether a gamma was sampled, held-out metrics) stayed where the model "
 					"was trained\"}')",
-					28, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+					29, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 	}
 
 	/* pi-hat rows, as training writes them (theta-hat is in the packed row) */
@@ -1925,8 +1999,8 @@ gnb_delete_versions(const char *owner, const char *model_name, const char *filte
 
 	if (labels_tables)
 	{
-		gnb_execute(psprintf("SELECT DISTINCT labels_relid::pg_catalog.oid FROM gibbs_nb.models "
-							 "WHERE %s", filter),
+		gnb_execute(psprintf("SELECT DISTINCT " MODEL_RELATION("labels_relid", "labels_table")
+							 " FROM gibbs_nb.models WHERE %s", filter),
 					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
 		for (uint64 i = 0; i < SPI_processed; i++)
 			*labels_tables = lappend_oid(*labels_tables,
@@ -1983,7 +2057,8 @@ gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 kee
 HeapTuple
 gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *desc)
 {
-	model_statement("SELECT model_name, source_relid::pg_catalog.oid, tokens_column, label_column, "
+	model_statement("SELECT model_name, " MODEL_RELATION("source_relid", "source") ", "
+					"tokens_column, label_column, "
 					"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, "
 					"CASE WHEN gamma_pi_sampled THEN NULL ELSE gamma_pi END, "
 					"CASE WHEN gamma_theta_sampled THEN NULL ELSE gamma_theta END, "
@@ -2084,7 +2159,8 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 	Oid			input;
 	Oid			ioparam;
 
-	gnb_execute("SELECT p.label_ids, p.label_probabilities, p.classes, m.labels_relid::pg_catalog.oid "
+	gnb_execute("SELECT p.label_ids, p.label_probabilities, p.classes, "
+				"gibbs_nb.model_relation(m.labels_relid, m.labels_table, m.catalog) "
 				"FROM gibbs_nb.packed p JOIN gibbs_nb.models m USING (model_name, owner, version) "
 				"WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.model_name OPERATOR(pg_catalog.=) $2 "
 				"AND p.version OPERATOR(pg_catalog.=) $3",

@@ -112,8 +112,9 @@ check "the versions are kept" "$versions_before" \
 check "the model belongs to alice, by name" "alice" \
   "$(q -c "SELECT DISTINCT owner FROM gibbs_nb.models")"
 check "the model predicts the same probabilities" "$before" "$(q -c "$probe")"
-check "the source is known by OID" "alice.mail" \
-  "$(q -c "SELECT DISTINCT source_relid FROM gibbs_nb.models")"
+check "the source is known by OID, in these catalogs" "alice.mail" \
+  "$(q -c "SELECT DISTINCT source_relid::regclass FROM gibbs_nb.models
+           WHERE catalog = gibbs_nb.catalog_identity()")"
 check "alice retrains it" "3 succeeded" \
   "$(q -c "SET ROLE alice; SELECT version || ' ' || status FROM gibbs_nb_retrain('spam')")"
 check "into the labels table 0.1.0 created" "3 200" \
