@@ -33,6 +33,7 @@
 
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
@@ -124,6 +125,7 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus)
 	MemoryContext old;
 	Oid			output;
 	bool		varlena;
+	int			level;
 
 	for (int32 k = 0; k < K; k++)
 		bytes += element_dump_bytes(corpus->classes[k], strlen(corpus->classes[k]));
@@ -141,6 +143,7 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus)
 	scratch = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb dump size",
 									ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(scratch);
+	level = gnb_pin_id_text_format();	/* as publish writes them */
 	getTypeOutputInfo(params->source.id_type, &output, &varlena);
 	for (int64 i = 0; i < n_labels; i++)
 	{
@@ -161,6 +164,7 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus)
 			MemoryContextReset(scratch);
 		}
 	}
+	AtEOXact_GUC(true, level);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(scratch);
 	check_packed_row(bytes, V, K, n_labels);

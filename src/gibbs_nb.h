@@ -315,6 +315,7 @@ extern char *gnb_current_role_name(void);
 extern const char *gnb_choose_owner(const char *model_name, char **owners, int n);
 extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_ok);
 extern char *gnb_catalog_identity(void);
+extern int	gnb_pin_id_text_format(void);
 extern bool gnb_labels_table_registered(const char *owner, const char *model_name, Oid relid);
 extern void gnb_hold_job_lock(int64 job_id, Oid role);
 extern void gnb_release_job_lock(int64 job_id);

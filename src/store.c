@@ -1208,6 +1208,29 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
 }
 
 /*
+ * Ids cross versions as text (gibbs_nb.packed.label_ids): written by a job
+ * under its role's settings, read back by a deploy or a warm start under the
+ * session's.  The text of a date, a float or an interval depends on
+ * DateStyle, IntervalStyle and extra_float_digits: a date id written as
+ * 03/04/2024 under 'SQL, DMY' was read as 4 March under 'ISO, MDY', and its
+ * labels went to another row.  Pinned while ids are written or read; the
+ * caller ends the level with AtEOXact_GUC(true, level).
+ */
+int
+gnb_pin_id_text_format(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("datestyle", "ISO, YMD", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+/*
  * The packed row prediction loads: vocabulary and log theta-hat as arrays.
  * Each large array is made in place (gnb_fixed_array, gnb_text_array); the
  * words' counts were made when the sampler let the documents go
@@ -1230,14 +1253,17 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	double	   *lt;
 	Oid			output;
 	bool		varlena;
+	int			level;
 
 	if (corpus->word_counts == NULL)
 		elog(ERROR, "gibbs_nb: the words' counts were not made before publishing");
 
 	/* the documents' ids as text: a version's labels outlive its job */
+	level = gnb_pin_id_text_format();
 	getTypeOutputInfo(params->source.id_type, &output, &varlena);
 	for (int64 i = 0; i < labels->n; i++)
 		ids[i] = OidOutputFunctionCall(output, labels->ids[i]);
+	AtEOXact_GUC(true, level);
 
 	log_theta = gnb_fixed_array(FLOAT8OID, sizeof(float8), (int64) V * K, (void **) &lt);
 	for (int32 w = 0; w < V; w++)
@@ -1913,6 +1939,7 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 	Oid			output;
 	bool		varlena;
 	int64		matched = 0;
+	int			level;
 
 	for (int32 j = 0; j < corpus->n_docs; j++)
 		init_label[j] = -1;
@@ -1951,6 +1978,7 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 	}
 	qsort(sorted, n, sizeof(WarmId), cmp_warm_id);
 
+	level = gnb_pin_id_text_format();
 	getTypeOutputInfo(id_type, &output, &varlena);
 	for (int32 j = 0; j < corpus->n_docs; j++)
 	{
@@ -1974,6 +2002,7 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 			matched++;
 		}
 	}
+	AtEOXact_GUC(true, level);
 	return matched;
 }
 
@@ -2157,6 +2186,7 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 	int			n;
 	int			K;
 	Oid			input;
+	int			level;
 	Oid			ioparam;
 
 	gnb_execute("SELECT p.label_ids, p.label_probabilities, p.classes, "
@@ -2191,8 +2221,10 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 	dl->n = n;
 	dl->n_classes = K;
 	dl->ids = palloc_extended(sizeof(Datum) * ((Size) n + 1), MCXT_ALLOC_HUGE);
+	level = gnb_pin_id_text_format();
 	for (int i = 0; i < n; i++)
 		dl->ids[i] = OidInputFunctionCall(input, TextDatumGetCString(id_texts[i]), ioparam, -1);
+	AtEOXact_GUC(true, level);
 	dl->probs = (double *) ARR_DATA_PTR(probs);
 	return true;
 }

@@ -37,6 +37,30 @@ SELECT gibbs_nb_deploy('dm', NULL);
 SELECT gibbs_nb_predict('dm', '{cheap}'::text[]) AS latest_says;
 SELECT DISTINCT version FROM dm_labels;
 
+-- ids cross versions as text: a date id written under the DateStyle of the
+-- job's role and read back under the deploying session's lands on its own
+-- row (13/01/2024, written under 'SQL, DMY', did not read under 'ISO, MDY';
+-- 02/01/2024 read as 1 February: another row's labels)
+CREATE TABLE ddate (id date PRIMARY KEY, tokens text[], label text);
+INSERT INTO ddate
+SELECT DATE '2024-01-01' + i,
+       CASE WHEN i % 2 = 0 THEN '{cheap,pills}'::text[] ELSE '{agenda,notes}' END,
+       CASE WHEN i < 10 THEN (CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END) END
+FROM generate_series(0, 39) i;
+ALTER ROLE CURRENT_USER SET datestyle = 'SQL, DMY';   -- the worker takes its role's settings
+SELECT version FROM gibbs_nb_train('dd', 'ddate', 'tokens', 'label', sweeps => 10, seed => 1);
+ALTER ROLE CURRENT_USER RESET datestyle;
+SET datestyle = 'ISO, MDY';
+CREATE TABLE dd_v1 AS SELECT * FROM dd_labels;
+UPDATE ddate SET label = CASE label WHEN 'spam' THEN 'ham' ELSE 'spam' END WHERE label IS NOT NULL;
+SELECT version FROM gibbs_nb_retrain('dd');
+SELECT gibbs_nb_deploy('dd', 1);
+SELECT count(*) AS rows, count(*) FILTER (WHERE l.label IS DISTINCT FROM o.label) AS differ_from_v1
+FROM dd_labels l FULL JOIN dd_v1 o USING (id);
+RESET datestyle;
+SELECT gibbs_nb_drop('dd');
+DROP TABLE ddate, dd_v1;
+
 -- errors
 SELECT try($$SELECT gibbs_nb_deploy('dm', 99)$$);
 SELECT try($$SELECT gibbs_nb_deploy('nope', 1)$$);
