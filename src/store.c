@@ -676,7 +676,13 @@ gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
  * Mark failed the jobs left 'running' by a worker that is gone
  * (an immediate shutdown, a crash): their worker never recorded an outcome.
  * The gibbs_nb_jobs view already shows them so; this puts the rows right.
- * SPI must be connected.
+ *
+ * Rows another transaction has locked are skipped, here and in
+ * gnb_prune_jobs: both run while training starts, the caller holding the
+ * cluster-wide launch lock, and a role's own transaction left open after
+ * deleting its finished jobs' rows (or after a prune of its own) would
+ * otherwise hold every role's training until it ended.  What is skipped is
+ * put right by a later call.  SPI must be connected.
  */
 void
 gnb_reconcile_jobs(void)
@@ -684,14 +690,16 @@ gnb_reconcile_jobs(void)
 	gnb_execute("UPDATE gibbs_nb.jobs j SET status = 'failed', "
 				"finished_at = pg_catalog.now(), sqlstate = '57P01', "
 				"message = 'the job''s worker exited without finishing it (server restart or crash)' "
-				"WHERE j.status OPERATOR(pg_catalog.=) 'running' "
-				"AND gibbs_nb.job_worker_lost(j.job_id)",
+				"WHERE j.job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+				"SELECT l.job_id FROM gibbs_nb.jobs l "
+				"WHERE l.status OPERATOR(pg_catalog.=) 'running' "
+				"AND gibbs_nb.job_worker_lost(l.job_id) FOR UPDATE SKIP LOCKED))",
 				0, NULL, NULL, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
 }
 
 /*
- * The job that is training this model now, or 0.  Call after
- * gnb_reconcile_jobs.  SPI connected.
+ * The job that is training this model now, or 0: a job whose worker is gone
+ * is not (gnb_reconcile_jobs may have skipped its row).  SPI connected.
  */
 int64
 gnb_running_job(const char *owner, const char *model_name)
@@ -703,6 +711,7 @@ gnb_running_job(const char *owner, const char *model_name)
 					"WHERE j.owner OPERATOR(pg_catalog.=) $1 "
 					"AND j.model_name OPERATOR(pg_catalog.=) $2 "
 					"AND j.status OPERATOR(pg_catalog.=) 'running' "
+					"AND NOT gibbs_nb.job_worker_lost(j.job_id) "
 					"ORDER BY j.job_id LIMIT 1",
 					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	job = gnb_result_value(1, &isnull);
@@ -820,20 +829,22 @@ gnb_prune_jobs(void)
 
 	if (gnb_job_retention_s <= 0)
 		return;
-	/* the traces of jobs pruned below that no version needs (failed ones) */
-	gnb_execute("DELETE FROM gibbs_nb.trace t USING gibbs_nb.jobs j "
-				"WHERE t.job_id OPERATOR(pg_catalog.=) j.job_id "
-				"AND j.status OPERATOR(pg_catalog.<>) 'running' "
-				"AND j.finished_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) "
-				"pg_catalog.make_interval(secs => $1)) "
-				"AND NOT EXISTS (SELECT 1 FROM gibbs_nb.models m "
-				"WHERE m.job_id OPERATOR(pg_catalog.=) j.job_id)",
-				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
-	gnb_execute("DELETE FROM gibbs_nb.jobs "
+	/*
+	 * The jobs to prune, locked (those another transaction holds are
+	 * skipped: see gnb_reconcile_jobs); the traces of those that no version
+	 * needs (failed ones); their rows.
+	 */
+	gnb_execute("WITH expired AS (SELECT job_id FROM gibbs_nb.jobs "
 				"WHERE status OPERATOR(pg_catalog.<>) 'running' "
 				/* OPERATOR() gives every operator one precedence: parenthesise */
 				"AND finished_at OPERATOR(pg_catalog.<) (pg_catalog.now() OPERATOR(pg_catalog.-) "
-				"pg_catalog.make_interval(secs => $1))",
+				"pg_catalog.make_interval(secs => $1)) FOR UPDATE SKIP LOCKED), "
+				"traces AS (DELETE FROM gibbs_nb.trace t USING expired e "
+				"WHERE t.job_id OPERATOR(pg_catalog.=) e.job_id "
+				"AND NOT EXISTS (SELECT 1 FROM gibbs_nb.models m "
+				"WHERE m.job_id OPERATOR(pg_catalog.=) e.job_id)) "
+				"DELETE FROM gibbs_nb.jobs j USING expired e "
+				"WHERE j.job_id OPERATOR(pg_catalog.=) e.job_id",
 				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
 }
 
