@@ -442,6 +442,7 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 	GnbChainsShared *sh;
 	GnbChainsRun *run;
 	int32		workers;
+	int32		wanted;
 	int32		started = 0;
 	gnb_combiner *cb;
 
@@ -549,8 +550,18 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 	active_run = run;
 	*run_out = run;
 
-	/* the chain workers: chains 1 .. workers; the rest run here */
-	workers = Min(chains - 1, p->max_chain_workers);
+	/*
+	 * The chain workers: chains 1 .. workers, as many as free job slots
+	 * allow (gnb_reserve_chain_slots); the rest run here
+	 */
+	wanted = Min(chains - 1, p->max_chain_workers);
+	workers = gnb_reserve_chain_slots(wanted, p->max_jobs, p->max_jobs_per_role);
+	if (workers < wanted)
+		ereport(LOG,
+				(errmsg("gibbs_nb job " INT64_FORMAT ": %d of %d chain workers granted; %d chains run in the job's worker",
+						p->job_id, workers, wanted, chains - workers),
+				 errdetail("The workers of gibbs_nb jobs and chains stay within gibbs_nb.max_jobs (%d) in the cluster and gibbs_nb.max_jobs_per_role (%d) for a role.",
+						   p->max_jobs, p->max_jobs_per_role)));
 	sh->slot[0].state = CHAIN_LOCAL;
 	for (int c = 1; c < chains; c++)
 	{
@@ -635,8 +646,9 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	/* the last trace points */
+	/* the last trace points; the chain workers' slots are free again */
 	poll_chains(run);
+	gnb_release_chain_slots();
 
 	/* combined in chain order: the same model whatever the timing */
 	cb = gnb_combine_begin(corpus, sp, hooks, result);

@@ -106,40 +106,23 @@ check_packed_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents
 }
 
 /*
- * Whether the version a job would publish from this corpus fits in a dump
- * (see the file's comment); raises 54000 if not.  Called once the source is
- * read, inside its transaction (the ids' output functions may read the
- * catalogs), so that a job that could never be stored does not sample.  The
- * labels counted are those publish stores: every document's, the held-out
- * ones' included.
+ * The documents' ids as publish writes them into the packed row (every
+ * document's, the held-out ones' included), as dump text: called once the
+ * source is read, inside its transaction (the ids' output functions may read
+ * the catalogs).
  */
-void
-gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus)
+uint64
+gnb_corpus_ids_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus)
 {
-	int32		K = corpus->n_classes;
-	int64		V = corpus->n_words;
 	int64		n_labels = (int64) corpus->n_labeled + corpus->n_docs +
 		(params->holdout > 0.0 ? corpus->n_holdout : 0);
-	uint64		bytes = PACKED_FIXED_TEXT;
+	uint64		bytes = 0;
 	MemoryContext scratch;
 	MemoryContext old;
 	Oid			output;
 	bool		varlena;
 	int			level;
 
-	for (int32 k = 0; k < K; k++)
-		bytes += element_dump_bytes(corpus->classes[k], strlen(corpus->classes[k]));
-	/*
-	 * log pi-hat, log theta-hat, the estimated label probabilities; the
-	 * labelled documents' (0 and 1); the words' counts
-	 */
-	bytes += (uint64) (K + (V + n_labels - corpus->n_labeled) * K) * (FLOAT8_TEXT_MAX + 1);
-	bytes += (uint64) corpus->n_labeled * K * 2;
-	bytes += (uint64) V * (INT8_TEXT_MAX + 1);
-	gnb_each_token(PointerGetDatum(corpus->tokens), false, add_token_dump_bytes, &bytes);
-	check_packed_row(bytes, V, K, n_labels);
-
-	/* the ids as text, as publish writes them: only if the rest fits */
 	scratch = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb dump size",
 									ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(scratch);
@@ -167,6 +150,37 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus)
 	AtEOXact_GUC(true, level);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(scratch);
+	return bytes;
+}
+
+/*
+ * Whether the version a job would publish from this corpus fits in a dump
+ * (see the file's comment); raises 54000 if not.  ids_bytes is
+ * gnb_corpus_ids_dump_bytes.  Checked before sampling, after the job's
+ * memory (which, at the default gibbs_nb.max_job_memory, binds first for a
+ * model whose size is its vocabulary times its classes), so that a job that
+ * could never be stored does not sample.
+ */
+void
+gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
+						  uint64 ids_bytes)
+{
+	int32		K = corpus->n_classes;
+	int64		V = corpus->n_words;
+	int64		n_labels = (int64) corpus->n_labeled + corpus->n_docs +
+		(params->holdout > 0.0 ? corpus->n_holdout : 0);
+	uint64		bytes = PACKED_FIXED_TEXT + ids_bytes;
+
+	for (int32 k = 0; k < K; k++)
+		bytes += element_dump_bytes(corpus->classes[k], strlen(corpus->classes[k]));
+	/*
+	 * log pi-hat, log theta-hat, the estimated label probabilities; the
+	 * labelled documents' (0 and 1); the words' counts
+	 */
+	bytes += (uint64) (K + (V + n_labels - corpus->n_labeled) * K) * (FLOAT8_TEXT_MAX + 1);
+	bytes += (uint64) corpus->n_labeled * K * 2;
+	bytes += (uint64) V * (INT8_TEXT_MAX + 1);
+	gnb_each_token(PointerGetDatum(corpus->tokens), false, add_token_dump_bytes, &bytes);
 	check_packed_row(bytes, V, K, n_labels);
 }
 

@@ -122,6 +122,8 @@ typedef struct GnbJobParams
 	GnbSourceDesc source;
 	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
 	int32		max_chain_workers;	/* the caller's gibbs_nb.max_chain_workers */
+	int32		max_jobs;		/* ... gibbs_nb.max_jobs, for the chain slots */
+	int32		max_jobs_per_role;	/* ... gibbs_nb.max_jobs_per_role, the same */
 	int32		n_classes;		/* 0: from the labels */
 	double		holdout;		/* share of the labelled rows held out, [0, 1) */
 	int64		warm_version_id;	/* 0: a cold start; else the version whose
@@ -232,7 +234,9 @@ extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 extern void gnb_corpus_word_counts(GnbCorpus *corpus);
 
 /* dump_size.c */
-extern void gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus);
+extern uint64 gnb_corpus_ids_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus);
+extern void gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
+									  uint64 ids_bytes);
 
 /* class_counts.c: a gibbs_nb_class_counts value, parsed and validated */
 typedef struct GnbParsedCounts
@@ -319,6 +323,8 @@ extern int	gnb_pin_id_text_format(void);
 extern bool gnb_labels_table_registered(const char *owner, const char *model_name, Oid relid);
 extern void gnb_hold_job_lock(int64 job_id, Oid role);
 extern void gnb_release_job_lock(int64 job_id);
+extern int32 gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role);
+extern void gnb_release_chain_slots(void);
 extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
 extern void gnb_store_lock_model(const char *owner, const char *model_name);

@@ -58,6 +58,8 @@
 #define LAUNCH_LOCK_CLASS 0x474F
 /* ... and of the lock every worker of a role holds, in every database */
 #define ROLE_LOCK_CLASS 0x4751
+/* ... and of a chain worker's slot, held for it by its job's worker */
+#define CHAIN_LOCK_CLASS 0x4752
 
 /* The owner of schema gibbs_nb: the role that created the extension. */
 Oid
@@ -510,6 +512,7 @@ gnb_release_job_lock(int64 job_id)
 {
 	LOCKTAG		tag;
 
+	gnb_release_chain_slots();
 	if (OidIsValid(role_lock_role))
 	{
 		role_lock_tag(&tag, role_lock_role);
@@ -780,6 +783,89 @@ count_lock_holders(uint16 lock_class, Oid role, LOCKMODE mode)
 			n++;
 	}
 	return n;
+}
+
+/*
+ * A chain worker's slot: held, shared, by the job's worker for each chain
+ * worker it may start (the third field tells them apart), in no database;
+ * the second field is the role the job runs as.
+ */
+static void
+chain_lock_tag(LOCKTAG *tag, Oid role, int32 chain)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, role, (uint32) chain, CHAIN_LOCK_CLASS);
+}
+
+/* The chain slots this worker holds (chain_lock_tag's 1 .. n) */
+static int32 chain_slots_held = 0;
+
+/*
+ * How many chain workers, of the `wanted` a job of this worker asks for, it
+ * may start: chain workers take job slots that are free.  The workers of
+ * gibbs_nb in the cluster (jobs' and chains') stay within max_jobs, and
+ * those of the job's role within max_jobs_per_role (the caller's
+ * gibbs_nb.max_jobs and gibbs_nb.max_jobs_per_role, that admitted the job),
+ * counting the ones granted; the chains beyond run in the job's own worker.  Jobs are
+ * admitted counting jobs only, so chains never keep a job from starting:
+ * without this, one role's two jobs of five chains took every background
+ * worker slot of the cluster, and other roles' training failed (53400) and
+ * parallel query went without workers.  The slots are held as locks by this
+ * worker (counted with the jobs' locks, under the launch lock, so that two
+ * jobs cannot both take the last one) until gnb_release_chain_slots or its
+ * exit.
+ */
+int32
+gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role)
+{
+	volatile int32 granted = wanted;
+	int			n;
+
+	if (wanted <= 0 || !OidIsValid(role_lock_role))
+		return 0;
+	gnb_launch_lock_acquire();
+	PG_TRY();
+	{
+		if (max_jobs > 0)
+		{
+			n = count_lock_holders(JOB_LOCK_CLASS, InvalidOid, ExclusiveLock) +
+				count_lock_holders(CHAIN_LOCK_CLASS, InvalidOid, ShareLock);
+			granted = Min(granted, Max(max_jobs - n, 0));
+		}
+		if (max_jobs_per_role > 0)
+		{
+			n = count_lock_holders(ROLE_LOCK_CLASS, role_lock_role, ShareLock) +
+				count_lock_holders(CHAIN_LOCK_CLASS, role_lock_role, ShareLock);
+			granted = Min(granted, Max(max_jobs_per_role - n, 0));
+		}
+		for (int32 c = chain_slots_held + 1; c <= chain_slots_held + granted; c++)
+		{
+			LOCKTAG		tag;
+
+			chain_lock_tag(&tag, role_lock_role, c);
+			(void) LockAcquire(&tag, ShareLock, true, false);
+		}
+		chain_slots_held += granted;
+	}
+	PG_FINALLY();
+	{
+		gnb_launch_lock_release();
+	}
+	PG_END_TRY();
+	return granted;
+}
+
+/* Let go of the chain slots this worker holds (its chains have ended). */
+void
+gnb_release_chain_slots(void)
+{
+	for (int32 c = 1; c <= chain_slots_held; c++)
+	{
+		LOCKTAG		tag;
+
+		chain_lock_tag(&tag, role_lock_role, c);
+		LockRelease(&tag, ShareLock, true);
+	}
+	chain_slots_held = 0;
 }
 
 /* Jobs whose worker is alive, in every database of the cluster. */

@@ -327,6 +327,8 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	sp->no_trace = 1;
 	p->max_job_memory = (int64) gnb_max_job_memory_kb * 1024;
 	p->max_chain_workers = gnb_max_chain_workers;
+	p->max_jobs = gnb_max_jobs;
+	p->max_jobs_per_role = gnb_max_jobs_per_role;
 	if (PG_ARGISNULL(ARG_SEED))
 		sp->seed = pg_prng_uint64(&pg_global_prng_state) >> 1;	/* fits a bigint */
 	else

@@ -259,6 +259,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	int32	   *init_label = NULL;
 	int64		warm_docs = 0;
 	double		committed;
+	uint64		ids_dump_bytes;
 
 	active_worker = ws;
 	ws->job = job;
@@ -279,8 +280,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	source_sql = gnb_lock_source(&p->source, p->job_id);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	gnb_read_corpus(p, source_sql, job_cxt, &corpus);
-	/* a version no backup could hold is refused before it samples */
-	gnb_check_corpus_dumpable(p, &corpus);
+	/* the ids' text, for the check that a backup can hold the version */
+	ids_dump_bytes = gnb_corpus_ids_dump_bytes(p, &corpus);
 	if (p->warm_version_id != 0)
 	{
 		/* a warm start: the documents still there start where they were */
@@ -360,6 +361,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 			64.0 * corpus.n_words +
 			2.0 * sizeof(double) * corpus.n_holdout * corpus.n_classes;
 	gnb_check_job_memory(p, 0.0, committed, "sampling and publishing");
+	/* a version no backup could hold is refused before it samples */
+	gnb_check_corpus_dumpable(p, &corpus, ids_dump_bytes);
 
 	SpinLockAcquire(&job->mutex);
 	job->sampling_started = GetCurrentTimestamp();

@@ -15,6 +15,9 @@ FROM generate_series(1, 300) i;
 INSERT INTO chain_mail VALUES (301, '{cheap,meeting}', NULL), (302, '{pills,agenda,w1}', NULL);
 
 SHOW gibbs_nb.max_chain_workers;
+-- chain workers take the job slots that are free, within the role's bound
+-- too: none here, so that 3 chains run in 3 workers
+SET gibbs_nb.max_jobs_per_role = 0;
 -- name, sampler, chains, max_chain_workers: one model per combination
 CREATE FUNCTION pg_temp.train(name text, sampler text, chains int, workers int) RETURNS text
 LANGUAGE plpgsql AS $$

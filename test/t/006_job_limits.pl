@@ -67,6 +67,43 @@ $node->safe_psql('postgres',
 ok( $node->poll_query_until('postgres',
 		q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'}),
 	'all stopped');
+# Chain workers take job slots that are free.  One role's two jobs of five
+# chains took every background worker slot (2 jobs and 6 chain workers of
+# max_worker_processes = 8), and another role's training then failed.  Now a
+# role's workers, its jobs' and their chains', stay within
+# gibbs_nb.max_jobs_per_role (2): its first job gets one chain worker, its
+# second none (it runs its chains itself), and another role still trains.
+my $chain_job = sub {
+	my ($role, $name, $chains) = @_;
+	my $schema = 's' . substr($role, 1);
+	return $node->safe_psql('postgres',
+		"SET ROLE $role; SELECT job_id FROM gibbs_nb_train('$name', 'public.docs', 'tokens', 'label', "
+		  . "sweeps => 10000000, chains => $chains, seed => 1, labels_table => '$schema.${name}_labels', "
+		  . "wait => false)");
+};
+my $chain_workers = q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'gibbs_nb chain worker'};
+my $log_at = -s $node->logfile;
+my $c1 = $chain_job->('r1', 'c1', 5);
+$node->wait_for_log(qr/gibbs_nb job $c1: 1 of 4 chain workers granted/, $log_at);
+ok($node->poll_query_until('postgres', "SELECT ($chain_workers) = 1"),
+	'a role\'s first job of five chains gets one chain worker');
+my $c2 = $chain_job->('r1', 'c2', 5);
+$node->wait_for_log(qr/gibbs_nb job $c2: 0 of 4 chain workers granted/, $log_at);
+is($node->safe_psql('postgres', $chain_workers), '1', 'its second job gets none');
+like($chain_job->('r2', 'c3', 1), qr/^\d+$/, 'another role\'s training starts');
+like(
+	$node->safe_psql('postgres', q{
+	  SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+	  SET min_parallel_table_scan_size = 0;
+	  EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM public.docs}),
+	qr/Workers Launched: [12]/, 'parallel query still gets workers');
+$node->safe_psql('postgres',
+	q{SELECT gibbs_nb_cancel(job_id) FROM gibbs_nb_jobs WHERE status = 'running'});
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) = 0 FROM pg_stat_activity
+		  WHERE backend_type IN ('gibbs_nb worker', 'gibbs_nb chain worker')}),
+	'all stopped again');
+
 # A memory cap: 1,000 classes over a 300,000-word vocabulary asks for about
 # 24 GB (0.1.0 allocated 10-14 GB and the OOM killer ended the worker, and
 # with it every session).  The worker estimates it from the corpus it read

@@ -1,9 +1,10 @@
 # Chains in parallel workers (issue 11 item 1): a job's chain workers stop
 # with it however it is stopped (gibbs_nb_cancel, a query cancel of its
 # worker, its waiting caller's statement_timeout); a chain worker that is
-# terminated fails the job with a message instead of hanging it; the job
-# limits count jobs, not chain workers; and with too few worker slots the
-# remaining chains run in the job's worker, to the same model.  Polls are
+# terminated fails the job with a message instead of hanging it; chain
+# workers take only job slots that are free, and do not count against jobs;
+# and with too few worker slots the remaining chains run in the job's
+# worker, to the same model.  Polls are
 # bounded (poll_query_until); no fixed sleeps.
 use strict;
 use warnings;
@@ -16,7 +17,9 @@ use GibbsNbTest;
 my $node = PostgreSQL::Test::Cluster->new('chains');
 $node->init;
 $node->append_conf('postgresql.conf',
-	"max_worker_processes = 8\ngibbs_nb.progress_interval = 0\n");
+	"max_worker_processes = 8\ngibbs_nb.progress_interval = 0\n"
+	  # one role runs every job here: its bound would leave one chain worker
+	  . "gibbs_nb.max_jobs_per_role = 0\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION gibbs_nb');
 create_docs($node, 'public.docs');
@@ -97,18 +100,31 @@ is($node->safe_psql('postgres', "SELECT count(*) FROM gibbs_nb.models WHERE mode
 		'cancelled', 'statement_timeout: the job is cancelled');
 }
 
-# --- the job limits count jobs, not their chain workers ---
-$node->append_conf('postgresql.conf', "gibbs_nb.max_jobs = 1\n");
+# --- chain workers take the job slots that are free, and jobs come first ---
+# Under gibbs_nb.max_jobs = 2 a job of 3 chains gets one chain worker (the
+# other slot is its own); a second job is admitted all the same (chain
+# workers do not count against jobs) and a third is refused.
+$node->append_conf('postgresql.conf', "gibbs_nb.max_jobs = 2\n");
 $node->reload;
-$job = start_chains_job('limit', 3);
+my $offset = -s $node->logfile;
+$job = $node->safe_psql('postgres', q{
+  SELECT job_id FROM gibbs_nb_train('limit', 'docs', 'tokens', 'label', sweeps => 10000000,
+                                    chains => 3, seed => 3, wait => false)});
+$node->wait_for_log(qr/gibbs_nb job $job: 1 of 2 chain workers granted; 2 chains run in the job's worker/,
+	$offset);
+ok( $node->poll_query_until('postgres',
+		q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb chain worker'}),
+	'a job of 3 chains under max_jobs = 2 runs one chain worker');
+like($node->safe_psql('postgres', q{
+  SELECT job_id FROM gibbs_nb_train('limit2', 'docs', 'tokens', 'label', sweeps => 10000000, wait => false)}),
+	qr/^\d+$/, 'a second job is admitted: its chain worker does not count against jobs');
 my (undef, undef, $refused) = $node->psql('postgres', q{
-  SELECT gibbs_nb_train('limit2', 'docs', 'tokens', 'label', sweeps => 10, wait => false)});
-like($refused, qr/gibbs_nb.max_jobs allows/, 'a second job is refused by max_jobs = 1');
-is($node->safe_psql('postgres',
-		q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'gibbs_nb chain worker'}),
-	'2', 'the running job keeps its 2 chain workers');
-$node->safe_psql('postgres', "SELECT gibbs_nb_cancel($job)");
+  SELECT gibbs_nb_train('limit3', 'docs', 'tokens', 'label', sweeps => 10, wait => false)});
+like($refused, qr/gibbs_nb.max_jobs allows/, 'a third job is refused by max_jobs = 2');
+$node->safe_psql('postgres', q{SELECT gibbs_nb_cancel(job_id) FROM gibbs_nb_jobs WHERE status = 'running'});
 ok($node->poll_query_until('postgres', $no_workers), 'limit: all stopped');
+$node->append_conf('postgresql.conf', "gibbs_nb.max_jobs = 4\n");
+$node->reload;
 
 # --- a chain worker that cannot start: its chain runs in the job's worker ---
 # The role may no longer log in by the time the job's worker, still reading
@@ -121,7 +137,7 @@ $node->safe_psql('postgres', q{
   GRANT SELECT ON public.docs, public.slow_docs TO lim;
   GRANT CREATE ON SCHEMA public TO lim;
 });
-my $offset = -s $node->logfile;
+$offset = -s $node->logfile;
 $job = $node->safe_psql('postgres', q{
      SELECT job_id FROM gibbs_nb_train('lim3', 'public.slow_docs', 'tokens', 'label', sweeps => 30,
                                        chains => 3, seed => 9, labels_table => 'public.lim3_labels',
