@@ -488,8 +488,8 @@ CREATE VIEW hm.backslashes AS
 SELECT id, CASE WHEN id = 1 THEN ARRAY[repeat(E'\\', 268435456)] ELSE tokens END AS tokens,
        label
 FROM hm.small;
-SELECT try($$SELECT status FROM gibbs_nb_train('bs', 'hm.backslashes', 'tokens', 'label',
-                                               sweeps => 2, seed => 1)$$);
+SELECT regexp_replace(try($$SELECT status FROM gibbs_nb_train('bs', 'hm.backslashes', 'tokens', 'label',
+                                               sweeps => 2, seed => 1)$$), '\d{7,}', 'N', 'g') AS try;
 -- a label of 1025 bytes: refused when training is asked for, and by the
 -- worker (here a view gives it to the worker only)
 CREATE VIEW hm.long_label AS
@@ -527,8 +527,8 @@ SELECT hm.try_import(overlay(v placing '\x01040000'::bytea || convert_to(repeat(
                              from :tokenizer_at + 10 for 5)) AS long_class FROM hm.value;
 SELECT hm.try_import(overlay(v placing '\xe9030000'::bytea || convert_to(repeat('t', 1001), 'UTF8')
                              from :tokenizer_at for 10)) AS long_tokenizer FROM hm.value;
-SELECT hm.try_import(overlay(v placing '\x00000010'::bytea || convert_to(repeat(E'\\', 268435456), 'UTF8')
-                             from :token_at for 6)) AS backslash_token FROM hm.value;
+SELECT regexp_replace(hm.try_import(overlay(v placing '\x00000010'::bytea || convert_to(repeat(E'\\', 268435456), 'UTF8')
+                             from :token_at for 6)), '\d{7,}', 'N', 'g') AS backslash_token FROM hm.value;
 SELECT hm.try_import(v) AS unchanged FROM hm.value;
 SELECT model_name, versions FROM gibbs_nb_models
 WHERE model_name IN ('bs', 'll', 'sm', 'bad') ORDER BY 1;
