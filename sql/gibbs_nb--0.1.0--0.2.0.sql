@@ -63,7 +63,8 @@ ALTER TABLE gibbs_nb.models
  * from: `catalog` says which (gibbs_nb.catalog_identity: the cluster, the
  * database and this installation of the extension).  A restored row, or one
  * of a database recreated by pg_restore --clean, is from other catalogs and
- * is found by its name again (gibbs_nb.model_relation).  Plain oid and text,
+ * is found by its name again, if the model's owner owns a relation of that
+ * name (gibbs_nb.model_relation).  Plain oid and text,
  * not regclass: pg_dump wrote a regclass as the name it had when the COPY
  * ran, not in the dump's snapshot, so a relation renamed meanwhile, or left
  * out of the dump, made the restore of gibbs_nb.models fail, every role's
@@ -73,7 +74,7 @@ CREATE FUNCTION gibbs_nb.catalog_identity()
 RETURNS text
 AS 'MODULE_PATHNAME', 'gibbs_nb_catalog_identity'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION gibbs_nb.model_relation(relid pg_catalog.oid, name text, catalog text)
+CREATE FUNCTION gibbs_nb.model_relation(relid pg_catalog.oid, name text, catalog text, owner text)
 RETURNS pg_catalog.oid
 AS 'MODULE_PATHNAME', 'gibbs_nb_model_relation'
 LANGUAGE C STABLE PARALLEL SAFE;
@@ -594,16 +595,16 @@ CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = tr
            m.n_tokens, m.vocabulary_size, m.sampler, m.sweeps, m.burn_in, m.lag, m.chains,
            m.gamma_pi, m.gamma_theta, m.unlabeled_weight, m.seed, m.log_likelihood, m.r_hat,
            m.created_at AS trained_at, m.seconds AS training_seconds, m.trained_by, m.job_id,
-           gibbs_nb.model_relation(m.source_relid, m.source, m.catalog)::pg_catalog.regclass
+           gibbs_nb.model_relation(m.source_relid, m.source, m.catalog, m.owner)::pg_catalog.regclass
                AS source,
-           gibbs_nb.model_relation(m.labels_relid, m.labels_table, m.catalog)::pg_catalog.regclass
+           gibbs_nb.model_relation(m.labels_relid, m.labels_table, m.catalog, m.owner)::pg_catalog.regclass
                AS labels_table,
            m.keep_versions, m.tokenizer,
            m.gamma_pi_sampled, m.gamma_theta_sampled, m.ess, m.split_r_hat, m.warnings,
            m.holdout, m.holdout_metrics,
            k.packed_bytes,
            pg_catalog.pg_total_relation_size(gibbs_nb.model_relation(m.labels_relid, m.labels_table,
-                                                                     m.catalog)::pg_catalog.regclass)
+                                                                     m.catalog, m.owner)::pg_catalog.regclass)
                AS labels_bytes
       FROM (SELECT DISTINCT ON (p.owner, p.model_name) p.owner, p.model_name, p.version, p.pinned
               FROM gibbs_nb.packed p

@@ -27,6 +27,8 @@
  */
 #include "gibbs_nb.h"
 
+#include "access/xact.h"
+
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -555,7 +557,22 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 	 * allow (gnb_reserve_chain_slots); the rest run here
 	 */
 	wanted = Min(chains - 1, p->max_chain_workers);
-	workers = gnb_reserve_chain_slots(wanted, p->max_jobs, p->max_jobs_per_role);
+	{
+		/*
+		 * In a transaction of its own: an error while it waits for the
+		 * launch lock (a cancel) is then cleaned up by the abort, wait
+		 * queue and all.  The slots are session locks: they outlive it.
+		 */
+		MemoryContext cxt = CurrentMemoryContext;
+		bool		own_xact = !IsTransactionState();
+
+		if (own_xact)
+			StartTransactionCommand();
+		workers = gnb_reserve_chain_slots(wanted, p->max_jobs, p->max_jobs_per_role);
+		if (own_xact)
+			CommitTransactionCommand();
+		MemoryContextSwitchTo(cxt);
+	}
 	if (workers < wanted)
 		ereport(LOG,
 				(errmsg("gibbs_nb job " INT64_FORMAT ": %d of %d chain workers granted; %d chains run in the job's worker",

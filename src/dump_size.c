@@ -20,6 +20,10 @@
  * tokenizer (GNB_TOKENIZER_MAX); a theta-hat row or a labels-table row holds
  * a subset of the packed row.
  *
+ * (With --inserts a restore also needs each value under 512 MB as a literal,
+ * the SQL lexer's buffer growing by doubling up to 1 GB: not bounded here, and
+ * said in the README.)
+ *
  * The bound counts each byte as the longest it becomes in either form, in
  * the database's encoding (a dump to another client encoding, pg_dump -E,
  * may be longer by what the conversion adds).  It is checked once the source

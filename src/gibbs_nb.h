@@ -28,6 +28,12 @@
 #define GNB_MODEL_NAME_MAX (NAMEDATALEN - 1)
 /* the longest tokenizer description gibbs_nb_train takes, in bytes */
 #define GNB_TOKENIZER_MAX 1000
+/*
+ * ... and gibbs_nb_import: an exported model carries the tokenizer training
+ * derived when none was stated (a generated column's expression), which may
+ * be longer; bounded all the same, for a backup (dump_size.c).
+ */
+#define GNB_IMPORTED_TOKENIZER_MAX (1024 * 1024)
 
 /* Largest number of classes a model may have. */
 #define GNB_MAX_CLASSES 1000

@@ -251,8 +251,8 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 	img->tokens_column = get_cstring(&r, MAX_PARAM_STRING, "tokens column");
 	img->label_column = get_cstring(&r, MAX_PARAM_STRING, "label column");
 	img->id_column = get_cstring(&r, MAX_PARAM_STRING, "id column");
-	/* an expression, as long as gibbs_nb_train takes */
-	img->tokenizer = get_cstring(&r, GNB_TOKENIZER_MAX, "tokenizer");
+	/* an expression: bounded (see GNB_IMPORTED_TOKENIZER_MAX) */
+	img->tokenizer = get_cstring(&r, GNB_IMPORTED_TOKENIZER_MAX, "tokenizer");
 	if (strlen(img->tokens_column) >= NAMEDATALEN || strlen(img->label_column) >= NAMEDATALEN ||
 		strlen(img->id_column) >= NAMEDATALEN)
 		malformed("column name too long");

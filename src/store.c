@@ -29,6 +29,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/extension.h"
+#include "common/hashfn.h"
 #include "commands/sequence.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -378,13 +379,26 @@ gnb_resolve_model_owner(const char *model_name, bool missing_ok)
  * The catalogs an OID stored in gibbs_nb.models belongs to: this cluster (its
  * system identifier), this database and this installation of the extension
  * (its OID: pg_restore --clean into the same database drops and creates it
- * again, with new OIDs for the relations it restores).
+ * again, with new OIDs for the relations it restores).  A hash of the three,
+ * in hex: the system identifier is not for every role to read.
  */
 char *
 gnb_catalog_identity(void)
 {
-	return psprintf(UINT64_FORMAT "/%u/%u", GetSystemIdentifier(), MyDatabaseId,
-					get_extension_oid("gibbs_nb", false));
+	struct
+	{
+		uint64		system_identifier;
+		Oid			database;
+		Oid			extension;
+	}			id;
+
+	memset(&id, 0, sizeof(id));
+	id.system_identifier = GetSystemIdentifier();
+	id.database = MyDatabaseId;
+	id.extension = get_extension_oid("gibbs_nb", false);
+	return psprintf("%016" INT64_MODIFIER "x",
+					(uint64) DatumGetUInt64(hash_any_extended((const unsigned char *) &id,
+															  sizeof(id), 0)));
 }
 
 PG_FUNCTION_INFO_V1(gibbs_nb_catalog_identity);
@@ -402,14 +416,19 @@ gibbs_nb_catalog_identity(PG_FUNCTION_ARGS)
 }
 
 /*
- * gibbs_nb.model_relation(relid oid, name text, catalog text) returns oid
+ * gibbs_nb.model_relation(relid oid, name text, catalog text, owner text)
+ * returns oid
  *
  * The relation a model's row means by (relid, name): relid if the row was
  * written in these catalogs (it follows renames; a relation since dropped
  * gives its OID all the same, for the caller to find missing); otherwise,
- * for a restored row, the relation of that qualified name now, NULL if none.
- * NULL for no relation (relid 0 and no name: an imported version's labels
- * table).  The caller locks the relation by OID and checks it before use.
+ * for a restored row, the relation of that qualified name now, but only if
+ * it belongs to the model's owner: a name another role could take (one the
+ * dump left out, say) must not lead a deploy, a drop or a retrain to that
+ * role's relation, whose triggers, domains or view functions would run as
+ * the model's owner or the retraining role.  NULL if none, and for no
+ * relation (relid 0 and no name: an imported version's labels table).  The
+ * caller locks the relation by OID and checks it before use.
  */
 Datum
 gibbs_nb_model_relation(PG_FUNCTION_ARGS)
@@ -417,6 +436,8 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 	Oid			relid = PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0);
 	char	   *name;
 	Oid			found;
+	Oid			owner;
+	HeapTuple	tuple;
 
 	if (!PG_ARGISNULL(2) &&
 		strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), gnb_catalog_identity()) == 0)
@@ -425,13 +446,22 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 			PG_RETURN_NULL();
 		PG_RETURN_OID(relid);
 	}
-	if (PG_ARGISNULL(1))
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(3))
 		PG_RETURN_NULL();
 	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	if (name[0] == '\0')
 		PG_RETURN_NULL();
+	owner = get_role_oid(text_to_cstring(PG_GETARG_TEXT_PP(3)), true);
 	found = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 							 NoLock, true);
+	if (!OidIsValid(found) || !OidIsValid(owner))
+		PG_RETURN_NULL();
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(found));
+	if (!HeapTupleIsValid(tuple))
+		PG_RETURN_NULL();
+	if (((Form_pg_class) GETSTRUCT(tuple))->relowner != owner)
+		found = InvalidOid;
+	ReleaseSysCache(tuple);
 	if (!OidIsValid(found))
 		PG_RETURN_NULL();
 	PG_RETURN_OID(found);
@@ -439,7 +469,7 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 
 /* A model row's relation, as SQL: relid and name columns of gibbs_nb.models */
 #define MODEL_RELATION(relid, name) \
-	"gibbs_nb.model_relation(" relid ", " name ", catalog)"
+	"gibbs_nb.model_relation(" relid ", " name ", catalog, owner)"
 
 /*
  * Is relid the labels table that training created for this model?
@@ -1308,7 +1338,7 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
  * Ids cross versions as text (gibbs_nb.packed.label_ids): written by a job
  * under its role's settings, read back by a deploy or a warm start under the
  * session's.  The text of a date, a float or an interval depends on
- * DateStyle, IntervalStyle and extra_float_digits: a date id written as
+ * DateStyle, IntervalStyle, extra_float_digits and lc_monetary: a date id written as
  * 03/04/2024 under 'SQL, DMY' was read as 4 March under 'ISO, MDY', and its
  * labels went to another row.  Pinned while ids are written or read; the
  * caller ends the level with AtEOXact_GUC(true, level).
@@ -1323,6 +1353,8 @@ gnb_pin_id_text_format(void)
 	(void) set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("lc_monetary", "C", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
@@ -2287,7 +2319,7 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 	Oid			ioparam;
 
 	gnb_execute("SELECT p.label_ids, p.label_probabilities, p.classes, "
-				"gibbs_nb.model_relation(m.labels_relid, m.labels_table, m.catalog) "
+				"gibbs_nb.model_relation(m.labels_relid, m.labels_table, m.catalog, m.owner) "
 				"FROM gibbs_nb.packed p JOIN gibbs_nb.models m USING (model_name, owner, version) "
 				"WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.model_name OPERATOR(pg_catalog.=) $2 "
 				"AND p.version OPERATOR(pg_catalog.=) $3",

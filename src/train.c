@@ -543,7 +543,8 @@ PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
  * Trains a new version of a model with every parameter of its latest version
  * (the seed included), reading its source afresh.  The source is the
  * relation the model was trained on, by OID: if it is gone the retrain fails
- * (42P01), whatever now has its name.  The new version belongs to the
+ * (42P01), whatever now has its name.  A restored version's source is found
+ * by its name, and only if the model's owner owns it (gibbs_nb.model_relation).  The new version belongs to the
  * model's owner, also when a member of that role retrains it; the job runs
  * as the caller, as every job does.
  */
@@ -593,6 +594,9 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("the source of model \"%s\" no longer exists", model_name),
+				 isnull ?
+				 errdetail("The model was trained on %s; its owner has no relation of that name here (a restored model finds its source by name).",
+						   SPI_getvalue(row, desc, 17)) :
 				 errdetail("The model was trained on %s (OID %u), which has been dropped.",
 						   SPI_getvalue(row, desc, 17), source),
 				 errhint("Train the model again with gibbs_nb_train on the new source.")));

@@ -475,7 +475,7 @@ DROP ROLE gnb_h_team;
 --    every pg_dump of the database fail, for every role.  Such a version is
 --    refused before anything of it is stored (54000), trained or imported;
 --    a class name is at most 1024 bytes (a model's rows hold its classes
---    many times over).
+--    many times over), an imported tokenizer 1 MB.
 --
 SET gibbs_nb.max_job_memory = '3GB';   -- memory is not what stops it here
 SET ROLE gnb_h_mallory;
@@ -525,7 +525,7 @@ SELECT position('\x06000000746578745b5d0100000061'::bytea IN v) AS tokenizer_at,
        position('\x020000007630'::bytea IN v) AS token_at FROM hm.value \gset
 SELECT hm.try_import(overlay(v placing '\x01040000'::bytea || convert_to(repeat('a', 1025), 'UTF8')
                              from :tokenizer_at + 10 for 5)) AS long_class FROM hm.value;
-SELECT hm.try_import(overlay(v placing '\xe9030000'::bytea || convert_to(repeat('t', 1001), 'UTF8')
+SELECT hm.try_import(overlay(v placing '\x01001000'::bytea || convert_to(repeat('t', 1048577), 'UTF8')
                              from :tokenizer_at for 10)) AS long_tokenizer FROM hm.value;
 SELECT regexp_replace(hm.try_import(overlay(v placing '\x00000010'::bytea || convert_to(repeat(E'\\', 268435456), 'UTF8')
                              from :token_at for 6)), '\d{7,}', 'N', 'g') AS backslash_token FROM hm.value;

@@ -41,7 +41,7 @@ for my $role ('alice', 'bob')
 	$before{$role} = $old->safe_psql('shop', "SET ROLE $role; $probe");
 }
 my $state = q{SELECT string_agg(format('%s/%s v%s id%s %s', owner, model_name, version, version_id,
-                                      gibbs_nb.model_relation(labels_relid, labels_table, catalog)::regclass),
+                                      gibbs_nb.model_relation(labels_relid, labels_table, catalog, owner)::regclass),
                                ', ' ORDER BY owner, version)
               FROM gibbs_nb.models};
 my $models_before = $old->safe_psql('shop', $state);
@@ -125,6 +125,20 @@ my ($rc, $out, $err) = $new->psql('shop2', q{SET ROLE bob; SELECT gibbs_nb_retra
 	on_error_stop => 1);
 like($err, qr/the source of model "spam" no longer exists/,
 	'bob\'s retrain says his source is gone');
+# A relation another role makes under that name is not taken for it: its
+# view or trigger functions would run as whoever retrains.
+$new->safe_psql('shop2', q{
+  GRANT USAGE, CREATE ON SCHEMA bob TO alice;
+  SET ROLE alice;
+  CREATE TABLE bob.notes (id int PRIMARY KEY, tokens text[]);
+  INSERT INTO bob.notes SELECT i, ARRAY['n' || i % 5] FROM generate_series(1, 50) i;
+  GRANT SELECT ON bob.notes TO bob;
+});
+($rc, $out, $err) = $new->psql('shop2', q{SET ROLE bob; SELECT gibbs_nb_retrain('spam')},
+	on_error_stop => 1);
+like($err, qr/the source of model "spam" no longer exists/,
+	'nor is a table of another role\'s under its name taken for it');
+$new->safe_psql('shop2', q{DROP TABLE bob.notes; REVOKE USAGE, CREATE ON SCHEMA bob FROM alice});
 is($new->safe_psql('shop2', q{SET ROLE alice; SELECT version || ' ' || status FROM gibbs_nb_retrain('spam')}),
 	'3 succeeded', 'alice retrains from her restored source');
 
