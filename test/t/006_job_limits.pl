@@ -114,7 +114,7 @@ $node->safe_psql('postgres', q{
   FROM generate_series(1, 3000) i;
   ALTER TABLE wide ADD PRIMARY KEY (id);
 });
-my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+my $postmaster_started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 my ($rc, $out, $err) = $node->psql('postgres',
 	q{SELECT gibbs_nb_train('wide', 'wide', 'tokens', n_classes => 1000, sweeps => 10)});
 like($err, qr/ERROR:  gibbs_nb job \d+ would need (\d+) MB, more than gibbs_nb.max_job_memory \(1024 MB\)/,
@@ -123,7 +123,7 @@ note("asked for: $1 MB, cap 1024 MB") if $err =~ /would need (\d+) MB/;
 like($err, qr/HINT:  .*gibbs_nb.max_job_memory/, 'the hint names the setting');
 is($node->safe_psql('postgres', q{SELECT sqlstate FROM gibbs_nb_jobs WHERE model_name = 'wide'}),
 	'53200', 'the job is recorded as failed with 53200');
-is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started,
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $postmaster_started,
 	'no process was killed: the server did not restart');
 unlike(slurp_file($node->logfile), qr/terminated by signal|out of memory/i, 'nothing crashed');
 
