@@ -64,11 +64,10 @@ ALTER TABLE gibbs_nb.models
  * database and this installation of the extension).  A restored row, or one
  * of a database recreated by pg_restore --clean, is from other catalogs and
  * is found by its name again, if the model's owner owns a relation of that
- * name (gibbs_nb.model_relation).  Plain oid and text,
- * not regclass: pg_dump wrote a regclass as the name it had when the COPY
- * ran, not in the dump's snapshot, so a relation renamed meanwhile, or left
- * out of the dump, made the restore of gibbs_nb.models fail, every role's
- * models with it.
+ * name (gibbs_nb.model_relation).  Plain oid and text, not regclass: pg_dump
+ * wrote a regclass as the name it had when the COPY ran, not in the dump's
+ * snapshot, so a relation renamed meanwhile, or left out of the dump, made
+ * the restore of gibbs_nb.models fail, every role's models with it.
  */
 CREATE FUNCTION gibbs_nb.catalog_identity()
 RETURNS text

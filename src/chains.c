@@ -28,7 +28,6 @@
 #include "gibbs_nb.h"
 
 #include "access/xact.h"
-
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"

@@ -835,8 +835,9 @@ static int32 chain_slots_held = 0;
  * gibbs_nb in the cluster (jobs' and chains') stay within max_jobs, and
  * those of the job's role within max_jobs_per_role (the caller's
  * gibbs_nb.max_jobs and gibbs_nb.max_jobs_per_role, that admitted the job),
- * counting the ones granted; the chains beyond run in the job's own worker.  Jobs are
- * admitted counting jobs only, so chains never keep a job from starting:
+ * counting the ones granted; the chains beyond run in the job's own worker.
+ * Jobs are admitted counting jobs only, so chains never keep a job from
+ * starting:
  * without this, one role's two jobs of five chains took every background
  * worker slot of the cluster, and other roles' training failed (53400) and
  * parallel query went without workers.  The slots are held as locks by this
@@ -1338,9 +1339,9 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
  * Ids cross versions as text (gibbs_nb.packed.label_ids): written by a job
  * under its role's settings, read back by a deploy or a warm start under the
  * session's.  The text of a date, a float or an interval depends on
- * DateStyle, IntervalStyle, extra_float_digits and lc_monetary: a date id written as
- * 03/04/2024 under 'SQL, DMY' was read as 4 March under 'ISO, MDY', and its
- * labels went to another row.  Pinned while ids are written or read; the
+ * DateStyle, IntervalStyle, extra_float_digits and lc_monetary: a date id
+ * written as 03/04/2024 under 'SQL, DMY' was read as 4 March under
+ * 'ISO, MDY', and its labels went to another row.  Pinned while ids are written or read; the
  * caller ends the level with AtEOXact_GUC(true, level).
  */
 int

@@ -149,7 +149,6 @@ check_source_data(GnbJobParams *p, const char *source_sql)
 	{
 		const char *label = quote_identifier(src->label_column);
 		int			n_values;
-
 		int			longest;
 
 		/* the number of labels and the longest (the worker checks again) */
@@ -544,9 +543,10 @@ PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
  * (the seed included), reading its source afresh.  The source is the
  * relation the model was trained on, by OID: if it is gone the retrain fails
  * (42P01), whatever now has its name.  A restored version's source is found
- * by its name, and only if the model's owner owns it (gibbs_nb.model_relation).  The new version belongs to the
- * model's owner, also when a member of that role retrains it; the job runs
- * as the caller, as every job does.
+ * by its name, and only if the model's owner owns it
+ * (gibbs_nb.model_relation).  The new version belongs to the model's owner,
+ * also when a member of that role retrains it; the job runs as the caller,
+ * as every job does.
  */
 Datum
 gibbs_nb_retrain(PG_FUNCTION_ARGS)
