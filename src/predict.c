@@ -50,6 +50,7 @@ int			gnb_model_cache_kb = 256 * 1024;
 struct GnbModel
 {
 	int64		version_id;		/* hash key: a version's identity, never reused */
+	TransactionId row_xmin;		/* the packed row's, when read (see get_model) */
 	char		owner[NAMEDATALEN];
 	char		name[NAMEDATALEN];
 	int32		version;
@@ -259,6 +260,7 @@ load_model(int64 version_id)
 		strlcpy(m->owner, SPI_getvalue(tuple, desc, 5), NAMEDATALEN);
 		strlcpy(m->name, name, NAMEDATALEN);
 		m->version = DatumGetInt32(SPI_getbinval(tuple, desc, 7, &isnull));
+		m->row_xmin = DatumGetTransactionId(SPI_getbinval(tuple, desc, 8, &isnull));
 		/* the large arrays read once, into memory freed once the index has them */
 		large[0] = column_value(tuple, desc, 3);
 		large[1] = column_value(tuple, desc, 4);
@@ -317,6 +319,7 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	CheckStamp	now;
 	GnbModel   *m;
 	int64		version_id;
+	TransactionId row_xmin;
 	Oid			packed_relid;
 
 	if (len >= NAMEDATALEN)
@@ -353,8 +356,21 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 		cache_packed_relid = packed_relid;
 	}
 	SPI_connect();
-	version_id = gnb_store_current_version_id(name);
+	version_id = gnb_store_current_version_id(name, &row_xmin);
 	m = hash_search(model_cache, &version_id, HASH_FIND, NULL);
+	/*
+	 * The cached entry must be of this very row: a version_id is unique
+	 * while its sequence only goes forward, but a superuser's data-only
+	 * restore of an older backup sets it back, and the next version of any
+	 * role's model takes an id a cached, since dropped, version had.  Any
+	 * change of the row (a deploy's pin, a restore) gives it another xmin:
+	 * read again, once.
+	 */
+	if (m != NULL && m->row_xmin != row_xmin)
+	{
+		evict(m);
+		m = NULL;
+	}
 	if (m == NULL)
 	{
 		m = load_model(version_id);

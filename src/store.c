@@ -1690,7 +1690,7 @@ prepare_packed_plans(void)
 		Oid			types[1] = {TEXTOID};
 
 		/* the deployed (pinned) version, else the latest */
-		current_version_plan = keep_plan(psprintf("SELECT DISTINCT ON (owner) owner, version_id "
+		current_version_plan = keep_plan(psprintf("SELECT DISTINCT ON (owner) owner, version_id, xmin "
 												  "FROM %s "
 												  "WHERE model_name OPERATOR(pg_catalog.=) $1 "
 												  "ORDER BY owner, pinned DESC, version DESC", rel),
@@ -1699,7 +1699,7 @@ prepare_packed_plans(void)
 	{
 		Oid			types[1] = {INT8OID};
 
-		load_plan = keep_plan(psprintf("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version "
+		load_plan = keep_plan(psprintf("SELECT classes, log_pi, tokens, log_theta, owner, model_name, version, xmin "
 									   "FROM %s WHERE version_id OPERATOR(pg_catalog.=) $1", rel),
 							  1, types);
 	}
@@ -1713,7 +1713,7 @@ prepare_packed_plans(void)
  * error if there is none.  SPI must be connected.
  */
 int64
-gnb_store_current_version_id(const char *name)
+gnb_store_current_version_id(const char *name, TransactionId *row_xmin)
 {
 	Datum		arg = CStringGetTextDatum(name);
 	char	  **owners;
@@ -1733,8 +1733,14 @@ gnb_store_current_version_id(const char *name)
 				 errmsg("model \"%s\" does not exist", name)));
 	for (uint64 i = 0; i < SPI_processed; i++)
 		if (owners[i] == owner)
+		{
+			if (row_xmin)
+				*row_xmin = DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[i],
+																SPI_tuptable->tupdesc, 3,
+																&isnull));
 			return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2,
 											   &isnull));
+		}
 	pg_unreachable();
 }
 

@@ -273,6 +273,26 @@ SELECT gibbs_nb_classes('mine') AS mallory_classes;
 SELECT gibbs_nb_predict('mine', '{cheap,pills}'::text[]) AS mallory_prediction;
 SELECT gibbs_nb_drop('mine');
 RESET ROLE;
+-- ... and after gibbs_nb.version_id_seq went backwards (a superuser's
+-- data-only restore of an older backup does it): the victim's version is
+-- cached and dropped, and mallory's next version gets its version_id again.
+-- The cache compares the packed row itself (its xmin), not only the id.
+SET ROLE gnb_h_victim;
+SELECT version FROM gibbs_nb_train('again', 'hv.mail', 'tokens', 'label', sweeps => 5, seed => 1,
+                                   labels_table => 'hv.again_labels');
+SELECT gibbs_nb_classes('again') AS victim_classes;
+SELECT version_id AS victim_version_id FROM gibbs_nb.packed WHERE model_name = 'again' \gset
+SELECT gibbs_nb_drop('again');
+RESET ROLE;
+SELECT setval('gibbs_nb.version_id_seq', :victim_version_id - 1) IS NOT NULL AS rewound;
+SET ROLE gnb_h_mallory;
+SELECT version FROM gibbs_nb_train('again', 'hm.own', 'tokens', 'label', sweeps => 5, seed => 1,
+                                   labels_table => 'hm.again_labels');
+SELECT version_id = :victim_version_id AS same_version_id FROM gibbs_nb.packed
+WHERE model_name = 'again';
+SELECT gibbs_nb_classes('again') AS mallory_classes;
+SELECT gibbs_nb_drop('again');
+RESET ROLE;
 
 --
 -- 8. Renaming a schema under a statement that names a relation in it.  The
