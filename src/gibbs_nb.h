@@ -381,7 +381,8 @@ extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void 
 extern Oid	gnb_citus_local_placement(Oid relid);
 extern void gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column);
 
-extern int64 gnb_store_current_version_id(const char *name, TransactionId *row_xmin);
+extern int64 gnb_store_current_version_id(const char *name, TransactionId *row_xmin,
+										  const char **owner_out);
 extern HeapTuple gnb_store_packed_row(int64 version_id, TupleDesc *desc);
 
 /*

@@ -320,6 +320,7 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	GnbModel   *m;
 	int64		version_id;
 	TransactionId row_xmin;
+	const char *owner;
 	Oid			packed_relid;
 
 	if (len >= NAMEDATALEN)
@@ -356,7 +357,7 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 		cache_packed_relid = packed_relid;
 	}
 	SPI_connect();
-	version_id = gnb_store_current_version_id(name, &row_xmin);
+	version_id = gnb_store_current_version_id(name, &row_xmin, &owner);
 	m = hash_search(model_cache, &version_id, HASH_FIND, NULL);
 	/*
 	 * The cached entry must be of this very row: a version_id is unique
@@ -364,9 +365,11 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	 * restore of an older backup sets it back, and the next version of any
 	 * role's model takes an id a cached, since dropped, version had.  Any
 	 * change of the row (a deploy's pin, a restore) gives it another xmin:
-	 * read again, once.
+	 * read again, once.  (Frozen rows all show one xmin: the owner and name
+	 * are compared too.)
 	 */
-	if (m != NULL && m->row_xmin != row_xmin)
+	if (m != NULL && (m->row_xmin != row_xmin || strcmp(m->owner, owner) != 0 ||
+					  strcmp(m->name, name) != 0))
 	{
 		evict(m);
 		m = NULL;

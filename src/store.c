@@ -1713,7 +1713,7 @@ prepare_packed_plans(void)
  * error if there is none.  SPI must be connected.
  */
 int64
-gnb_store_current_version_id(const char *name, TransactionId *row_xmin)
+gnb_store_current_version_id(const char *name, TransactionId *row_xmin, const char **owner_out)
 {
 	Datum		arg = CStringGetTextDatum(name);
 	char	  **owners;
@@ -1738,6 +1738,8 @@ gnb_store_current_version_id(const char *name, TransactionId *row_xmin)
 				*row_xmin = DatumGetTransactionId(SPI_getbinval(SPI_tuptable->vals[i],
 																SPI_tuptable->tupdesc, 3,
 																&isnull));
+			if (owner_out)
+				*owner_out = owner;
 			return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2,
 											   &isnull));
 		}

@@ -572,7 +572,7 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	owner = gnb_resolve_model_owner(model_name, false);
 	/* a warm start begins where the serving version's labels are */
 	if (PG_NARGS() > 2 && PG_GETARG_BOOL(2))
-		warm_version_id = gnb_store_current_version_id(model_name, NULL);
+		warm_version_id = gnb_store_current_version_id(model_name, NULL, NULL);
 	row = gnb_store_latest_version(owner, model_name, &desc);
 	if (row == NULL)
 		ereport(ERROR,
