@@ -109,6 +109,14 @@ check_packed_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents
 				 errhint("Train on fewer documents (a sample), or with fewer distinct tokens.")));
 }
 
+/* How many documents' labels publish stores: doc_labels' count (publish.c) */
+static int64
+published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
+{
+	return (int64) corpus->n_labeled + corpus->n_docs +
+		(params->holdout > 0.0 ? corpus->n_holdout : 0);
+}
+
 /*
  * The documents' ids as publish writes them into the packed row (every
  * document's, the held-out ones' included), as dump text: called once the
@@ -118,8 +126,7 @@ check_packed_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents
 uint64
 gnb_corpus_ids_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus)
 {
-	int64		n_labels = (int64) corpus->n_labeled + corpus->n_docs +
-		(params->holdout > 0.0 ? corpus->n_holdout : 0);
+	int64		n_labels = published_labels(params, corpus);
 	uint64		bytes = 0;
 	MemoryContext scratch;
 	MemoryContext old;
@@ -171,8 +178,7 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
 {
 	int32		K = corpus->n_classes;
 	int64		V = corpus->n_words;
-	int64		n_labels = (int64) corpus->n_labeled + corpus->n_docs +
-		(params->holdout > 0.0 ? corpus->n_holdout : 0);
+	int64		n_labels = published_labels(params, corpus);
 	uint64		bytes = PACKED_FIXED_TEXT + ids_bytes;
 
 	for (int32 k = 0; k < K; k++)

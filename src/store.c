@@ -109,6 +109,20 @@ gnb_become_role(Oid role, GnbPrivilegeState *state)
 						   SECURITY_RESTRICTED_OPERATION);
 }
 
+/* The owner of a relation, InvalidOid if there is none of that OID. */
+static Oid
+relation_owner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
 /*
  * The role a model's labels table must belong to, and is written as: the
  * model's owner.  A labels table is written as its owner (gnb_become_role),
@@ -123,19 +137,16 @@ gnb_become_role(Oid role, GnbPrivilegeState *state)
 Oid
 gnb_labels_table_owner(Oid relid, const char *model_owner, const char *model_name, int elevel)
 {
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			relowner;
+	Oid			relowner = relation_owner(relid);
 	Oid			owner = get_role_oid(model_owner, true);
 
-	if (!HeapTupleIsValid(tuple))
+	if (!OidIsValid(relowner))
 	{
 		/* gone: dropped meanwhile (the check when training is asked for holds no lock) */
 		if (elevel >= ERROR)
 			elog(ERROR, "gibbs_nb: labels table %u of model \"%s\" is gone", relid, model_name);
 		return InvalidOid;
 	}
-	relowner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	ReleaseSysCache(tuple);
 	if (OidIsValid(owner) && relowner == owner)
 		return owner;
 	ereport(elevel,
@@ -437,10 +448,13 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 	char	   *name;
 	Oid			found;
 	Oid			owner;
-	HeapTuple	tuple;
 
+	/* the identity once per call site: a query reads many rows */
+	if (fcinfo->flinfo->fn_extra == NULL)
+		fcinfo->flinfo->fn_extra = MemoryContextStrdup(fcinfo->flinfo->fn_mcxt,
+													   gnb_catalog_identity());
 	if (!PG_ARGISNULL(2) &&
-		strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), gnb_catalog_identity()) == 0)
+		strcmp(text_to_cstring(PG_GETARG_TEXT_PP(2)), (char *) fcinfo->flinfo->fn_extra) == 0)
 	{
 		if (!OidIsValid(relid))
 			PG_RETURN_NULL();
@@ -454,15 +468,7 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 	owner = get_role_oid(text_to_cstring(PG_GETARG_TEXT_PP(3)), true);
 	found = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 							 NoLock, true);
-	if (!OidIsValid(found) || !OidIsValid(owner))
-		PG_RETURN_NULL();
-	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(found));
-	if (!HeapTupleIsValid(tuple))
-		PG_RETURN_NULL();
-	if (((Form_pg_class) GETSTRUCT(tuple))->relowner != owner)
-		found = InvalidOid;
-	ReleaseSysCache(tuple);
-	if (!OidIsValid(found))
+	if (!OidIsValid(found) || !OidIsValid(owner) || relation_owner(found) != owner)
 		PG_RETURN_NULL();
 	PG_RETURN_OID(found);
 }
@@ -837,10 +843,9 @@ static int32 chain_slots_held = 0;
  * gibbs_nb.max_jobs and gibbs_nb.max_jobs_per_role, that admitted the job),
  * counting the ones granted; the chains beyond run in the job's own worker.
  * Jobs are admitted counting jobs only, so chains never keep a job from
- * starting:
- * without this, one role's two jobs of five chains took every background
- * worker slot of the cluster, and other roles' training failed (53400) and
- * parallel query went without workers.  The slots are held as locks by this
+ * starting.  Without this, one role's two jobs of five chains took every
+ * background worker slot of the cluster, and other roles' training failed
+ * (53400) and parallel query went without workers.  The slots are held as locks by this
  * worker (counted with the jobs' locks, under the launch lock, so that two
  * jobs cannot both take the last one) until gnb_release_chain_slots or its
  * exit.
@@ -1341,8 +1346,8 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
  * session's.  The text of a date, a float or an interval depends on
  * DateStyle, IntervalStyle, extra_float_digits and lc_monetary: a date id
  * written as 03/04/2024 under 'SQL, DMY' was read as 4 March under
- * 'ISO, MDY', and its labels went to another row.  Pinned while ids are written or read; the
- * caller ends the level with AtEOXact_GUC(true, level).
+ * 'ISO, MDY', and its labels went to another row.  Pinned while ids are
+ * written or read; the caller ends the level with AtEOXact_GUC(true, level).
  */
 int
 gnb_pin_id_text_format(void)
