@@ -76,12 +76,19 @@ isnt($new->safe_psql('postgres', q{SELECT 'alice'::regrole::oid}),
 $new->command_ok([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('shop'), $dump ],
 	'pg_restore runs');
 
-is($new->safe_psql('shop', $state), $models_before, 'the same models, versions and labels tables');
-for my $role ('alice', 'bob')
+# The restored database has the dump's models, and each role's predicts as before.
+sub same_models
 {
-	is($new->safe_psql('shop', "SET ROLE $role; $probe"), $before{$role},
-		"$role\'s model predicts the same probabilities");
+	my ($db, $what) = @_;
+	is($new->safe_psql($db, $state), $models_before, $what);
+	for my $role ('alice', 'bob')
+	{
+		is($new->safe_psql($db, "SET ROLE $role; $probe"), $before{$role},
+			"$role\'s model predicts the same probabilities");
+	}
 }
+
+same_models('shop', 'the same models, versions and labels tables');
 is($new->safe_psql('shop', q{SET ROLE bob; SELECT count(*) FROM gibbs_nb.models}), '1',
 	'row security holds after the restore: bob sees only his model');
 like($theta_before, qr/^[1-9]\d* /, 'before: theta has rows');
@@ -115,12 +122,7 @@ $old->command_ok([ 'pg_dump', '-Fc', '--exclude-table=bob.notes', '-f', $partial
 $new->safe_psql('postgres', 'CREATE DATABASE shop2');
 $new->command_ok([ 'pg_restore', '--exit-on-error', '-d', $new->connstr('shop2'), $partial ],
 	'pg_restore of that dump runs');
-is($new->safe_psql('shop2', $state), $models_before, 'every model came back');
-for my $role ('alice', 'bob')
-{
-	is($new->safe_psql('shop2', "SET ROLE $role; $probe"), $before{$role},
-		"$role\'s model predicts the same probabilities");
-}
+same_models('shop2', 'every model came back');
 my ($rc, $out, $err) = $new->psql('shop2', q{SET ROLE bob; SELECT gibbs_nb_retrain('spam')},
 	on_error_stop => 1);
 like($err, qr/the source of model "spam" no longer exists/,

@@ -26,6 +26,29 @@ $node->safe_psql('postgres', q{
   CREATE SCHEMA s1 AUTHORIZATION r1; CREATE SCHEMA s2 AUTHORIZATION r2; CREATE SCHEMA s3 AUTHORIZATION r3;
 });
 
+# Parallel query still gets its workers while jobs run.
+sub parallel_query_gets_workers
+{
+	like(
+		$node->safe_psql('postgres', q{
+		  SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
+		  SET min_parallel_table_scan_size = 0;
+		  EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM public.docs}),
+		qr/Workers Launched: [12]/, 'parallel query still gets workers');
+}
+
+# Cancel every running job and wait until no worker of ours is left.
+sub stop_all_jobs
+{
+	my ($what) = @_;
+	$node->safe_psql('postgres',
+		q{SELECT gibbs_nb_cancel(job_id) FROM gibbs_nb_jobs WHERE status = 'running'});
+	ok( $node->poll_query_until('postgres',
+			q{SELECT count(*) = 0 FROM pg_stat_activity
+			  WHERE backend_type IN ('gibbs_nb worker', 'gibbs_nb chain worker')}),
+		$what);
+}
+
 my @calls;
 for my $i (1 .. 20)
 {
@@ -55,18 +78,9 @@ is( $node->safe_psql('postgres', q{
       SELECT max(n) FROM (SELECT count(*) n FROM gibbs_nb_jobs WHERE status = 'running'
                           GROUP BY owner) x}),
 	'2', 'no role runs more than 2');
-like(
-	$node->safe_psql('postgres', q{
-	  SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
-	  SET min_parallel_table_scan_size = 0;
-	  EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM public.docs}),
-	qr/Workers Launched: [12]/, 'parallel query still gets workers');
+parallel_query_gets_workers();
 
-$node->safe_psql('postgres',
-	q{SELECT gibbs_nb_cancel(job_id) FROM gibbs_nb_jobs WHERE status = 'running'});
-ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb worker'}),
-	'all stopped');
+stop_all_jobs('all stopped');
 # Chain workers take job slots that are free.  One role's two jobs of five
 # chains took every background worker slot (2 jobs and 6 chain workers of
 # max_worker_processes = 8), and another role's training then failed.  Now a
@@ -91,18 +105,8 @@ my $c2 = $chain_job->('r1', 'c2', 5);
 $node->wait_for_log(qr/gibbs_nb job $c2: 0 of 4 chain workers granted/, $log_at);
 is($node->safe_psql('postgres', $chain_workers), '1', 'its second job gets none');
 like($chain_job->('r2', 'c3', 1), qr/^\d+$/, 'another role\'s training starts');
-like(
-	$node->safe_psql('postgres', q{
-	  SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0;
-	  SET min_parallel_table_scan_size = 0;
-	  EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM public.docs}),
-	qr/Workers Launched: [12]/, 'parallel query still gets workers');
-$node->safe_psql('postgres',
-	q{SELECT gibbs_nb_cancel(job_id) FROM gibbs_nb_jobs WHERE status = 'running'});
-ok( $node->poll_query_until('postgres',
-		q{SELECT count(*) = 0 FROM pg_stat_activity
-		  WHERE backend_type IN ('gibbs_nb worker', 'gibbs_nb chain worker')}),
-	'all stopped again');
+parallel_query_gets_workers();
+stop_all_jobs('all stopped again');
 
 # A memory cap: 1,000 classes over a 300,000-word vocabulary asks for about
 # 24 GB (0.1.0 allocated 10-14 GB and the OOM killer ended the worker, and
