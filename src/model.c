@@ -206,7 +206,7 @@ gibbs_nb_deploy(PG_FUNCTION_ARGS)
 	 * input (a domain's CHECK, say, that another member of a group put on the
 	 * group's table) never runs with the caller's privileges.
 	 */
-	gnb_become_role(get_role_oid(owner, false), &priv);
+	gnb_become_role(gnb_owner_role_required(owner), &priv);
 	found = gnb_store_version_labels(owner, model_name, serving, &labels, &classes,
 									 &labels_relid, &id_type);
 	gnb_restore_user(&priv);

@@ -59,7 +59,7 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 	else
 	{
 		GnbPrivilegeState priv;
-		Oid			owner = get_role_oid(params->model_owner, false);
+		Oid			owner = gnb_owner_role_required(params->model_owner);
 
 		/* the model's owner's table, made as the owner (gnb_labels_table_owner) */
 		gnb_become_role(owner, &priv);
@@ -234,7 +234,7 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 			gnb_result *result, double seconds_so_far)
 {
 	TimestampTz start = GetCurrentTimestamp();
-	Oid			owner_role = get_role_oid(params->model_owner, true);
+	Oid			owner_role = gnb_owner_role(params->model_owner, NULL);
 	char	   *labels_sql;
 	Oid			labels_relid;
 	int32		version;

@@ -16,7 +16,11 @@
  *
  * Models live in per-role namespaces: a model is (owner, model_name), the
  * owner stored by name so that a restore into another cluster, or another
- * Citus node, means the same role.  A name resolves (gnb_choose_owner) to the
+ * Citus node, means the same role.  In the catalogs where an owner name was
+ * registered (gibbs_nb.owners, when its first model or job was written) it
+ * means the role registered then, by OID (gnb_owner_role): a role created
+ * later under a dropped role's name is not given its models, a renamed role
+ * keeps them.  A name resolves (gnb_choose_owner) to the
  * current role's own model of that name, or else to the one model of that
  * name owned by a role whose privileges the current role has.  Superusers,
  * who have every role's privileges, resolve only their own models: a name
@@ -26,6 +30,9 @@
 
 #include <math.h>
 
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/extension.h"
@@ -138,7 +145,7 @@ Oid
 gnb_labels_table_owner(Oid relid, const char *model_owner, const char *model_name, int elevel)
 {
 	Oid			relowner = relation_owner(relid);
-	Oid			owner = get_role_oid(model_owner, true);
+	Oid			owner = gnb_owner_role(model_owner, NULL);
 
 	if (!OidIsValid(relowner))
 	{
@@ -318,6 +325,143 @@ gnb_current_role_name(void)
 }
 
 /*
+ * The role gibbs_nb.owners registers for an owner name, if its row was
+ * written in the catalogs named by `catalog` (gnb_catalog_identity): true
+ * and *role set (to a role that may since have been dropped), else false.
+ * The table is read directly, with the active snapshot in a parallel
+ * operation (row security calls this from parallel workers) and the latest
+ * one otherwise (training registers a name and reads it back in one
+ * transaction).  It holds a row per owner name: a scan is a few pages.
+ * Only the extension's owner writes it.
+ */
+static bool
+registered_owner_role(const char *owner, const char *catalog, Oid *role)
+{
+	Oid			relid = get_relname_relid("owners", get_namespace_oid(GNB_SCHEMA, false));
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+	Snapshot	snapshot;
+	bool		found = false;
+	size_t		len = strlen(owner);
+
+	/* none while the update script that makes it runs: names alone then */
+	if (!OidIsValid(relid))
+		return false;
+	rel = table_open(relid, AccessShareLock);
+	snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot());
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull[3];
+		Datum		values[3];
+		text	   *name;
+
+		heap_deform_tuple(tuple, RelationGetDescr(rel), values, isnull);
+		if (isnull[0] || isnull[1] || isnull[2])
+			continue;
+		name = DatumGetTextPP(values[0]);
+		if ((size_t) VARSIZE_ANY_EXHDR(name) != len || memcmp(VARDATA_ANY(name), owner, len) != 0)
+			continue;
+		if (strcmp(TextDatumGetCString(values[2]), catalog) == 0)
+		{
+			*role = DatumGetObjectId(values[1]);
+			found = true;
+		}
+		break;
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * The role a model's owner column means (see the file header): in the
+ * catalogs a name was registered in (gibbs_nb.owners, written when the
+ * name's first model or job was), the role registered then, found by OID,
+ * so that a role renamed keeps its models and a new role created under a
+ * dropped or renamed role's name gets none of them; elsewhere (a restored
+ * row, a Citus worker's copy of the tables) the role of that name.
+ * InvalidOid if that role does not exist now.  catalog is
+ * gnb_catalog_identity(), NULL to compute it.
+ */
+Oid
+gnb_owner_role(const char *owner, const char *catalog)
+{
+	Oid			role;
+
+	if (catalog == NULL)
+		catalog = gnb_catalog_identity();
+	if (strlen(owner) >= NAMEDATALEN)
+		return InvalidOid;
+	if (registered_owner_role(owner, catalog, &role))
+		return SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)) ? role : InvalidOid;
+	return get_role_oid(owner, true);
+}
+
+/* gnb_owner_role, an error (42704) if the role does not exist. */
+Oid
+gnb_owner_role_required(const char *owner)
+{
+	Oid			role = gnb_owner_role(owner, NULL);
+
+	if (!OidIsValid(role))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("the owner of models stored under the name \"%s\" does not exist", owner)));
+	return role;
+}
+
+/*
+ * Whether the current user may write rows under an owner name (train, import
+ * a model): the name must stand for a role whose privileges it has.  A role
+ * created under the name of a dropped or renamed one, whose models are still
+ * stored under it, may not add to them (they are not its own, and it could
+ * not see what it trained).  An error (42501) if not.
+ */
+void
+gnb_check_owner(const char *owner, const char *catalog)
+{
+	Oid			role = gnb_owner_role(owner, catalog);
+
+	if (!OidIsValid(role) || !has_privs_of_role(GetUserId(), role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the models stored under the name \"%s\" belong to another role", owner),
+				 errdetail("A role of that name was dropped or renamed while it had models or jobs; they are still stored under the name, and they are not yours."),
+				 errhint("A superuser can give them to the role now of that name or delete them (README, Operations: \"A role dropped or renamed\").")));
+}
+
+/*
+ * Register an owner name in these catalogs before rows are written under
+ * it (by a job's worker as it registers the job, in a transaction of its
+ * own; by an import): a first model or job of the name records the role it
+ * stands for now, a row restored from other catalogs is claimed again by
+ * the role of that name.  Then gnb_check_owner.  SPI connected.
+ */
+void
+gnb_register_owner(const char *owner)
+{
+	char	   *catalog = gnb_catalog_identity();
+	Oid			role;
+
+	if (!registered_owner_role(owner, catalog, &role))
+	{
+		Oid			types[3] = {TEXTOID, OIDOID, TEXTOID};
+		Datum		values[3] = {CStringGetTextDatum(owner),
+								 ObjectIdGetDatum(get_role_oid(owner, false)),
+								 CStringGetTextDatum(catalog)};
+
+		gnb_execute("INSERT INTO gibbs_nb.owners AS o (owner, role_oid, catalog) VALUES ($1, $2, $3) "
+					"ON CONFLICT (owner) DO UPDATE SET role_oid = excluded.role_oid, catalog = excluded.catalog "
+					"WHERE o.catalog OPERATOR(pg_catalog.<>) excluded.catalog",
+					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+	}
+	gnb_check_owner(owner, catalog);
+}
+
+/*
  * Of the owners that have a model of this name and whose rows the current
  * role can see, the one the name means (see the file header), or NULL if
  * none.  A name two of them could mean is an error (42725), never a guess.
@@ -326,6 +470,7 @@ const char *
 gnb_choose_owner(const char *model_name, char **owners, int n)
 {
 	const char *me = gnb_current_role_name();
+	char	   *catalog = NULL;
 	const char *chosen = NULL;
 	int			n_chosen = 0;
 	StringInfoData others;
@@ -338,8 +483,11 @@ gnb_choose_owner(const char *model_name, char **owners, int n)
 	initStringInfo(&others);
 	for (int i = 0; i < n; i++)
 	{
-		Oid			role = get_role_oid(owners[i], true);
+		Oid			role;
 
+		if (catalog == NULL)
+			catalog = gnb_catalog_identity();
+		role = gnb_owner_role(owners[i], catalog);
 		if (OidIsValid(role) && has_privs_of_role(GetUserId(), role))
 		{
 			appendStringInfo(&others, "%s%s", n_chosen ? ", " : "", quote_identifier(owners[i]));
@@ -465,7 +613,7 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	if (name[0] == '\0')
 		PG_RETURN_NULL();
-	owner = get_role_oid(text_to_cstring(PG_GETARG_TEXT_PP(3)), true);
+	owner = gnb_owner_role(text_to_cstring(PG_GETARG_TEXT_PP(3)), (char *) fcinfo->flinfo->fn_extra);
 	found = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 							 NoLock, true);
 	if (!OidIsValid(found) || !OidIsValid(owner) || relation_owner(found) != owner)
@@ -658,25 +806,38 @@ gibbs_nb_job_worker_lost(PG_FUNCTION_ARGS)
 /*
  * gibbs_nb.has_privileges_of(owner text) returns boolean
  *
- * Whether the current user has the privileges of the role of that name:
- * the row security policy of every gibbs_nb table.  A name that is no role
- * (dropped, or not restored) is nobody's: false, not an error, so that one
- * such row never breaks a query.
+ * Whether the current user has the privileges of the role an owner name
+ * stands for (gnb_owner_role: the role registered for the name in these
+ * catalogs, else the role of that name): the row security policy of every
+ * gibbs_nb table.  A name that stands for no role (its role dropped, or not
+ * restored) is nobody's: false, not an error, so that one such row never
+ * breaks a query.
  *
  * The policy is this call alone, with no subquery (Citus refuses policies
- * with subqueries on its tables), so it runs once per row: the last answer
- * is kept in fn_extra, for the query's life, keyed by the user asking and
- * the name, and a table's rows, mostly of a few owners, cost a comparison
- * each.  Role membership cannot change within a query (catalog changes of
+ * with subqueries on its tables), so it runs once per row: the answers are
+ * kept in fn_extra, for the query's life, keyed by the user asking and the
+ * name, the last one first, and a table's rows, mostly of a few owners,
+ * cost a comparison each; a name not kept reads gibbs_nb.owners (a few
+ * pages).  Role membership cannot change within a query (catalog changes of
  * other sessions are seen at the next command).
  */
+#define PRIVILEGE_ANSWERS 8
+
 typedef struct PrivilegeAnswer
 {
 	Oid			user;
-	int			len;			/* -1: nothing kept yet */
+	int			len;			/* -1: nothing kept here yet */
 	bool		result;
 	char		name[NAMEDATALEN];
 } PrivilegeAnswer;
+
+typedef struct PrivilegeAnswers
+{
+	char		catalog[32];	/* gnb_catalog_identity(), once per query */
+	int			last;			/* the answer given last */
+	int			next;			/* the one to replace next */
+	PrivilegeAnswer answer[PRIVILEGE_ANSWERS];
+} PrivilegeAnswers;
 
 Datum
 gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
@@ -685,29 +846,45 @@ gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
 	const char *name = VARDATA_ANY(owner_text);
 	int			len = VARSIZE_ANY_EXHDR(owner_text);
 	Oid			user = GetUserId();
-	PrivilegeAnswer *kept = (PrivilegeAnswer *) fcinfo->flinfo->fn_extra;
+	PrivilegeAnswers *kept = (PrivilegeAnswers *) fcinfo->flinfo->fn_extra;
+	PrivilegeAnswer *a;
 	char	   *owner;
 	Oid			role;
 	bool		result;
 
-	if (kept != NULL && kept->len == len && kept->user == user &&
-		memcmp(kept->name, name, len) == 0)
-		PG_RETURN_BOOL(kept->result);
+	/* role names are shorter than NAMEDATALEN: a longer one is no role */
+	if (len >= NAMEDATALEN)
+		PG_RETURN_BOOL(false);
+	if (kept == NULL)
+	{
+		kept = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(PrivilegeAnswers));
+		strlcpy(kept->catalog, gnb_catalog_identity(), sizeof(kept->catalog));
+		for (int i = 0; i < PRIVILEGE_ANSWERS; i++)
+			kept->answer[i].len = -1;
+		fcinfo->flinfo->fn_extra = kept;
+	}
+	for (int k = 0; k < PRIVILEGE_ANSWERS; k++)
+	{
+		int			i = (kept->last + k) % PRIVILEGE_ANSWERS;
+
+		a = &kept->answer[i];
+		if (a->len == len && a->user == user && memcmp(a->name, name, len) == 0)
+		{
+			kept->last = i;
+			PG_RETURN_BOOL(a->result);
+		}
+	}
 	owner = text_to_cstring(owner_text);
-	role = get_role_oid(owner, true);
+	role = gnb_owner_role(owner, kept->catalog);
 	result = OidIsValid(role) && has_privs_of_role(user, role);
 	pfree(owner);
-	/* role names are shorter than NAMEDATALEN: a longer one is no role, and not kept */
-	if (len < NAMEDATALEN)
-	{
-		if (kept == NULL)
-			kept = fcinfo->flinfo->fn_extra =
-				MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(PrivilegeAnswer));
-		kept->user = user;
-		kept->len = len;
-		kept->result = result;
-		memcpy(kept->name, name, len);
-	}
+	a = &kept->answer[kept->next];
+	kept->last = kept->next;
+	kept->next = (kept->next + 1) % PRIVILEGE_ANSWERS;
+	a->user = user;
+	a->len = len;
+	a->result = result;
+	memcpy(a->name, name, len);
 	PG_RETURN_BOOL(result);
 }
 
@@ -1923,6 +2100,7 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 	img->word_len = NULL;
 	img->log_theta = NULL;
 
+	gnb_register_owner(owner);
 	gnb_store_number_version(owner, model_name, &version, &version_id, &keep);
 
 	/* the model row: what the export carried; no job, source or labels table */

@@ -225,7 +225,7 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 	else
 	{
 		/* it is made as the model's owner (publish.c), who needs CREATE there */
-		if (gnb_namespace_aclcheck(nspid, get_role_oid(p->model_owner, false),
+		if (gnb_namespace_aclcheck(nspid, gnb_owner_role_required(p->model_owner),
 								   ACL_CREATE) != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA, schema);
 
@@ -275,6 +275,8 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 				 errmsg("model name \"%s\" is longer than %d bytes", model_name, GNB_MODEL_NAME_MAX)));
 	strlcpy(p->model_name, model_name, NAMEDATALEN);
 	strlcpy(p->model_owner, model_owner ? model_owner : gnb_current_role_name(), NAMEDATALEN);
+	/* registered by the job's worker; refused now if it cannot be */
+	gnb_check_owner(p->model_owner, NULL);
 
 	/* the sampler's numbers */
 	sp->sweeps = PG_GETARG_INT32(ARG_SWEEPS);

@@ -144,6 +144,25 @@ register_job(GnbJobShared *job)
 	CommitTransactionCommand();
 }
 
+/*
+ * Register the model owner's name (gnb_register_owner), in a transaction of
+ * its own, once the job is running: the caller has let go of the launch
+ * lock by then.  The insert may wait for another transaction inserting the
+ * same name (the owner's import, left open); only this job waits for it,
+ * not every role's next training.
+ */
+static void
+register_owner(GnbJobShared *job)
+{
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	gnb_register_owner(job->params.model_owner);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
 /* Sampler progress: shared memory every sweep, the job row once a second. */
 static void
 progress_hook(void *arg, const gnb_sweep *sw)
@@ -271,6 +290,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	register_job(job);
 	MemoryContextSwitchTo(job_cxt);
 	set_phase(job, GNB_PHASE_RUNNING);
+	register_owner(job);
+	MemoryContextSwitchTo(job_cxt);
 
 	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": reading", p->job_id);
 	pgstat_report_activity(STATE_RUNNING, activity);

@@ -555,6 +555,63 @@ WHERE model_name IN ('bs', 'll', 'sm', 'bad') ORDER BY 1;
 RESET ROLE;
 RESET gibbs_nb.max_job_memory;
 
+--
+-- 12. Taking a dropped role's models by taking its name.  Owners are stored
+--    by name, and nothing in the catalogs depends on a role that owns only
+--    models: DROP ROLE succeeds, and a role created later under the same
+--    name (CREATEROLE suffices) saw, served and retrained every one of them.
+--    A name now stands for the role it was registered for, by OID: the new
+--    role sees none of them and may not add to them, a superuser may give
+--    them to it; a renamed role keeps its models (they were nobody's).
+--
+CREATE ROLE gnb_h_gone;
+CREATE SCHEMA hg AUTHORIZATION gnb_h_gone;
+CREATE TABLE public.hg_value (v bytea);
+GRANT SELECT, INSERT ON public.hg_value TO gnb_h_gone;
+SET ROLE gnb_h_gone;
+CREATE TABLE hg.mail (id int, tokens text[], label text);
+INSERT INTO hg.mail
+SELECT i, ARRAY['g' || i % 4, 'h' || i % 3], CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END
+FROM generate_series(1, 40) i;
+SELECT status FROM gibbs_nb_train('gm', 'hg.mail', 'tokens', 'label', sweeps => 2, seed => 1);
+INSERT INTO public.hg_value SELECT gibbs_nb_export('gm');
+RESET ROLE;
+DROP SCHEMA hg CASCADE;
+DROP OWNED BY gnb_h_gone;
+DROP ROLE gnb_h_gone;
+CREATE ROLE gnb_h_gone;
+CREATE SCHEMA hg AUTHORIZATION gnb_h_gone;
+GRANT SELECT ON public.hg_value TO gnb_h_gone;
+SET ROLE gnb_h_gone;
+CREATE TABLE hg.mail (id int, tokens text[], label text);
+INSERT INTO hg.mail VALUES (1, '{x}', 'a'), (2, '{y}', 'b');
+-- the dropped role's model, its rows and its job: none of it is the new role's
+SELECT (SELECT count(*) FROM gibbs_nb_models) AS models,
+       (SELECT count(*) FROM gibbs_nb.packed) AS packed,
+       (SELECT count(*) FROM gibbs_nb.theta) AS theta,
+       (SELECT count(*) FROM gibbs_nb_jobs) AS jobs;
+SELECT try($$SELECT gibbs_nb_predict('gm', '{g1,h1}'::text[])$$);
+-- nor may it add versions to them, by training or by import
+SELECT try($$SELECT status FROM gibbs_nb_train('gm', 'hg.mail', 'tokens', 'label', sweeps => 2, seed => 1)$$);
+SELECT try($$SELECT gibbs_nb_import('gi', (SELECT v FROM public.hg_value))$$);
+RESET ROLE;
+-- a superuser gives them to the role now of that name
+UPDATE gibbs_nb.owners SET role_oid = 'gnb_h_gone'::regrole WHERE owner = 'gnb_h_gone';
+SET ROLE gnb_h_gone;
+SELECT model_name, versions FROM gibbs_nb_models;
+SELECT gibbs_nb_predict('gm', '{g1,h1}'::text[]) IS NOT NULL AS predicts;
+RESET ROLE;
+-- a renamed role keeps its models, under the name they were stored with
+ALTER ROLE gnb_h_gone RENAME TO gnb_h_renamed;
+SET ROLE gnb_h_renamed;
+SELECT model_name, owner, versions FROM gibbs_nb_models;
+SELECT gibbs_nb_predict('gm', '{g1,h1}'::text[]) IS NOT NULL AS predicts;
+RESET ROLE;
+DROP SCHEMA hg CASCADE;
+DROP TABLE public.hg_value;
+DROP OWNED BY gnb_h_renamed;
+DROP ROLE gnb_h_renamed;
+
 -- clean up
 RESET ROLE;
 DROP SCHEMA hv CASCADE;

@@ -99,6 +99,14 @@ is($new->safe_psql('shop', q{SET ROLE bob; SELECT string_agg(DISTINCT owner, ','
 is($new->safe_psql('shop', q{SELECT count(*) FROM alice.spam_labels}), '200',
 	'the labels table came back');
 
+# Owner names came back registered in the old catalogs: taken at their word
+# until the role trains again, which registers its name with its OID here.
+my $owner_registered = q{SELECT string_agg(owner || ':' || (catalog = gibbs_nb.catalog_identity()
+                                                             AND role_oid = owner::regrole), ',' ORDER BY owner)
+                         FROM gibbs_nb.owners};
+is($new->safe_psql('shop', $owner_registered), 'alice:false,bob:false',
+	'owner names restored, registered in the old catalogs');
+
 # Retraining works: the source and the labels table are found by their new OIDs.
 my $retrain = $new->safe_psql('shop', q{
   SET ROLE alice; SELECT version || ' ' || status || ' ' || (job_id > } . $max_job . q{)
@@ -106,6 +114,8 @@ my $retrain = $new->safe_psql('shop', q{
 is($retrain, '3 succeeded true', 'alice retrains: version 3, a job id that goes on from the dump');
 is($new->safe_psql('shop', q{SELECT DISTINCT version FROM alice.spam_labels}), '3',
 	'the retrain wrote the restored labels table');
+is($new->safe_psql('shop', $owner_registered), 'alice:true,bob:false',
+	'the retrain registered alice\'s name in these catalogs, with her OID here');
 is($new->safe_psql('shop', qq{SELECT version_id > $max_version_id FROM gibbs_nb.models
                                WHERE owner = 'alice' AND version = 3}),
 	't', 'version ids go on from the dump: none is reused');
