@@ -941,32 +941,38 @@ GRANT SELECT ON gibbs_nb.theta TO PUBLIC;
 COMMENT ON VIEW gibbs_nb.theta
     IS 'theta-hat: P(word | class) per model version, the rows of gibbs_nb.packed (row security: your models)';
 
--- ==== owners registered by OID where they were registered ====
+-- ==== owners registered by OID in the cluster they were registered in ====
 --
 -- A model's rows name their owner (a role name: rows restore anywhere, and
 -- Citus copies them to other nodes).  Names alone let a role created under
 -- a dropped role's name have the dropped role's models, and left a renamed
--- role's models nobody's.  Each owner name is registered here, with the
--- role it stood for and the catalogs it was registered in
--- (gibbs_nb.catalog_identity()), when its first model or job is written;
--- gibbs_nb.has_privileges_of and every owner check take the registered role,
--- by OID, in those catalogs, and the role of that name elsewhere (a
--- restored row; the next training claims the name again).  The columns'
--- order is read by position (store.c, registered_owner_role).
+-- role's models nobody's.  Each owner name is registered here with the role
+-- it stood for, by OID, and the cluster that OID belongs to
+-- (gibbs_nb.cluster_identity(): role OIDs are the cluster's, the same in
+-- every database and across a pg_restore --clean), when its first job runs
+-- or model is imported; gibbs_nb.has_privileges_of and every owner check
+-- take the registered role in that cluster, and the role of that name in
+-- another (a dump restored elsewhere; the next training there claims the
+-- name again).  A name registered to role 0 is nobody's anywhere.
 --
+CREATE FUNCTION gibbs_nb.cluster_identity()
+RETURNS text
+AS 'MODULE_PATHNAME', 'gibbs_nb_cluster_identity'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION gibbs_nb.cluster_identity() IS 'internal: which cluster the role OIDs of gibbs_nb.owners belong to';
 CREATE TABLE gibbs_nb.owners (
     owner     text PRIMARY KEY,
     role_oid  pg_catalog.oid NOT NULL,
-    catalog   text NOT NULL
+    cluster   text NOT NULL
 );
 REVOKE ALL ON gibbs_nb.owners FROM PUBLIC;
 COMMENT ON TABLE gibbs_nb.owners
-    IS 'internal: the role each owner name stands for, by OID, in the catalogs it was registered in';
+    IS 'internal: the role each owner name stands for, by OID, in the cluster it was registered in';
 -- the names in use now; a name no role has now (a role dropped before this
 -- update) is registered to no role: a role created under it later does not
 -- get its models
-INSERT INTO gibbs_nb.owners (owner, role_oid, catalog)
-SELECT o.owner, COALESCE(r.oid, 0::pg_catalog.oid), gibbs_nb.catalog_identity()
+INSERT INTO gibbs_nb.owners (owner, role_oid, cluster)
+SELECT o.owner, COALESCE(r.oid, 0::pg_catalog.oid), gibbs_nb.cluster_identity()
   FROM (SELECT owner FROM gibbs_nb.models
         UNION SELECT owner FROM gibbs_nb.jobs
         UNION SELECT owner FROM gibbs_nb.versions_issued) o

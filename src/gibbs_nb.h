@@ -119,6 +119,7 @@ typedef struct GnbJobParams
 	/* the model: (owner, name); the owner is a role name, see store.c */
 	char		model_name[NAMEDATALEN];
 	char		model_owner[NAMEDATALEN];
+	Oid			model_owner_role;	/* the role it stands for, as the caller checked */
 
 	/*
 	 * The source as the caller checked it: a relation OID and its columns'
@@ -322,10 +323,11 @@ extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
 extern Datum gnb_result_value(int col, bool *isnull);
 extern void gnb_lock_namespace_name(Oid nspid, bool nowait);
 extern char *gnb_current_role_name(void);
-extern Oid	gnb_owner_role(const char *owner, const char *catalog);
+extern char *gnb_cluster_identity(void);
+extern Oid	gnb_owner_role(const char *owner, const char *cluster);
 extern Oid	gnb_owner_role_required(const char *owner);
-extern void gnb_check_owner(const char *owner, const char *catalog);
-extern void gnb_register_owner(const char *owner);
+extern Oid	gnb_check_owner(const char *owner, const char *cluster);
+extern void gnb_register_owner(const char *owner, Oid role);
 extern const char *gnb_choose_owner(const char *model_name, char **owners, int n);
 extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_ok);
 extern char *gnb_catalog_identity(void);

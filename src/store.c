@@ -16,11 +16,11 @@
  *
  * Models live in per-role namespaces: a model is (owner, model_name), the
  * owner stored by name so that a restore into another cluster, or another
- * Citus node, means the same role.  In the catalogs where an owner name was
- * registered (gibbs_nb.owners, when its first model or job was written) it
- * means the role registered then, by OID (gnb_owner_role): a role created
- * later under a dropped role's name is not given its models, a renamed role
- * keeps them.  A name resolves (gnb_choose_owner) to the
+ * Citus node, means the same role.  In the cluster where an owner name was
+ * registered (gibbs_nb.owners, as its first job ran or model was imported)
+ * it means the role registered then, by OID (gnb_owner_role): a role
+ * created later under a dropped role's name is not given its models, a
+ * renamed role keeps them.  A name resolves (gnb_choose_owner) to the
  * current role's own model of that name, or else to the one model of that
  * name owned by a role whose privileges the current role has.  Superusers,
  * who have every role's privileges, resolve only their own models: a name
@@ -30,9 +30,10 @@
 
 #include <math.h>
 
-#include "access/heapam.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
 #include "access/table.h"
-#include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "commands/extension.h"
@@ -52,6 +53,7 @@
 #include "utils/regproc.h"
 #include "utils/array.h"
 #include "utils/float.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
@@ -325,52 +327,84 @@ gnb_current_role_name(void)
 }
 
 /*
+ * The cluster a role OID stored in gibbs_nb.owners belongs to: role OIDs are
+ * the cluster's, the same in all its databases and across a pg_restore
+ * --clean.  A hash of the system identifier, in hex (not for every role to
+ * read).
+ */
+char *
+gnb_cluster_identity(void)
+{
+	uint64		system_identifier = GetSystemIdentifier();
+
+	return psprintf("%016" INT64_MODIFIER "x",
+					(uint64) DatumGetUInt64(hash_any_extended((const unsigned char *) &system_identifier,
+															  sizeof(system_identifier), 0)));
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_cluster_identity);
+
+/*
+ * gibbs_nb.cluster_identity() returns text
+ *
+ * gnb_cluster_identity, for the extension's scripts and tests.
+ */
+Datum
+gibbs_nb_cluster_identity(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(gnb_cluster_identity()));
+}
+
+/*
  * The role gibbs_nb.owners registers for an owner name, if its row was
- * written in the catalogs named by `catalog` (gnb_catalog_identity): true
- * and *role set (to a role that may since have been dropped), else false.
- * The table is read directly, with the active snapshot in a parallel
- * operation (row security calls this from parallel workers) and the latest
- * one otherwise (training registers a name and reads it back in one
- * transaction).  It holds a row per owner name: a scan is a few pages.
- * Only the extension's owner writes it.
+ * written in this cluster (`cluster` is gnb_cluster_identity()): true and
+ * *role set (to a role that may since have been dropped), else false.  A
+ * row of role_oid 0 (a name whose role was gone when it was registered) is
+ * nobody's in any cluster: true, *role 0.  Read through its primary key,
+ * with the active snapshot in a parallel operation (row security calls this
+ * from parallel workers) and the latest one otherwise (an import registers
+ * a name and reads it back in one transaction).  Only the extension's owner
+ * writes the table.
  */
 static bool
-registered_owner_role(const char *owner, const char *catalog, Oid *role)
+registered_owner_role(const char *owner, const char *cluster, Oid *role)
 {
-	Oid			relid = get_relname_relid("owners", get_namespace_oid(GNB_SCHEMA, false));
+	Oid			nspid = get_namespace_oid(GNB_SCHEMA, false);
+	Oid			relid = get_relname_relid("owners", nspid);
+	Oid			indexid = get_relname_relid("owners_pkey", nspid);
 	Relation	rel;
-	TableScanDesc scan;
+	SysScanDesc scan;
+	ScanKeyData key;
 	HeapTuple	tuple;
 	Snapshot	snapshot;
 	bool		found = false;
-	size_t		len = strlen(owner);
 
 	/* none while the update script that makes it runs: names alone then */
-	if (!OidIsValid(relid))
+	if (!OidIsValid(relid) || !OidIsValid(indexid))
 		return false;
 	rel = table_open(relid, AccessShareLock);
 	snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot());
-	scan = table_beginscan(rel, snapshot, 0, NULL);
-	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, CStringGetTextDatum(owner));
+	/* the index's collation, not ScanKeyInit's C: the descent must follow its order */
+	key.sk_collation = TupleDescAttr(RelationGetDescr(rel), 0)->attcollation;
+	scan = systable_beginscan(rel, indexid, true, snapshot, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
 	{
-		bool		isnull[3];
-		Datum		values[3];
-		text	   *name;
+		bool		null_role;
+		bool		null_cluster;
+		Oid			role_oid = DatumGetObjectId(heap_getattr(tuple, 2, RelationGetDescr(rel), &null_role));
+		Datum		row_cluster = heap_getattr(tuple, 3, RelationGetDescr(rel), &null_cluster);
 
-		heap_deform_tuple(tuple, RelationGetDescr(rel), values, isnull);
-		if (isnull[0] || isnull[1] || isnull[2])
-			continue;
-		name = DatumGetTextPP(values[0]);
-		if ((size_t) VARSIZE_ANY_EXHDR(name) != len || memcmp(VARDATA_ANY(name), owner, len) != 0)
-			continue;
-		if (strcmp(TextDatumGetCString(values[2]), catalog) == 0)
-		{
-			*role = DatumGetObjectId(values[1]);
+		if (!null_role && role_oid == InvalidOid)
 			found = true;
-		}
-		break;
+		else if (!null_role && !null_cluster &&
+				 strcmp(TextDatumGetCString(row_cluster), cluster) == 0)
+			found = true;
+		if (found)
+			*role = role_oid;
 	}
-	table_endscan(scan);
+	systable_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	table_close(rel, AccessShareLock);
 	return found;
@@ -378,25 +412,26 @@ registered_owner_role(const char *owner, const char *catalog, Oid *role)
 
 /*
  * The role a model's owner column means (see the file header): in the
- * catalogs a name was registered in (gibbs_nb.owners, written when the
- * name's first model or job was), the role registered then, found by OID,
- * so that a role renamed keeps its models and a new role created under a
- * dropped or renamed role's name gets none of them; elsewhere (a restored
- * row, a Citus worker's copy of the tables) the role of that name.
- * InvalidOid if that role does not exist now.  catalog is
- * gnb_catalog_identity(), NULL to compute it.
+ * cluster a name was registered in (gibbs_nb.owners, written as the name's
+ * first job runs or first model is imported), the role registered then,
+ * found by OID, so that a role renamed keeps its models and a new role
+ * created under a dropped or renamed role's name gets none of them;
+ * elsewhere (a row restored into another cluster, a Citus worker's copy of
+ * the tables) the role of that name.  InvalidOid if that role does not
+ * exist now.  cluster is gnb_cluster_identity(), NULL to compute it.
  */
 Oid
-gnb_owner_role(const char *owner, const char *catalog)
+gnb_owner_role(const char *owner, const char *cluster)
 {
 	Oid			role;
 
-	if (catalog == NULL)
-		catalog = gnb_catalog_identity();
 	if (strlen(owner) >= NAMEDATALEN)
 		return InvalidOid;
-	if (registered_owner_role(owner, catalog, &role))
-		return SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)) ? role : InvalidOid;
+	if (cluster == NULL)
+		cluster = gnb_cluster_identity();
+	if (registered_owner_role(owner, cluster, &role))
+		return OidIsValid(role) && SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)) ?
+			role : InvalidOid;
 	return get_role_oid(owner, true);
 }
 
@@ -414,51 +449,55 @@ gnb_owner_role_required(const char *owner)
 }
 
 /*
- * Whether the current user may write rows under an owner name (train, import
- * a model): the name must stand for a role whose privileges it has.  A role
- * created under the name of a dropped or renamed one, whose models are still
- * stored under it, may not add to them (they are not its own, and it could
- * not see what it trained).  An error (42501) if not.
+ * The role an owner name stands for (gnb_owner_role), if the current user
+ * may write rows under the name (train, import a model): it must have that
+ * role's privileges.  A role created under the name of a dropped or renamed
+ * one, whose models are still stored under it, may not add to them (they
+ * are not its own, and it could not see what it trained).  An error (42501)
+ * if not.
  */
-void
-gnb_check_owner(const char *owner, const char *catalog)
+Oid
+gnb_check_owner(const char *owner, const char *cluster)
 {
-	Oid			role = gnb_owner_role(owner, catalog);
+	Oid			role = gnb_owner_role(owner, cluster);
 
 	if (!OidIsValid(role) || !has_privs_of_role(GetUserId(), role))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("the models stored under the name \"%s\" belong to another role", owner),
-				 errdetail("A role of that name was dropped or renamed while it had models or jobs; they are still stored under the name, and they are not yours."),
-				 errhint("A superuser can give them to the role now of that name or delete them (README, Operations: \"A role dropped or renamed\").")));
+				 errmsg("the models stored under the name \"%s\" do not belong to you", owner),
+				 errdetail("The name stands for a role whose privileges you do not have: a role of that name that had models or jobs was dropped or renamed, or you are no longer its member."),
+				 errhint("A superuser can give the name's models to the role now of that name or delete them (README, Operations: \"A role dropped or renamed\").")));
+	return role;
 }
 
 /*
- * Register an owner name in these catalogs before rows are written under
- * it (by a job's worker as it registers the job, in a transaction of its
- * own; by an import): a first model or job of the name records the role it
- * stands for now, a row restored from other catalogs is claimed again by
- * the role of that name.  Then gnb_check_owner.  SPI connected.
+ * Register an owner name in this cluster before rows are written under it
+ * (a job's worker, once the job runs, in a transaction of its own; an
+ * import): a first job or model of the name records the role the caller's
+ * check found (role, from gnb_check_owner: by OID, so that a role renamed
+ * or dropped and made again since is not taken for it), and a row restored
+ * from another cluster is claimed again so.  Then gnb_check_owner again,
+ * on what the table now says.  SPI connected.
  */
 void
-gnb_register_owner(const char *owner)
+gnb_register_owner(const char *owner, Oid role)
 {
-	char	   *catalog = gnb_catalog_identity();
-	Oid			role;
+	char	   *cluster = gnb_cluster_identity();
+	Oid			registered;
 
-	if (!registered_owner_role(owner, catalog, &role))
+	if (!registered_owner_role(owner, cluster, &registered))
 	{
 		Oid			types[3] = {TEXTOID, OIDOID, TEXTOID};
-		Datum		values[3] = {CStringGetTextDatum(owner),
-								 ObjectIdGetDatum(get_role_oid(owner, false)),
-								 CStringGetTextDatum(catalog)};
+		Datum		values[3] = {CStringGetTextDatum(owner), ObjectIdGetDatum(role),
+								 CStringGetTextDatum(cluster)};
 
-		gnb_execute("INSERT INTO gibbs_nb.owners AS o (owner, role_oid, catalog) VALUES ($1, $2, $3) "
-					"ON CONFLICT (owner) DO UPDATE SET role_oid = excluded.role_oid, catalog = excluded.catalog "
-					"WHERE o.catalog OPERATOR(pg_catalog.<>) excluded.catalog",
+		gnb_execute("INSERT INTO gibbs_nb.owners AS o (owner, role_oid, cluster) VALUES ($1, $2, $3) "
+					"ON CONFLICT (owner) DO UPDATE SET role_oid = excluded.role_oid, cluster = excluded.cluster "
+					"WHERE o.cluster OPERATOR(pg_catalog.<>) excluded.cluster "
+					"AND o.role_oid OPERATOR(pg_catalog.<>) 0",
 					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 	}
-	gnb_check_owner(owner, catalog);
+	(void) gnb_check_owner(owner, cluster);
 }
 
 /*
@@ -470,7 +509,7 @@ const char *
 gnb_choose_owner(const char *model_name, char **owners, int n)
 {
 	const char *me = gnb_current_role_name();
-	char	   *catalog = NULL;
+	char	   *cluster = NULL;
 	const char *chosen = NULL;
 	int			n_chosen = 0;
 	StringInfoData others;
@@ -485,9 +524,9 @@ gnb_choose_owner(const char *model_name, char **owners, int n)
 	{
 		Oid			role;
 
-		if (catalog == NULL)
-			catalog = gnb_catalog_identity();
-		role = gnb_owner_role(owners[i], catalog);
+		if (cluster == NULL)
+			cluster = gnb_cluster_identity();
+		role = gnb_owner_role(owners[i], cluster);
 		if (OidIsValid(role) && has_privs_of_role(GetUserId(), role))
 		{
 			appendStringInfo(&others, "%s%s", n_chosen ? ", " : "", quote_identifier(owners[i]));
@@ -613,10 +652,13 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 	name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	if (name[0] == '\0')
 		PG_RETURN_NULL();
-	owner = gnb_owner_role(text_to_cstring(PG_GETARG_TEXT_PP(3)), (char *) fcinfo->flinfo->fn_extra);
+	/* nothing for a caller who may not act for the owner (it would tell who that is) */
+	owner = gnb_owner_role(text_to_cstring(PG_GETARG_TEXT_PP(3)), NULL);
+	if (!OidIsValid(owner) || !has_privs_of_role(GetUserId(), owner))
+		PG_RETURN_NULL();
 	found = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
 							 NoLock, true);
-	if (!OidIsValid(found) || !OidIsValid(owner) || relation_owner(found) != owner)
+	if (!OidIsValid(found) || relation_owner(found) != owner)
 		PG_RETURN_NULL();
 	PG_RETURN_OID(found);
 }
@@ -807,8 +849,8 @@ gibbs_nb_job_worker_lost(PG_FUNCTION_ARGS)
  * gibbs_nb.has_privileges_of(owner text) returns boolean
  *
  * Whether the current user has the privileges of the role an owner name
- * stands for (gnb_owner_role: the role registered for the name in these
- * catalogs, else the role of that name): the row security policy of every
+ * stands for (gnb_owner_role: the role registered for the name in this
+ * cluster, else the role of that name): the row security policy of every
  * gibbs_nb table.  A name that stands for no role (its role dropped, or not
  * restored) is nobody's: false, not an error, so that one such row never
  * breaks a query.
@@ -833,7 +875,7 @@ typedef struct PrivilegeAnswer
 
 typedef struct PrivilegeAnswers
 {
-	char		catalog[32];	/* gnb_catalog_identity(), once per query */
+	char		cluster[32];	/* gnb_cluster_identity(), once per query */
 	int			last;			/* the answer given last */
 	int			next;			/* the one to replace next */
 	PrivilegeAnswer answer[PRIVILEGE_ANSWERS];
@@ -858,7 +900,7 @@ gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
 	if (kept == NULL)
 	{
 		kept = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(PrivilegeAnswers));
-		strlcpy(kept->catalog, gnb_catalog_identity(), sizeof(kept->catalog));
+		strlcpy(kept->cluster, gnb_cluster_identity(), sizeof(kept->cluster));
 		for (int i = 0; i < PRIVILEGE_ANSWERS; i++)
 			kept->answer[i].len = -1;
 		fcinfo->flinfo->fn_extra = kept;
@@ -875,7 +917,7 @@ gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
 		}
 	}
 	owner = text_to_cstring(owner_text);
-	role = gnb_owner_role(owner, kept->catalog);
+	role = gnb_owner_role(owner, kept->cluster);
 	result = OidIsValid(role) && has_privs_of_role(user, role);
 	pfree(owner);
 	a = &kept->answer[kept->next];
@@ -2100,7 +2142,7 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 	img->word_len = NULL;
 	img->log_theta = NULL;
 
-	gnb_register_owner(owner);
+	gnb_register_owner(owner, gnb_check_owner(owner, NULL));
 	gnb_store_number_version(owner, model_name, &version, &version_id, &keep);
 
 	/* the model row: what the export carried; no job, source or labels table */

@@ -275,8 +275,8 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 				 errmsg("model name \"%s\" is longer than %d bytes", model_name, GNB_MODEL_NAME_MAX)));
 	strlcpy(p->model_name, model_name, NAMEDATALEN);
 	strlcpy(p->model_owner, model_owner ? model_owner : gnb_current_role_name(), NAMEDATALEN);
-	/* registered by the job's worker; refused now if it cannot be */
-	gnb_check_owner(p->model_owner, NULL);
+	/* registered by the job's worker (as this role); refused now if it cannot be */
+	p->model_owner_role = gnb_check_owner(p->model_owner, NULL);
 
 	/* the sampler's numbers */
 	sp->sweeps = PG_GETARG_INT32(ARG_SWEEPS);

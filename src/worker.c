@@ -157,7 +157,7 @@ register_owner(GnbJobShared *job)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	gnb_register_owner(job->params.model_owner);
+	gnb_register_owner(job->params.model_owner, job->params.model_owner_role);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();

@@ -559,7 +559,7 @@ RESET gibbs_nb.max_job_memory;
 -- 12. Taking a dropped role's models by taking its name.  Owners are stored
 --    by name, and nothing in the catalogs depends on a role that owns only
 --    models: DROP ROLE succeeds, and a role created later under the same
---    name (CREATEROLE suffices) saw, served and retrained every one of them.
+--    name saw, served and retrained every one of them.
 --    A name now stands for the role it was registered for, by OID: the new
 --    role sees none of them and may not add to them, a superuser may give
 --    them to it; a renamed role keeps its models (they were nobody's).
@@ -606,6 +606,15 @@ ALTER ROLE gnb_h_gone RENAME TO gnb_h_renamed;
 SET ROLE gnb_h_renamed;
 SELECT model_name, owner, versions FROM gibbs_nb_models;
 SELECT gibbs_nb_predict('gm', '{g1,h1}'::text[]) IS NOT NULL AS predicts;
+RESET ROLE;
+-- gibbs_nb.model_relation answers by name only for a caller who may act for
+-- the owner: whom a name is registered to (a rename) is not for others to learn
+SET ROLE gnb_h_mallory;
+SELECT gibbs_nb.model_relation(0, 'hg.mail', 'another cluster', 'gnb_h_gone') AS for_mallory;
+RESET ROLE;
+SET ROLE gnb_h_renamed;
+SELECT gibbs_nb.model_relation(0, 'hg.mail', 'another cluster', 'gnb_h_gone') = 'hg.mail'::regclass
+       AS for_the_owner;
 RESET ROLE;
 DROP SCHEMA hg CASCADE;
 DROP TABLE public.hg_value;

@@ -99,13 +99,13 @@ is($new->safe_psql('shop', q{SET ROLE bob; SELECT string_agg(DISTINCT owner, ','
 is($new->safe_psql('shop', q{SELECT count(*) FROM alice.spam_labels}), '200',
 	'the labels table came back');
 
-# Owner names came back registered in the old catalogs: taken at their word
+# Owner names came back registered in the old cluster: taken at their word
 # until the role trains again, which registers its name with its OID here.
-my $owner_registered = q{SELECT string_agg(owner || ':' || (catalog = gibbs_nb.catalog_identity()
+my $owner_registered = q{SELECT string_agg(owner || ':' || (cluster = gibbs_nb.cluster_identity()
                                                              AND role_oid = owner::regrole), ',' ORDER BY owner)
                          FROM gibbs_nb.owners};
 is($new->safe_psql('shop', $owner_registered), 'alice:false,bob:false',
-	'owner names restored, registered in the old catalogs');
+	'owner names restored, registered in the old cluster');
 
 # Retraining works: the source and the labels table are found by their new OIDs.
 my $retrain = $new->safe_psql('shop', q{
@@ -115,7 +115,7 @@ is($retrain, '3 succeeded true', 'alice retrains: version 3, a job id that goes 
 is($new->safe_psql('shop', q{SELECT DISTINCT version FROM alice.spam_labels}), '3',
 	'the retrain wrote the restored labels table');
 is($new->safe_psql('shop', $owner_registered), 'alice:true,bob:false',
-	'the retrain registered alice\'s name in these catalogs, with her OID here');
+	'the retrain registered alice\'s name in this cluster, with her OID here');
 is($new->safe_psql('shop', qq{SELECT version_id > $max_version_id FROM gibbs_nb.models
                                WHERE owner = 'alice' AND version = 3}),
 	't', 'version ids go on from the dump: none is reused');
@@ -163,6 +163,22 @@ is($new->safe_psql('shop2', q{SET ROLE alice; SELECT version || ' ' || status FR
 	'3 succeeded', 'alice retrains: her source and labels table found by name');
 is($new->safe_psql('shop2', q{SELECT DISTINCT version FROM alice.spam_labels}), '3',
 	'the retrain wrote the restored labels table');
+
+# A dump restored in the cluster it was taken from (pg_restore --clean: the
+# extension made again) keeps what the owner names were registered to: role
+# OIDs are the cluster's.  Alice is renamed; she keeps her model, and a
+# new role named alice gets none of it.
+my $same = $new->basedir . '/shop2.dump';
+$new->safe_psql('shop2', q{ALTER ROLE alice RENAME TO alice2});
+$new->command_ok([ 'pg_dump', '-Fc', '-f', $same, '-d', $new->connstr('shop2') ],
+	'pg_dump of a database of this cluster');
+$new->command_ok([ 'pg_restore', '--clean', '--if-exists', '--exit-on-error', '-d',
+		$new->connstr('shop2'), $same ], 'pg_restore --clean of it runs');
+is($new->safe_psql('shop2', q{SET ROLE alice2; SELECT string_agg(owner || '/' || model_name, ',') FROM gibbs_nb_models}),
+	'alice/spam', 'the renamed role keeps its model through the restore');
+$new->safe_psql('shop2', q{CREATE ROLE alice});
+is($new->safe_psql('shop2', q{SET ROLE alice; SELECT count(*) FROM gibbs_nb_models}),
+	'0', 'a new role under the old name gets none of it');
 
 $old->stop;
 $new->stop;
