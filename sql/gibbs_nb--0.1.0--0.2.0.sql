@@ -11,7 +11,8 @@
 -- A role sees the rows of a model whose owner is itself or a role whose
 -- privileges it has.  Owners are stored by name (a restore or another node
 -- gives the same role another OID); a name that is no role (dropped, or not
--- restored) is nobody's.
+-- restored) is nobody's.  Where a name was registered (gibbs_nb.owners, at
+-- the end of this script) it means the role registered for it, by OID.
 CREATE FUNCTION gibbs_nb.has_privileges_of(owner text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'gibbs_nb_has_privileges_of'

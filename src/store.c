@@ -859,8 +859,8 @@ gibbs_nb_job_worker_lost(PG_FUNCTION_ARGS)
  * with subqueries on its tables), so it runs once per row: the answers are
  * kept in fn_extra, for the query's life, keyed by the user asking and the
  * name, the last one first, and a table's rows, mostly of a few owners,
- * cost a comparison each; a name not kept reads gibbs_nb.owners (a few
- * pages).  Role membership cannot change within a query (catalog changes of
+ * cost a comparison each; a name not kept is looked up in gibbs_nb.owners
+ * (its primary key).  Role membership cannot change within a query (catalog changes of
  * other sessions are seen at the next command).
  */
 #define PRIVILEGE_ANSWERS 8
