@@ -181,6 +181,7 @@ AS $$
 DECLARE
     r @extschema@.gibbs_nb_jobs;
     deadline timestamptz := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) timeout;
+    polls int := 0;
 BEGIN
     IF job_id IS NULL THEN
         RAISE EXCEPTION 'job_id must not be NULL' USING ERRCODE = '22004';
@@ -202,6 +203,16 @@ BEGIN
                   pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
                   USING ERRCODE = '25000',
                         HINT = 'Wait in a READ COMMITTED transaction; gibbs_nb_jobs shows the job as this one sees it.';
+        END IF;
+        -- once a second: a worker that waits for a lock this transaction
+        -- holds never ends, and no deadlock detector sees this wait
+        polls := polls OPERATOR(pg_catalog.+) 1;
+        IF polls OPERATOR(pg_catalog.%) 10 OPERATOR(pg_catalog.=) 1 AND r.worker_pid IS NOT NULL
+           AND pg_catalog.pg_backend_pid() OPERATOR(pg_catalog.=) ANY (pg_catalog.pg_blocking_pids(r.worker_pid)) THEN
+            RAISE EXCEPTION 'gibbs_nb job % waits for a lock this transaction holds', job_id
+                USING ERRCODE = '55P03',
+                      DETAIL = 'This transaction changed the model or its labels table, or registered its owner''s name (a first gibbs_nb_import), before it waited for the job.',
+                      HINT = 'Commit first, then wait.';
         END IF;
         PERFORM pg_catalog.pg_sleep(0.1);
     END LOOP;

@@ -99,8 +99,9 @@ stop_worker_on_exit(int code, Datum arg)
  * Does the worker (pid) wait for a lock this backend holds?  Then it waits
  * for its own caller, who waits for it, and no deadlock detector sees the
  * cycle (the caller waits on its latch, not on a lock): the transaction
- * deployed, dropped or set the retention of the model, or wrote its labels
- * table, before it asked for a training it waits for.
+ * deployed, dropped or set the retention of the model, wrote its labels
+ * table, or registered its owner's name (a first gibbs_nb_import), before it
+ * asked for a training it waits for.  (gibbs_nb_wait asks the same.)
  */
 static bool
 worker_waits_for_caller(pid_t pid)
@@ -170,7 +171,7 @@ follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 						 errmsg("gibbs_nb job " INT64_FORMAT " waits for a lock this transaction holds",
 								job->params.job_id),
-						 errdetail("This transaction changed model \"%s\" or its labels table before it asked for the training it waits for.",
+						 errdetail("This transaction changed model \"%s\" or its labels table, or registered its owner's name (a first gibbs_nb_import), before it asked for the training it waits for.",
 								   job->params.model_name),
 						 errhint("Commit first, or start the training with wait => false.")));
 		}

@@ -123,6 +123,16 @@ SET LOCAL statement_timeout = '60s';
 SELECT gibbs_nb_set_retention('m', 3) AS dropped;
 SELECT try($$SELECT version FROM gibbs_nb_retrain('m')$$);
 ROLLBACK;
+-- the same job started with wait => false, then waited for with
+-- gibbs_nb_wait: it hung the same way; now the same error
+BEGIN;
+SET LOCAL statement_timeout = '60s';
+SELECT gibbs_nb_set_retention('m', 3) AS dropped;
+SELECT job_id AS self_job FROM gibbs_nb_retrain('m', wait => false) \gset
+SELECT regexp_replace(try(format('SELECT status FROM gibbs_nb_wait(%s)', :self_job)), 'job \d+', 'job N') AS try;
+SELECT gibbs_nb_cancel(:self_job) AS cancelled;
+ROLLBACK;
+SELECT status FROM gibbs_nb_wait(:self_job);
 
 -- finished jobs' rows are pruned after gibbs_nb.job_retention (7 days)
 SHOW gibbs_nb.job_retention;
