@@ -323,10 +323,10 @@ extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
 extern Datum gnb_result_value(int col, bool *isnull);
 extern void gnb_lock_namespace_name(Oid nspid, bool nowait);
 extern char *gnb_current_role_name(void);
-extern char *gnb_cluster_identity(void);
-extern Oid	gnb_owner_role(const char *owner, const char *cluster);
+extern const char *gnb_cluster_identity(void);
+extern Oid	gnb_owner_role(const char *owner);
 extern Oid	gnb_owner_role_required(const char *owner);
-extern Oid	gnb_check_owner(const char *owner, const char *cluster);
+extern Oid	gnb_check_owner(const char *owner);
 extern void gnb_register_owner(const char *owner, Oid role);
 extern const char *gnb_choose_owner(const char *model_name, char **owners, int n);
 extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_ok);

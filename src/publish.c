@@ -234,7 +234,7 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 			gnb_result *result, double seconds_so_far)
 {
 	TimestampTz start = GetCurrentTimestamp();
-	Oid			owner_role = gnb_owner_role(params->model_owner, NULL);
+	Oid			owner_role = gnb_owner_role(params->model_owner);
 	char	   *labels_sql;
 	Oid			labels_relid;
 	int32		version;

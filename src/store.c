@@ -147,7 +147,7 @@ Oid
 gnb_labels_table_owner(Oid relid, const char *model_owner, const char *model_name, int elevel)
 {
 	Oid			relowner = relation_owner(relid);
-	Oid			owner = gnb_owner_role(model_owner, NULL);
+	Oid			owner = gnb_owner_role(model_owner);
 
 	if (!OidIsValid(relowner))
 	{
@@ -327,19 +327,37 @@ gnb_current_role_name(void)
 }
 
 /*
+ * A hash of some identifiers, in hex: the identities of catalogs and
+ * clusters are stored in rows every role may read, the system identifier is
+ * not for every role to read.  out has IDENTITY_HEX_SIZE bytes.
+ */
+#define IDENTITY_HEX_SIZE 17
+
+static void
+identity_hex(const void *data, Size len, char *out)
+{
+	snprintf(out, IDENTITY_HEX_SIZE, "%016" INT64_MODIFIER "x",
+			 (uint64) DatumGetUInt64(hash_any_extended((const unsigned char *) data, len, 0)));
+}
+
+/*
  * The cluster a role OID stored in gibbs_nb.owners belongs to: role OIDs are
  * the cluster's, the same in all its databases and across a pg_restore
- * --clean.  A hash of the system identifier, in hex (not for every role to
- * read).
+ * --clean.  A hash of the system identifier (see identity_hex), which does
+ * not change while the server runs: made once per process.
  */
-char *
+const char *
 gnb_cluster_identity(void)
 {
-	uint64		system_identifier = GetSystemIdentifier();
+	static char identity[IDENTITY_HEX_SIZE];
 
-	return psprintf("%016" INT64_MODIFIER "x",
-					(uint64) DatumGetUInt64(hash_any_extended((const unsigned char *) &system_identifier,
-															  sizeof(system_identifier), 0)));
+	if (identity[0] == '\0')
+	{
+		uint64		system_identifier = GetSystemIdentifier();
+
+		identity_hex(&system_identifier, sizeof(system_identifier), identity);
+	}
+	return identity;
 }
 
 PG_FUNCTION_INFO_V1(gibbs_nb_cluster_identity);
@@ -357,7 +375,7 @@ gibbs_nb_cluster_identity(PG_FUNCTION_ARGS)
 
 /*
  * The role gibbs_nb.owners registers for an owner name, if its row was
- * written in this cluster (`cluster` is gnb_cluster_identity()): true and
+ * written in this cluster (gnb_cluster_identity): true and
  * *role set (to a role that may since have been dropped), else false.  A
  * row of role_oid 0 (a name whose role was gone when it was registered) is
  * nobody's in any cluster: true, *role 0.  Read through its primary key,
@@ -367,7 +385,7 @@ gibbs_nb_cluster_identity(PG_FUNCTION_ARGS)
  * writes the table.
  */
 static bool
-registered_owner_role(const char *owner, const char *cluster, Oid *role)
+registered_owner_role(const char *owner, Oid *role)
 {
 	Oid			nspid = get_namespace_oid(GNB_SCHEMA, false);
 	Oid			relid = get_relname_relid("owners", nspid);
@@ -399,7 +417,7 @@ registered_owner_role(const char *owner, const char *cluster, Oid *role)
 		if (!null_role && role_oid == InvalidOid)
 			found = true;
 		else if (!null_role && !null_cluster &&
-				 strcmp(TextDatumGetCString(row_cluster), cluster) == 0)
+				 strcmp(TextDatumGetCString(row_cluster), gnb_cluster_identity()) == 0)
 			found = true;
 		if (found)
 			*role = role_oid;
@@ -418,18 +436,16 @@ registered_owner_role(const char *owner, const char *cluster, Oid *role)
  * created under a dropped or renamed role's name gets none of them;
  * elsewhere (a row restored into another cluster, a Citus worker's copy of
  * the tables) the role of that name.  InvalidOid if that role does not
- * exist now.  cluster is gnb_cluster_identity(), NULL to compute it.
+ * exist now.
  */
 Oid
-gnb_owner_role(const char *owner, const char *cluster)
+gnb_owner_role(const char *owner)
 {
 	Oid			role;
 
 	if (strlen(owner) >= NAMEDATALEN)
 		return InvalidOid;
-	if (cluster == NULL)
-		cluster = gnb_cluster_identity();
-	if (registered_owner_role(owner, cluster, &role))
+	if (registered_owner_role(owner, &role))
 		return OidIsValid(role) && SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)) ?
 			role : InvalidOid;
 	return get_role_oid(owner, true);
@@ -439,7 +455,7 @@ gnb_owner_role(const char *owner, const char *cluster)
 Oid
 gnb_owner_role_required(const char *owner)
 {
-	Oid			role = gnb_owner_role(owner, NULL);
+	Oid			role = gnb_owner_role(owner);
 
 	if (!OidIsValid(role))
 		ereport(ERROR,
@@ -457,9 +473,9 @@ gnb_owner_role_required(const char *owner)
  * if not.
  */
 Oid
-gnb_check_owner(const char *owner, const char *cluster)
+gnb_check_owner(const char *owner)
 {
-	Oid			role = gnb_owner_role(owner, cluster);
+	Oid			role = gnb_owner_role(owner);
 
 	if (!OidIsValid(role) || !has_privs_of_role(GetUserId(), role))
 		ereport(ERROR,
@@ -482,14 +498,13 @@ gnb_check_owner(const char *owner, const char *cluster)
 void
 gnb_register_owner(const char *owner, Oid role)
 {
-	char	   *cluster = gnb_cluster_identity();
 	Oid			registered;
 
-	if (!registered_owner_role(owner, cluster, &registered))
+	if (!registered_owner_role(owner, &registered))
 	{
 		Oid			types[3] = {TEXTOID, OIDOID, TEXTOID};
 		Datum		values[3] = {CStringGetTextDatum(owner), ObjectIdGetDatum(role),
-								 CStringGetTextDatum(cluster)};
+								 CStringGetTextDatum(gnb_cluster_identity())};
 
 		gnb_execute("INSERT INTO gibbs_nb.owners AS o (owner, role_oid, cluster) VALUES ($1, $2, $3) "
 					"ON CONFLICT (owner) DO UPDATE SET role_oid = excluded.role_oid, cluster = excluded.cluster "
@@ -497,7 +512,7 @@ gnb_register_owner(const char *owner, Oid role)
 					"AND o.role_oid OPERATOR(pg_catalog.<>) 0",
 					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 	}
-	(void) gnb_check_owner(owner, cluster);
+	(void) gnb_check_owner(owner);
 }
 
 /*
@@ -509,7 +524,6 @@ const char *
 gnb_choose_owner(const char *model_name, char **owners, int n)
 {
 	const char *me = gnb_current_role_name();
-	char	   *cluster = NULL;
 	const char *chosen = NULL;
 	int			n_chosen = 0;
 	StringInfoData others;
@@ -522,11 +536,8 @@ gnb_choose_owner(const char *model_name, char **owners, int n)
 	initStringInfo(&others);
 	for (int i = 0; i < n; i++)
 	{
-		Oid			role;
+		Oid			role = gnb_owner_role(owners[i]);
 
-		if (cluster == NULL)
-			cluster = gnb_cluster_identity();
-		role = gnb_owner_role(owners[i], cluster);
 		if (OidIsValid(role) && has_privs_of_role(GetUserId(), role))
 		{
 			appendStringInfo(&others, "%s%s", n_chosen ? ", " : "", quote_identifier(owners[i]));
@@ -590,13 +601,14 @@ gnb_catalog_identity(void)
 		Oid			extension;
 	}			id;
 
+	char	   *identity = palloc(IDENTITY_HEX_SIZE);
+
 	memset(&id, 0, sizeof(id));
 	id.system_identifier = GetSystemIdentifier();
 	id.database = MyDatabaseId;
 	id.extension = get_extension_oid("gibbs_nb", false);
-	return psprintf("%016" INT64_MODIFIER "x",
-					(uint64) DatumGetUInt64(hash_any_extended((const unsigned char *) &id,
-															  sizeof(id), 0)));
+	identity_hex(&id, sizeof(id), identity);
+	return identity;
 }
 
 PG_FUNCTION_INFO_V1(gibbs_nb_catalog_identity);
@@ -653,7 +665,7 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 	if (name[0] == '\0')
 		PG_RETURN_NULL();
 	/* nothing for a caller who may not act for the owner (it would tell who that is) */
-	owner = gnb_owner_role(text_to_cstring(PG_GETARG_TEXT_PP(3)), NULL);
+	owner = gnb_owner_role(text_to_cstring(PG_GETARG_TEXT_PP(3)));
 	if (!OidIsValid(owner) || !has_privs_of_role(GetUserId(), owner))
 		PG_RETURN_NULL();
 	found = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
@@ -875,7 +887,6 @@ typedef struct PrivilegeAnswer
 
 typedef struct PrivilegeAnswers
 {
-	char		cluster[32];	/* gnb_cluster_identity(), once per query */
 	int			last;			/* the answer given last */
 	int			next;			/* the one to replace next */
 	PrivilegeAnswer answer[PRIVILEGE_ANSWERS];
@@ -900,7 +911,6 @@ gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
 	if (kept == NULL)
 	{
 		kept = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(PrivilegeAnswers));
-		strlcpy(kept->cluster, gnb_cluster_identity(), sizeof(kept->cluster));
 		for (int i = 0; i < PRIVILEGE_ANSWERS; i++)
 			kept->answer[i].len = -1;
 		fcinfo->flinfo->fn_extra = kept;
@@ -917,7 +927,7 @@ gibbs_nb_has_privileges_of(PG_FUNCTION_ARGS)
 		}
 	}
 	owner = text_to_cstring(owner_text);
-	role = gnb_owner_role(owner, kept->cluster);
+	role = gnb_owner_role(owner);
 	result = OidIsValid(role) && has_privs_of_role(user, role);
 	pfree(owner);
 	a = &kept->answer[kept->next];
@@ -2142,7 +2152,7 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 	img->word_len = NULL;
 	img->log_theta = NULL;
 
-	gnb_register_owner(owner, gnb_check_owner(owner, NULL));
+	gnb_register_owner(owner, gnb_check_owner(owner));
 	gnb_store_number_version(owner, model_name, &version, &version_id, &keep);
 
 	/* the model row: what the export carried; no job, source or labels table */

@@ -276,7 +276,7 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	strlcpy(p->model_name, model_name, NAMEDATALEN);
 	strlcpy(p->model_owner, model_owner ? model_owner : gnb_current_role_name(), NAMEDATALEN);
 	/* registered by the job's worker (as this role); refused now if it cannot be */
-	p->model_owner_role = gnb_check_owner(p->model_owner, NULL);
+	p->model_owner_role = gnb_check_owner(p->model_owner);
 
 	/* the sampler's numbers */
 	sp->sweeps = PG_GETARG_INT32(ARG_SWEEPS);
