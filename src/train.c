@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -163,6 +164,49 @@ check_source_data(GnbJobParams *p, const char *source_sql)
 		gnb_check_label_length(longest);
 	}
 	SPI_finish();
+}
+
+/*
+ * check_source_data under a row lock on the source's schema, which keeps its
+ * name while the checks read the source by it (gnb_lock_namespace_name), in
+ * a subtransaction rolled back when they are done, which ends the lock.
+ * Held until the caller's transaction ended, the lock let any role that can
+ * read one relation of a schema (pg_catalog.pg_class will do) hold every
+ * GRANT, ALTER and DROP of that schema for as long as it kept a transaction
+ * open.  The checks only read: the rollback undoes nothing they are for.
+ */
+static void
+check_source_data_locked(GnbJobParams *p)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		Oid			nspid = get_rel_namespace(p->source.relid);
+
+		gnb_lock_namespace_name(nspid, false);
+		check_source_data(p, quote_qualified_identifier(get_namespace_name(nspid),
+														get_rel_name(p->source.relid)));
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
 }
 
 /*
@@ -382,8 +426,7 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 						has_label ? text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABEL_COLUMN)) : NULL,
 						text_to_cstring(PG_GETARG_TEXT_PP(ARG_ID_COLUMN)),
 						&p->source);
-	/* the source's schema keeps its name while the checks read it by name */
-	gnb_lock_namespace_name(get_rel_namespace(p->source.relid), false);
+	/* its name as shown (checked by OID; the checks below name it again) */
 	source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(p->source.relid)),
 											get_rel_name(p->source.relid));
 	strlcpy(p->source_display, source_sql, sizeof(p->source_display));
@@ -399,7 +442,7 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	GetUserIdAndSecContext(&p->current_user_id, &p->sec_context);
 
 	resolve_labels_table(fcinfo, p);
-	check_source_data(p, source_sql);
+	check_source_data_locked(p);
 	UnlockRelationOid(p->source.relid, AccessShareLock);
 }
 
