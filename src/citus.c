@@ -67,6 +67,24 @@ gnb_citus_local_placement(Oid relid)
 }
 
 /*
+ * relid is a Citus distributed table (of any kind): false when Citus is not
+ * installed in this database.  SPI must be connected.
+ */
+bool
+gnb_citus_is_distributed(Oid relid)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return false;
+	gnb_execute("SELECT 1 FROM pg_catalog.pg_dist_partition "
+				"WHERE logicalrelid OPERATOR(pg_catalog.=) $1",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	return SPI_processed == 1;
+}
+
+/*
  * A labels table just created for a model whose source is a hash-distributed
  * Citus table is distributed too, by its id column, and co-located with the
  * source when the source is distributed by its id column (each document's

@@ -140,6 +140,8 @@ typedef struct GnbJobParams
 	gnb_params	sampler;		/* sweeps, burn_in, ..., the resolved seed */
 	char		labels_schema[NAMEDATALEN];
 	char		labels_table[NAMEDATALEN];
+	/* the labels table the job's worker created for it (InvalidOid: none) */
+	Oid			labels_reserved;
 	/* for messages only, never for SQL: the source's name at call time */
 	char		source_display[2 * (2 * NAMEDATALEN + 2) + 2];
 } GnbJobParams;
@@ -294,6 +296,8 @@ extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *m
 								 const char *model_name, Oid id_type, char **classes,
 								 const GnbDocLabels *labels, int32 version);
 extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
+extern void gnb_reserve_labels_table(GnbJobParams *params);
+extern void gnb_release_labels_table(const GnbJobParams *params);
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 						 gnb_result *result, double seconds_so_far);
 
@@ -385,6 +389,7 @@ extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data);
 /* citus.c */
 extern Oid	gnb_citus_local_placement(Oid relid);
+extern bool gnb_citus_is_distributed(Oid relid);
 extern void gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column);
 
 extern int64 gnb_store_current_version_id(const char *name, TransactionId *row_xmin,

@@ -12,22 +12,149 @@
 
 #include <math.h>
 
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/objectaddress.h"
+#include "catalog/pg_class.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 #include "storage/lmgr.h"
 
 /* Rows of the labels table per INSERT statement. */
 #define PUBLISH_BATCH 50000
+
+/* How long creating a labels table waits for another transaction (ms). */
+#define LABELS_CREATE_WAIT_MS 5000
+
+/* errcontext of create_labels_table */
+static void
+create_labels_table_context(void *arg)
+{
+	errcontext("creating labels table %s", (const char *) arg);
+}
+
+/*
+ * Create the model's labels table, as the model's owner (who needs CREATE in
+ * its schema, gnb_labels_table_owner), and lock it; its OID.  The CREATE
+ * waits at most LABELS_CREATE_WAIT_MS for another transaction: one that is
+ * creating a relation or type of that name (anyone with CREATE there) holds
+ * it until it ends, and a job waiting so would hold its slot as long.
+ */
+static Oid
+create_labels_table(const GnbJobParams *params, Oid nspid, const char *qualified)
+{
+	GnbPrivilegeState priv;
+	Oid			owner = gnb_owner_role_required(params->model_owner);
+	MemoryContext cxt = CurrentMemoryContext;
+	TypeCacheEntry *idtype;
+	ErrorContextCallback context;
+	int			guc_level;
+	char		wait_ms[16];
+	Oid			relid;
+
+	context.callback = create_labels_table_context;
+	context.arg = (void *) qualified;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	guc_level = NewGUCNestLevel();
+	snprintf(wait_ms, sizeof(wait_ms), "%d", LABELS_CREATE_WAIT_MS);
+	(void) set_config_option("lock_timeout", wait_ms, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+
+	/* the model's owner's table, made as the owner (gnb_labels_table_owner) */
+	gnb_become_role(owner, &priv);
+	idtype = lookup_type_cache(params->source.id_type, TYPECACHE_BTREE_OPFAMILY);
+	PG_TRY();
+	{
+		gnb_execute(psprintf("CREATE TABLE %s (id %s%s, label pg_catalog.text, "
+							 "probability pg_catalog.float8, probabilities pg_catalog.float8[], "
+							 "version pg_catalog.int4 NOT NULL)",
+							 qualified,
+							 format_type_extended(params->source.id_type, params->source.id_typmod,
+												  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY),
+							 OidIsValid(idtype->btree_opf) ? " PRIMARY KEY" : " NOT NULL"),
+					0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+	}
+	PG_CATCH();
+	{
+		MemoryContext ecxt = MemoryContextSwitchTo(cxt);
+		ErrorData  *edata = CopyErrorData();
+
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		{
+			MemoryContextSwitchTo(ecxt);
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not create labels table %s: another transaction is creating a relation or type of that name",
+						qualified),
+				 errdetail("A gibbs_nb job waits %d ms for it, then fails.", LABELS_CREATE_WAIT_MS),
+				 errhint("Train again once that transaction has ended, or pass another labels_table.")));
+	}
+	PG_END_TRY();
+	gnb_execute(psprintf("COMMENT ON TABLE %s IS %s", qualified,
+						 quote_literal_cstr(psprintf("labels from gibbs_nb model %s",
+													 params->model_name))),
+				0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+	gnb_restore_user(&priv);
+	AtEOXact_GUC(true, guc_level);
+	error_context_stack = context.previous;
+
+	/* created in this transaction: nobody else can have it yet */
+	relid = get_relname_relid(params->labels_table, nspid);
+	LockRelationOid(relid, ShareRowExclusiveLock);
+	/* on Citus, distributed like a distributed source (citus.c) */
+	gnb_citus_distribute_labels(relid, params->source.relid, params->source.id_column);
+	return relid;
+}
+
+/* A table of the labels table's name that no version of the model made: an error. */
+static void
+refuse_unregistered_labels_table(const GnbJobParams *params, Oid relid, const char *qualified)
+{
+	if (!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("table %s already exists and was not created for model \"%s\"",
+						qualified, params->model_name),
+				 errhint("Drop or rename the table, or pass another labels_table.")));
+}
+
+/*
+ * A labels table of that name exists: it must be the one training created
+ * for this model, by an earlier version or by this job (labels_reserved).
+ * Locked; false if the name went meanwhile.
+ */
+static bool
+check_existing_labels_table(const GnbJobParams *params, Oid nspid, Oid relid,
+							const char *qualified)
+{
+	LockRelationOid(relid, ShareRowExclusiveLock);
+	if (get_relname_relid(params->labels_table, nspid) != relid)
+	{
+		UnlockRelationOid(relid, ShareRowExclusiveLock);
+		return false;
+	}
+	if (relid != params->labels_reserved)
+		refuse_unregistered_labels_table(params, relid, qualified);
+	return true;
+}
 
 /*
  * The labels table of this model: reuse the one training created for it,
@@ -43,50 +170,152 @@ prepare_labels_table(const GnbJobParams *params, char **sql_name)
 	Oid			relid = get_relname_relid(params->labels_table, nspid);
 	char	   *qualified = quote_qualified_identifier(params->labels_schema,
 													   params->labels_table);
-	TypeCacheEntry *idtype;
 
-	if (OidIsValid(relid))
-	{
-		LockRelationOid(relid, ShareRowExclusiveLock);
-		if (get_relname_relid(params->labels_table, nspid) != relid ||
-			!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
-			ereport(ERROR,
-					(errcode(ERRCODE_DUPLICATE_TABLE),
-					 errmsg("table %s already exists and was not created for model \"%s\"",
-							qualified, params->model_name),
-					 errhint("Drop or rename the table, or pass another labels_table.")));
-	}
-	else
-	{
-		GnbPrivilegeState priv;
-		Oid			owner = gnb_owner_role_required(params->model_owner);
-
-		/* the model's owner's table, made as the owner (gnb_labels_table_owner) */
-		gnb_become_role(owner, &priv);
-		idtype = lookup_type_cache(params->source.id_type, TYPECACHE_BTREE_OPFAMILY);
-		gnb_execute(psprintf("CREATE TABLE %s (id %s%s, label pg_catalog.text, "
-							 "probability pg_catalog.float8, probabilities pg_catalog.float8[], "
-							 "version pg_catalog.int4 NOT NULL)",
-							 qualified,
-							 format_type_extended(params->source.id_type, params->source.id_typmod,
-												  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY),
-							 OidIsValid(idtype->btree_opf) ? " PRIMARY KEY" : " NOT NULL"),
-					0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
-		gnb_execute(psprintf("COMMENT ON TABLE %s IS %s", qualified,
-							 quote_literal_cstr(psprintf("labels from gibbs_nb model %s",
-														 params->model_name))),
-					0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
-		gnb_restore_user(&priv);
-		/* created in this transaction: nobody else can have it yet */
-		relid = get_relname_relid(params->labels_table, nspid);
-		LockRelationOid(relid, ShareRowExclusiveLock);
-		/* on Citus, distributed like a distributed source (citus.c) */
-		gnb_citus_distribute_labels(relid, params->source.relid, params->source.id_column);
-	}
+	if (!OidIsValid(relid) || !check_existing_labels_table(params, nspid, relid, qualified))
+		relid = create_labels_table(params, nspid, qualified);
 	gnb_lock_namespace_name(get_rel_namespace(relid), true);
 	*sql_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 										   get_rel_name(relid));
 	return relid;
+}
+
+/*
+ * Before it reads, the job's worker creates the labels table it will publish
+ * into if there is none yet (a model's first version, or a labels table
+ * dropped since), in a transaction of its own, and keeps its OID in
+ * params->labels_reserved.  Created at publish, after every sweep, the name
+ * was anyone's to take meanwhile who can create in that schema: a table or
+ * type of that name failed the job after hours of sampling, and one being
+ * created in a transaction left open made the job wait, holding its slot,
+ * for as long as that transaction lasted.  Now such a name fails the job
+ * before it reads (or is refused to the other role: it exists).
+ */
+void
+gnb_reserve_labels_table(GnbJobParams *params)
+{
+	Oid			nspid;
+	Oid			relid;
+	char	   *qualified = quote_qualified_identifier(params->labels_schema,
+													   params->labels_table);
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	nspid = get_namespace_oid(params->labels_schema, false);
+	relid = get_relname_relid(params->labels_table, nspid);
+	/* one that exists is locked at publish; refused now if it is not ours */
+	if (OidIsValid(relid))
+		refuse_unregistered_labels_table(params, relid, qualified);
+	else
+	{
+		relid = create_labels_table(params, nspid, qualified);
+		params->labels_reserved = relid;
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* relid, locked, has no row (whatever row security would show). */
+static bool
+relation_is_empty(Oid relid)
+{
+	Relation	rel = table_open(relid, NoLock);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	TableScanDesc scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	bool		empty = !table_scan_getnextslot(scan, ForwardScanDirection, slot);
+
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return empty;
+}
+
+/*
+ * A job that failed drops the labels table it created (gnb_reserve_labels_table)
+ * if nothing else came to hold it: no version of the model registered it and
+ * it has no rows.  By OID (performDeletion, RESTRICT: an object made on it
+ * since keeps it), so that no name is looked up: the caller may be waiting
+ * for this job in a transaction that altered the schema (its row is locked
+ * then; the job failed for it).  A Citus distributed table is dropped by its
+ * DROP TABLE (Citus drops its shards then), as model.c drops one: named from
+ * the catalogs under the schema's lock, which it does not wait for.  Best
+ * effort, before the job's outcome is written, and no lock is waited for: a
+ * failure here is a WARNING and the table is left.
+ */
+void
+gnb_release_labels_table(const GnbJobParams *params)
+{
+	Oid			relid = params->labels_reserved;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (!OidIsValid(relid))
+		return;
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		SPI_connect();
+		if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("another transaction holds a lock on it")));
+		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+			!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
+		{
+			if (!gnb_citus_is_distributed(relid))
+			{
+				if (relation_is_empty(relid))
+				{
+					ObjectAddress table;
+
+					ObjectAddressSet(table, RelationRelationId, relid);
+					performDeletion(&table, DROP_RESTRICT, 0);
+				}
+			}
+			else
+			{
+				Oid			table_owner;
+
+				gnb_lock_namespace_name(get_rel_namespace(relid), true);
+				table_owner = gnb_labels_table_owner(relid, params->model_owner,
+													 params->model_name, WARNING);
+				if (OidIsValid(table_owner))
+				{
+					char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+																	   get_rel_name(relid));
+					GnbPrivilegeState priv;
+					bool		isnull;
+
+					gnb_become_role(table_owner, &priv);
+					gnb_execute(psprintf("SELECT EXISTS (SELECT FROM %s)", qualified),
+								0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 0);
+					if (!DatumGetBool(gnb_result_value(1, &isnull)))
+						gnb_execute(psprintf("DROP TABLE %s", qualified), 0, NULL, NULL, NULL,
+									GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+					gnb_restore_user(&priv);
+				}
+			}
+		}
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		ereport(WARNING,
+				(errmsg("gibbs_nb job " INT64_FORMAT " left the labels table it created, %s.%s",
+						params->job_id, params->labels_schema, params->labels_table),
+				 errdetail("Dropping it failed: %s", edata->message)));
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
 }
 
 /*

@@ -209,6 +209,16 @@ check_source_data_locked(GnbJobParams *p)
 	CurrentResourceOwner = owner;
 }
 
+/* One job per model: another training of a model being trained is an error. */
+static void
+refuse_running_model(const char *model_name, int64 running)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("model \"%s\" is being trained by job " INT64_FORMAT, model_name, running),
+			 errhint("Wait for that job to end (gibbs_nb_wait), or cancel it (gibbs_nb_cancel).")));
+}
+
 /*
  * The labels table: a name, qualified or not (then in the source's schema),
  * default <model_name>_labels.  A table of that name must be the one training
@@ -254,9 +264,16 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 	{
 		bool		registered;
 
+		int64		running = 0;
+
 		SPI_connect();
 		registered = gnb_labels_table_registered(p->model_owner, p->model_name, relid);
+		/* the running job's own (publish.c, gnb_reserve_labels_table) */
+		if (!registered)
+			running = gnb_running_job(p->model_owner, p->model_name);
 		SPI_finish();
+		if (running != 0)
+			refuse_running_model(p->model_name, running);
 		if (!registered)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_TABLE),
@@ -467,11 +484,7 @@ check_job_limits(const GnbJobParams *p)
 	/* the jobs the worker's role runs, in every database */
 	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(GetUserId()) : 0;
 	if (running != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_IN_USE),
-				 errmsg("model \"%s\" is being trained by job " INT64_FORMAT,
-						p->model_name, running),
-				 errhint("Wait for that job to end (gibbs_nb_wait), or cancel it (gibbs_nb_cancel).")));
+		refuse_running_model(p->model_name, running);
 	n_running = gnb_count_live_jobs();
 	if (gnb_max_jobs > 0 && n_running >= gnb_max_jobs)
 		ereport(ERROR,

@@ -291,6 +291,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	MemoryContextSwitchTo(job_cxt);
 	set_phase(job, GNB_PHASE_RUNNING);
 	register_owner(job);
+	/* the labels table's name, taken now, not after the sweeps (publish.c) */
+	gnb_reserve_labels_table(p);
 	MemoryContextSwitchTo(job_cxt);
 
 	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": reading", p->job_id);
@@ -472,6 +474,14 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	if (active_worker != NULL)
 		active_worker->run = NULL;
 	gnb_chains_stop(true);
+
+	/*
+	 * A labels table it created and nothing holds goes (publish.c), before
+	 * the outcome is told: whoever sees the job ended finds it gone.  It
+	 * never waits for a lock, and any error in it is a WARNING.
+	 */
+	gnb_release_labels_table(&job->params);
+	QueryCancelPending = false;
 
 	status = cancelled ? "cancelled" : "failed";
 
