@@ -337,6 +337,7 @@ extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_
 extern char *gnb_catalog_identity(void);
 extern int	gnb_pin_id_text_format(void);
 extern bool gnb_labels_table_registered(const char *owner, const char *model_name, Oid relid);
+extern void gnb_guard_job_locks(void);
 extern void gnb_hold_job_lock(int64 job_id, Oid role);
 extern void gnb_release_job_lock(int64 job_id);
 extern int32 gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role);

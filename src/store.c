@@ -40,8 +40,10 @@
 #include "common/hashfn.h"
 #include "commands/sequence.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -713,6 +715,42 @@ static void
 role_lock_tag(LOCKTAG *tag, Oid role)
 {
 	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, role, 0, ROLE_LOCK_CLASS);
+}
+
+/*
+ * pg_advisory_unlock_all() releases every session lock of the advisory lock
+ * method the process holds, whatever the tag: in a job's worker, the job,
+ * role and chain-slot locks above, which are what count the job as running.
+ * User code runs there (the source's views and functions, its types' input
+ * and output, the labels table's triggers): one call dropped them, and with
+ * them every job limit, the one job per model, gibbs_nb_cancel and DROP
+ * EXTENSION's guard, for as many jobs as its role could start.  A job's
+ * worker refuses the call: every call the executor sets up, of a built-in
+ * function too, passes the object access hook (OAT_FUNCTION_EXECUTE) before
+ * it runs.  No other SQL releases those locks: DISCARD ALL cannot run in a
+ * function, and pg_advisory_unlock takes only the tags SQL can name.
+ */
+static object_access_hook_type prev_object_access_hook = NULL;
+
+static void
+job_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId, void *arg)
+{
+	if (access == OAT_FUNCTION_EXECUTE && classId == ProcedureRelationId &&
+		objectId == F_PG_ADVISORY_UNLOCK_ALL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pg_advisory_unlock_all() cannot be called in a gibbs_nb job"),
+				 errdetail("The job's worker holds session locks that count the job as running.")));
+	if (prev_object_access_hook != NULL)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+}
+
+/* Installed by a job's worker before it takes its locks, for its lifetime. */
+void
+gnb_guard_job_locks(void)
+{
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = job_object_access;
 }
 
 /* Whether this process holds its job's lock (it is a worker that does). */

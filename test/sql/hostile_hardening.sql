@@ -621,6 +621,26 @@ DROP TABLE public.hg_value;
 DROP OWNED BY gnb_h_renamed;
 DROP ROLE gnb_h_renamed;
 
+--
+-- 13. Dropping the locks that count a job as running.  A job's worker holds
+--     session advisory locks (its job, its role, its chain slots);
+--     pg_advisory_unlock_all() releases every such lock of the process, and
+--     mallory's own source runs in her worker.  With them gone her jobs were
+--     neither counted (max_jobs, max_jobs_per_role, one job per model) nor
+--     cancellable, and could take every worker slot.  The worker refuses the
+--     call; the call's own checks, in her session, may still make it.
+--
+SET ROLE gnb_h_mallory;
+CREATE FUNCTION hm.unlock_all() RETURNS boolean LANGUAGE plpgsql VOLATILE
+  AS $$ BEGIN PERFORM pg_catalog.pg_advisory_unlock_all(); RETURN true; END $$;
+CREATE VIEW hm.unlocking AS SELECT id, tokens, label FROM hm.mail WHERE hm.unlock_all();
+SELECT try($$SELECT gibbs_nb_train('ul', 'hm.unlocking', 'tokens', 'label', sweeps => 5, seed => 1)$$);
+SELECT status, sqlstate, message FROM gibbs_nb_jobs WHERE model_name = 'ul';
+SELECT count(*) AS versions FROM gibbs_nb.models WHERE model_name = 'ul';
+DROP VIEW hm.unlocking;
+DROP FUNCTION hm.unlock_all();
+RESET ROLE;
+
 -- clean up
 RESET ROLE;
 DROP SCHEMA hv CASCADE;
