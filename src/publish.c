@@ -108,9 +108,12 @@ create_labels_table(const GnbJobParams *params, Oid nspid, const char *qualified
 				 errhint("Train again once that transaction has ended, or pass another labels_table.")));
 	}
 	PG_END_TRY();
+	/*
+	 * Without the model's name: comments are in pg_description, which every
+	 * role reads (gibbs_nb.models.labels_table tells the owner whose it is).
+	 */
 	gnb_execute(psprintf("COMMENT ON TABLE %s IS %s", qualified,
-						 quote_literal_cstr(psprintf("labels from gibbs_nb model %s",
-													 params->model_name))),
+						 quote_literal_cstr("labels of a gibbs_nb model")),
 				0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
 	gnb_restore_user(&priv);
 	AtEOXact_GUC(true, guc_level);
