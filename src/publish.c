@@ -263,7 +263,10 @@ gnb_release_labels_table(const GnbJobParams *params)
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("another transaction holds a lock on it")));
+		/* still the table it made, by name too (renamed since: left alone) */
 		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+			get_rel_namespace(relid) == get_namespace_oid(params->labels_schema, true) &&
+			strcmp(get_rel_name(relid), params->labels_table) == 0 &&
 			!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
 		{
 			if (!gnb_citus_is_distributed(relid))
