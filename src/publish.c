@@ -12,6 +12,7 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -102,9 +103,10 @@ create_labels_table(const GnbJobParams *params, Oid nspid, const char *qualified
 		FlushErrorState();
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not create labels table %s: another transaction is creating a relation or type of that name",
+				 errmsg("could not create labels table %s: another transaction holds a lock it needs",
 						qualified),
-				 errdetail("A gibbs_nb job waits %d ms for it, then fails.", LABELS_CREATE_WAIT_MS),
+				 errdetail("A transaction that creates a relation or type of that name does, until it ends. A gibbs_nb job waits %d ms for it, then fails.",
+						   LABELS_CREATE_WAIT_MS),
 				 errhint("Train again once that transaction has ended, or pass another labels_table.")));
 	}
 	PG_END_TRY();
@@ -219,7 +221,21 @@ gnb_reserve_labels_table(GnbJobParams *params)
 	CommitTransactionCommand();
 }
 
-/* relid, locked, has no row (whatever row security would show). */
+/* The owner of relation relid (which exists). */
+static Oid
+relation_owner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/* relid, an ordinary table locked by the caller, has no row (whatever row security would show). */
 static bool
 relation_is_empty(Oid relid)
 {
@@ -234,17 +250,23 @@ relation_is_empty(Oid relid)
 	return empty;
 }
 
+/* How long dropping a failed job's labels table waits for a lock (ms). */
+#define LABELS_RELEASE_WAIT_MS 1000
+
 /*
  * A job that failed drops the labels table it created (gnb_reserve_labels_table)
- * if nothing else came to hold it: no version of the model registered it and
- * it has no rows.  By OID (performDeletion, RESTRICT: an object made on it
- * since keeps it), so that no name is looked up: the caller may be waiting
- * for this job in a transaction that altered the schema (its row is locked
- * then; the job failed for it).  A Citus distributed table is dropped by its
- * DROP TABLE (Citus drops its shards then), as model.c drops one: named from
- * the catalogs under the schema's lock, which it does not wait for.  Best
- * effort, before the job's outcome is written, and no lock is waited for: a
- * failure here is a WARNING and the table is left.
+ * if nothing else came to hold it: still an ordinary table of the model's
+ * owner under the name it was made with, no version of the model registered
+ * it, and it has no rows.  By OID (performDeletion, RESTRICT: an object made
+ * on it since keeps it), so that no name is looked up: the caller may be
+ * waiting for this job in a transaction that altered the schema (its row is
+ * locked then; the job failed for it).  A Citus distributed table is dropped
+ * by its DROP TABLE (Citus drops its shards then), as model.c drops one:
+ * named from the catalogs under the schema's lock, which it does not wait
+ * for.  Best effort, before the job's outcome is written: no lock is waited
+ * for longer than LABELS_RELEASE_WAIT_MS (anyone may hold one on an object
+ * that depends on the table, a table of its row type), and a failure here is
+ * a WARNING and the table is left.
  */
 void
 gnb_release_labels_table(const GnbJobParams *params)
@@ -256,17 +278,29 @@ gnb_release_labels_table(const GnbJobParams *params)
 		return;
 	PG_TRY();
 	{
+		char		wait_ms[16];
+
 		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		SPI_connect();
+		snprintf(wait_ms, sizeof(wait_ms), "%d", LABELS_RELEASE_WAIT_MS);
+		(void) set_config_option("lock_timeout", wait_ms, PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
 		if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("another transaction holds a lock on it")));
-		/* still the table it made, by name too (renamed since: left alone) */
+		/* the snapshot after the lock: it sees every row committed before */
+		PushActiveSnapshot(GetTransactionSnapshot());
+		SPI_connect();
+		/*
+		 * Still the table it made: by name too (renamed since: left alone),
+		 * an ordinary table (its owner may have made it a view), the model's
+		 * owner's (not one given away since).
+		 */
 		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+			get_rel_relkind(relid) == RELKIND_RELATION &&
 			get_rel_namespace(relid) == get_namespace_oid(params->labels_schema, true) &&
 			strcmp(get_rel_name(relid), params->labels_table) == 0 &&
+			relation_owner(relid) == gnb_owner_role(params->model_owner) &&
 			!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
 		{
 			if (!gnb_citus_is_distributed(relid))
