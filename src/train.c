@@ -263,7 +263,6 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 	if (OidIsValid(relid))
 	{
 		bool		registered;
-
 		int64		running = 0;
 
 		SPI_connect();

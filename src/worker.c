@@ -478,7 +478,7 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	/*
 	 * A labels table it created and nothing holds goes (publish.c), before
 	 * the outcome is told: whoever sees the job ended finds it gone.  It
-	 * never waits for a lock, and any error in it is a WARNING.
+	 * waits at most a second for any lock, and any error in it is a WARNING.
 	 */
 	gnb_release_labels_table(&job->params);
 	QueryCancelPending = false;
