@@ -374,16 +374,24 @@ for workers in 0 2; do
     printf "  %d parallel workers: gibbs_nb_class_counts %7.1f ms, GROUP BY %7.1f ms, ratio %4.1f x   (medians of 3)\n", w, a, g, g / a }'
   cc[$workers]="$agg_ms $grp_ms"
 done
-# 2 workers against serial, interleaved: each round times a serial count
-# then a parallel one (each the second call of its session), and its ratio
-launched=$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=2" psql_q -At -c "EXPLAIN (ANALYZE, COSTS OFF) $agg" |
-           sed -n 's/.*Workers Launched: \([0-9]*\).*/\1/p' | head -1)
-par_ratios=()
-for run in $(seq 1 "$REPEAT"); do
-  s=$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=0" time_runs "$agg" 2 | tail -n 1)
-  p=$(PGOPTIONS="$PGOPTIONS -c max_parallel_workers_per_gather=2" time_runs "$agg" 2 | tail -n 1)
-  par_ratios+=("$(awk -v s="$s" -v p="$p" 'BEGIN { printf "%.2f", s / p }')")
-done
+# 2 workers against serial, interleaved: each round times a serial query
+# then a parallel one (each the second call of its session), and its ratio.
+# $1 the query, $2 extra settings (-c name=value ...); prints the ratios.
+interleaved_ratios() {
+  local s p
+  for _ in $(seq 1 "$REPEAT"); do
+    s=$(PGOPTIONS="$PGOPTIONS $2 -c max_parallel_workers_per_gather=0" time_runs "$1" 2 | tail -n 1)
+    p=$(PGOPTIONS="$PGOPTIONS $2 -c max_parallel_workers_per_gather=2" time_runs "$1" 2 | tail -n 1)
+    awk -v s="$s" -v p="$p" 'BEGIN { printf "%.2f ", s / p }'
+  done
+}
+# the workers a parallel run of query $1 (settings $2) launched
+workers_launched() {
+  PGOPTIONS="$PGOPTIONS $2 -c max_parallel_workers_per_gather=2" psql_q -At -c "EXPLAIN (ANALYZE, COSTS OFF) $1" |
+    sed -n 's/.*Workers Launched: \([0-9]*\).*/\1/p' | head -1
+}
+launched=$(workers_launched "$agg" "")
+read -r -a par_ratios <<<"$(interleaved_ratios "$agg" "")"
 par_ratio=$(printf '%s\n' "${par_ratios[@]}" | median)
 echo "  2 workers (launched: ${launched:-?}) against serial, interleaved rounds: ${par_ratios[*]} (x); median ${par_ratio}x"
 # What this machine allows a parallel plan over the same rows: PostgreSQL's
@@ -393,14 +401,8 @@ echo "  2 workers (launched: ${launched:-?}) against serial, interleaved rounds:
 # the same way.  The count cannot scale better than this plus its own tail.
 ceil_q="SELECT sum(cardinality(tokens)) FROM mail WHERE label IS NOT NULL"
 ceil_opts="-c parallel_setup_cost=0 -c parallel_tuple_cost=0"
-ceil_launched=$(PGOPTIONS="$PGOPTIONS $ceil_opts -c max_parallel_workers_per_gather=2" psql_q -At -c "EXPLAIN (ANALYZE, COSTS OFF) $ceil_q" |
-                sed -n 's/.*Workers Launched: \([0-9]*\).*/\1/p' | head -1)
-ceil_ratios=()
-for run in $(seq 1 "$REPEAT"); do
-  s=$(PGOPTIONS="$PGOPTIONS $ceil_opts -c max_parallel_workers_per_gather=0" time_runs "$ceil_q" 2 | tail -n 1)
-  p=$(PGOPTIONS="$PGOPTIONS $ceil_opts -c max_parallel_workers_per_gather=2" time_runs "$ceil_q" 2 | tail -n 1)
-  ceil_ratios+=("$(awk -v s="$s" -v p="$p" 'BEGIN { printf "%.2f", s / p }')")
-done
+ceil_launched=$(workers_launched "$ceil_q" "$ceil_opts")
+read -r -a ceil_ratios <<<"$(interleaved_ratios "$ceil_q" "$ceil_opts")"
 ceil_ratio=$(printf '%s\n' "${ceil_ratios[@]}" | median)
 echo "  ceiling: PostgreSQL's own sum(cardinality(tokens)) over the same rows, 2 workers (launched: ${ceil_launched:-?}) against serial, interleaved rounds: ${ceil_ratios[*]} (x); median ${ceil_ratio}x"
 # The same on the table replicated 4 times (same vocabulary, 4x the rows):
