@@ -49,7 +49,10 @@ ISOLATION = $(sort $(patsubst test/isolation/specs/%.spec,%,$(wildcard test/isol
 ISOLATION_OPTS = --inputdir=test/isolation --outputdir=output_iso
 EXTRA_CLEAN = results output_iso regression.diffs regression.out
 
-PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core
+# the version the library reports (PostgreSQL 18's PG_MODULE_MAGIC_EXT) is
+# the control file's
+EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(srcdir)/gibbs_nb.control)
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core -DGNB_VERSION='"$(EXTVERSION)"'
 # -Werror is not here: a newer compiler's new warning must not break a
 # packager's build.  The test command (and so CI) builds with
 # EXTRA_CFLAGS=-Werror.
@@ -101,15 +104,18 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
 upgradecheck: all
-	test/upgrade.sh
+	PG_CONFIG='$(PG_CONFIG)' UPGRADE_LOGS='$(UPGRADE_LOGS)' test/upgrade.sh
 
 isolationcheck:
 	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
 
 TAP_OUTPUT ?= $(CURDIR)/tmp_check
+# (PostgreSQL 15 puts the tests' data and logs under TESTDIR/tmp_check, 18
+# where TESTDATADIR and TESTLOGDIR say: the same place here)
 prove_installcheck:
 	rm -rf '$(TAP_OUTPUT)' && mkdir -p '$(TAP_OUTPUT)'
 	cd $(srcdir) && TESTDIR='$(TAP_OUTPUT)' PATH="$(bindir):$$PATH" \
+		TESTDATADIR='$(TAP_OUTPUT)/tmp_check' TESTLOGDIR='$(TAP_OUTPUT)/tmp_check/log' \
 		PG_REGRESS='$(pgxsdir)/src/test/regress/pg_regress' \
 		$(PROVE) -I $(pgxsdir)/src/test/perl -I test $(PROVE_FLAGS) test/t/*.pl
 # (the benchmark's driver is built too, so that a change of the core's API
@@ -192,7 +198,9 @@ FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -fwrapv -fno-strict-aliasing \
 	$(FUZZ_SANITIZE) -fsanitize=fuzzer-no-link \
 	-I$(FUZZ_DIR) -Isrc -Isrc/core -I$(includedir_server)
 # the encoding check's common/wchar.c, as installed with the server headers
-FUZZ_LIBS = $(pkglibdir)/libpgcommon_shlib.a $(pkglibdir)/libpgport_shlib.a
+# (Debian installs them in pkglibdir, a server built from source in libdir)
+FUZZ_LIBS = $(firstword $(wildcard $(pkglibdir)/libpgcommon_shlib.a $(libdir)/libpgcommon_shlib.a)) \
+	$(firstword $(wildcard $(pkglibdir)/libpgport_shlib.a $(libdir)/libpgport_shlib.a))
 FUZZ_HDR = $(wildcard src/*.h src/core/*.h) $(FUZZ_DIR)/shim.h
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_OWN_OBJS = $(FUZZ_BUILD)/shim.o $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.o)

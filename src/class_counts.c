@@ -276,7 +276,7 @@ stringset_id(StringSet *set, MemoryContext cxt, const char *str, int len)
 
 static void own_init(CountsState *st);
 static void live_state_add(CountsState *st);
-static void invalid_counts(const char *why) pg_attribute_noreturn();
+pg_noreturn static void invalid_counts(const char *why);
 static void parse_head(bytea *value, GnbParsedCounts *pc);
 static Size counts_get_flat_size(ExpandedObjectHeader *eohptr);
 static void counts_flatten_into(ExpandedObjectHeader *eohptr, void *result, Size allocated_size);
@@ -2264,7 +2264,7 @@ gibbs_nb_counts_state_in(PG_FUNCTION_ARGS)
 				 errmsg("gibbs_nb.class_counts_state input is too long")));
 	max = pg_b64_dec_len((int) len);
 	value = palloc_extended(VARHDRSZ + (Size) max, MCXT_ALLOC_HUGE);
-	n = pg_b64_decode(str, (int) len, VARDATA(value), max);
+	n = pg_b64_decode(str, (int) len, (gnb_b64_byte *) VARDATA(value), max);
 	if (n < 0 || (Size) n > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
@@ -2294,7 +2294,7 @@ gibbs_nb_counts_state_out(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("gibbs_nb_class_counts: the counts are too large for their text form")));
 	out = palloc(max + 1);
-	n = pg_b64_encode(VARDATA(flat), len, out, max);
+	n = pg_b64_encode((const gnb_b64_byte *) VARDATA(flat), len, out, max);
 	if (n < 0)
 		elog(ERROR, "gibbs_nb_class_counts: base64 encoding failed");
 	out[n] = '\0';

@@ -1,7 +1,8 @@
 /*
  * compat.h
- *	  The server APIs gibbs_nb uses that differ between PostgreSQL 15, 16
- *	  and 17, behind one name each.
+ *	  The server APIs gibbs_nb uses that differ between PostgreSQL 15, 16,
+ *	  17 and 18, behind one name each.  Each guard names the release that
+ *	  changed the API, so that every release between takes the right branch.
  */
 #ifndef GNB_COMPAT_H
 #define GNB_COMPAT_H
@@ -9,6 +10,14 @@
 #include "catalog/pg_namespace.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
+
+/*
+ * PostgreSQL 18 replaced the postfix pg_attribute_noreturn() by the prefix
+ * pg_noreturn (C11 _Noreturn); before it, the attribute serves as a prefix.
+ */
+#if PG_VERSION_NUM < 180000
+#define pg_noreturn pg_attribute_noreturn()
+#endif
 
 /* PostgreSQL 17 moved the local transaction id into PGPROC's vxid. */
 #if PG_VERSION_NUM >= 170000
@@ -30,6 +39,13 @@
 	object_aclcheck(NamespaceRelationId, (nsp), (role), (mode))
 #else
 #define gnb_namespace_aclcheck(nsp, role, mode) pg_namespace_aclcheck((nsp), (role), (mode))
+#endif
+
+/* PostgreSQL 18 made the bytes pg_b64_encode reads and pg_b64_decode writes uint8. */
+#if PG_VERSION_NUM >= 180000
+typedef uint8 gnb_b64_byte;
+#else
+typedef char gnb_b64_byte;
 #endif
 
 #endif							/* GNB_COMPAT_H */

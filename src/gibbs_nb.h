@@ -10,6 +10,8 @@
 
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "gnb_sampler.h"
 #include "storage/dsm.h"
 #include "fmgr.h"

@@ -61,7 +61,7 @@ typedef struct Reader
  */
 #define LOG_PROB_FLOOR (-1e6)
 
-static void malformed(const char *what) pg_attribute_noreturn();
+pg_noreturn static void malformed(const char *what);
 
 static void
 malformed(const char *what)

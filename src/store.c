@@ -338,8 +338,8 @@ gnb_current_role_name(void)
 static void
 identity_hex(const void *data, Size len, char *out)
 {
-	snprintf(out, IDENTITY_HEX_SIZE, "%016" INT64_MODIFIER "x",
-			 (uint64) DatumGetUInt64(hash_any_extended((const unsigned char *) data, len, 0)));
+	snprintf(out, IDENTITY_HEX_SIZE, "%016llx",
+			 (unsigned long long) DatumGetUInt64(hash_any_extended((const unsigned char *) data, len, 0)));
 }
 
 /*
@@ -670,7 +670,7 @@ gibbs_nb_model_relation(PG_FUNCTION_ARGS)
 	owner = gnb_owner_role(text_to_cstring(PG_GETARG_TEXT_PP(3)));
 	if (!OidIsValid(owner) || !has_privs_of_role(GetUserId(), owner))
 		PG_RETURN_NULL();
-	found = RangeVarGetRelid(makeRangeVarFromNameList(stringToQualifiedNameList(name)),
+	found = RangeVarGetRelid(makeRangeVarFromNameList(gnb_qualified_name_list(name)),
 							 NoLock, true);
 	if (!OidIsValid(found) || relation_owner(found) != owner)
 		PG_RETURN_NULL();
@@ -2524,6 +2524,8 @@ gnb_store_version_warnings(const char *owner, const char *model_name, int32 vers
 	Int32GetDatum(version)};
 	bool		isnull;
 	Datum		d;
+	ArrayType  *warnings;
+	ArrayType  *copy;
 
 	gnb_execute("SELECT warnings FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 				"AND model_name OPERATOR(pg_catalog.=) $2 AND version OPERATOR(pg_catalog.=) $3",
@@ -2533,7 +2535,11 @@ gnb_store_version_warnings(const char *owner, const char *model_name, int32 vers
 	d = gnb_result_value(1, &isnull);
 	if (isnull)
 		return NULL;
-	return DatumGetArrayTypePCopy(d);
+	/* detoasted in SPI's memory, then copied out of it (SPI_palloc) */
+	warnings = DatumGetArrayTypeP(d);
+	copy = SPI_palloc(VARSIZE(warnings));
+	memcpy(copy, warnings, VARSIZE(warnings));
+	return copy;
 }
 
 /* ---------- the deployed version ---------- */

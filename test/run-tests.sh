@@ -1,30 +1,28 @@
 #!/usr/bin/env bash
 # The whole test suite (the README's test command; .ci/run calls it).
-# Installs what is missing, builds with -Werror, installs the extension,
-# starts a throwaway server, and runs the Makefile's test targets against
-# it: the sampler core's unit tests (plain and under ASan/UBSan), `make
-# installcheck` (pg_regress and the isolation specs), `make
-# prove_installcheck` (the TAP tests), `make upgradecheck` (the upgrade from
-# the released 0.1.0) and `make fuzz` for 10 s a target; before the TAP
-# tests, Citus from ../shared/citus/build.sh when ../shared is there.  Ends with "N
-# passed, N failed" over the suites.
+#
+# Runs every suite on the system's PostgreSQL (Debian's 15), then again on
+# each further server it can have: those named in TEST_PG_CONFIGS (paths to
+# their pg_config, separated by spaces), or else, when ../shared is beside
+# the repository, the assertion-enabled PostgreSQL 18 (with pg_cron and
+# Citus 14) that ../shared/postgresql/build.sh builds once per machine.
+#
+# Each pass installs what is missing, builds with -Werror against that
+# server, installs the extension into it, starts a throwaway server, and
+# runs the Makefile's test targets against it: `make installcheck`
+# (pg_regress and the isolation specs), `make prove_installcheck` (the TAP
+# tests: workers, jobs, pg_cron, crash and restart, dump and restore,
+# limits, export, Citus, chains), `make upgradecheck` (the upgrade from the
+# released 0.1.0) and `make fuzz` for 10 s a target.  The sampler core's
+# unit tests (plain and under ASan/UBSan) run once: the core has no server
+# headers.  After each pass the servers' logs are read (test/check-logs.sh):
+# an assertion failure, a crash, a leaked pin or resource fails the pass
+# even if every test said ok.  Ends with "N passed, N failed" over all.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
 scripts/install-deps.sh || exit 1
-make -s clean >/dev/null
-make -s EXTRA_CFLAGS=-Werror >/dev/null || { echo "build failed"; exit 1; }
-make -s install >/dev/null || { echo "install failed"; exit 1; }
-
-work=$(mktemp -d /tmp/gibbs_nb_test.XXXXXX)
-chown postgres "$work"
-chmod 755 "$work"
-
-# the server installcheck runs against: test/regress.conf's settings
-. test/cluster.sh
-mapfile -t conf < <(grep -v '^#' test/regress.conf)
-cluster_start "$work/server" "${conf[@]}"
 
 passed=0
 failed=0
@@ -40,7 +38,7 @@ suite() {
 }
 
 installcheck() {
-  make -s installcheck
+  make -s PG_CONFIG="$pg_config" installcheck
   local rc=$?
   if [ $rc -ne 0 ]; then
     for f in regression.diffs output_iso/regression.diffs; do [ -f "$f" ] && cat "$f"; done
@@ -50,7 +48,7 @@ installcheck() {
 
 tap() {
   # TAP tests start their own clusters: not as root
-  runuser -u postgres -- make -s prove_installcheck TAP_OUTPUT="$work/tap"
+  runuser -u postgres -- make -s PG_CONFIG="$pg_config" prove_installcheck TAP_OUTPUT="$work/tap"
   local rc=$?
   if [ $rc -ne 0 ]; then
     for f in "$work"/tap/tmp_check/log/*; do echo "----- $f"; tail -n 60 "$f"; done
@@ -58,27 +56,87 @@ tap() {
   return $rc
 }
 
-# Citus, for test/t/008_citus.pl: built from ../shared (beside the
-# repository, as CI has it) into the PostgreSQL these tests run on (about
-# 90 s the first time; nothing once it is installed).  Without ../shared the
-# Citus test runs only if Citus is installed, and says it was skipped if not.
+build() {
+  make -s PG_CONFIG="$pg_config" clean >/dev/null &&
+    make -s PG_CONFIG="$pg_config" EXTRA_CFLAGS=-Werror >/dev/null &&
+    make -s PG_CONFIG="$pg_config" install >/dev/null
+}
+
+# the server the tests run against: test/regress.conf's settings
+. test/cluster.sh
+mapfile -t conf < <(grep -v '^#' test/regress.conf)
+
+# run_pass LABEL PG_CONFIG: every suite but the core's against one server
+run_pass() {
+  local label=$1
+  pg_config=$2
+  echo "##### $label: $("$pg_config" --version) ($pg_config)"
+  local pass_start=$SECONDS
+  if ! build; then
+    failed=$((failed + 1)); echo "--- $label: build failed"; return
+  fi
+  work=$(mktemp -d /tmp/gibbs_nb_test.XXXXXX)
+  chown postgres "$work"
+  chmod 755 "$work"
+  PG_BINDIR=$("$pg_config" --bindir)
+  cluster_start "$work/server" "${conf[@]}"
+
+  suite "$label: SQL: pg_regress and isolation specs (make installcheck)" installcheck
+  suite "$label: server: TAP tests (make prove_installcheck)" tap
+  suite "$label: upgrade from 0.1.0 (make upgradecheck)" \
+    make -s PG_CONFIG="$pg_config" upgradecheck UPGRADE_LOGS="$work/upgrade"
+  suite "$label: fuzz: short run" make -s PG_CONFIG="$pg_config" fuzz FUZZ_SECONDS=10
+
+  cluster_stop
+  suite "$label: server logs: no assertion failure, crash or leak" \
+    test/check-logs.sh "$work/server/server.log" "$work/tap" "$work/upgrade"
+  rm -rf "$work"
+  echo "##### $label: $((SECONDS - pass_start)) s"
+}
+
+system_pg_config=$(command -v pg_config)
+
+# Citus 13 for the system's PostgreSQL 15, for test/t/008_citus.pl: built
+# from ../shared (beside the repository, as CI has it) into that server
+# (about 90 s the first time; nothing once it is installed).  Without
+# ../shared the Citus test runs only if Citus is installed, and says it was
+# skipped if not.
 citus_build=$repo/../shared/citus/build.sh
 if [ -x "$citus_build" ]; then
-  suite "Citus: build and install ($citus_build)" \
-    env PG_CONFIG="$(command -v pg_config)" CITUS_SRC="$work/citus-src" CITUS_LOG="$work/citus-build.log" \
+  citus_tmp=$(mktemp -d /tmp/gibbs_nb_citus.XXXXXX)
+  suite "Citus 13: build and install ($citus_build)" \
+    env PG_CONFIG="$system_pg_config" CITUS_SRC="$citus_tmp/src" CITUS_LOG="$citus_tmp/build.log" \
     "$citus_build"
+  rm -rf "$citus_tmp"
 else
   echo "=== Citus: no $citus_build: the Citus TAP test runs only if Citus is installed (else it is skipped)"
 fi
 
+# The further servers: TEST_PG_CONFIGS, or PostgreSQL 18 from ../shared.
+# Built before the first pass, so that a failed build shows at once.
+others=()
+if [ -n "${TEST_PG_CONFIGS:-}" ]; then
+  read -r -a others <<< "$TEST_PG_CONFIGS"
+elif [ -x "$repo/../shared/postgresql/build.sh" ]; then
+  pg18_out=$(mktemp /tmp/gibbs_nb_pg18.XXXXXX)
+  suite "PostgreSQL 18 with assertions, pg_cron, Citus 14: build once per machine" \
+    bash -c "'$repo/../shared/postgresql/build.sh' > '$pg18_out'"
+  pg18=$(tail -n 1 "$pg18_out")
+  rm -f "$pg18_out"
+  [ -x "$pg18" ] && others=("$pg18")
+else
+  echo "=== no second server: set TEST_PG_CONFIGS to test against more than $system_pg_config"
+fi
+
 suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
-suite "SQL: pg_regress and isolation specs (make installcheck)" installcheck
-suite "server: TAP tests (make prove_installcheck)" tap
-suite "upgrade from 0.1.0 (make upgradecheck)" make -s upgradecheck
-suite "fuzz: short run" make -s fuzz FUZZ_SECONDS=10
 
-cluster_stop
-rm -rf "$work"
+run_pass "PostgreSQL $("$system_pg_config" --version | sed 's/^PostgreSQL //; s/\..*//')" "$system_pg_config"
+for other in "${others[@]}"; do
+  run_pass "PostgreSQL $("$other" --version | sed 's/^PostgreSQL //; s/\..*//')" "$other"
+done
+
+# leave the tree built for the system's server, as `make` would
+make -s clean >/dev/null
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

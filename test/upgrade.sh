@@ -12,30 +12,53 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 release=11a2f3f   # gibbs_nb 0.1.0
 
+PG_CONFIG=${PG_CONFIG:-pg_config}   # the server to test on (make upgradecheck passes its own)
+
 work=$(mktemp -d /tmp/gibbs_nb_upgrade.XXXXXX)
-bin=$work/root$(pg_config --bindir)   # the copy below keeps the installation's layout
+bin=$work/root$("$PG_CONFIG" --bindir)   # the copy below keeps the installation's layout
 stop_cluster() {
   [ -f "$work/data/postmaster.pid" ] &&
     runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -m fast -w stop >/dev/null || true
 }
-trap 'stop_cluster; rm -rf "$work"' EXIT
+# the server's log is kept in UPGRADE_LOGS when it is set (the test command
+# reads it for assertion failures)
+keep_log() {
+  if [ -n "${UPGRADE_LOGS:-}" ] && [ -f "$work/server.log" ]; then
+    mkdir -p "$UPGRADE_LOGS" && cp "$work/server.log" "$UPGRADE_LOGS/upgrade-server.log"
+  fi
+}
+trap 'stop_cluster; keep_log; rm -rf "$work"' EXIT
 
 if ! git -C "$repo" cat-file -e "$release^{commit}" 2>/dev/null; then
   echo "upgrade test: commit $release (0.1.0) is not in this clone's history" >&2
   exit 1
 fi
 
-# 0.1.0, built with the system's PGXS
+# 0.1.0, built with the PGXS of the server under test
 mkdir -p "$work/old"
 git -C "$repo" archive "$release" | tar -x -C "$work/old"
-make -C "$work/old" -s >/dev/null
+# 0.1.0 was released for PostgreSQL 15 alone: a 0.1.0 database reaches a
+# newer server through pg_upgrade, its objects and rows as they were.  To make
+# such a database here, 0.1.0 is built with the API changes of 16 and 17 that
+# src/compat.h covers patched in (nothing else of it changes).
+server_num=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
+if [ "$server_num" -ge 16 ]; then
+  sed -i -e 's|^#include "catalog/namespace.h"$|&\n#include "catalog/pg_namespace.h"|' \
+    -e 's/stringToQualifiedNameList(\(text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABELS_TABLE))\))/stringToQualifiedNameList(\1, NULL)/' \
+    -e 's/pg_namespace_aclcheck(nspid, /object_aclcheck(NamespaceRelationId, nspid, /' "$work/old/src/train.c"
+fi
+if [ "$server_num" -ge 17 ]; then
+  sed -i 's/MyProc->lxid/MyProc->vxid.lxid/g' "$work/old/src/predict.c"
+fi
+make -C "$work/old" -s PG_CONFIG="$PG_CONFIG" >/dev/null
 
-# a private copy of PostgreSQL 15
-libdir=$(pg_config --pkglibdir)
-sharedir=$(pg_config --sharedir)
-mkdir -p "$work/root$(dirname "$libdir")" "$work/root$(dirname "$sharedir")"
-cp -a "$(dirname "$libdir")" "$work/root$(dirname "$(dirname "$libdir")")/"
-cp -a "$sharedir" "$work/root$(dirname "$sharedir")/"
+# a private copy of the server: its binaries, libraries and share folder,
+# each where it is (Debian's layout or a source build's prefix alike)
+libdir=$("$PG_CONFIG" --pkglibdir)
+for dir in "$("$PG_CONFIG" --bindir)" "$libdir" "$("$PG_CONFIG" --sharedir)"; do
+  mkdir -p "$work/root$(dirname "$dir")"
+  cp -a "$dir" "$work/root$(dirname "$dir")/"
+done
 pkglib=$("$bin/pg_config" --pkglibdir)
 extdir=$("$bin/pg_config" --sharedir)/extension
 [ "$pkglib" != "$libdir" ] || { echo "upgrade test: the copy is not relocatable" >&2; exit 1; }

@@ -322,7 +322,7 @@ check_inputs(CountsRun *run, bool parsed, const char *parse_error, const uint8 *
 	check_input(run, receive, parsed, parse_error, "recv");
 
 	run->text = palloc(max + 1);
-	n = pg_b64_encode(VARDATA(run->value), len, run->text, max);
+	n = pg_b64_encode((const gnb_b64_byte *) VARDATA(run->value), len, run->text, max);
 	if (n < 0)
 		shim_fail("base64 encoding failed");
 	run->text[n] = '\0';

@@ -15,6 +15,8 @@
 
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "fmgr.h"
 #include "nodes/nodes.h"
 
@@ -50,6 +52,6 @@ extern Datum shim_call(PGFunction fn, int nargs, Datum a0, Datum a1, Node *resul
 					   bool *isnull);
 
 /* Abort with a message: an invariant the fuzzer found broken. */
-extern void shim_fail(const char *fmt,...) pg_attribute_printf(1, 2) pg_attribute_noreturn();
+pg_noreturn extern void shim_fail(const char *fmt,...) pg_attribute_printf(1, 2);
 
 #endif							/* GNB_FUZZ_SHIM_H */

@@ -35,7 +35,7 @@ DO $$ BEGIN
   EXECUTE format('ALTER ROLE %I SET parallel_setup_cost = 0', current_user);
   EXECUTE format('ALTER ROLE %I SET parallel_tuple_cost = 0', current_user);
   EXECUTE format('ALTER ROLE %I SET min_parallel_table_scan_size = 0', current_user);
-  EXECUTE format('ALTER ROLE %I SET force_parallel_mode = on', current_user);
+  EXECUTE format('ALTER ROLE %I SET %I = on', current_user, public.debug_parallel_guc());
   EXECUTE format('ALTER ROLE %I SET parallel_leader_participation = off', current_user);
 END $$;
 SET gibbs_nb.max_job_memory = '8MB';

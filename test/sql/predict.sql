@@ -147,10 +147,11 @@ SELECT gibbs_nb_predict('colors', tokens) AS label, count(*), sum(id) FROM new_d
 SELECT gibbs_nb_predict('colors', tokens) AS label, count(*), sum(id) FROM new_docs GROUP BY 1
 EXCEPT
 SELECT label, count(*), sum(id) FROM serial_labels GROUP BY 1;
-SET force_parallel_mode = on;
+SELECT debug_parallel_guc() AS debug_parallel \gset
+SET :"debug_parallel" = on;
 SELECT count(*) AS differing FROM new_docs d JOIN serial_labels s USING (id)
 WHERE gibbs_nb_predict('colors', d.tokens) <> s.label;
-RESET force_parallel_mode;
+RESET :"debug_parallel";
 RESET max_parallel_workers_per_gather;
 RESET parallel_setup_cost;
 RESET parallel_tuple_cost;
