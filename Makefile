@@ -99,7 +99,7 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-chains bench-import bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-versions bench-chains bench-import bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -140,6 +140,12 @@ test/bench/bench_core: test/bench/bench_core.c $(CORE_SRC) $(CORE_HDR)
 
 bench:
 	test/bench/run-bench.sh
+
+# the same training, prediction and count figures on PostgreSQL 15 and a
+# release build of 18 in one run, with their ratio (not in the test command;
+# the first run builds that 18, about 8 minutes; then about 5 minutes)
+bench-versions:
+	test/bench/run-versions.sh
 
 # chains => 2 in parallel against chains => 1 and chains => 2 one after
 # another, on SpamAssassin (not in the test command; about 10 minutes)

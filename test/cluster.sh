@@ -1,5 +1,7 @@
 # test/cluster.sh: start and stop a throwaway PostgreSQL cluster.
 # Source it, then: cluster_start DIR [extra postgresql.conf lines...]; ...; cluster_stop.
+# With CLUSTER_STOCK set, the server keeps PostgreSQL's defaults (but for
+# where it listens), as someone else's server would.
 # PostgreSQL refuses to run as root: the cluster belongs to the postgres user,
 # lives in DIR and listens only on a unix socket there.  cluster_start
 # registers cluster_stop to run on exit, success or failure.
@@ -14,7 +16,7 @@ cluster_start() {
   {
     echo "listen_addresses = ''"
     echo "unix_socket_directories = '$CLUSTER_DIR'"
-    echo "max_worker_processes = 16"
+    [ -n "${CLUSTER_STOCK:-}" ] || echo "max_worker_processes = 16"
     for line in "$@"; do echo "$line"; done
   } >> "$CLUSTER_DIR/data/postgresql.conf"
   trap cluster_stop EXIT

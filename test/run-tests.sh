@@ -13,7 +13,9 @@
 # (pg_regress and the isolation specs), `make prove_installcheck` (the TAP
 # tests: workers, jobs, pg_cron, crash and restart, dump and restore,
 # limits, export, Citus, chains), `make upgradecheck` (the upgrade from the
-# released 0.1.0) and `make fuzz` for 10 s a target.  The sampler core's
+# released 0.1.0, on Citus too) and `make fuzz` for 10 s a target.  The
+# system's server has test/regress.conf's settings; the further servers keep
+# PostgreSQL's defaults, as a packager's `make installcheck` would find them.  The sampler core's
 # unit tests (plain and under ASan/UBSan) run once: the core has no server
 # headers.  After each pass the servers' logs are read (test/check-logs.sh):
 # an assertion failure, a crash, a leaked pin or resource fails the pass
@@ -66,9 +68,11 @@ build() {
 . test/cluster.sh
 mapfile -t conf < <(grep -v '^#' test/regress.conf)
 
-# run_pass LABEL PG_CONFIG: every suite but the core's against one server
+# run_pass LABEL PG_CONFIG [stock]: every suite but the core's against one
+# server; with "stock", installcheck's server keeps PostgreSQL's default
+# settings (as a packager's would), not test/regress.conf's
 run_pass() {
-  local label=$1
+  local label=$1 stock=${3:-}
   pg_config=$2
   echo "##### $label: $("$pg_config" --version) ($pg_config)"
   local pass_start=$SECONDS
@@ -79,7 +83,11 @@ run_pass() {
   chown postgres "$work"
   chmod 755 "$work"
   PG_BINDIR=$("$pg_config" --bindir)
-  cluster_start "$work/server" "${conf[@]}"
+  if [ -n "$stock" ]; then
+    CLUSTER_STOCK=1 cluster_start "$work/server"
+  else
+    cluster_start "$work/server" "${conf[@]}"
+  fi
 
   suite "$label: SQL: pg_regress and isolation specs (make installcheck)" installcheck
   suite "$label: server: TAP tests (make prove_installcheck)" tap
@@ -132,8 +140,10 @@ suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
 
 run_pass "PostgreSQL $("$system_pg_config" --version | sed 's/^PostgreSQL //; s/\..*//')" "$system_pg_config"
+# (the further servers' installcheck runs with stock settings: it must pass
+# on a server the tests did not configure)
 for other in "${others[@]}"; do
-  run_pass "PostgreSQL $("$other" --version | sed 's/^PostgreSQL //; s/\..*//')" "$other"
+  run_pass "PostgreSQL $("$other" --version | sed 's/^PostgreSQL //; s/\..*//')" "$other" stock
 done
 
 # leave the tree built for the system's server, as `make` would

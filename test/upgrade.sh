@@ -4,87 +4,96 @@
 # to this build, and the model must still predict the same probabilities,
 # belong to the same role, retrain, and keep its labels table.
 #
-# Neither version touches the system's PostgreSQL installation: both are
-# installed into a private copy of it (PostgreSQL finds its library and
-# extension directories relative to its binaries), on a throwaway cluster.
-# Run as root from test/run-tests.sh, after `make` has built this version.
+# 0.1.0 was released for PostgreSQL 15 alone.  On 15 the database is updated
+# where 0.1.0 made it.  On a newer server (PG_CONFIG) it gets there as a
+# user's would: made by 0.1.0 on PostgreSQL 15 (OLD_PG_CONFIG, default
+# Debian's), moved by the newer server's pg_upgrade (which recreates 0.1.0's
+# functions against this build's library), then updated.
+#
+# Neither version touches a PostgreSQL installation: each server is copied
+# privately (PostgreSQL finds its library and extension directories relative
+# to its binaries), on throwaway clusters.  Run as root (make upgradecheck,
+# from test/run-tests.sh), after `make` has built this version for PG_CONFIG.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 release=11a2f3f   # gibbs_nb 0.1.0
 
 PG_CONFIG=${PG_CONFIG:-pg_config}   # the server to test on (make upgradecheck passes its own)
+OLD_PG_CONFIG=${OLD_PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+major() { "$1" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/'; }
+if [ "$(major "$PG_CONFIG")" -le 15 ]; then
+  OLD_PG_CONFIG=$PG_CONFIG
+elif [ "$(major "$OLD_PG_CONFIG")" != 15 ]; then
+  echo "upgrade test: OLD_PG_CONFIG must name a PostgreSQL 15 (0.1.0's only server)" >&2; exit 1
+fi
 
 work=$(mktemp -d /tmp/gibbs_nb_upgrade.XXXXXX)
-bin=$work/root$("$PG_CONFIG" --bindir)   # the copy below keeps the installation's layout
+# each private copy keeps its installation's layout under its own root
+bin=$work/root$("$PG_CONFIG" --bindir)              # the server under test
+old_bin=$work/old-root$("$OLD_PG_CONFIG" --bindir)  # 0.1.0's PostgreSQL 15
+[ "$OLD_PG_CONFIG" != "$PG_CONFIG" ] || old_bin=$bin
+server_bin=$old_bin   # the server start_cluster and stop_cluster run
+log=$work/server.log
 stop_cluster() {
   [ -f "$work/data/postmaster.pid" ] &&
-    runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -m fast -w stop >/dev/null || true
+    runuser -u postgres -- "$server_bin/pg_ctl" -D "$work/data" -m fast -w stop >/dev/null || true
 }
-# the server's log is kept in UPGRADE_LOGS when it is set (the test command
-# reads it for assertion failures)
-keep_log() {
-  if [ -n "${UPGRADE_LOGS:-}" ] && [ -f "$work/server.log" ]; then
-    mkdir -p "$UPGRADE_LOGS" && cp "$work/server.log" "$UPGRADE_LOGS/upgrade-server.log"
-  fi
+# the servers' logs are kept in UPGRADE_LOGS when it is set (the test command
+# reads them for assertion failures)
+keep_logs() {
+  [ -n "${UPGRADE_LOGS:-}" ] || return 0
+  mkdir -p "$UPGRADE_LOGS"
+  for f in "$work"/server*.log; do [ ! -f "$f" ] || cp "$f" "$UPGRADE_LOGS/upgrade-$(basename "$f")"; done
 }
-trap 'stop_cluster; keep_log; rm -rf "$work"' EXIT
+trap 'stop_cluster; keep_logs; rm -rf "$work"' EXIT
 
 if ! git -C "$repo" cat-file -e "$release^{commit}" 2>/dev/null; then
   echo "upgrade test: commit $release (0.1.0) is not in this clone's history" >&2
   exit 1
 fi
 
-# 0.1.0, built with the PGXS of the server under test
+# 0.1.0, built with PostgreSQL 15's PGXS
 mkdir -p "$work/old"
 git -C "$repo" archive "$release" | tar -x -C "$work/old"
-# 0.1.0 was released for PostgreSQL 15 alone: a 0.1.0 database reaches a
-# newer server through pg_upgrade, its objects and rows as they were.  To make
-# such a database here, 0.1.0 is built with the API changes of 16 and 17 that
-# src/compat.h covers patched in (nothing else of it changes).
-server_num=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
-if [ "$server_num" -ge 16 ]; then
-  sed -i -e 's|^#include "catalog/namespace.h"$|&\n#include "catalog/pg_namespace.h"|' \
-    -e 's/stringToQualifiedNameList(\(text_to_cstring(PG_GETARG_TEXT_PP(ARG_LABELS_TABLE))\))/stringToQualifiedNameList(\1, NULL)/' \
-    -e 's/pg_namespace_aclcheck(nspid, /object_aclcheck(NamespaceRelationId, nspid, /' "$work/old/src/train.c"
-fi
-if [ "$server_num" -ge 17 ]; then
-  sed -i 's/MyProc->lxid/MyProc->vxid.lxid/g' "$work/old/src/predict.c"
-fi
-make -C "$work/old" -s PG_CONFIG="$PG_CONFIG" >/dev/null
+make -C "$work/old" -s PG_CONFIG="$OLD_PG_CONFIG" >/dev/null
 
-# a private copy of the server: its binaries, libraries and share folder,
-# each where it is (Debian's layout or a source build's prefix alike)
-libdir=$("$PG_CONFIG" --pkglibdir)
-for dir in "$("$PG_CONFIG" --bindir)" "$libdir" "$("$PG_CONFIG" --sharedir)"; do
-  mkdir -p "$work/root$(dirname "$dir")"
-  cp -a "$dir" "$work/root$(dirname "$dir")/"
-done
-pkglib=$("$bin/pg_config" --pkglibdir)
-extdir=$("$bin/pg_config" --sharedir)/extension
-[ "$pkglib" != "$libdir" ] || { echo "upgrade test: the copy is not relocatable" >&2; exit 1; }
-rm -f "$extdir"/gibbs_nb*
-
-install_version() {   # $1: a built tree
-  cp "$1/gibbs_nb.so" "$pkglib/"
-  cp "$1/gibbs_nb.control" "$1"/sql/gibbs_nb--*.sql "$extdir/"
+# copy_server PG_CONFIG ROOT: a private copy of a server's binaries,
+# libraries and share folder, each where it is (Debian's layout or a source
+# build's prefix alike), without gibbs_nb
+copy_server() {
+  local dir copy
+  for dir in "$("$1" --bindir)" "$("$1" --pkglibdir)" "$("$1" --sharedir)"; do
+    mkdir -p "$2$(dirname "$dir")"
+    cp -a "$dir" "$2$(dirname "$dir")/"
+  done
+  copy=$2$("$1" --bindir)/pg_config
+  [ "$("$copy" --pkglibdir)" != "$("$1" --pkglibdir)" ] ||
+    { echo "upgrade test: the copy of $1 is not relocatable" >&2; exit 1; }
+  rm -f "$("$copy" --sharedir)"/extension/gibbs_nb* "$("$copy" --pkglibdir)"/gibbs_nb.so
 }
+install_version() {   # $1: a built tree, $2: the bin folder of a copy
+  cp "$1/gibbs_nb.so" "$("$2/pg_config" --pkglibdir)/"
+  cp "$1/gibbs_nb.control" "$1"/sql/gibbs_nb--*.sql "$("$2/pg_config" --sharedir)/extension/"
+}
+copy_server "$PG_CONFIG" "$work/root"
+[ "$old_bin" = "$bin" ] || copy_server "$OLD_PG_CONFIG" "$work/old-root"
 
 chown -R postgres "$work"
-runuser -u postgres -- "$bin/initdb" -D "$work/data" -A trust -U postgres >/dev/null
-cat >> "$work/data/postgresql.conf" <<EOF
-listen_addresses = ''
-unix_socket_directories = '$work'
-max_worker_processes = 16
-gibbs_nb.progress_interval = 0
-EOF
+new_cluster() {   # $1: the bin folder of a copy; more arguments go to initdb
+  local initdb_bin=$1; shift
+  runuser -u postgres -- "$initdb_bin/initdb" -D "$work/data" -A trust -U postgres "$@" >/dev/null
+  printf '%s\n' "listen_addresses = ''" "unix_socket_directories = '$work'" \
+    "max_worker_processes = 16" "gibbs_nb.progress_interval = 0" >> "$work/data/postgresql.conf"
+}
+new_cluster "$old_bin"
 start_cluster() {
-  runuser -u postgres -- "$bin/pg_ctl" -D "$work/data" -l "$work/server.log" -w start >/dev/null
+  runuser -u postgres -- "$server_bin/pg_ctl" -D "$work/data" -l "$log" -w start >/dev/null
 }
 q() { "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -U postgres -d postgres "$@"; }
 qd() { local db=$1; shift; "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -U postgres -d "$db" "$@"; }
 
 # --- under 0.1.0: a model trained by a non-superuser, two versions ---
-install_version "$work/old"
+install_version "$work/old" "$old_bin"
 start_cluster
 q <<'SQL'
 CREATE EXTENSION gibbs_nb;
@@ -109,10 +118,41 @@ CREATE EXTENSION gibbs_nb;
 INSERT INTO gibbs_nb.theta VALUES ('ghost', 1, 'a', 'x', 0.5, 10);
 SQL
 [ "$(q -c "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'")" = 0.1.0 ]
+if [ "$old_bin" != "$bin" ]; then
+  # This machine's PostgreSQL 15 (Debian's 15.20) gives every new column an
+  # attribute option, pg_attver, that PostgreSQL 18.6 does not know (and that
+  # ALTER TABLE ... RESET does not remove): 18's pg_upgrade stops at the
+  # first table of any database.  It has nothing to do with gibbs_nb; it is
+  # taken out of the catalog so that the upgrade can be tested.
+  for db in postgres orphan; do
+    qd "$db" -c "UPDATE pg_catalog.pg_attribute a
+                    SET attoptions = NULLIF(ARRAY(SELECT o FROM unnest(a.attoptions) o
+                                                   WHERE o NOT LIKE 'pg_attver=%'), '{}')
+                  WHERE a.attrelid >= 16384 AND a.attoptions::text LIKE '%pg_attver=%'"
+  done
+fi
 stop_cluster
 
 # --- this build, then ALTER EXTENSION ... UPDATE ---
-install_version "$repo"
+install_version "$repo" "$bin"
+if [ "$old_bin" != "$bin" ]; then
+  # PostgreSQL 15 to the newer server by its pg_upgrade, this build installed there
+  mv "$work/data" "$work/data15"
+  initdb_opts=()
+  # (18 checksums new clusters by default; pg_upgrade wants the old cluster's setting)
+  if "$bin/initdb" --help | grep -q -- --no-data-checksums; then initdb_opts+=(--no-data-checksums); fi
+  new_cluster "$bin" "${initdb_opts[@]}"
+  if ! (cd "$work" && runuser -u postgres -- "$bin/pg_upgrade" -b "$old_bin" -B "$bin" \
+          -d "$work/data15" -D "$work/data" -U postgres -s "$work" >"$work/pg_upgrade.out" 2>&1); then
+    tail -n 30 "$work/pg_upgrade.out"
+    grep -rh -B2 -A6 'ERROR\|error:\|FATAL' "$work/data/pg_upgrade_output.d" | head -n 60
+    [ -z "${UPGRADE_LOGS:-}" ] || cp -r "$work/data/pg_upgrade_output.d" "$UPGRADE_LOGS/"
+    exit 1
+  fi
+  echo "ok - pg_upgrade from PostgreSQL 15 to $(major "$PG_CONFIG"): 0.1.0's objects on this build's library"
+  server_bin=$bin
+  log=$work/server-new.log
+fi
 start_cluster
 fail=0
 check() {   # $1: what, $2: expected, $3: got
@@ -171,12 +211,65 @@ check "... and leaves the extension at 0.1.0" "0.1.0" \
 check "... which updates once the row is gone" "1" \
   "$(qd orphan -c "DELETE FROM gibbs_nb.theta" -c "ALTER EXTENSION gibbs_nb UPDATE" \
                  -c "SELECT count(*) FROM pg_class WHERE oid = 'gibbs_nb.theta'::regclass AND relkind = 'v'")"
+fresh_members=$(q -c "CREATE DATABASE fresh" >/dev/null; "$bin/psql" -X -At -h "$work" -U postgres -d fresh \
+       -c "CREATE EXTENSION gibbs_nb" -c "SELECT count(*) FROM pg_depend d
+    JOIN pg_extension e ON d.refobjid = e.oid WHERE e.extname = 'gibbs_nb' AND d.deptype = 'e'" | tail -1)
 check "a new database gets the same objects" "$(q -c "SELECT count(*) FROM pg_depend d
     JOIN pg_extension e ON d.refobjid = e.oid WHERE e.extname = 'gibbs_nb' AND d.deptype = 'e'")" \
-  "$(q -c "CREATE DATABASE fresh" >/dev/null; "$bin/psql" -X -At -h "$work" -U postgres -d fresh \
-       -c "CREATE EXTENSION gibbs_nb" -c "SELECT count(*) FROM pg_depend d
-    JOIN pg_extension e ON d.refobjid = e.oid WHERE e.extname = 'gibbs_nb' AND d.deptype = 'e'" | tail -1)"
+  "$fresh_members"
+stop_cluster
+
+# --- on Citus: the update run on a coordinator propagates to its workers ---
+# A coordinator and two workers of the server under test, with Citus (when
+# it is installed there); 0.1.0's objects made with CREATE EXTENSION ...
+# VERSION '0.1.0' on the coordinator (Citus creates them on the workers),
+# then ALTER EXTENSION gibbs_nb UPDATE there.  (The data a 0.1.0 model leaves
+# is the single node's part above.)
+citus_nodes=(coord worker1 worker2)
+stop_citus() {
+  local n
+  for n in "${citus_nodes[@]}"; do
+    [ ! -f "$work/citus-$n/postmaster.pid" ] ||
+      runuser -u postgres -- "$bin/pg_ctl" -D "$work/citus-$n" -m fast -w stop >/dev/null || true
+  done
+}
+trap 'stop_citus; stop_cluster; keep_logs; rm -rf "$work"' EXIT
+if [ ! -f "$("$bin/pg_config" --pkglibdir)/citus.so" ]; then
+  echo "ok - # skip the Citus update: Citus is not installed in $("$PG_CONFIG" --pkglibdir)"
+else
+  port=5440
+  for n in "${citus_nodes[@]}"; do
+    runuser -u postgres -- "$bin/initdb" -D "$work/citus-$n" -A trust -U postgres >/dev/null
+    printf '%s\n' "listen_addresses = ''" "unix_socket_directories = '$work'" "port = $port" \
+      "shared_preload_libraries = 'citus'" "max_prepared_transactions = 20" \
+      "max_worker_processes = 16" >> "$work/citus-$n/postgresql.conf"
+    runuser -u postgres -- "$bin/pg_ctl" -D "$work/citus-$n" -l "$work/server-citus-$n.log" -w start >/dev/null
+    "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -p $port -U postgres -d postgres \
+      -c "SET client_min_messages = warning" -c "CREATE EXTENSION citus"
+    port=$((port + 1))
+  done
+  cq() { "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -p "$1" -U postgres -d postgres "${@:2}"; }
+  cq 5440 -c "SELECT citus_set_coordinator_host('$work', 5440)" \
+    -c "SELECT citus_add_node('$work', 5441)" -c "SELECT citus_add_node('$work', 5442)" >/dev/null
+  cq 5440 -c "CREATE EXTENSION gibbs_nb VERSION '0.1.0'"
+  extversions() { local p; for p in 5440 5441 5442; do
+      cq $p -c "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'"; done | paste -sd ' '; }
+  check "Citus: 0.1.0 on the coordinator and both workers" "0.1.0 0.1.0 0.1.0" "$(extversions)"
+  cq 5440 -c "SET client_min_messages = warning" -c "ALTER EXTENSION gibbs_nb UPDATE"
+  new_version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$repo/gibbs_nb.control")
+  check "Citus: ALTER EXTENSION UPDATE on the coordinator updates the workers" \
+    "$new_version $new_version $new_version" "$(extversions)"
+  members="SELECT count(*) FROM pg_depend d JOIN pg_extension e ON d.refobjid = e.oid
+           WHERE e.extname = 'gibbs_nb' AND d.deptype = 'e'"
+  check "Citus: every node has the objects of a new installation" "$fresh_members $fresh_members $fresh_members" \
+    "$(for p in 5440 5441 5442; do cq $p -c "$members"; done | paste -sd ' ')"
+  check "Citus: gibbs_nb_citus_distribute() after the update" "t" \
+    "$(cq 5440 -c "SET client_min_messages = warning" -c "SELECT gibbs_nb_citus_distribute()" >/dev/null &&
+       cq 5440 -c "SELECT count(*) = 1 FROM pg_dist_partition WHERE logicalrelid = 'gibbs_nb.packed'::regclass AND partmethod = 'n'")"
+  stop_citus
+fi
+
 if [ "$fail" -ne 0 ]; then
-  tail -n 30 "$work/server.log"
+  tail -n 30 "$log"
   exit 1
 fi

@@ -11,6 +11,14 @@
  * freed by shim_free_all at the end of an input, as a memory context reset
  * would, so an ERROR that jumps out of the code leaks nothing.
  */
+/*
+ * The shim defines appendBinaryStringInfo and tuplestore_putvalues, whose
+ * prototypes gained const qualifiers in later releases (PostgreSQL 18 has
+ * both): the headers' declarations are renamed out of the way, and the shim's
+ * own definitions below declare them, so one source fits every release.
+ */
+#define appendBinaryStringInfo shim_hidden_appendBinaryStringInfo
+#define tuplestore_putvalues shim_hidden_tuplestore_putvalues
 #include "shim.h"
 
 #include <setjmp.h>
@@ -28,6 +36,8 @@
 #include "utils/expandeddatum.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
+#undef appendBinaryStringInfo
+#undef tuplestore_putvalues
 
 /* ---- memory ---- */
 
@@ -267,6 +277,19 @@ shim_fail(const char *fmt,...)
 	abort();
 }
 
+#ifdef USE_ASSERT_CHECKING
+/*
+ * Headers of a server built with assertions (the test command's PostgreSQL
+ * 18) turn Assert() into calls of this: a failed one is a finding.
+ */
+void
+ExceptionalCondition(const char *conditionName, const char *fileName, int lineNumber)
+{
+	shim_fail("TRAP: failed Assert(\"%s\"), File: \"%s\", Line: %d",
+			  conditionName, fileName, lineNumber);
+}
+#endif
+
 /* Only ERROR and above get this far: lower levels are not reported. */
 bool
 errstart(int elevel, const char *domain)
@@ -482,8 +505,10 @@ enlargeStringInfo(StringInfo str, int needed)
 	str->maxlen = newlen;
 }
 
+void		appendBinaryStringInfo(StringInfo str, const void *data, int datalen);
+
 void
-appendBinaryStringInfo(StringInfo str, const char *data, int datalen)
+appendBinaryStringInfo(StringInfo str, const void *data, int datalen)
 {
 	enlargeStringInfo(str, datalen);
 	memcpy(str->data + str->len, data, datalen);
@@ -583,8 +608,12 @@ InitMaterializedSRF(FunctionCallInfo fcinfo, bits32 flags)
 {
 }
 
+void		tuplestore_putvalues(Tuplestorestate *state, TupleDesc tdesc,
+								 const Datum *values, const bool *isnull);
+
 void
-tuplestore_putvalues(Tuplestorestate *state, TupleDesc tdesc, Datum *values, bool *isnull)
+tuplestore_putvalues(Tuplestorestate *state, TupleDesc tdesc, const Datum *values,
+					 const bool *isnull)
 {
 	if (shim_row_hook == NULL)
 		shim_fail("tuplestore_putvalues: no row hook");

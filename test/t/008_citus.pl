@@ -94,9 +94,11 @@ $coord->safe_psql('postgres', qq{
 my $plan = $coord->safe_psql('postgres',
 	'EXPLAIN (VERBOSE, COSTS OFF) SELECT gibbs_nb_class_counts(label, tokens) FROM mail');
 like($plan, qr/Task Count: 8/, 'the aggregate runs on the 8 shards');
-like($plan, qr/Query: SELECT pg_catalog\.worker_partial_agg\('public\.gibbs_nb_class_counts\(text,text\[\]\)'::regprocedure/,
+# (Citus 14 moves the states in their binary form, through the aggregate's
+# send and receive functions: worker_binary_partial_agg, coord_binary_combine_agg)
+like($plan, qr/Query: SELECT pg_catalog\.worker_(binary_)?partial_agg\('public\.gibbs_nb_class_counts\(text,text\[\]\)'::regprocedure/,
 	'each shard computes a partial state (worker_partial_agg)');
-like($plan, qr/^Aggregate\n\s+Output: coord_combine_agg\(/m,
+like($plan, qr/^Aggregate\n\s+Output: coord_(binary_)?combine_agg\(/m,
 	'the coordinator combines the states (coord_combine_agg)');
 # the same as GROUP BY over the distributed table, and as the local copy
 my $differ = q{
@@ -123,7 +125,7 @@ like($coord->safe_psql('postgres', q{
   EXPLAIN (VERBOSE, COSTS OFF)
   SELECT public.gibbs_nb_class_counts(label::pg_catalog.text, tokens::pg_catalog.text[])
   FROM public.mail WHERE label IS NOT NULL}),
-	qr/worker_partial_agg/, "training's labelled counts are pushed down");
+	qr/worker_(binary_)?partial_agg/, "training's labelled counts are pushed down");
 
 # --- the models on every node ---
 my ($ret, $out, $err) = $coord->psql('postgres', 'SELECT gibbs_nb_citus_distribute()',
