@@ -22,7 +22,7 @@
  *
  * (With --inserts a restore also needs each value under 512 MB as a literal,
  * the SQL lexer's buffer growing by doubling up to 1 GB: not bounded here, and
- * said in the README.)
+ * said in docs/operations.md.)
  *
  * The bound counts each byte as the longest it becomes in either form, in
  * the database's encoding (a dump to another client encoding, pg_dump -E,

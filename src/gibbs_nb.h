@@ -126,7 +126,7 @@ typedef struct GnbJobParams
 	/*
 	 * The source as the caller checked it: a relation OID and its columns'
 	 * numbers and types.  The worker locks the OID and checks these again
-	 * (gnb_check_source) before it reads; no name is ever carried over.
+	 * (source.c) before it reads; no name is ever carried over.
 	 */
 	GnbSourceDesc source;
 	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
@@ -490,7 +490,7 @@ extern void gnb_serving_model_view(FunctionCallInfo fcinfo, text *name, GnbServi
 
 /*
  * model_format.c: the exported model (gibbs_nb_export, gibbs_nb_import), a
- * versioned, self-describing bytea; see model_format.c and the README.
+ * versioned, self-describing bytea; see model_format.c and docs/reference.md.
  */
 #define GNB_MODEL_FORMAT 1
 #define GNB_MODEL_HAS_COUNTS 0x1

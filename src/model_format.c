@@ -1,7 +1,8 @@
 /*
  * model_format.c
  *	  The exported model: one self-describing bytea that gibbs_nb_export
- *	  writes and gibbs_nb_import reads (docs/model-format.md).
+ *	  writes and gibbs_nb_import reads (docs/reference.md, "gibbs_nb_export,
+ *	  gibbs_nb_import").
  *
  * Layout, all integers unsigned little-endian, all floats IEEE 754 binary64
  * little-endian (so log pi-hat and log theta-hat cross over bit for bit, and

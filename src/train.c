@@ -568,8 +568,8 @@ PG_FUNCTION_INFO_V1(gibbs_nb_train);
  *				  gamma_theta, unlabeled_weight, seed, labels_table, wait, holdout)
  *
  * Trains a new version of the current role's model of that name in a
- * background worker that runs as the caller; see README.md for every
- * argument.  Returns one row: the job, and with wait => true its outcome.
+ * background worker that runs as the caller; see docs/reference.md for
+ * every argument.  Returns one row: the job, and with wait => true its outcome.
  */
 Datum
 gibbs_nb_train(PG_FUNCTION_ARGS)
