@@ -81,14 +81,15 @@ time_ms() {
 }
 # ms/sweep read_s publish_s accuracy of one training of server $1 with sampler $2
 train() {
-  local i=$1 sampler=$2 seed=$3
-  q "$i" -c "SET client_min_messages = warning" -F ' ' -c "
+  local i=$1 sampler=$2 seed=$3 job
+  job=$(q "$i" -c "SET client_min_messages = warning" -c "
+    SELECT job_id FROM gibbs_nb_train('bench_$sampler', 'mail', 'tokens', 'label',
+                                      sampler => '$sampler', sweeps => $SWEEPS, seed => $seed)")
+  q "$i" -F ' ' -c "
     SELECT 1000 * j.sample_seconds / j.sweeps, j.read_seconds, j.publish_seconds,
            (SELECT avg((l.label = m.truth)::int) FROM bench_${sampler}_labels l
-              JOIN mail m USING (id) WHERE m.label IS NULL)
-    FROM gibbs_nb_train('bench_$sampler', 'mail', 'tokens', 'label', sampler => '$sampler',
-                        sweeps => $SWEEPS, seed => $seed) t
-    JOIN gibbs_nb.jobs j USING (job_id)"
+              JOIN mail m USING (id) WHERE m.label IS NULL AND l.version = j.version)
+    FROM gibbs_nb.jobs j WHERE j.job_id = $job"
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
