@@ -42,7 +42,8 @@ DATA = $(wildcard sql/gibbs_nb--*.sql)
 #                            not root); TAP_OUTPUT is where they write
 #   make upgradecheck        0.1.0 to this version (test/upgrade.sh)
 # test/run-tests.sh (the README's test command) starts a throwaway server
-# and calls these.  The server needs max_worker_processes >= 16.
+# and calls these.  A server with PostgreSQL's default settings will do
+# (max_worker_processes 8); no expected output depends on timing.
 REGRESS = $(sort $(patsubst test/sql/%.sql,%,$(wildcard test/sql/*.sql)))
 REGRESS_OPTS = --inputdir=test --encoding=UTF8
 ISOLATION = $(sort $(patsubst test/isolation/specs/%.spec,%,$(wildcard test/isolation/specs/*.spec)))
@@ -68,6 +69,10 @@ SHLIB_LINK += -lm
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+ifeq ($(EXTVERSION),)
+$(error no default_version found in $(srcdir)/gibbs_nb.control)
+endif
 
 # PGXS tracks header dependencies only in servers built with --enable-depend:
 # every object depends on every header, so a changed struct is never read

@@ -15,8 +15,19 @@
  * PostgreSQL 18 replaced the postfix pg_attribute_noreturn() by the prefix
  * pg_noreturn (C11 _Noreturn); before it, the attribute serves as a prefix.
  */
-#if PG_VERSION_NUM < 180000
+#if PG_VERSION_NUM < 180000 && !defined(pg_noreturn)
 #define pg_noreturn pg_attribute_noreturn()
+#endif
+
+/*
+ * PostgreSQL 18 lets a module name itself and its version in its magic block
+ * (pg_get_loaded_modules() shows them).  GNB_VERSION is the control file's
+ * default_version, passed by the Makefile, so the two cannot disagree.
+ */
+#if PG_VERSION_NUM >= 180000
+#define GNB_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "gibbs_nb", .version = GNB_VERSION)
+#else
+#define GNB_MODULE_MAGIC PG_MODULE_MAGIC
 #endif
 
 /* PostgreSQL 17 moved the local transaction id into PGPROC's vxid. */

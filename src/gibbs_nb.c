@@ -9,16 +9,12 @@
 
 #include <limits.h>
 
-/*
- * PostgreSQL 18 lets a module name itself and its version in its magic block
- * (pg_get_loaded_modules() shows them).  GNB_VERSION is the control file's
- * default_version, passed by the Makefile, so the two cannot disagree.
- */
-#ifdef PG_MODULE_MAGIC_EXT
-PG_MODULE_MAGIC_EXT(.name = "gibbs_nb",.version = GNB_VERSION);
-#else
-PG_MODULE_MAGIC;
+#ifndef GNB_VERSION
+#error "GNB_VERSION (the control file's default_version) must be defined: build with the Makefile"
 #endif
+
+/* with its name and version where the server takes them (compat.h) */
+GNB_MODULE_MAGIC;
 
 /* gibbs_nb.progress_interval: ms between progress NOTICEs of a waiting call */
 int			gnb_progress_interval_ms = 5000;

@@ -484,7 +484,7 @@ gnb_check_owner(const char *owner)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("the models stored under the name \"%s\" do not belong to you", owner),
 				 errdetail("The name stands for a role whose privileges you do not have: a role of that name that had models or jobs was dropped or renamed, or you are no longer its member."),
-				 errhint("A superuser can give the name's models to the role now of that name or delete them (docs/operations.md: \"A role dropped or renamed\").")));
+				 errhint("A superuser can give the name's models to the role now of that name or delete them (gibbs_nb's documentation, Operations: \"A role dropped or renamed\").")));
 	return role;
 }
 

@@ -92,6 +92,7 @@ run_pass() {
   suite "$label: SQL: pg_regress and isolation specs (make installcheck)" installcheck
   suite "$label: server: TAP tests (make prove_installcheck)" tap
   suite "$label: upgrade from 0.1.0 (make upgradecheck)" \
+    env UPGRADE_REQUIRE_CITUS="$require_citus" \
     make -s PG_CONFIG="$pg_config" upgradecheck UPGRADE_LOGS="$work/upgrade"
   suite "$label: fuzz: short run" make -s PG_CONFIG="$pg_config" fuzz FUZZ_SECONDS=10
 
@@ -110,7 +111,9 @@ system_pg_config=$(command -v pg_config)
 # ../shared the Citus test runs only if Citus is installed, and says it was
 # skipped if not.
 citus_build=$repo/../shared/citus/build.sh
+require_citus=""   # set when Citus is built here: the upgrade test must not skip it
 if [ -x "$citus_build" ]; then
+  require_citus=1
   citus_tmp=$(mktemp -d /tmp/gibbs_nb_citus.XXXXXX)
   suite "Citus 13: build and install ($citus_build)" \
     env PG_CONFIG="$system_pg_config" CITUS_SRC="$citus_tmp/src" CITUS_LOG="$citus_tmp/build.log" \
@@ -131,7 +134,12 @@ elif [ -x "$repo/../shared/postgresql/build.sh" ]; then
     bash -c "'$repo/../shared/postgresql/build.sh' > '$pg18_out'"
   pg18=$(tail -n 1 "$pg18_out")
   rm -f "$pg18_out"
-  [ -x "$pg18" ] && others=("$pg18")
+  if [ -x "$pg18" ]; then
+    others=("$pg18")
+  else
+    failed=$((failed + 1))
+    echo "--- PostgreSQL 18: no pg_config from the build (its last line: '$pg18'): not tested"
+  fi
 else
   echo "=== no second server: set TEST_PG_CONFIGS to test against more than $system_pg_config"
 fi
@@ -146,7 +154,8 @@ for other in "${others[@]}"; do
   run_pass "PostgreSQL $("$other" --version | sed 's/^PostgreSQL //; s/\..*//')" "$other" stock
 done
 
-# leave the tree built for the system's server, as `make` would
+# leave no objects built for another server in the tree (a later `make
+# install` for the system's server would install them)
 make -s clean >/dev/null
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

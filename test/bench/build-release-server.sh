@@ -11,7 +11,13 @@
 # last line, as always).  About 8 minutes on 2 cores.  Run as root.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-tarball=${PG_RELEASE_TARBALL:-$(ls "$repo"/../shared/vendor/postgresql-*.tar.bz2 2>/dev/null | tail -n 1)}
+tarball=${PG_RELEASE_TARBALL:-}
+if [ -z "$tarball" ]; then   # the newest in ../shared/vendor, by version
+  shopt -s nullglob
+  found=("$repo"/../shared/vendor/postgresql-*.tar.bz2)
+  shopt -u nullglob
+  [ ${#found[@]} -eq 0 ] || tarball=$(printf '%s\n' "${found[@]}" | sort -V | tail -n 1)
+fi
 prefix=${PG_RELEASE_PREFIX:-/opt/gibbs_nb-deps/pg18-release}
 [ -n "$tarball" ] && [ -f "$tarball" ] ||
   { echo "no PostgreSQL source tarball: set PG_RELEASE_TARBALL" >&2; exit 1; }

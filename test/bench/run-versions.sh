@@ -19,6 +19,7 @@
 # Prints each round, then the medians of REPEAT rounds (default 3) per server
 # and their ratio to the first server's.
 set -euo pipefail
+shopt -s inherit_errexit   # a failed psql inside $(...) stops the run, not a blank figure
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 SWEEPS=${SWEEPS:-1000}
@@ -75,9 +76,10 @@ done
 # ms of one statement in a session that ran it once before (cached model, warm buffers)
 time_ms() {
   local i=$1 sql=$2
-  "$(cat "$work/$i/bindir")/psql" -X -q -At -h "$work/$i" -U postgres -d postgres \
-    -c "SET max_parallel_workers_per_gather = 0" -c "$sql" -c '\timing on' -c "$sql" |
-    sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
+  local out
+  out=$("$(cat "$work/$i/bindir")/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work/$i" -U postgres -d postgres \
+    -c "SET max_parallel_workers_per_gather = 0" -c "$sql" -c '\timing on' -c "$sql")
+  sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' <<<"$out"
 }
 # ms/sweep read_s publish_s accuracy of one training of server $1 with sampler $2
 train() {
@@ -106,6 +108,7 @@ for round in $(seq 1 "$REPEAT"); do
     pred=$(time_ms "$i" "SELECT count(gibbs_nb_predict('bench_paper', tokens)) FROM mail")
     counts=$(time_ms "$i" "SELECT length(gibbs_nb_class_counts(label, tokens)) FROM mail")
     row="$p_ms $c_ms $p_read $p_pub $pred $counts $p_acc $c_acc"
+    [ "$(wc -w <<<"$row")" -eq 8 ] || { echo "round $round, server $i: a figure is missing: $row" >&2; exit 1; }
     rows[$i]+="$row"$'\n'
     printf '%-6s %-8s' "$round" "${names[$i]}"; for v in $row; do printf ' %17.4g' "$v"; done; echo
   done

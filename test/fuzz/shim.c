@@ -13,9 +13,10 @@
  */
 /*
  * The shim defines appendBinaryStringInfo and tuplestore_putvalues, whose
- * prototypes gained const qualifiers in later releases (PostgreSQL 18 has
- * both): the headers' declarations are renamed out of the way, and the shim's
- * own definitions below declare them, so one source fits every release.
+ * prototypes changed in later releases (PostgreSQL 18 takes const void * data
+ * and const Datum / bool arrays): the headers' declarations are renamed out
+ * of the way, and the shim's own definitions below declare them, so one
+ * source fits every release.
  */
 #define appendBinaryStringInfo shim_hidden_appendBinaryStringInfo
 #define tuplestore_putvalues shim_hidden_tuplestore_putvalues
