@@ -148,7 +148,7 @@ bench:
 
 # the same training, prediction and count figures on PostgreSQL 15 and a
 # release build of 18 in one run, with their ratio (not in the test command;
-# the first run builds that 18, about 8 minutes; then about 5 minutes)
+# the first run builds that 18, about 7 minutes; then about 2 minutes)
 bench-versions:
 	test/bench/run-versions.sh
 

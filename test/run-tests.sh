@@ -15,9 +15,9 @@
 # limits, export, Citus, chains), `make upgradecheck` (the upgrade from the
 # released 0.1.0, on Citus too) and `make fuzz` for 10 s a target.  The
 # system's server has test/regress.conf's settings; the further servers keep
-# PostgreSQL's defaults, as a packager's `make installcheck` would find them.  The sampler core's
-# unit tests (plain and under ASan/UBSan) run once: the core has no server
-# headers.  After each pass the servers' logs are read (test/check-logs.sh):
+# PostgreSQL's defaults, as a packager's `make installcheck` would find them.
+# The sampler core's unit tests (plain and under ASan/UBSan) run once: the
+# core has no server headers.  After each pass the servers' logs are read (test/check-logs.sh):
 # an assertion failure, a crash, a leaked pin or resource fails the pass
 # even if every test said ok.  Ends with "N passed, N failed" over all.
 set -uo pipefail
@@ -68,11 +68,12 @@ build() {
 . test/cluster.sh
 mapfile -t conf < <(grep -v '^#' test/regress.conf)
 
-# run_pass LABEL PG_CONFIG [stock]: every suite but the core's against one
-# server; with "stock", installcheck's server keeps PostgreSQL's default
-# settings (as a packager's would), not test/regress.conf's
+# run_pass LABEL PG_CONFIG STOCK CITUS: every suite but the core's against
+# one server; with STOCK set, installcheck's server keeps PostgreSQL's
+# default settings (as a packager's would), not test/regress.conf's; with
+# CITUS set, the upgrade test fails rather than skips if Citus is missing
 run_pass() {
-  local label=$1 stock=${3:-}
+  local label=$1 stock=$3 citus=$4
   pg_config=$2
   echo "##### $label: $("$pg_config" --version) ($pg_config)"
   local pass_start=$SECONDS
@@ -92,7 +93,7 @@ run_pass() {
   suite "$label: SQL: pg_regress and isolation specs (make installcheck)" installcheck
   suite "$label: server: TAP tests (make prove_installcheck)" tap
   suite "$label: upgrade from 0.1.0 (make upgradecheck)" \
-    env UPGRADE_REQUIRE_CITUS="$require_citus" \
+    env UPGRADE_REQUIRE_CITUS="$citus" \
     make -s PG_CONFIG="$pg_config" upgradecheck UPGRADE_LOGS="$work/upgrade"
   suite "$label: fuzz: short run" make -s PG_CONFIG="$pg_config" fuzz FUZZ_SECONDS=10
 
@@ -147,11 +148,14 @@ fi
 suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
 
-run_pass "PostgreSQL $("$system_pg_config" --version | sed 's/^PostgreSQL //; s/\..*//')" "$system_pg_config"
+run_pass "PostgreSQL $("$system_pg_config" --version | sed 's/^PostgreSQL //; s/\..*//')" \
+  "$system_pg_config" "" "$require_citus"
 # (the further servers' installcheck runs with stock settings: it must pass
-# on a server the tests did not configure)
+# on a server the tests did not configure; ../shared's 18 comes with Citus,
+# servers named in TEST_PG_CONFIGS may not)
 for other in "${others[@]}"; do
-  run_pass "PostgreSQL $("$other" --version | sed 's/^PostgreSQL //; s/\..*//')" "$other" stock
+  run_pass "PostgreSQL $("$other" --version | sed 's/^PostgreSQL //; s/\..*//')" "$other" stock \
+    "$([ -n "${TEST_PG_CONFIGS:-}" ] || echo 1)"
 done
 
 # leave no objects built for another server in the tree (a later `make
