@@ -7,6 +7,7 @@ OBJS = \
 	src/train.o \
 	src/job.o \
 	src/worker.o \
+	src/job_process.o \
 	src/chains.o \
 	src/corpus.o \
 	src/publish.o \

@@ -30,43 +30,6 @@
 #include "utils/lsyscache.h"
 
 /*
- * This node's placement of the Citus reference table relid, or InvalidOid
- * when Citus is not installed in this database, relid is no reference table,
- * or this node holds no copy of it.  SPI must be connected.
- */
-Oid
-gnb_citus_local_placement(Oid relid)
-{
-	Oid			types[1] = {OIDOID};
-	Datum		values[1] = {ObjectIdGetDatum(relid)};
-	bool		isnull;
-	int64		shardid;
-	char	   *name;
-	Oid			placement;
-
-	if (!OidIsValid(get_extension_oid("citus", true)))
-		return InvalidOid;
-	gnb_execute("SELECT s.shardid FROM pg_catalog.pg_dist_partition d "
-				"JOIN pg_catalog.pg_dist_shard s ON s.logicalrelid OPERATOR(pg_catalog.=) d.logicalrelid "
-				"JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid "
-				"JOIN pg_catalog.pg_dist_local_group g ON g.groupid OPERATOR(pg_catalog.=) p.groupid "
-				"WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1 "
-				"AND d.partmethod OPERATOR(pg_catalog.=) 'n' "
-				"ORDER BY s.shardid LIMIT 1",
-				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-	if (SPI_processed != 1)
-		return InvalidOid;
-	shardid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-										  &isnull));
-	if (isnull)
-		return InvalidOid;
-	name = psprintf("%s_" INT64_FORMAT, get_rel_name(relid), shardid);
-	placement = get_relname_relid(name, get_rel_namespace(relid));
-	pfree(name);
-	return placement;
-}
-
-/*
  * relid is a Citus distributed table (of any kind): false when Citus is not
  * installed in this database.  SPI must be connected.
  */

@@ -194,7 +194,7 @@ typedef struct GnbJobOutcome
 /* job.c: launch a worker for a job and follow it */
 extern void gnb_run_job(GnbJobParams *params, bool wait, GnbJobOutcome *outcome);
 
-/* worker.c: the job's memory budget */
+/* job_process.c: the job's memory budget */
 extern void gnb_check_job_memory(const GnbJobParams *params, double in_use, double more,
 								 const char *what);
 
@@ -376,9 +376,9 @@ extern void gnb_notice_warnings(const char *owner, const char *model_name, int32
 extern void gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
 									 int64 *version_id, int32 *keep_versions);
 extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus,
-							  gnb_result *result, const GnbDocLabels *labels,
-							  int32 version, int64 version_id, Oid labels_relid,
-							  int32 keep_versions, double seconds);
+							  gnb_result *result, struct ArrayType *warnings,
+							  const GnbDocLabels *labels, int32 version, int64 version_id,
+							  Oid labels_relid, int32 keep_versions, double seconds);
 extern bool gnb_store_pinned(const char *owner, const char *model_name);
 extern int32 gnb_store_pin(const char *owner, const char *model_name, int32 version);
 extern bool gnb_store_version_labels(const char *owner, const char *model_name, int32 version,
@@ -390,8 +390,9 @@ extern struct ArrayType *gnb_text_array_strided(const char *const *strs, size_t 
 												  const int32 *lens, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data);
-/* citus.c */
+/* store.c: this node's placement of a Citus reference table */
 extern Oid	gnb_citus_local_placement(Oid relid);
+/* citus.c */
 extern bool gnb_citus_is_distributed(Oid relid);
 extern void gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column);
 
@@ -425,7 +426,7 @@ extern void gnb_store_set_keep_versions(const char *owner, const char *model_nam
 extern HeapTuple gnb_store_latest_version(const char *owner, const char *model_name,
 										  TupleDesc *desc);
 
-/* model.c and store.c: dropping versions */
+/* store.c: dropping versions (gibbs_nb_drop, retention) */
 extern int	gnb_delete_versions(const char *owner, const char *model_name, const char *filter,
 								int32 arg, List **labels_tables);
 extern int	gnb_apply_retention(const char *owner, const char *model_name, int32 newest,
@@ -560,7 +561,7 @@ extern void gnb_chains_position(GnbChainsRun *run, int32 *chain, int32 *sweep,
 								double *log_joint, int64 *sweeps_done);
 extern void gnb_chains_stop(bool wait);
 
-/* worker.c */
+/* job_process.c: a job's worker or chain worker becomes the caller */
 extern void gnb_become_caller(const GnbJobParams *p, const char *application_name);
 
 /* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */

@@ -16,25 +16,6 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-/* The versions beyond a model's newest keep_versions, but never the deployed one. */
-#define OLDER_THAN_KEPT \
-	"owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 " \
-	"AND version OPERATOR(pg_catalog.<=) $3 " \
-	"AND version OPERATOR(pg_catalog.<>) ALL (SELECT p.version FROM gibbs_nb.packed p " \
-	"WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.model_name OPERATOR(pg_catalog.=) $2 AND p.pinned)"
-
-/*
- * Drop the versions of a model older than its newest keep_versions (at
- * publish, and when the setting changes).  Returns how many.  SPI connected.
- */
-int
-gnb_apply_retention(const char *owner, const char *model_name, int32 newest, int32 keep)
-{
-	if (newest - keep < 1)
-		return 0;
-	return gnb_delete_versions(owner, model_name, OLDER_THAN_KEPT, newest - keep, NULL);
-}
-
 PG_FUNCTION_INFO_V1(gibbs_nb_drop);
 PG_FUNCTION_INFO_V1(gibbs_nb_set_retention);
 

@@ -1704,7 +1704,7 @@ sampler_name(gnb_sampler_kind kind)
 
 static void
 write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
-				const gnb_result *result, int32 version, int64 version_id,
+				const gnb_result *result, ArrayType *warnings, int32 version, int64 version_id,
 				Oid labels_relid, int32 keep_versions, double seconds)
 {
 	const gnb_params *sp = &params->sampler;
@@ -1772,7 +1772,7 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 	v[36] = Float8GetDatum(result->split_r_hat);
 	if (isnan(result->split_r_hat))
 		nulls[36] = 'n';
-	v[37] = PointerGetDatum(gnb_warnings_array(result));
+	v[37] = PointerGetDatum(warnings);
 	v[38] = CStringGetTextDatum(gnb_catalog_identity());
 	gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, job_id, classes, "
 				"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
@@ -1876,17 +1876,18 @@ write_tokenizer(const GnbJobParams *params, int64 version_id)
  * written as the job sampled, gnb_store_trace_rows), as the extension's
  * owner, in the caller's transaction.  theta-hat is written once, in the
  * packed row: gibbs_nb.theta is a view of it; result->theta is released
- * as soon as that row's log theta-hat is made (NULL after).  SPI connected.
+ * as soon as that row's log theta-hat is made (NULL after).  warnings is
+ * the model row's (diagnostics.c composes them).  SPI connected.
  */
 void
 gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, gnb_result *result,
-				  const GnbDocLabels *labels, int32 version, int64 version_id, Oid labels_relid,
-				  int32 keep_versions, double seconds)
+				  ArrayType *warnings, const GnbDocLabels *labels, int32 version,
+				  int64 version_id, Oid labels_relid, int32 keep_versions, double seconds)
 {
 	write_pi(params, corpus, result, version);
 	write_packed(params, corpus, result, labels, version, version_id);
-	write_model_row(params, corpus, result, version, version_id, labels_relid, keep_versions,
-					seconds);
+	write_model_row(params, corpus, result, warnings, version, version_id, labels_relid,
+					keep_versions, seconds);
 	write_tokenizer(params, version_id);
 }
 
@@ -1927,6 +1928,43 @@ keep_plan(const char *sql, int nargs, Oid *types)
 		elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
 	SPI_keepplan(plan);
 	return plan;
+}
+
+/*
+ * This node's placement of the Citus reference table relid, or InvalidOid
+ * when Citus is not installed in this database, relid is no reference table,
+ * or this node holds no copy of it.  SPI must be connected.
+ */
+Oid
+gnb_citus_local_placement(Oid relid)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	bool		isnull;
+	int64		shardid;
+	char	   *name;
+	Oid			placement;
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return InvalidOid;
+	gnb_execute("SELECT s.shardid FROM pg_catalog.pg_dist_partition d "
+				"JOIN pg_catalog.pg_dist_shard s ON s.logicalrelid OPERATOR(pg_catalog.=) d.logicalrelid "
+				"JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid "
+				"JOIN pg_catalog.pg_dist_local_group g ON g.groupid OPERATOR(pg_catalog.=) p.groupid "
+				"WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1 "
+				"AND d.partmethod OPERATOR(pg_catalog.=) 'n' "
+				"ORDER BY s.shardid LIMIT 1",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return InvalidOid;
+	shardid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+										  &isnull));
+	if (isnull)
+		return InvalidOid;
+	name = psprintf("%s_" INT64_FORMAT, get_rel_name(relid), shardid);
+	placement = get_relname_relid(name, get_rel_namespace(relid));
+	pfree(name);
+	return placement;
 }
 
 /*
@@ -2458,6 +2496,25 @@ gnb_delete_versions(const char *owner, const char *model_name, const char *filte
 		gnb_execute(psprintf("DELETE FROM gibbs_nb.%s WHERE %s", estimates[i], filter),
 					3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
 	return dropped;
+}
+
+/* The versions beyond a model's newest keep_versions, but never the deployed one. */
+#define OLDER_THAN_KEPT \
+	"owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 " \
+	"AND version OPERATOR(pg_catalog.<=) $3 " \
+	"AND version OPERATOR(pg_catalog.<>) ALL (SELECT p.version FROM gibbs_nb.packed p " \
+	"WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.model_name OPERATOR(pg_catalog.=) $2 AND p.pinned)"
+
+/*
+ * Drop the versions of a model older than its newest keep_versions (at
+ * publish, and when the setting changes).  Returns how many.  SPI connected.
+ */
+int
+gnb_apply_retention(const char *owner, const char *model_name, int32 newest, int32 keep)
+{
+	if (newest - keep < 1)
+		return 0;
+	return gnb_delete_versions(owner, model_name, OLDER_THAN_KEPT, newest - keep, NULL);
 }
 
 /* The newest version of a model, or 0 if it has none.  SPI connected. */

@@ -16,7 +16,6 @@
 #include "tokens.h"
 
 #include <math.h>
-#include <sys/mman.h>
 
 #include "utils/array.h"
 #include "utils/memutils.h"
@@ -38,9 +37,6 @@
 #define ENTRY_SIZE(n_classes) (sizeof(double) * (n_classes) + sizeof(uint64) + 2 * sizeof(uint32))
 /* a free entry's length (all bytes 0xFF): no token is 4 GB long */
 #define EMPTY_LEN PG_UINT32_MAX
-
-/* Transparent huge pages' size on x86-64 and arm64 (4 kB base pages). */
-#define HUGE_PAGE ((Size) 2 * 1024 * 1024)
 
 static inline const char *
 entry_at(const GnbVocabIndex *index, uint32 i)
@@ -189,46 +185,6 @@ token_hash_within(const char *p, int len, uint64 first, const char *end)
 		h = mix64(first_word_within(p + off, len - off, end) ^ UINT64CONST(0x589965cc75374cc3),
 				  h ^ UINT64CONST(0x1d8e4e27c47d124f));
 	return (uint32) (h ^ (h >> 32));
-}
-
-/*
- * Allocate `size` bytes in the current memory context, aligned to a cache
- * line (so that no entry of 32 bytes spans two) and, from 2 MB up, to 2 MB,
- * asking Linux for transparent huge pages over it (where it has them only
- * on request) before it is first written.  For the index's table, which
- * lookups touch at random: a lookup then costs a cache miss but not also a
- * TLB miss and a page walk.  For whatever a model's load writes once: a
- * new process (a parallel worker loading the model) takes a fault per 2 MB
- * instead of one per 4 kB page, each costing about as much as a page of
- * 4 kB (on the development machine's virtual machine, about 1.5 us: 3 ms
- * for the 8 MB table in 4 kB pages, 0.2 ms in huge ones).  The size is
- * rounded up to whole huge pages, so that no advice reaches past the
- * allocation; the alignment's slack is never written, so never backed by
- * memory.  Only a hint: nothing changes where the kernel declines.  *chunk
- * is set to what to pfree.
- */
-void *
-gnb_alloc_huge(Size size, void **chunk)
-{
-	char	   *p;
-
-#ifdef MADV_HUGEPAGE
-	if (size >= HUGE_PAGE)
-	{
-		/* whole huge pages, all of them this allocation's */
-		size = TYPEALIGN(HUGE_PAGE, size);
-		p = MemoryContextAllocExtended(CurrentMemoryContext, size + HUGE_PAGE,
-									   MCXT_ALLOC_HUGE);
-		*chunk = p;
-		p = (char *) TYPEALIGN(HUGE_PAGE, p);
-		(void) madvise(p, size, MADV_HUGEPAGE);
-		return p;
-	}
-#endif
-	p = MemoryContextAllocExtended(CurrentMemoryContext, size + PG_CACHE_LINE_SIZE,
-								   MCXT_ALLOC_HUGE);
-	*chunk = p;
-	return (char *) TYPEALIGN(PG_CACHE_LINE_SIZE, p);
 }
 
 /*

@@ -42,9 +42,9 @@ extern const double *gnb_vocab_index_lookup(const GnbVocabIndex *index, const ch
 											int len);
 
 /*
- * size bytes in the current memory context, cache-line aligned and from 2 MB
- * up in transparent huge pages where the kernel gives them; *chunk is what
- * to pfree.
+ * detoast.c: size bytes in the current memory context, cache-line aligned
+ * and from 2 MB up in transparent huge pages where the kernel gives them;
+ * *chunk is what to pfree.
  */
 extern void *gnb_alloc_huge(Size size, void **chunk);
 
