@@ -58,6 +58,26 @@ tap() {
   return $rc
 }
 
+# test/check-logs.sh must pass a clean log and fail each kind of trouble it
+# is there to see (and a path with no log): otherwise a pass's log check
+# could say ok having seen nothing
+check_logs_selftest() {
+  local d rc=0 line
+  d=$(mktemp -d /tmp/gibbs_nb_logcheck.XXXXXX)
+  printf 'LOG:  database system is ready to accept connections\n' > "$d/clean.log"
+  test/check-logs.sh "$d/clean.log" >/dev/null || { echo "a clean log was refused"; rc=1; }
+  for line in 'TRAP: failed Assert("x"), File: "a.c", Line: 1, PID: 2' \
+      'LOG:  client backend (PID 3) was terminated by signal 11: Segmentation fault' \
+      'WARNING:  resource was not closed: buffer 1' 'WARNING:  buffer refcount leak: [1]' \
+      'WARNING:  problem in Generation x: y' 'WARNING:  transaction left non-empty SPI stack'; do
+    printf '%s\n' "$line" > "$d/bad.log"
+    if test/check-logs.sh "$d/bad.log" >/dev/null; then echo "not caught: $line"; rc=1; fi
+  done
+  if test/check-logs.sh "$d/no-such-dir" >/dev/null; then echo "a path with no log passed"; rc=1; fi
+  rm -rf "$d"
+  return $rc
+}
+
 build() {
   make -s PG_CONFIG="$pg_config" clean >/dev/null &&
     make -s PG_CONFIG="$pg_config" EXTRA_CFLAGS=-Werror >/dev/null &&
@@ -145,6 +165,7 @@ else
   echo "=== no second server: set TEST_PG_CONFIGS to test against more than $system_pg_config"
 fi
 
+suite "server log check: sees what it is for (test/check-logs.sh)" check_logs_selftest
 suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
 

@@ -80,13 +80,16 @@ copy_server "$PG_CONFIG" "$work/root"
 [ "$old_bin" = "$bin" ] || copy_server "$OLD_PG_CONFIG" "$work/old-root"
 
 chown -R postgres "$work"
-new_cluster() {   # $1: the bin folder of a copy; more arguments go to initdb
-  local initdb_bin=$1; shift
-  runuser -u postgres -- "$initdb_bin/initdb" -D "$work/data" -A trust -U postgres "$@" >/dev/null
+# new_cluster BIN DATA [postgresql.conf lines...]: a cluster in DATA made by
+# the copy's initdb (with initdb_opts), listening in $work only
+initdb_opts=()
+new_cluster() {
+  local initdb_bin=$1 data=$2; shift 2
+  runuser -u postgres -- "$initdb_bin/initdb" -D "$data" -A trust -U postgres "${initdb_opts[@]}" >/dev/null
   printf '%s\n' "listen_addresses = ''" "unix_socket_directories = '$work'" \
-    "max_worker_processes = 16" "gibbs_nb.progress_interval = 0" >> "$work/data/postgresql.conf"
+    "max_worker_processes = 16" "gibbs_nb.progress_interval = 0" "$@" >> "$data/postgresql.conf"
 }
-new_cluster "$old_bin"
+new_cluster "$old_bin" "$work/data"
 start_cluster() {
   runuser -u postgres -- "$server_bin/pg_ctl" -D "$work/data" -l "$log" -w start >/dev/null
 }
@@ -144,11 +147,10 @@ install_version "$repo" "$bin"
 if [ "$old_bin" != "$bin" ]; then
   # PostgreSQL 15 to the newer server by its pg_upgrade, this build installed there
   mv "$work/data" "$work/data15"
-  initdb_opts=()
   # (18 checksums new clusters by default; pg_upgrade wants the old cluster's setting)
   initdb_help=$("$bin/initdb" --help)
   if grep -q -- --no-data-checksums <<<"$initdb_help"; then initdb_opts+=(--no-data-checksums); fi
-  new_cluster "$bin" "${initdb_opts[@]}"
+  new_cluster "$bin" "$work/data"
   if ! (cd "$work" && runuser -u postgres -- "$bin/pg_upgrade" -b "$old_bin" -B "$bin" \
           -d "$work/data15" -D "$work/data" -U postgres -s "$work" >"$work/pg_upgrade.out" 2>&1); then
     tail -n 30 "$work/pg_upgrade.out"
@@ -252,10 +254,8 @@ if [ ! -f "$("$bin/pg_config" --pkglibdir)/citus.so" ]; then
 else
   port=5440
   for n in "${citus_nodes[@]}"; do
-    runuser -u postgres -- "$bin/initdb" -D "$work/citus-$n" -A trust -U postgres >/dev/null
-    printf '%s\n' "listen_addresses = ''" "unix_socket_directories = '$work'" "port = $port" \
-      "shared_preload_libraries = 'citus'" "max_prepared_transactions = 20" \
-      "max_worker_processes = 16" >> "$work/citus-$n/postgresql.conf"
+    new_cluster "$bin" "$work/citus-$n" "port = $port" \
+      "shared_preload_libraries = 'citus'" "max_prepared_transactions = 20"
     runuser -u postgres -- "$bin/pg_ctl" -D "$work/citus-$n" -l "$work/server-citus-$n.log" -w start >/dev/null
     "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -p $port -U postgres -d postgres \
       -c "SET client_min_messages = warning" -c "CREATE EXTENSION citus"

@@ -34,21 +34,15 @@ fi
 corpus=$(test/bench/fetch-corpus.sh)
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=../cluster.sh
+source test/cluster.sh
 work=$(mktemp -d /tmp/gibbs_nb_bench_versions.XXXXXX)
 chown postgres "$work"
-stop_all() {
-  local d
-  for d in "$work"/*/data; do
-    [ -f "$d/postmaster.pid" ] || continue
-    runuser -u postgres -- "$(cat "$(dirname "$d")/bindir")/pg_ctl" -D "$d" -m fast -w stop >/dev/null || true
-  done
-  rm -rf "$work"
-}
-trap stop_all EXIT
 
 # one server: build and install the extension for it, start a cluster, load
 # the corpus; psql for server i is "q i ..."
 names=()
+bindirs=()
 for i in "${!servers[@]}"; do
   pgc=${servers[$i]}
   bindir=$("$pgc" --bindir)
@@ -56,15 +50,12 @@ for i in "${!servers[@]}"; do
   make -s PG_CONFIG="$pgc" clean >/dev/null
   make -s PG_CONFIG="$pgc" >/dev/null
   make -s PG_CONFIG="$pgc" install >/dev/null
-  dir=$work/$i
-  mkdir -p "$dir" && chown postgres "$dir" && echo "$bindir" > "$dir/bindir"
-  runuser -u postgres -- "$bindir/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
-  printf '%s\n' "listen_addresses = ''" "unix_socket_directories = '$dir'" "shared_buffers = 256MB" \
-    "max_worker_processes = 16" "gibbs_nb.progress_interval = 0" >> "$dir/data/postgresql.conf"
-  runuser -u postgres -- "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+  bindirs+=("$bindir")
+  PG_BINDIR=$bindir cluster_start "$work/$i" "shared_buffers = 256MB" "gibbs_nb.progress_interval = 0"
 done
+trap 'cluster_stop; rm -rf "$work"' EXIT
 make -s clean >/dev/null
-q() { local i=$1; shift; "$(cat "$work/$i/bindir")/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work/$i" -U postgres -d postgres "$@"; }
+q() { local i=$1; shift; "${bindirs[$i]}/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work/$i" -U postgres -d postgres "$@"; }
 for i in "${!servers[@]}"; do
   q "$i" -c "SET client_min_messages = warning" -c "CREATE EXTENSION gibbs_nb"
   q "$i" -c "CREATE TABLE mail (id int PRIMARY KEY, truth text, folder text, body text, tokens text[], label text)"
@@ -77,7 +68,7 @@ done
 time_ms() {
   local i=$1 sql=$2
   local out
-  out=$("$(cat "$work/$i/bindir")/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work/$i" -U postgres -d postgres \
+  out=$("${bindirs[$i]}/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work/$i" -U postgres -d postgres \
     -c "SET max_parallel_workers_per_gather = 0" -c "$sql" -c '\timing on' -c "$sql")
   sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' <<<"$out"
 }
