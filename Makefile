@@ -28,7 +28,8 @@ OBJS = \
 	src/theta_view.o \
 	src/detoast.o \
 	src/core/gnb_rng.o \
-	src/core/gnb_sampler.o
+	src/core/gnb_sampler.o \
+	src/core/gnb_label_check.o
 
 # sql/ holds the install and upgrade scripts, and nothing else
 DATA = $(wildcard sql/gibbs_nb--*.sql)
@@ -82,8 +83,8 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/core/*.h)
 
 # ---- the sampler core on its own: unit tests, sanitizers, valgrind ----
 
-CORE_SRC = src/core/gnb_rng.c src/core/gnb_sampler.c
-CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h src/core/gnb_zig.h
+CORE_SRC = src/core/gnb_rng.c src/core/gnb_sampler.c src/core/gnb_label_check.c
+CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h src/core/gnb_label_check.h src/core/gnb_zig.h
 UNIT_HDR = test/unit/check.h
 CORE_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wno-missing-field-initializers -Isrc/core
 
@@ -105,7 +106,7 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-versions bench-chains bench-import bench-quality check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-versions bench-chains bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -162,6 +163,12 @@ bench-chains:
 # command; about 10 minutes)
 bench-quality:
 	test/bench/run-quality.sh
+
+# semi-supervised with default settings against Naive Bayes on the labels
+# alone, 1-20% labels, SpamAssassin and Debian's fortunes (not in the test
+# command; about 8 minutes)
+bench-few-labels:
+	test/bench/run-few-labels.sh
 
 # the peak memory of gibbs_nb_import, a 70 MB model value (not in the test
 # command; about a minute)

@@ -249,6 +249,12 @@ typedef struct run_shared
 	double	   *doc_length;		/* D: R_j */
 	char	   *class_clamped;	/* K: some clamped document has class k */
 	int			all_classes_clamped;
+	/*
+	 * for a chain started from the labels (GNB_INIT_LABELS): n_unlabeled x
+	 * K, the i-th unlabelled document's probabilities under the model of
+	 * the clamped documents alone (start_probabilities); NULL otherwise.
+	 */
+	double	   *start_prob;
 } run_shared;
 
 /*
@@ -274,6 +280,8 @@ typedef struct chain_state
 	double		g_theta;		/* the current gammas */
 	double		g_pi;
 	int32_t    *z;				/* D labels */
+	/* D: the document changed label since the first sweep after burn-in began */
+	uint8_t    *moved;
 	double	   *C;				/* K weighted document counts */
 	/*
 	 * V x K weighted word counts, word-major: N[w * K + k], except while a
@@ -375,8 +383,11 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	 * theta.
 	 */
 	doubles += (params->chains > 1 ? 8 : 7) * vk;
-	/* D x K: label probability sums and the result's */
-	doubles += 2 * (D * K + 1);
+	/*
+	 * D x K: label probability sums and the result's; a chain started from
+	 * the labels, its start probabilities
+	 */
+	doubles += 3 * (D * K + 1);
 	/* the trace: log joint and share changed per sweep and chain */
 	if (!params->no_trace)
 		doubles += 2 * trace;
@@ -391,8 +402,8 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	/* gamma_theta sampled: the count summary's list and histograms */
 	if (params->sample_gamma_theta)
 		doubles += vk + K * 64 + K;
-	/* per chain: the log joints' running sums */
-	doubles += 6 * (uint64_t) params->chains;
+	/* per chain: the log joints' running sums, changed and locked counts */
+	doubles += 8 * (uint64_t) params->chains;
 	/*
 	 * per document: lengths (the combiner's and the chain's); per class pair:
 	 * the alignment's cost matrix
@@ -403,6 +414,8 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	bytes = doubles * sizeof(double);
 	/* int32 per document (labels, last labels, unlabelled index), per word */
 	bytes += 4 * D * sizeof(int32_t) + 3 * V * sizeof(int32_t) + V;
+	/* a byte per document: moved since burn-in */
+	bytes += D;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/*
 	 * paper, K = 2: the unlabelled documents' pairs (active word index and
@@ -1245,6 +1258,7 @@ label_step_paper2(chain_state *st)
 		if (b != a)
 		{
 			move_doc_packed(st, i, a, b);
+			st->moved[j] = 1;
 			changed++;
 		}
 	}
@@ -1294,6 +1308,7 @@ label_step_paper(chain_state *st)
 		if (b != a)
 		{
 			move_doc(st, j, a, b);
+			st->moved[j] = 1;
 			changed++;
 		}
 	}
@@ -1707,6 +1722,7 @@ label_step_collapsed(chain_state *st)
 		if (b != a)
 		{
 			move_doc(st, j, a, b);
+			st->moved[j] = 1;
 			changed++;
 		}
 	}
@@ -1936,6 +1952,7 @@ typedef struct chain_sums
 	double		m2;
 	double		last;
 	int64_t		changed_after_burn_in;
+	int64_t		locked;
 } chain_sums;
 
 static void
@@ -2048,6 +2065,100 @@ permute_rows(const gnb_hooks *hooks, double *N, int32_t V, const int32_t *pos, i
 }
 
 /*
+ * The conditional of the i-th unlabelled document with theta and pi
+ * integrated out, at full weight (collapsed_full_scores), whichever sampler
+ * runs the chain: both keep the counts N, Nk, C and the prior terms.  For
+ * the paper sampler with K = 2, N is by row and the words are packed pairs
+ * (chain_state.N), read so here; scalar, since it runs once per document at
+ * the chain's end.
+ */
+static void
+integrated_scores(chain_state *st, int32_t i, double *s)
+{
+	const run_shared *sh = st->sh;
+	const int32_t j = sh->unlabeled[i];
+	const int32_t a = st->z[j];
+	const double g = st->g_theta;
+	const double R = sh->doc_length[j];
+	log_product *prod = st->products;
+
+	if (!sh->dense)
+	{
+		collapsed_full_scores(st, j, a, s);
+		return;
+	}
+	for (int32_t k = 0; k < 2; k++)
+	{
+		double		nk = st->Nk[k] - (k == a ? st->lambda * R : 0.0) + sh->V * g;
+
+		s[k] = (k == a ? st->log_pred_own[k] : st->log_pred[k]) - lgamma_diff(nk, R);
+		log_product_init(&prod[k]);
+	}
+	{
+		const uint32_t *pr = sh->dense + sh->dense_start[i];
+		const int64_t n = sh->dense_end[i] - sh->dense_start[i];
+
+		for (int64_t p = 0; p < n; p++)
+		{
+			int32_t		cnt;
+			int64_t		row = packed_pair(sh, pr, sh->dense_ones[i], &p, &cnt);
+
+			for (int32_t k = 0; k < 2; k++)
+			{
+				double		c = st->N[2 * row + k] - (k == a ? st->lambda * cnt : 0.0);
+
+				s[k] += log_rising(&prod[k], c + g, cnt);
+			}
+		}
+	}
+	for (int32_t k = 0; k < 2; k++)
+		s[k] += log_product_value(&prod[k]);
+}
+
+/*
+ * The documents of a chain that kept their label through all `after` sweeps
+ * after burn-in although, by their conditionals with theta and pi integrated
+ * out at the chain's end, the chance of that is below GNB_LOCKED_CHANCE.
+ * Judged by those conditionals, not the sampler's own: the collapsed
+ * sampler's are them, and a chain of the paper sampler whose theta holds a
+ * document in place (its own counts drew theta) changes it as seldom as its
+ * own conditionals say, however often the integrated ones say it should.  A
+ * document whose label is simply certain is not locked.
+ */
+static int64_t
+count_locked(chain_state *st, int32_t after)
+{
+	const run_shared *sh = st->sh;
+	const int32_t K = sh->K;
+	int64_t		locked = 0;
+
+	if (after <= 0)
+		return 0;
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		double		max = -INFINITY;
+		double		total = 0.0;
+		double		stay;
+
+		maybe_check_interrupts(sh, i);
+		if (st->moved[j])
+			continue;
+		integrated_scores(st, i, st->pred);
+		for (int32_t k = 0; k < K; k++)
+			if (st->pred[k] > max)
+				max = st->pred[k];
+		for (int32_t k = 0; k < K; k++)
+			total += exp(st->pred[k] - max);
+		stay = exp(st->pred[st->z[j]] - max) / total;
+		/* (1 - q)^after below the chance, q = 1 - stay */
+		if (stay < 1.0 && after * log(stay) < log(GNB_LOCKED_CHANCE))
+			locked++;
+	}
+	return locked;
+}
+
+/*
  * Set a chain to its starting state and run all its sweeps.  The trace
  * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints,
  * kept_trace (gnb_kept_series points long) the kept sweeps' log joints,
@@ -2084,18 +2195,31 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		theta_step(st, st->N);
 
 	/*
-	 * Unlabelled documents: each label drawn from its prior marginal, which
-	 * with pi integrated out is uniform over the K classes.  (Drawing one pi
-	 * from Dir(g_pi) first would, for small g_pi, often put nearly every
-	 * document in one class, a state the collapsed sampler leaves only very
-	 * slowly when g_theta is small too.)  A warm start gives the labels, and
-	 * the first theta is drawn given them.
+	 * Unlabelled documents: with GNB_INIT_LABELS each label drawn from its
+	 * probabilities under the model of the clamped documents alone
+	 * (start_probabilities), so that a chain starts near the labels' mode
+	 * rather than in a class-swapped one it may never leave (a single
+	 * document's move cannot undo a swap); else from its prior marginal,
+	 * which with pi integrated out is uniform over the K classes.  (Drawing
+	 * one pi from Dir(g_pi) first would, for small g_pi, often put nearly
+	 * every document in one class, a state the collapsed sampler leaves only
+	 * very slowly when g_theta is small too.)  One uniform draw a document
+	 * either way.  A warm start gives the labels, and the first theta is
+	 * drawn given them.
 	 */
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
-		int32_t		k = (int32_t) (gnb_rng_uniform(&st->rng) * K);
+		double		u = gnb_rng_uniform(&st->rng);
+		int32_t		k = (int32_t) (u * K);
 
+		if (sh->start_prob)
+		{
+			const double *p = sh->start_prob + (int64_t) i * K;
+
+			for (k = 0; k < K - 1 && u >= p[k]; k++)
+				u -= p[k];
+		}
 		if (c->init_label && c->init_label[j] >= 0 && c->init_label[j] < K)
 			k = c->init_label[j];
 		st->z[j] = k;
@@ -2116,6 +2240,8 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		gnb_sweep	info;
 
 		st->kept_sweep = t > params->burn_in && (t - params->burn_in) % params->lag == 0;
+		if (t == params->burn_in + 1)
+			memset(st->moved, 0, (size_t) sh->D);
 		if (sh->n_unlabeled > 0)
 		{
 			if (params->sampler == GNB_SAMPLER_PAPER)
@@ -2163,6 +2289,7 @@ run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		if (sh->hooks->progress)
 			sh->hooks->progress(sh->hooks->arg, &info);
 	}
+	sums->locked = count_locked(st, params->sweeps - params->burn_in);
 }
 
 /*
@@ -2402,8 +2529,8 @@ gnb_split_r_hat(const double *x, int32_t m, int64_t n)
 
 int32_t
 gnb_diagnose(double split_r_hat, double ess_total,
-			 const int32_t *changed_after_burn_in, int32_t chains,
-			 int32_t n_unlabeled, int sampled_gamma)
+			 const int32_t *locked, int32_t chains,
+			 int32_t n_unlabeled, int sampled_gamma, double chain_agreement)
 {
 	int32_t		w = 0;
 
@@ -2415,8 +2542,10 @@ gnb_diagnose(double split_r_hat, double ess_total,
 		w |= GNB_WARN_ESS;
 	if (n_unlabeled > 0)
 		for (int32_t c = 0; c < chains; c++)
-			if (changed_after_burn_in[c] == 0)
+			if (locked[c] > 0)
 				w |= GNB_WARN_STUCK;
+	if (chain_agreement < GNB_AGREEMENT_LIMIT)
+		w |= GNB_WARN_CHAINS;
 	return w;
 }
 
@@ -2430,8 +2559,14 @@ gnb_warning_text(int32_t warning)
 		case GNB_WARN_ESS:
 			return "the log joint is strongly autocorrelated: run more sweeps";
 		case GNB_WARN_STUCK:
-			return "it may be stuck in one mode: the collapsed sampler, unlabeled_weight < 1 "
+			return "the chain is stuck on them: the collapsed sampler, unlabeled_weight < 1 "
 				"or more chains help";
+		case GNB_WARN_LABELS:
+			return "the model disagrees with its own labels more than a model of the labels "
+				"alone does";
+		case GNB_WARN_CHAINS:
+			return "the chains found different labellings: the data hold more than one "
+				"mode; compare the chains' labels, or keep more labels";
 	}
 	return "unknown warning";
 }
@@ -2634,6 +2769,69 @@ restore_words(const run_shared *sh)
 }
 
 /*
+ * sh->start_prob: each unlabelled document's class probabilities under the
+ * model of the clamped documents alone, the multinomial Naive Bayes a user
+ * would train on the labelled rows: posterior-mean theta_kw = (L_kw + g) /
+ * (L_k + V g) and pi_k = (C_k + g_pi) / (C + K g_pi) from the clamped counts
+ * L (labelled_count, V x K) and documents C, with the starting gammas.
+ */
+static void
+start_probabilities(run_shared *sh, const double *labelled_count)
+{
+	const gnb_corpus *c = sh->corpus;
+	const gnb_hooks *hooks = sh->hooks;
+	const int32_t K = sh->K;
+	const int32_t V = sh->V;
+	const double g = sh->params->gamma_theta;
+	const double gp = sh->params->gamma_pi;
+	double	   *docs = xalloc(hooks, K, sizeof(double));
+	double	   *log_total = xalloc(hooks, K, sizeof(double));
+
+	for (int32_t j = 0; j < sh->D; j++)
+		if (c->label[j] >= 0)
+			docs[c->label[j]] += 1.0;
+	if (c->extra_doc_counts)
+		for (int32_t k = 0; k < K; k++)
+			docs[k] += c->extra_doc_counts[k];
+	for (int32_t w = 0; w < V; w++)
+		for (int32_t k = 0; k < K; k++)
+			log_total[k] += labelled_count[(int64_t) w * K + k];
+	for (int32_t k = 0; k < K; k++)
+	{
+		log_total[k] = log(log_total[k] + V * g);
+		docs[k] = log(docs[k] + gp);
+	}
+	sh->start_prob = xalloc(hooks, (size_t) sh->n_unlabeled * K + 1, sizeof(double));
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		double	   *p = sh->start_prob + (int64_t) i * K;
+		double		max = -INFINITY;
+		double		total = 0.0;
+
+		maybe_check_interrupts(sh, i);
+		for (int32_t k = 0; k < K; k++)
+			p[k] = docs[k] - sh->doc_length[j] * log_total[k];
+		for (int64_t q = c->doc_start[j]; q < c->doc_start[j + 1]; q++)
+		{
+			const double *row = labelled_count + (int64_t) c->word[q] * K;
+
+			for (int32_t k = 0; k < K; k++)
+				p[k] += c->count[q] * log(row[k] + g);
+		}
+		for (int32_t k = 0; k < K; k++)
+			if (p[k] > max)
+				max = p[k];
+		for (int32_t k = 0; k < K; k++)
+			total += (p[k] = exp(p[k] - max));
+		for (int32_t k = 0; k < K; k++)
+			p[k] /= total;
+	}
+	hooks->release(docs, hooks->arg);
+	hooks->release(log_total, hooks->arg);
+}
+
+/*
  * Derive what all chains share: unlabelled documents, active words, shapes;
  * for a chain to run (for_chain) the paper sampler's dense pairs too.
  */
@@ -2703,6 +2901,10 @@ setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
 	for (int32_t k = 0; k < K; k++)
 		if (!sh->class_clamped[k])
 			sh->all_classes_clamped = 0;
+	/* before the words are packed; a class with no label: a uniform start */
+	if (for_chain && params->init == GNB_INIT_LABELS && sh->n_unlabeled > 0 &&
+		sh->all_classes_clamped)
+		start_probabilities(sh, labelled_count);
 	for (int32_t w = 0; w < V; w++)
 		if (is_active[w])
 			sh->n_active++;
@@ -2757,6 +2959,8 @@ release_shared(run_shared *sh)
 		hooks->release(sh->active, hooks->arg);
 	if (sh->active_pos)
 		hooks->release(sh->active_pos, hooks->arg);
+	if (sh->start_prob)
+		hooks->release(sh->start_prob, hooks->arg);
 	if (sh->dense)
 	{
 		if (sh->dense_in_place)
@@ -2834,6 +3038,7 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	memset(&st, 0, sizeof(st));
 	st.sh = &sh;
 	st.z = out->last_labels;
+	st.moved = xalloc(hooks, D > 0 ? D : 1, 1);
 	st.C = xalloc(hooks, K, sizeof(double));
 	st.N_lent = lend_counts(corpus, params);
 	st.N = st.N_lent ? corpus->lent_extra_word_counts : xalloc(hooks, vk + 1, sizeof(double));
@@ -2981,9 +3186,11 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	out->gamma_pi = st.g_pi_sum / kept;
 	out->last_log_joint = sums.last;
 	out->changed_after_burn_in = sums.changed_after_burn_in;
+	out->locked = sums.locked;
 
 	hooks->release(st.inv_sum, hooks->arg);
 	hooks->release(st.g_inv_sum, hooks->arg);
+	hooks->release(st.moved, hooks->arg);
 	hooks->release(st.C, hooks->arg);
 	hooks->release(st.Nk, hooks->arg);
 	hooks->release(st.S, hooks->arg);
@@ -3076,6 +3283,10 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 									sizeof(double));
 	result->ess = xalloc(hooks, params->chains, sizeof(double));
 	result->changed_after_burn_in = xalloc(hooks, params->chains, sizeof(int32_t));
+	result->locked = xalloc(hooks, params->chains, sizeof(int32_t));
+	result->chain_agreement = NAN;
+	result->labels_agreement = result->labels_only_agreement = NAN;
+	result->drift_from = result->drift_to = -1;
 	result->last_labels = xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 	cb->sums = xalloc(hooks, params->chains, sizeof(chain_sums));
 	if (params->chains > 1)
@@ -3170,6 +3381,26 @@ combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta)
 		}
 	for (int32_t k = 0; k < K; k++)
 		result->pi[perm[k]] += chain->pi[k];
+	/*
+	 * chain_agreement: this chain against the mean of those before it,
+	 * whose sum the label probabilities hold so far
+	 */
+	if (c > 0 && sh->n_unlabeled > 0)
+	{
+		double		distance = 0.0;
+
+		for (int32_t i = 0; i < sh->n_unlabeled; i++)
+		{
+			int64_t		j = sh->unlabeled[i];
+
+			for (int32_t k = 0; k < K; k++)
+				distance += fabs(chain->label_prob[j * K + k] -
+								 result->label_prob[j * K + perm[k]] / c);
+		}
+		distance = 0.5 * distance / sh->n_unlabeled;
+		if (isnan(result->chain_agreement) || 1.0 - distance < result->chain_agreement)
+			result->chain_agreement = 1.0 - distance;
+	}
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int64_t		j = sh->unlabeled[i];
@@ -3185,6 +3416,7 @@ combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta)
 		chain_sums_add(&cb->sums[c], chain->kept_log_joint[t]);
 	cb->sums[c].last = chain->last_log_joint;
 	cb->sums[c].changed_after_burn_in = chain->changed_after_burn_in;
+	cb->sums[c].locked = chain->locked;
 	if (result->log_joint && chain->log_joint)
 	{
 		memcpy(result->log_joint + (int64_t) c * params->sweeps, chain->log_joint,
@@ -3229,6 +3461,7 @@ gnb_combine_end(gnb_combiner *cb)
 		result->changed_after_burn_in[chain] =
 			cb->sums[chain].changed_after_burn_in > INT32_MAX ? INT32_MAX :
 			(int32_t) cb->sums[chain].changed_after_burn_in;
+		result->locked[chain] = (int32_t) cb->sums[chain].locked;
 		result->ess[chain] = gnb_ess(result->kept_log_joint + (int64_t) chain * result->kept_points,
 									 result->kept_points);
 		if (!isnan(result->ess[chain]))
@@ -3243,9 +3476,9 @@ gnb_combine_end(gnb_combiner *cb)
 	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains,
 										  result->kept_points);
 	result->warnings = gnb_diagnose(result->split_r_hat, result->ess_total,
-									result->changed_after_burn_in, params->chains,
-									sh->n_unlabeled,
-									params->sample_gamma_theta || params->sample_gamma_pi);
+									result->locked, params->chains, sh->n_unlabeled,
+									params->sample_gamma_theta || params->sample_gamma_pi,
+									result->chain_agreement);
 	hooks->release(cb->sums, hooks->arg);
 	if (cb->ref_theta)
 		hooks->release(cb->ref_theta, hooks->arg);
@@ -3286,6 +3519,7 @@ gnb_result_free(gnb_result *result, const gnb_hooks *hooks)
 	hooks->release(result->kept_log_joint, hooks->arg);
 	hooks->release(result->ess, hooks->arg);
 	hooks->release(result->changed_after_burn_in, hooks->arg);
+	hooks->release(result->locked, hooks->arg);
 	hooks->release(result->last_labels, hooks->arg);
 	memset(result, 0, sizeof(*result));
 }

@@ -24,6 +24,20 @@ typedef enum gnb_sampler_kind
  * word[doc_start[j] .. doc_start[j + 1]), with their counts in count[].
  * label[j] is the clamped class of document j, or -1 if it is unlabelled.
  */
+/*
+ * How the unlabelled documents' labels start (docs/model.md, "The start").
+ * GNB_INIT_LABELS: each drawn from its posterior under the model of the
+ * clamped documents alone (multinomial Naive Bayes, posterior-mean theta and
+ * pi with the starting gammas), when every class has a clamped document;
+ * otherwise as GNB_INIT_RANDOM: uniformly over the K classes.  Either way
+ * the chain's stationary law is the posterior.
+ */
+typedef enum gnb_init_kind
+{
+	GNB_INIT_LABELS,
+	GNB_INIT_RANDOM
+} gnb_init_kind;
+
 typedef struct gnb_corpus
 {
 	int32_t		n_docs;
@@ -84,6 +98,7 @@ typedef struct gnb_params
 	double		gamma_theta;
 	double		unlabeled_weight;	/* lambda in [0, 1] */
 	uint64_t	seed;
+	gnb_init_kind init;
 	/*
 	 * Nonzero: sample gamma_theta (gamma_pi) every sweep given the labels, by
 	 * slice sampling on its log under the prior log gamma ~ Uniform(log
@@ -122,9 +137,19 @@ typedef struct gnb_sweep
 /* Warnings of gnb_result.warnings (bits); gnb_warning_text says them. */
 #define GNB_WARN_R_HAT		0x1 /* split R-hat of the log joint > 1.05 */
 #define GNB_WARN_ESS		0x2 /* effective sample size < 100 */
-#define GNB_WARN_STUCK		0x4 /* a chain changed no label after burn-in */
+#define GNB_WARN_STUCK		0x4 /* a chain has locked documents (gnb_chain.locked) */
+#define GNB_WARN_CHAINS		0x8 /* chains disagree on the labels (chain_agreement) */
+#define GNB_WARN_LABELS		0x10	/* worse than the labels alone (gnb_label_check.h) */
 #define GNB_R_HAT_LIMIT 1.05
 #define GNB_ESS_LIMIT 100.0
+#define GNB_AGREEMENT_LIMIT 0.9
+/*
+ * A document is locked when it kept its label through the n sweeps after
+ * burn-in although its conditional with theta and pi integrated out, at the
+ * chain's end, gives a chance below GNB_LOCKED_CHANCE of that:
+ * (1 - q)^n < GNB_LOCKED_CHANCE for q the chance it leaves its class.
+ */
+#define GNB_LOCKED_CHANCE 1e-6
 
 typedef struct gnb_hooks
 {
@@ -168,6 +193,25 @@ typedef struct gnb_result
 	double		ess_total;		/* their sum; NaN if not estimable */
 	double		split_r_hat;	/* over 2 x chains half-chains; NaN if < 4 kept */
 	int32_t    *changed_after_burn_in;	/* chains: labels changed after burn-in */
+	int32_t    *locked;			/* chains: locked documents (GNB_LOCKED_CHANCE) */
+	/*
+	 * With several chains: the least, over chains c >= 1, of 1 - the mean
+	 * over unlabelled documents of the total variation distance between
+	 * chain c's label probabilities and the mean of chains 0 .. c-1's (after
+	 * alignment).  1: every chain gives the same probabilities.  NaN with
+	 * one chain or no unlabelled document.
+	 */
+	double		chain_agreement;
+	/*
+	 * Set by gnb_check_labels (NaN, -1 until then): the clamped documents'
+	 * leave-one-out agreement with their labels, by the trained model and
+	 * by the labels-only model; when the model is worse, a class whose
+	 * documents it mostly puts in another.
+	 */
+	double		labels_agreement;
+	double		labels_only_agreement;
+	int32_t		drift_from;
+	int32_t		drift_to;
 	int32_t		warnings;		/* GNB_WARN_* bits */
 	/* posterior means over kept sweeps and chains (the fixed value if not sampled) */
 	double		gamma_theta;
@@ -232,6 +276,7 @@ typedef struct gnb_chain
 	int32_t    *last_labels;	/* n_docs */
 	double		last_log_joint;
 	int64_t		changed_after_burn_in;
+	int64_t		locked;			/* documents locked (GNB_LOCKED_CHANCE) */
 	double		gamma_theta;	/* means over the kept sweeps */
 	double		gamma_pi;
 } gnb_chain;
@@ -286,13 +331,14 @@ extern double gnb_split_r_hat(const double *x, int32_t m, int64_t n);
 
 /*
  * The warnings (GNB_WARN_* bits) for these diagnostics: split R-hat above
- * GNB_R_HAT_LIMIT, ess_total below GNB_ESS_LIMIT, a chain that changed no
- * unlabelled label after burn-in.  Nothing is judged when nothing is
- * sampled (no unlabelled document, no sampled gamma).
+ * GNB_R_HAT_LIMIT, ess_total below GNB_ESS_LIMIT, a chain with locked
+ * documents, chain_agreement below GNB_AGREEMENT_LIMIT.  Nothing is judged
+ * when nothing is sampled (no unlabelled document, no sampled gamma).
  */
 extern int32_t gnb_diagnose(double split_r_hat, double ess_total,
-							const int32_t *changed_after_burn_in, int32_t chains,
-							int32_t n_unlabeled, int sampled_gamma);
+							const int32_t *locked, int32_t chains,
+							int32_t n_unlabeled, int sampled_gamma,
+							double chain_agreement);
 
 /* What one GNB_WARN_* bit suggests, and what helps. */
 extern const char *gnb_warning_text(int32_t warning);

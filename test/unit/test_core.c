@@ -12,6 +12,7 @@
 #define _DEFAULT_SOURCE
 #include "gnb_rng.h"
 #include "gnb_sampler.h"
+#include "gnb_label_check.h"
 
 #include <float.h>
 #include <math.h>
@@ -2053,8 +2054,8 @@ test_diagnostics(void)
 	gnb_rng		rng;
 	double		e,
 				r;
-	int32_t		changed_ok[2] = {5, 7},
-				changed_stuck[2] = {5, 0};
+	int32_t		locked_none[2] = {0, 0},
+				locked_some[2] = {0, 3};
 
 	/* AR(1) with phi = 0.6: ESS = n (1 - phi) / (1 + phi) = n / 4 */
 	gnb_rng_seed(&rng, 77);
@@ -2140,13 +2141,15 @@ test_diagnostics(void)
 	CHECK(r > GNB_R_HAT_LIMIT, "a trending chain: split R-hat %.3f", r);
 
 	/* the warnings */
-	CHECK(gnb_diagnose(1.01, 500, changed_ok, 2, 10, 0) == 0, "no warning for a good run");
-	CHECK(gnb_diagnose(1.2, 500, changed_ok, 2, 10, 0) == GNB_WARN_R_HAT, "R-hat warning");
-	CHECK(gnb_diagnose(1.01, 50, changed_ok, 2, 10, 0) == GNB_WARN_ESS, "ESS warning");
-	CHECK(gnb_diagnose(1.01, 500, changed_stuck, 2, 10, 0) == GNB_WARN_STUCK, "stuck warning");
-	CHECK(gnb_diagnose(NAN, NAN, changed_stuck, 2, 0, 0) == 0,
+	CHECK(gnb_diagnose(1.01, 500, locked_none, 2, 10, 0, 0.99) == 0, "no warning for a good run");
+	CHECK(gnb_diagnose(1.2, 500, locked_none, 2, 10, 0, NAN) == GNB_WARN_R_HAT, "R-hat warning");
+	CHECK(gnb_diagnose(1.01, 50, locked_none, 2, 10, 0, NAN) == GNB_WARN_ESS, "ESS warning");
+	CHECK(gnb_diagnose(1.01, 500, locked_some, 2, 10, 0, NAN) == GNB_WARN_STUCK, "stuck warning");
+	CHECK(gnb_diagnose(1.01, 500, locked_none, 2, 10, 0, 0.8) == GNB_WARN_CHAINS,
+		  "chains that disagree");
+	CHECK(gnb_diagnose(NAN, NAN, locked_some, 2, 0, 0, NAN) == 0,
 		  "nothing sampled: no warning");
-	CHECK(gnb_diagnose(NAN, 20, changed_stuck, 2, 0, 1) == GNB_WARN_ESS,
+	CHECK(gnb_diagnose(NAN, 20, locked_some, 2, 0, 1, NAN) == GNB_WARN_ESS,
 		  "only gammas sampled: ESS judged, no stuck chain");
 
 	/* from real runs: a chain that cannot move, and one that mixes */
@@ -2167,8 +2170,51 @@ test_diagnostics(void)
 		tc.doc_start[4] = 4;
 		tc.c = (gnb_corpus) {4, 2, 2, tc.doc_start, tc.word, tc.count, tc.label, NULL, NULL};
 		gnb_train(&tc.c, &p, NULL, &res);
-		CHECK(res.warnings & GNB_WARN_STUCK, "a chain that cannot move is flagged stuck (%d)",
+		CHECK(res.changed_after_burn_in[0] == 0 && res.locked[0] == 0 && res.locked[1] == 0 &&
+			  !(res.warnings & GNB_WARN_STUCK),
+			  "a chain whose labels are certain changes none and is not stuck (%d changed, "
+			  "%d locked, warnings %d)", res.changed_after_burn_in[0], res.locked[0],
 			  res.warnings);
+		gnb_result_free(&res, NULL);
+
+		/*
+		 * A document held by theta: document 2, unlabelled, has ten words
+		 * no other document has, five times each.  With theta and pi
+		 * integrated out those words say nothing of its class, and the two
+		 * classes are alike (one clamped document each, the same length):
+		 * it should change class about every other sweep.  The paper
+		 * sampler draws theta from its own counts, which makes its class
+		 * about 6^50 times likelier than the other: it never moves.
+		 */
+		memset(&tc, 0, sizeof(tc));
+		tc.word[0] = 0;
+		tc.count[0] = 20;
+		tc.word[1] = 1;
+		tc.count[1] = 20;
+		for (int w = 0; w < 10; w++)
+		{
+			tc.word[2 + w] = 2 + w;
+			tc.count[2 + w] = 5;
+		}
+		tc.doc_start[1] = 1;
+		tc.doc_start[2] = 2;
+		tc.doc_start[3] = 12;
+		tc.label[0] = 0;
+		tc.label[1] = 1;
+		tc.label[2] = -1;
+		tc.c = (gnb_corpus) {3, 12, 2, tc.doc_start, tc.word, tc.count, tc.label, NULL, NULL};
+		p.sampler = GNB_SAMPLER_PAPER;
+		gnb_train(&tc.c, &p, NULL, &res);
+		CHECK(res.locked[0] == 1 && res.locked[1] == 1 && (res.warnings & GNB_WARN_STUCK),
+			  "paper: the document theta holds is locked in both chains (%d, %d; warnings %d)",
+			  res.locked[0], res.locked[1], res.warnings);
+		gnb_result_free(&res, NULL);
+		p.sampler = GNB_SAMPLER_COLLAPSED;
+		gnb_train(&tc.c, &p, NULL, &res);
+		CHECK(res.changed_after_burn_in[0] > 50 && res.locked[0] == 0 &&
+			  !(res.warnings & GNB_WARN_STUCK),
+			  "collapsed: the same document moves (%d changes) and nothing is locked (%d)",
+			  res.changed_after_burn_in[0], res.locked[0]);
 		gnb_result_free(&res, NULL);
 
 		make_tiny(&tc, 301, 10, 4, 2, 0, 0);
@@ -2192,6 +2238,248 @@ test_diagnostics(void)
 	}
 }
 
+
+/*
+ * The start from the labels (GNB_INIT_LABELS).  Two classes, 3% of the
+ * documents labelled, short collapsed chains: started from the labelled-only
+ * model a chain begins in the labels' mode and every seed ends there; the
+ * uniform start is run beside it and its swapped seeds are only shown (the
+ * swaps depend on the seed; the start from the labels must have none).
+ */
+static void
+test_start_from_labels(void)
+{
+	synthetic	syn;
+	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 30, 10, 1, 1, 1.0, 0.5, 1.0, 0};
+	int			worst_labels = 1000,
+				swapped_random = 0;
+
+	make_synthetic(&syn, 400, 60, 2, 25, 0.03, 77);
+	for (uint64_t seed = 1; seed <= 10; seed++)
+	{
+		for (int init = 0; init < 2; init++)
+		{
+			gnb_result	res;
+			int			right = 0,
+						hidden = 0;
+
+			p.seed = seed;
+			p.init = init ? GNB_INIT_RANDOM : GNB_INIT_LABELS;
+			gnb_train(&syn.c, &p, NULL, &res);
+			for (int j = 0; j < syn.c.n_docs; j++)
+				if (syn.label[j] < 0)
+				{
+					hidden++;
+					right += (res.label_prob[2 * j + 1] > 0.5) == (syn.truth[j] == 1);
+				}
+			if (init)
+				swapped_random += right < hidden / 2;
+			else if (1000 * right / hidden < worst_labels)
+				worst_labels = 1000 * right / hidden;
+			gnb_result_free(&res, NULL);
+		}
+	}
+	printf("  3%% labels, 10 seeds: started from the labels, worst accuracy %.3f; "
+		   "started at random, %d swapped\n", worst_labels / 1000.0, swapped_random);
+	CHECK(worst_labels >= 900, "every chain started from the labels ends in their mode: %.3f",
+		  worst_labels / 1000.0);
+	/* what the start is for: these seeds do swap from the uniform start */
+	CHECK(swapped_random > 0, "some chain started at random swaps (%d)", swapped_random);
+	free_synthetic(&syn);
+}
+
+/*
+ * The label check (gnb_label_check.h): quiet on a good model; on the same
+ * model with its classes swapped (a chain in the class-swapped mode) it
+ * finds the model worse and names the drift; its figures go to the result.
+ */
+static void
+test_label_check(void)
+{
+	synthetic	syn;
+	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 60, 20, 1, 1, 1.0, 0.5, 1.0, 5};
+	gnb_result	res;
+	gnb_label_check lc;
+	const int	V = 60;
+
+	make_synthetic(&syn, 600, V, 2, 25, 0.1, 78);
+	gnb_train(&syn.c, &p, NULL, &res);
+	gnb_check_labels(&syn.c, &p, &res, NULL, NULL, &lc);
+	printf("  good model: %d labelled, agreement %.3f, labels alone %.3f, margin %.3f\n",
+		   lc.n, lc.model_agreement, lc.labels_agreement, lc.margin);
+	CHECK(lc.n > 30 && !lc.worse && !(res.warnings & GNB_WARN_LABELS) && lc.drift_from == -1,
+		  "a good model is not worse than its labels (%.3f vs %.3f)",
+		  lc.model_agreement, lc.labels_agreement);
+	CHECK(lc.model_agreement > 0.85 && res.labels_agreement == lc.model_agreement &&
+		  res.labels_only_agreement == lc.labels_agreement,
+		  "its agreement %.3f, in the result", lc.model_agreement);
+	/* the same model, classes swapped: theta-hat's rows, pi-hat, the labels */
+	for (int w = 0; w < V; w++)
+	{
+		double		t = res.theta[w];
+
+		res.theta[w] = res.theta[V + w];
+		res.theta[V + w] = t;
+	}
+	for (int j = 0; j < syn.c.n_docs; j++)
+	{
+		double		t = res.label_prob[2 * j];
+
+		res.label_prob[2 * j] = res.label_prob[2 * j + 1];
+		res.label_prob[2 * j + 1] = t;
+	}
+	{
+		double		t = res.pi[0];
+
+		res.pi[0] = res.pi[1];
+		res.pi[1] = t;
+	}
+	gnb_check_labels(&syn.c, &p, &res, NULL, NULL, &lc);
+	printf("  swapped model: agreement %.3f, labels alone %.3f, drift %d -> %d\n",
+		   lc.model_agreement, lc.labels_agreement, lc.drift_from, lc.drift_to);
+	CHECK(lc.worse && (res.warnings & GNB_WARN_LABELS) && lc.drift_from == 0 &&
+		  lc.drift_to == 1, "a swapped model is worse, drifted from class 0 to 1 (%d -> %d)",
+		  lc.drift_from, lc.drift_to);
+	gnb_result_free(&res, NULL);
+
+	/* with lambda = 0 the model is the labels' own: never worse */
+	p.unlabeled_weight = 0.0;
+	gnb_train(&syn.c, &p, NULL, &res);
+	gnb_check_labels(&syn.c, &p, &res, NULL, NULL, &lc);
+	CHECK(!lc.worse && fabs(lc.model_agreement - lc.labels_agreement) < 0.05,
+		  "lambda 0: the labels' model (%.3f vs %.3f)", lc.model_agreement, lc.labels_agreement);
+	/* chains: one gives no agreement, four that find one mode agree */
+	CHECK(isnan(res.chain_agreement), "one chain: no chain agreement");
+	gnb_result_free(&res, NULL);
+	p.unlabeled_weight = 1.0;
+	p.chains = 4;
+	gnb_train(&syn.c, &p, NULL, &res);
+	printf("  4 chains: agreement %.4f\n", res.chain_agreement);
+	CHECK(res.chain_agreement > 0.95 && res.chain_agreement <= 1.0 &&
+		  !(res.warnings & GNB_WARN_CHAINS), "4 chains in one mode agree: %.4f",
+		  res.chain_agreement);
+	gnb_result_free(&res, NULL);
+	free_synthetic(&syn);
+}
+
+/*
+ * Chains that disagree: three clusters of documents, no labels, two
+ * classes.  Each chain puts two of the clusters together, and which two
+ * depends on the chain; no alignment of two classes can match partitions
+ * that merged different pairs.
+ */
+static void
+test_chains_disagree(void)
+{
+	synthetic	syn;
+	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 40, 20, 1, 4, 1.0, 0.5, 1.0, 0};
+	int			flagged = 0;
+	double		least = 1.0;
+
+	make_synthetic(&syn, 300, 60, 3, 30, 0.0, 79);
+	syn.c.n_classes = 2;
+	for (uint64_t seed = 1; seed <= 5; seed++)
+	{
+		gnb_result	res;
+
+		p.seed = seed;
+		gnb_train(&syn.c, &p, NULL, &res);
+		if (res.chain_agreement < least)
+			least = res.chain_agreement;
+		flagged += (res.warnings & GNB_WARN_CHAINS) != 0;
+		CHECK(((res.warnings & GNB_WARN_CHAINS) != 0) ==
+			  (res.chain_agreement < GNB_AGREEMENT_LIMIT),
+			  "the warning is the agreement below the limit (%.3f)", res.chain_agreement);
+		gnb_result_free(&res, NULL);
+	}
+	printf("  3 clusters, 2 classes, 4 chains, 5 seeds: least agreement %.3f, %d flagged\n",
+		   least, flagged);
+	CHECK(flagged > 0 && least < GNB_AGREEMENT_LIMIT, "chains in different modes are flagged (%d, %.3f)",
+		  flagged, least);
+	free_synthetic(&syn);
+}
+
+/*
+ * The labels-only model (gnb_labels_only_model) with words only unlabelled
+ * documents have: theta-hat sums to 1 per class, such a word has one
+ * probability in every class, and the label probabilities are those of
+ * Naive Bayes on the labelled documents with their own vocabulary.
+ */
+static void
+test_labels_only_model(void)
+{
+	synthetic	syn;
+	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 4, 2, 1, 1, 1.0, 0.5, 1.0, 6};
+	gnb_result	res;
+	gnb_label_check lc;
+	const int	V = 80;
+	char		known[80] = {0};
+	double		L[80 * 2] = {0},
+				Lk[2] = {0},
+				C[2] = {0};
+	int			vocabulary = 0,
+				others = 0;
+	double		worst_sum = 0.0,
+				worst_other = 0.0,
+				worst_prob = 0.0;
+
+	make_synthetic(&syn, 200, V, 2, 20, 0.05, 80);
+	gnb_train(&syn.c, &p, NULL, &res);
+	gnb_check_labels(&syn.c, &p, &res, NULL, NULL, &lc);
+	gnb_labels_only_model(&syn.c, &p, &res, NULL);
+	for (int j = 0; j < syn.c.n_docs; j++)
+		if (syn.label[j] >= 0)
+		{
+			C[syn.label[j]] += 1;
+			for (int64_t q = syn.doc_start[j]; q < syn.doc_start[j + 1]; q++)
+			{
+				L[syn.word[q] * 2 + syn.label[j]] += syn.count[q];
+				Lk[syn.label[j]] += syn.count[q];
+				vocabulary += !known[syn.word[q]];
+				known[syn.word[q]] = 1;
+			}
+		}
+	for (int k = 0; k < 2; k++)
+	{
+		double		sum = 0.0;
+
+		for (int w = 0; w < V; w++)
+			sum += res.theta[k * V + w];
+		worst_sum = fmax(worst_sum, fabs(sum - 1.0));
+	}
+	for (int w = 0; w < V; w++)
+		if (!known[w])
+		{
+			others++;
+			worst_other = fmax(worst_other, fabs(res.theta[w] - res.theta[V + w]));
+		}
+	for (int j = 0; j < syn.c.n_docs; j++)
+		if (syn.label[j] < 0)
+		{
+			double		s[2];
+
+			for (int k = 0; k < 2; k++)
+			{
+				s[k] = log((C[k] + 1.0) / (C[0] + C[1] + 2.0));
+				for (int64_t q = syn.doc_start[j]; q < syn.doc_start[j + 1]; q++)
+					if (known[syn.word[q]])
+						s[k] += syn.count[q] * log((L[syn.word[q] * 2 + k] + 0.5) /
+												   (Lk[k] + vocabulary * 0.5));
+			}
+			worst_prob = fmax(worst_prob, fabs(res.label_prob[2 * j + 1] -
+											   1.0 / (1.0 + exp(s[0] - s[1]))));
+		}
+	printf("  labels-only model: %d of %d words only unlabelled; |sum - 1| %.1e, "
+		   "their theta apart %.1e, label probabilities off %.1e\n",
+		   others, V, worst_sum, worst_other, worst_prob);
+	CHECK(others > 0 && worst_sum < 1e-12 && worst_other == 0.0 && worst_prob < 1e-9,
+		  "the labels-only model: %d other words, %.1e, %.1e, %.1e", others, worst_sum,
+		  worst_other, worst_prob);
+	CHECK(res.warnings == 0 && lc.n > 0 && res.labels_agreement == lc.labels_agreement,
+		  "no chain warning, the labels' agreement (%.3f)", res.labels_agreement);
+	gnb_result_free(&res, NULL);
+	free_synthetic(&syn);
+}
 
 /*
  * Chains are aligned whenever some class has no clamped document: with only
@@ -2387,8 +2675,12 @@ test_hooks(void)
 	make_synthetic(&s, 5000, 10, 2, 5, 0.0, 9);
 	gnb_train(&s.c, &p, &hooks, &r);
 	CHECK(h.progress == 14 && h.last_sweep == 7, "progress once per sweep and chain: %d", h.progress);
-	/* 5000 unlabelled documents, a check every 2048: 3 per sweep */
-	CHECK(h.interrupts == 3 * 14, "interrupt checks inside sweeps: %d", h.interrupts);
+	/*
+	 * 5000 unlabelled documents, a check every 2048: 3 per sweep, and up to
+	 * 3 per chain as its end looks for locked documents
+	 */
+	CHECK(h.interrupts >= 3 * 14 && h.interrupts <= 3 * 14 + 3 * 2,
+		  "interrupt checks inside sweeps: %d", h.interrupts);
 	gnb_result_free(&r, &hooks);
 	CHECK(h.live_allocs == 0, "every allocation released: %zu left", h.live_allocs);
 	free_synthetic(&s);
@@ -2949,6 +3241,11 @@ main(void)
 	test_issue11_exactness();
 	printf("ESS, split R-hat, warnings\n");
 	test_diagnostics();
+	printf("few labels\n");
+	test_start_from_labels();
+	test_label_check();
+	test_chains_disagree();
+	test_labels_only_model();
 	printf("alignment with some classes clamped\n");
 	test_partial_alignment();
 	printf("chains apart, combined afterwards\n");
