@@ -37,8 +37,11 @@ SELECT * FROM gibbs_nb_train('spam', 'mail', 'tokens', label_column => 'label',
 \echo The chain, drawn (log joint per sweep):
 SELECT gibbs_nb_trace_plot(job_id, 50) FROM gibbs_nb_jobs WHERE model_name = 'spam';
 
-\echo The model:
-SELECT model_name, version, classes, n_documents, n_labeled, vocabulary_size, sampler, seconds
+\echo The model (unlabeled_weight: 1 if the unlabelled e-mails made the model agree with its
+\echo labels clearly better than the labels alone do, else 0, the labels-only model):
+SELECT model_name, version, classes, n_documents, n_labeled, vocabulary_size, sampler,
+       unlabeled_weight, round(labels_agreement::numeric, 3) AS labels_agreement,
+       round(labels_only_agreement::numeric, 3) AS labels_only_agreement, seconds
 FROM gibbs_nb.models WHERE model_name = 'spam';
 SELECT class, round(probability::numeric, 3) AS pi FROM gibbs_nb.pi WHERE model_name = 'spam';
 

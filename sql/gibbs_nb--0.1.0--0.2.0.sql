@@ -443,12 +443,13 @@ CREATE FUNCTION gibbs_nb_train(
     sampler           text DEFAULT 'paper',
     gamma_pi          float8 DEFAULT 1.0,
     gamma_theta       float8 DEFAULT 1.0,
-    unlabeled_weight  float8 DEFAULT 1.0,
+    unlabeled_weight  float8 DEFAULT NULL,
     seed              bigint DEFAULT NULL,
     labels_table      text DEFAULT NULL,
     wait              boolean DEFAULT true,
     holdout           float8 DEFAULT 0,
-    tokenizer         text DEFAULT NULL)
+    tokenizer         text DEFAULT NULL,
+    init              text DEFAULT 'labels')
 RETURNS TABLE (
     job_id          bigint,
     model_name      text,
@@ -460,7 +461,7 @@ RETURNS TABLE (
 AS 'MODULE_PATHNAME', 'gibbs_nb_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
-                                   float8, float8, float8, bigint, text, boolean, float8, text)
+                                   float8, float8, float8, bigint, text, boolean, float8, text, text)
     IS 'train a version of one of your models in a background worker that runs as you';
 
 -- ==== issue 11: tempered lambda, sampled gammas, diagnostics ====
@@ -491,6 +492,32 @@ COMMENT ON COLUMN gibbs_nb.models.warnings
     IS 'what the diagnostics found wrong with this training, with advice; empty if nothing';
 COMMENT ON COLUMN gibbs_nb.trace.gamma_pi
     IS 'gamma_pi after this sweep, if it was sampled';
+
+-- ==== few labels: the start from the labels, the label check, chains compared ====
+--
+-- init => 'labels' (the default) starts the unlabelled labels from the
+-- labelled-only model (0.1.0's versions started at random: 'random');
+-- every version records how its model agrees with its labels, and how a
+-- model of the labels alone does, and with several chains how their labels
+-- agree (docs/model.md).
+--
+ALTER TABLE gibbs_nb.models
+    ADD COLUMN init text NOT NULL DEFAULT 'random',
+    ADD COLUMN labels_agreement float8,
+    ADD COLUMN labels_only_agreement float8,
+    ADD COLUMN chain_agreement float8,
+    ADD COLUMN unlabeled_weight_chosen boolean NOT NULL DEFAULT false;
+ALTER TABLE gibbs_nb.models ALTER COLUMN init SET DEFAULT 'labels';
+COMMENT ON COLUMN gibbs_nb.models.init
+    IS 'how the unlabelled labels started: labels (from the labelled-only model) or random';
+COMMENT ON COLUMN gibbs_nb.models.labels_agreement
+    IS 'share of labelled documents (up to 2,000), each left out, the version''s model puts in their class';
+COMMENT ON COLUMN gibbs_nb.models.labels_only_agreement
+    IS 'the same share for Naive Bayes trained on the labelled documents alone';
+COMMENT ON COLUMN gibbs_nb.models.unlabeled_weight_chosen
+    IS 'unlabeled_weight => NULL: unlabeled_weight was chosen, 1 if the unlabelled documents made the model agree with its labels clearly better, else 0 (the labels-only model)';
+COMMENT ON COLUMN gibbs_nb.models.chain_agreement
+    IS '1 - the largest mean distance between a chain''s label probabilities and the earlier chains''';
 COMMENT ON COLUMN gibbs_nb.trace.gamma_theta
     IS 'gamma_theta after this sweep, if it was sampled';
 
@@ -616,7 +643,9 @@ CREATE VIEW gibbs_nb_models WITH (security_invoker = true, security_barrier = tr
            k.packed_bytes,
            pg_catalog.pg_total_relation_size(gibbs_nb.model_relation(m.labels_relid, m.labels_table,
                                                                      m.catalog, m.owner)::pg_catalog.regclass)
-               AS labels_bytes
+               AS labels_bytes,
+           m.init, m.labels_agreement, m.labels_only_agreement, m.chain_agreement,
+           m.unlabeled_weight_chosen
       FROM (SELECT DISTINCT ON (p.owner, p.model_name) p.owner, p.model_name, p.version, p.pinned
               FROM gibbs_nb.packed p
              ORDER BY p.owner, p.model_name, p.pinned DESC, p.version DESC) s

@@ -79,6 +79,7 @@ typedef struct GnbChainSlot
 	char		message[512];
 	/* the result, once state is CHAIN_DONE */
 	int64		changed_after_burn_in;
+	int64		locked;
 	int32		kept_points;	/* the thinned kept log joints in the slot */
 	int32		kept_stride;
 	double		last_log_joint;
@@ -333,6 +334,7 @@ chain_to_slot(GnbChainsShared *sh, int32 c, const gnb_chain *ch)
 		   (Size) Max(sh->n_docs, 1) * sizeof(int32));
 	SpinLockAcquire(&s->mutex);
 	s->changed_after_burn_in = ch->changed_after_burn_in;
+	s->locked = ch->locked;
 	s->kept_points = ch->kept_points;
 	s->kept_stride = ch->kept_stride;
 	s->last_log_joint = ch->last_log_joint;
@@ -361,6 +363,7 @@ chain_from_slot(GnbChainsShared *sh, int32 c, gnb_chain *ch)
 	ch->last_labels = AT(sh, s->last_labels_off, int32 *);
 	ch->last_log_joint = s->last_log_joint;
 	ch->changed_after_burn_in = s->changed_after_burn_in;
+	ch->locked = s->locked;
 	ch->kept_points = s->kept_points;
 	ch->kept_stride = s->kept_stride;
 	ch->gamma_theta = s->gamma_theta;

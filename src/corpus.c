@@ -100,6 +100,20 @@ typedef struct CorpusBuilder
 	bool		count_wide;
 	int64		n_tokens;
 	int32		n_skipped;
+	/*
+	 * The document add_token adds to: an unlabelled document's index, or
+	 * -2 - i for the i-th checked one (a word slot's last_doc starts at -1).
+	 */
+	int32		token_doc;
+	/*
+	 * Labelled documents read with their tokens for the label check (see
+	 * GnbCorpus): their pairs follow the unlabelled documents', from
+	 * checked_start[0] on; the label id of each.
+	 */
+	int32		n_checked;
+	int32		checked_cap;
+	int64	   *checked_start;
+	int32	   *checked_value;
 	/* labelled documents: ids and first-seen label ids */
 	int32		n_labeled;
 	int32		labeled_cap;
@@ -384,7 +398,14 @@ add_token(void *arg, const char *str, int len, int32 times)
 	CorpusBuilder *b = arg;
 	bool		found;
 	WordSlot   *slot = word_slot(b, str, len, &found);
-	int32		doc = b->n_docs;
+	int32		doc = b->token_doc;
+
+	/*
+	 * A checked document's words are all in the labelled counts (one
+	 * snapshot): a new one means the data is not what was counted.
+	 */
+	if (!found && doc < -1)
+		elog(ERROR, "the labelled documents changed while they were read");
 
 	b->n_tokens += times;
 	if (slot->last_doc == doc)
@@ -653,6 +674,7 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bo
 		grow_docs(b);
 	b->doc_start[b->n_docs] = b->n_pairs;
 	check_value_size(b, params, tokens);
+	b->token_doc = b->n_docs;
 	gnb_each_token(tokens, params->source.tokens_base == TSVECTOROID, add_token, b);
 	b->label[b->n_docs] = -1;
 	if (b->id_typlen == -1)
@@ -661,6 +683,33 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bo
 	b->ids[b->n_docs] = datumCopy(id, b->id_typbyval, b->id_typlen);
 	MemoryContextSwitchTo(old);
 	b->n_docs++;
+}
+
+/*
+ * A row of the checked query: (id, label, tokens), a labelled document
+ * whose words are already counted.  Its pairs go after the unlabelled
+ * documents'; the sampler never sees them.
+ */
+static void
+add_checked_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
+{
+	text	   *t;
+
+	if (nulls[1] || nulls[2])
+		elog(ERROR, "the labelled documents changed while they were read");
+	if (b->n_checked == b->checked_cap)
+		elog(ERROR, "the labelled documents changed while they were read");
+	check_value_size(b, params, values[1]);
+	t = DatumGetTextPP(values[1]);
+	b->checked_value[b->n_checked] = intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	if (b->checked_value[b->n_checked] >= b->n_count_values)
+		elog(ERROR, "the labelled documents changed while they were read");
+	b->checked_start[b->n_checked] = b->n_pairs;
+	check_value_size(b, params, values[2]);
+	b->token_doc = -2 - b->n_checked;
+	gnb_each_token(values[2], params->source.tokens_base == TSVECTOROID, add_token, b);
+	b->n_checked++;
+	b->checked_start[b->n_checked] = b->n_pairs;
 }
 
 /*
@@ -833,6 +882,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	Oid			labeled_types[4] = {src->id_type, TEXTOID, BOOLOID, BOOLOID};
 	Oid			document_types[2] = {src->id_type, src->tokens_type};
 	Oid			holdout_types[3] = {src->id_type, src->tokens_type, TEXTOID};
+	Oid			checked_types[3] = {src->id_type, TEXTOID, src->tokens_type};
 	char	   *held_out = gnb_holdout_condition(params);
 	GnbParsedCounts counts;
 	GnbCountsIter cells;
@@ -972,6 +1022,43 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 					 psprintf("SELECT %s, %s FROM %s WHERE %s IS NULL AND %s IS NOT NULL%s",
 							  id, tokens, source_sql, label, tokens, order),
 					 2, document_types, add_document_row);
+		b.doc_start[b.n_docs] = b.n_pairs;
+
+		/*
+		 * 3b. with both kinds, up to GNB_CHECKED_DOCS labelled documents with
+		 * their tokens, for the label check: all of them, or those first by
+		 * a hash of their id keyed by the seed (as holdout chooses), the id
+		 * breaking ties where it has an order: the same ones for the same
+		 * seed and data, whatever order the ids follow
+		 */
+		if (b.n_labeled > 0 && b.n_docs > 0)
+		{
+			int32		n = Min(b.n_labeled, GNB_CHECKED_DOCS);
+
+			b.checked_start = MemoryContextAlloc(cxt, sizeof(int64) * (n + 1));
+			b.checked_value = MemoryContextAlloc(cxt, sizeof(int32) * (n + 1));
+			b.checked_start[0] = b.n_pairs;
+			b.checked_cap = n;
+			/* all of them: in any order (the check's counts do not depend on it) */
+			if (n == b.n_labeled)
+				for_each_row(&b, params,
+							 psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
+									  "WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s)",
+									  id, label, tokens, source_sql, label, tokens,
+									  held_out ? held_out : "false"),
+							 3, checked_types, add_checked_row);
+			else
+				for_each_row(&b, params,
+							 psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
+									  "WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s) "
+									  "ORDER BY pg_catalog.hashtextextended(%s::pg_catalog.text "
+									  "COLLATE pg_catalog.\"C\", (" INT64_FORMAT ")::pg_catalog.int8)%s "
+									  "LIMIT %d",
+									  id, label, tokens, source_sql, label, tokens,
+									  held_out ? held_out : "false", id,
+									  (int64) params->sampler.seed, *order ? ", 1" : "", n),
+							 3, checked_types, add_checked_row);
+		}
 		/* 4. the held-out documents, with their tokens and labels */
 		if (held_out)
 			for_each_row(&b, params,
@@ -984,7 +1071,8 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 					 psprintf("SELECT %s, %s FROM %s%s", id, tokens, source_sql, order),
 					 2, document_types, add_document_row);
 	SPI_finish();
-	b.doc_start[b.n_docs] = b.n_pairs;
+	if (!has_label)
+		b.doc_start[b.n_docs] = b.n_pairs;
 
 	/*
 	 * Classes: the distinct labels in byte order (a fixed order that does not
@@ -1081,7 +1169,9 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	for (int64 p = 0; p < b.n_pairs; p++)
 	{
 		b.word[p] = new_id[b.word[p]];
-		corpus->n_tokens += b.count[p];
+		/* the checked documents' tokens are among the labelled ones */
+		if (p < b.doc_start[b.n_docs])
+			corpus->n_tokens += b.count[p];
 	}
 
 	/* the labelled documents, as ids, classes and counts */
@@ -1111,6 +1201,11 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 				b.labeled_counts32 ? (double) b.labeled_counts32[(int64) w * b.n_count_values + v] :
 				b.labeled_counts[(int64) w * b.n_count_values + v];
 	corpus->n_tokens += b.labeled_tokens;
+	corpus->n_checked = b.n_checked;
+	corpus->checked_start = b.checked_start;
+	corpus->checked_class = b.checked_value;
+	for (int32 i = 0; i < b.n_checked; i++)
+		corpus->checked_class[i] = class_of_value[b.checked_value[i]];
 
 	corpus->n_docs = b.n_docs;
 	corpus->n_words = b.n_words;

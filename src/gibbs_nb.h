@@ -39,6 +39,8 @@
 
 /* Largest number of classes a model may have. */
 #define GNB_MAX_CLASSES 1000
+/* labelled documents the label check scores at most (gnb_label_check.h) */
+#define GNB_CHECKED_DOCS 2000
 /*
  * Longest label (class name) in bytes: a model's rows hold its classes, some
  * of them K times, and each must fit in a backup (dump_size.c).
@@ -140,6 +142,13 @@ typedef struct GnbJobParams
 	/* how the tokens were made, as the caller said (tokenizer => ...); "" unsaid */
 	char		tokenizer[GNB_TOKENIZER_MAX + 1];
 	gnb_params	sampler;		/* sweeps, burn_in, ..., the resolved seed */
+	/*
+	 * unlabeled_weight => NULL: sampler.unlabeled_weight is 1, and the
+	 * version keeps the unlabelled documents only if the label check finds
+	 * the model clearly better than the labels alone; else it is the
+	 * labels-only model (unlabeled_weight 0)
+	 */
+	bool		unlabeled_weight_chosen;
 	char		labels_schema[NAMEDATALEN];
 	char		labels_table[NAMEDATALEN];
 	/* the labels table the job's worker created for it (InvalidOid: none) */
@@ -223,6 +232,18 @@ typedef struct GnbCorpus
 	int32	   *labeled_class;
 	double	   *labeled_word_counts;	/* V x K word-major */
 	double	   *labeled_doc_counts; /* K */
+	/*
+	 * When there are labelled and unlabelled documents: up to
+	 * GNB_CHECKED_DOCS labelled ones (all, or the first by a seeded hash of
+	 * their id) with their pairs, for
+	 * the label check (gnb_label_check.h), the i-th's in word and count
+	 * from checked_start[i] to checked_start[i + 1], after the unlabelled
+	 * documents' (the sampler reads to doc_start[n_docs] only); their
+	 * classes.
+	 */
+	int32		n_checked;
+	int64	   *checked_start;
+	int32	   *checked_class;
 	/*
 	 * After sampling (gnb_corpus_word_counts): each word's occurrences in
 	 * the training documents, labelled or not, as the packed row's int8[];
@@ -371,7 +392,7 @@ extern struct ArrayType *gnb_store_version_warnings(const char *owner, const cha
 													int32 version);
 
 /* diagnostics.c: the warnings of a training */
-extern struct ArrayType *gnb_warnings_array(const gnb_result *result);
+extern struct ArrayType *gnb_warnings_array(const gnb_result *result, char **classes);
 extern void gnb_notice_warnings(const char *owner, const char *model_name, int32 version);
 extern void gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
 									 int64 *version_id, int32 *keep_versions);

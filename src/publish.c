@@ -555,8 +555,9 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 							 params->source.id_type, corpus->classes, &labels, version);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
-	gnb_store_version(params, corpus, result, gnb_warnings_array(result), &labels, version,
-					  version_id, labels_relid, keep_versions, seconds_so_far + secs + usecs / 1e6);
+	gnb_store_version(params, corpus, result, gnb_warnings_array(result, corpus->classes),
+					  &labels, version, version_id, labels_relid, keep_versions,
+					  seconds_so_far + secs + usecs / 1e6);
 	if (params->holdout > 0.0)
 		gnb_store_holdout(params->model_owner, params->model_name, version, params->holdout,
 						  holdout_metrics);

@@ -1700,7 +1700,7 @@ sampler_name(gnb_sampler_kind kind)
 	return kind == GNB_SAMPLER_COLLAPSED ? "collapsed" : "paper";
 }
 
-#define MODEL_COLUMNS 39
+#define MODEL_COLUMNS 44
 
 static void
 write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
@@ -1717,7 +1717,8 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 		FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, TEXTOID,
 		OIDOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID,
 		OIDOID, INT8OID, INT4OID, BOOLOID, BOOLOID,
-		FLOAT8OID, FLOAT8OID, TEXTARRAYOID, TEXTOID
+		FLOAT8OID, FLOAT8OID, TEXTARRAYOID, TEXTOID, TEXTOID,
+		FLOAT8OID, FLOAT8OID, FLOAT8OID, BOOLOID
 	};
 	Datum		v[MODEL_COLUMNS];
 	char		nulls[MODEL_COLUMNS];
@@ -1774,6 +1775,17 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 		nulls[36] = 'n';
 	v[37] = PointerGetDatum(warnings);
 	v[38] = CStringGetTextDatum(gnb_catalog_identity());
+	v[39] = CStringGetTextDatum(sp->init == GNB_INIT_RANDOM ? "random" : "labels");
+	v[40] = Float8GetDatum(result->labels_agreement);
+	if (isnan(result->labels_agreement))
+		nulls[40] = 'n';
+	v[41] = Float8GetDatum(result->labels_only_agreement);
+	if (isnan(result->labels_only_agreement))
+		nulls[41] = 'n';
+	v[42] = Float8GetDatum(result->chain_agreement);
+	if (isnan(result->chain_agreement))
+		nulls[42] = 'n';
+	v[43] = BoolGetDatum(params->unlabeled_weight_chosen);
 	gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, job_id, classes, "
 				"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
 				"source, tokens_column, label_column, id_column, n_classes, "
@@ -1781,10 +1793,13 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 				"gamma_pi, gamma_theta, unlabeled_weight, seed, labels_table, "
 				"labels_relid, log_likelihood, r_hat, seconds, trained_by, "
 				"source_relid, version_id, keep_versions, gamma_pi_sampled, "
-				"gamma_theta_sampled, ess, split_r_hat, warnings, catalog) VALUES "
+				"gamma_theta_sampled, ess, split_r_hat, warnings, catalog, init, "
+				"labels_agreement, labels_only_agreement, chain_agreement, "
+				"unlabeled_weight_chosen) VALUES "
 				"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
 				"$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, "
-				"$27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39)",
+				"$27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, "
+				"$40, $41, $42, $43, $44)",
 				MODEL_COLUMNS, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 }
 
@@ -2548,7 +2563,8 @@ gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 kee
  * What gibbs_nb_retrain needs of a model's latest version, read as the
  * caller: its first 16 columns are gibbs_nb_train's first 16 arguments, in
  * order (source_relid as an oid for source); the 17th is the source's name
- * when trained.  NULL if the caller sees no version.  A copy: valid after
+ * when trained, then holdout, tokenizer and init, as gibbs_nb_train's
+ * arguments of those names.  NULL if the caller sees no version.  A copy: valid after
  * SPI_finish.  SPI connected.
  */
 HeapTuple
@@ -2559,8 +2575,8 @@ gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *d
 					"id_column, n_classes, sweeps, burn_in, lag, chains, sampler, "
 					"CASE WHEN gamma_pi_sampled THEN NULL ELSE gamma_pi END, "
 					"CASE WHEN gamma_theta_sampled THEN NULL ELSE gamma_theta END, "
-					"unlabeled_weight, seed, labels_table, source, holdout, tokenizer_stated "
-					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+					"CASE WHEN unlabeled_weight_chosen THEN NULL ELSE unlabeled_weight END, "
+					"seed, labels_table, source, holdout, tokenizer_stated, init FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
 					owner, model_name, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	if (SPI_processed != 1)

@@ -41,14 +41,14 @@ enum
 	ARG_MODEL_NAME, ARG_SOURCE, ARG_TOKENS_COLUMN, ARG_LABEL_COLUMN, ARG_ID_COLUMN,
 	ARG_N_CLASSES, ARG_SWEEPS, ARG_BURN_IN, ARG_LAG, ARG_CHAINS, ARG_SAMPLER,
 	ARG_GAMMA_PI, ARG_GAMMA_THETA, ARG_UNLABELED_WEIGHT, ARG_SEED, ARG_LABELS_TABLE,
-	ARG_WAIT, ARG_HOLDOUT, ARG_TOKENIZER
+	ARG_WAIT, ARG_HOLDOUT, ARG_TOKENIZER, ARG_INIT
 };
 
 static const char *const arg_names[] = {
 	"model_name", "source", "tokens_column", "label_column", "id_column",
 	"n_classes", "sweeps", "burn_in", "lag", "chains", "sampler",
 	"gamma_pi", "gamma_theta", "unlabeled_weight", "seed", "labels_table", "wait", "holdout",
-	"tokenizer"
+	"tokenizer", "init"
 };
 
 static void
@@ -319,10 +319,10 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	char	   *source_sql;
 
 	memset(p, 0, sizeof(*p));
-	for (int arg = 0; arg <= ARG_TOKENIZER; arg++)
+	for (int arg = 0; arg <= ARG_INIT; arg++)
 		if (arg != ARG_LABEL_COLUMN && arg != ARG_N_CLASSES && arg != ARG_BURN_IN &&
 			arg != ARG_SEED && arg != ARG_LABELS_TABLE && arg != ARG_GAMMA_PI &&
-			arg != ARG_GAMMA_THETA && arg != ARG_TOKENIZER)
+			arg != ARG_GAMMA_THETA && arg != ARG_TOKENIZER && arg != ARG_UNLABELED_WEIGHT)
 			require_not_null(fcinfo, arg);
 
 	/* the model */
@@ -377,7 +377,31 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	sp->gamma_pi = sp->sample_gamma_pi ? 1.0 : positive_finite(fcinfo, ARG_GAMMA_PI);
 	sp->sample_gamma_theta = PG_ARGISNULL(ARG_GAMMA_THETA);
 	sp->gamma_theta = sp->sample_gamma_theta ? 1.0 : positive_finite(fcinfo, ARG_GAMMA_THETA);
-	sp->unlabeled_weight = PG_GETARG_FLOAT8(ARG_UNLABELED_WEIGHT);
+	/*
+	 * How unlabelled labels start (gnb_init_kind): from the labels, or
+	 * uniformly at random as before 0.2.0
+	 */
+	{
+		char	   *init = text_to_cstring(PG_GETARG_TEXT_PP(ARG_INIT));
+
+		if (strcmp(init, "labels") == 0)
+			sp->init = GNB_INIT_LABELS;
+		else if (strcmp(init, "random") == 0)
+			sp->init = GNB_INIT_RANDOM;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown init \"%s\"", init),
+					 errhint("The starts are 'labels' and 'random'.")));
+	}
+	/*
+	 * A NULL unlabeled_weight (the default) is chosen by the label check
+	 * (docs/model.md): the sampler runs at 1, and the version is the
+	 * labels-only model unless the unlabelled documents clearly helped.
+	 */
+	p->unlabeled_weight_chosen = PG_ARGISNULL(ARG_UNLABELED_WEIGHT);
+	sp->unlabeled_weight = p->unlabeled_weight_chosen ? 1.0 :
+		PG_GETARG_FLOAT8(ARG_UNLABELED_WEIGHT);
 	if (!(sp->unlabeled_weight >= 0.0 && sp->unlabeled_weight <= 1.0))
 		invalid_argument("unlabeled_weight must be between 0 and 1, not %g", sp->unlabeled_weight);
 	/*
@@ -565,7 +589,8 @@ PG_FUNCTION_INFO_V1(gibbs_nb_train);
 /*
  * gibbs_nb_train(model_name, source, tokens_column, label_column, id_column,
  *				  n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi,
- *				  gamma_theta, unlabeled_weight, seed, labels_table, wait, holdout)
+ *				  gamma_theta, unlabeled_weight, seed, labels_table, wait, holdout,
+ *				  tokenizer, init)
  *
  * Trains a new version of the current role's model of that name in a
  * background worker that runs as the caller; see docs/reference.md for
@@ -579,11 +604,11 @@ gibbs_nb_train(PG_FUNCTION_ARGS)
 	 * EXTENSION not yet run) would read arguments the old declaration does
 	 * not pass.
 	 */
-	if (PG_NARGS() != ARG_TOKENIZER + 1)
+	if (PG_NARGS() != ARG_INIT + 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("gibbs_nb_train of this library takes %d arguments, not %d",
-						ARG_TOKENIZER + 1, PG_NARGS()),
+						ARG_INIT + 1, PG_NARGS()),
 				 errhint("Run ALTER EXTENSION gibbs_nb UPDATE.")));
 	gnb_train_call(fcinfo, NULL, 0);
 	return (Datum) 0;
@@ -608,7 +633,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
 Datum
 gibbs_nb_retrain(PG_FUNCTION_ARGS)
 {
-	LOCAL_FCINFO(call, ARG_TOKENIZER + 1);
+	LOCAL_FCINFO(call, ARG_INIT + 1);
 	char	   *model_name;
 	const char *owner;
 	HeapTuple	row;
@@ -662,9 +687,9 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	/*
 	 * gibbs_nb_train's arguments: the query's first 16 columns are its first
 	 * 16 arguments, in order (source_relid for source); its 18th is holdout,
-	 * its 19th the tokenizer the caller stated.
+	 * its 19th the tokenizer the caller stated, its 20th init.
 	 */
-	InitFunctionCallInfoData(*call, fcinfo->flinfo, ARG_TOKENIZER + 1, InvalidOid, NULL,
+	InitFunctionCallInfoData(*call, fcinfo->flinfo, ARG_INIT + 1, InvalidOid, NULL,
 							 fcinfo->resultinfo);
 	for (int arg = 0; arg < ARG_WAIT; arg++)
 		call->args[arg].value = heap_getattr(row, arg + 1, desc, &call->args[arg].isnull);
@@ -673,6 +698,7 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	call->args[ARG_HOLDOUT].value = heap_getattr(row, 18, desc, &call->args[ARG_HOLDOUT].isnull);
 	call->args[ARG_TOKENIZER].value = heap_getattr(row, 19, desc,
 												   &call->args[ARG_TOKENIZER].isnull);
+	call->args[ARG_INIT].value = heap_getattr(row, 20, desc, &call->args[ARG_INIT].isnull);
 	gnb_train_call(call, owner, warm_version_id);
 	return (Datum) 0;
 }

@@ -19,6 +19,7 @@
  * pinned to pg_catalog, pg_temp; every name it uses is qualified.
  */
 #include "gibbs_nb.h"
+#include "gnb_label_check.h"
 
 #include <signal.h>
 #ifdef __GLIBC__
@@ -239,6 +240,49 @@ release_hook(void *ptr, void *arg)
 	pfree(ptr);
 }
 
+/*
+ * The trained model against its labels alone (gnb_label_check.h): the
+ * labelled documents read with their tokens (GnbCorpus.checked_start), each
+ * scored left out.  Its figures and warning go into result, for the version.
+ * Nothing to check without both labelled and unlabelled documents.
+ */
+static void
+check_labels(GnbJobParams *p, const GnbCorpus *corpus, const gnb_corpus *core,
+			 const gnb_hooks *hooks, gnb_result *result)
+{
+	gnb_corpus	checked;
+	gnb_label_check check;
+	int64	   *start;
+
+	if (corpus->n_checked == 0)
+		return;
+	/* offsets from the first checked pair, as a corpus of their own */
+	start = palloc(sizeof(int64) * (corpus->n_checked + 1));
+	for (int32 i = 0; i <= corpus->n_checked; i++)
+		start[i] = corpus->checked_start[i] - corpus->checked_start[0];
+	memset(&checked, 0, sizeof(checked));
+	checked.n_docs = corpus->n_checked;
+	checked.n_words = corpus->n_words;
+	checked.n_classes = corpus->n_classes;
+	checked.doc_start = start;
+	checked.word = corpus->word + corpus->checked_start[0];
+	checked.count = corpus->count + corpus->checked_start[0];
+	checked.label = corpus->checked_class;
+	gnb_check_labels(core, &p->sampler, result, &checked, hooks, &check);
+	pfree(start);
+
+	/*
+	 * unlabeled_weight chosen: the unlabelled documents stay only if they
+	 * made the model clearly better than its labels alone; else the version
+	 * is the labels-only model, which is then what it records
+	 */
+	if (p->unlabeled_weight_chosen && !gnb_check_labels_better(&check))
+	{
+		gnb_labels_only_model(core, &p->sampler, result, hooks);
+		p->sampler.unlabeled_weight = 0.0;
+	}
+}
+
 static void
 run_job(GnbJobShared *job, MemoryContext job_cxt)
 {
@@ -353,7 +397,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 		(double) gnb_memory_needed(corpus.n_docs, corpus.n_words, corpus.n_classes,
 								   corpus.doc_start[corpus.n_docs], &p->sampler) +
 		3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
-		64.0 * corpus.n_words;
+		64.0 * corpus.n_words +
+		(double) gnb_check_labels_memory(corpus.n_words, corpus.n_classes);
 	/*
 	 * Scoring the held-out rows builds a model of the version beside it (log
 	 * theta-hat and its array copy, the vocabulary index) and their
@@ -377,6 +422,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 		gnb_train(&core, &p->sampler, &hooks, &result);
 	flush_trace(ws);
 	sample_seconds = seconds_since(phase_start);
+	check_labels(p, &corpus, &core, &hooks, &result);
 	/* the documents' pairs go before publishing builds its arrays */
 	gnb_corpus_word_counts(&corpus);
 

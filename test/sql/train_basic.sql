@@ -16,7 +16,7 @@ INSERT INTO mail VALUES (41, '{cheap,meeting}', NULL);
 SELECT job_id > 0 AS has_job, model_name, version, status, sweeps_done,
        seconds > 0 AS timed, log_likelihood < 0 AS log_likelihood_negative
 FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
-                    sweeps => 200, seed => 7);
+                    sweeps => 200, seed => 7, unlabeled_weight => 1);
 
 -- one labels row per document, clamped ones certain, hidden ones right
 SELECT count(*) AS rows, count(DISTINCT id) AS ids, min(version), max(version) FROM toy_labels;
@@ -61,13 +61,13 @@ FROM gibbs_nb_jobs ORDER BY job_id;
 
 -- same seed, same data: the same model
 SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
-                                   sweeps => 200, seed => 7);
+                                   sweeps => 200, seed => 7, unlabeled_weight => 1);
 SELECT count(*) AS differing_theta FROM gibbs_nb.theta a JOIN gibbs_nb.theta b
   USING (model_name, class, token)
 WHERE a.model_name = 'toy' AND a.version = 1 AND b.version = 2 AND a.probability <> b.probability;
 -- another seed: another chain
 SELECT version FROM gibbs_nb_train('toy', 'mail', 'tokens', label_column => 'label',
-                                   sweeps => 200, seed => 8);
+                                   sweeps => 200, seed => 8, unlabeled_weight => 1);
 SELECT count(*) > 0 AS some_theta_differs FROM gibbs_nb.theta a JOIN gibbs_nb.theta b
   USING (model_name, class, token)
 WHERE a.model_name = 'toy' AND a.version = 1 AND b.version = 3 AND a.probability <> b.probability;

@@ -8,7 +8,8 @@ CREATE TABLE arr (id text PRIMARY KEY, tokens text[], label int);
 INSERT INTO arr VALUES
   ('a', '{x,x,x,y}', 1), ('b', '{y,z,NULL}', 2), ('c', '{x,NULL,x}', NULL),
   ('d', '{}', NULL), ('e', NULL, 1), ('f', '{z,z}', 2);
-SELECT status FROM gibbs_nb_train('arr', 'arr', 'tokens', 'label', sweeps => 20, seed => 1);
+SELECT status FROM gibbs_nb_train('arr', 'arr', 'tokens', 'label', sweeps => 20, seed => 1,
+                                  unlabeled_weight => 1);
 SELECT classes, n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size
 FROM gibbs_nb.models WHERE model_name = 'arr';
 -- labels of type int come back as text; ids keep their type

@@ -255,11 +255,13 @@ is(alice(q{SELECT count(*) FROM mail WHERE gibbs_nb_predict('spam', tokens) IS N
 	'403', 'which the workers then predict with');
 
 # --- deploying and dropping: every node follows ---
-# a version from another seed, then version 1 deployed (an UPDATE of the
-# reference table): the workers predict with the deployed version, as the
-# coordinator does, from the next statement on
+# a version from another seed (of the chain's model: unlabeled_weight 1, not
+# the labels-only model the default may choose, which no seed changes), then
+# version 1 deployed (an UPDATE of the reference table): the workers predict
+# with the deployed version, as the coordinator does, from the next
+# statement on
 is(alice(q{SELECT status FROM gibbs_nb_train('spam', 'mail', 'tokens', label_column => 'label',
-                                             sweeps => 40, seed => 99)}),
+                                             sweeps => 40, seed => 99, unlabeled_weight => 1)}),
 	'succeeded', 'a version from another seed');
 alice(q{CREATE TABLE proba_latest AS
         SELECT id, gibbs_nb_predict_proba('spam', tokens) AS p FROM mail});
