@@ -2564,8 +2564,8 @@ gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 kee
  * caller: its first 16 columns are gibbs_nb_train's first 16 arguments, in
  * order (source_relid as an oid for source); the 17th is the source's name
  * when trained, then holdout, tokenizer and init, as gibbs_nb_train's
- * arguments of those names.  NULL if the caller sees no version.  A copy: valid after
- * SPI_finish.  SPI connected.
+ * arguments of those names.  NULL if the caller sees no version.  A copy:
+ * valid after SPI_finish.  SPI connected.
  */
 HeapTuple
 gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *desc)
@@ -2576,7 +2576,8 @@ gnb_store_latest_version(const char *owner, const char *model_name, TupleDesc *d
 					"CASE WHEN gamma_pi_sampled THEN NULL ELSE gamma_pi END, "
 					"CASE WHEN gamma_theta_sampled THEN NULL ELSE gamma_theta END, "
 					"CASE WHEN unlabeled_weight_chosen THEN NULL ELSE unlabeled_weight END, "
-					"seed, labels_table, source, holdout, tokenizer_stated, init FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+					"seed, labels_table, source, holdout, tokenizer_stated, init "
+					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
 					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY version DESC LIMIT 1",
 					owner, model_name, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	if (SPI_processed != 1)
