@@ -2,34 +2,9 @@
 
 EXTENSION = gibbs_nb
 MODULE_big = gibbs_nb
-OBJS = \
-	src/gibbs_nb.o \
-	src/train.o \
-	src/job.o \
-	src/worker.o \
-	src/job_process.o \
-	src/chains.o \
-	src/corpus.o \
-	src/publish.o \
-	src/model.o \
-	src/store.o \
-	src/source.o \
-	src/predict.o \
-	src/evaluate.o \
-	src/holdout.o \
-	src/vocab_index.o \
-	src/class_counts.o \
-	src/explain.o \
-	src/export.o \
-	src/model_format.o \
-	src/dump_size.o \
-	src/diagnostics.o \
-	src/citus.o \
-	src/theta_view.o \
-	src/detoast.o \
-	src/core/gnb_rng.o \
-	src/core/gnb_sampler.o \
-	src/core/gnb_label_check.o
+# every source of every group (src/README.md): the top folder and one level
+# of groups below it
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/*/*.c)))
 
 # sql/ holds the install and upgrade scripts, and nothing else
 DATA = $(wildcard sql/gibbs_nb--*.sql)
@@ -79,7 +54,7 @@ endif
 # PGXS tracks header dependencies only in servers built with --enable-depend:
 # every object depends on every header, so a changed struct is never read
 # with two layouts by two objects.
-$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/core/*.h)
+$(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
 
 # ---- the sampler core on its own: unit tests, sanitizers, valgrind ----
 
@@ -194,9 +169,9 @@ EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan test/unit/test_score
 # fuzz_counts feeds any bytes to the count value's parse and rows, the state
 # type's text and binary input, and the combine, final, send and output
 # functions; fuzz_model any bytes to gibbs_nb_import's parser
-# (src/model_format.c) and writes what it accepts back; fuzz_tokens builds valid text[] and tsvector
+# (src/models/model_format.c) and writes what it accepts back; fuzz_tokens builds valid text[] and tsvector
 # values and feeds them to gnb_each_token, the vocabulary hash and the
-# aggregate's transition.  Both compile src/class_counts.c unchanged against
+# aggregate's transition.  They compile the files of src/counts and src/models/model_format.c unchanged against
 # the server headers, with test/fuzz/shim.c for the backend functions it
 # calls, under AddressSanitizer and UBSan, with the server's -fwrapv (and
 # without the warning about its gcc-only printf attribute, as PGXS does for
@@ -220,15 +195,15 @@ FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -fwrapv -fno-strict-aliasing \
 # (Debian installs them in pkglibdir, a server built from source in libdir)
 FUZZ_LIBS = $(firstword $(wildcard $(pkglibdir)/libpgcommon_shlib.a $(libdir)/libpgcommon_shlib.a)) \
 	$(firstword $(wildcard $(pkglibdir)/libpgport_shlib.a $(libdir)/libpgport_shlib.a))
-FUZZ_HDR = $(wildcard src/*.h src/core/*.h) $(FUZZ_DIR)/shim.h
+FUZZ_HDR = $(wildcard src/*.h src/*/*.h) $(FUZZ_DIR)/shim.h
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_OWN_OBJS = $(FUZZ_BUILD)/shim.o $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.o)
+# the server code under test, compiled unchanged: the count aggregate and the
+# export format
+FUZZ_SERVER_SRC = $(sort $(wildcard src/counts/*.c)) src/models/model_format.c
+FUZZ_SERVER_OBJS = $(FUZZ_SERVER_SRC:src/%.c=$(FUZZ_BUILD)/server/%.o)
 
-$(FUZZ_BUILD)/class_counts.o: src/class_counts.c $(FUZZ_HDR)
-	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
-
-$(FUZZ_BUILD)/model_format.o: src/model_format.c $(FUZZ_HDR)
+$(FUZZ_SERVER_OBJS): $(FUZZ_BUILD)/server/%.o: src/%.c $(FUZZ_HDR)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
@@ -236,8 +211,7 @@ $(FUZZ_OWN_OBJS): $(FUZZ_BUILD)/%.o: $(FUZZ_DIR)/%.c $(FUZZ_HDR)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
-$(FUZZ_BINS): $(FUZZ_BUILD)/%: $(FUZZ_BUILD)/%.o $(FUZZ_BUILD)/class_counts.o \
-		$(FUZZ_BUILD)/model_format.o $(FUZZ_BUILD)/shim.o
+$(FUZZ_BINS): $(FUZZ_BUILD)/%: $(FUZZ_BUILD)/%.o $(FUZZ_SERVER_OBJS) $(FUZZ_BUILD)/shim.o
 	$(FUZZ_CC) $(FUZZ_SANITIZE) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS)
 
 .PHONY: fuzz fuzz-build

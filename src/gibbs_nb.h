@@ -1,9 +1,12 @@
 /*
  * gibbs_nb.h
- *	  Declarations shared by the PostgreSQL glue of gibbs_nb.
- *
- * The statistics live in src/core (pure C); everything here is the thin layer
- * that reads documents, runs jobs in background workers and writes results.
+ *	  The types and limits every group of gibbs_nb's server code shares: the
+ *	  job's parameters and shared memory, the corpus a job reads, a version's
+ *	  labels, the export image, and the settings.  What each group offers the
+ *	  others is in its own header (train/train.h, worker/worker.h,
+ *	  models/models.h, predict/predict.h, store/store.h, security/security.h,
+ *	  counts/counts.h, core/gnb_sampler.h); calls go down that list only.
+ *	  The statistics live in src/core (pure C, no server headers).
  */
 #ifndef GIBBS_NB_H
 #define GIBBS_NB_H
@@ -33,7 +36,7 @@
 /*
  * ... and gibbs_nb_import: an exported model carries the tokenizer training
  * derived when none was stated (a generated column's expression), which may
- * be longer; bounded all the same, for a backup (dump_size.c).
+ * be longer; bounded all the same, for a backup (store/dump_size.c).
  */
 #define GNB_IMPORTED_TOKENIZER_MAX (1024 * 1024)
 
@@ -43,7 +46,7 @@
 #define GNB_CHECKED_DOCS 2000
 /*
  * Longest label (class name) in bytes: a model's rows hold its classes, some
- * of them K times, and each must fit in a backup (dump_size.c).
+ * of them K times, and each must fit in a backup (store/dump_size.c).
  */
 #define GNB_LABEL_MAX 1024
 
@@ -58,11 +61,11 @@ gnb_check_label_length(int len)
 }
 /*
  * Longest a row of the extension's tables may be as pg_dump writes it
- * (MaxAllocSize less the line's end): see dump_size.c.
+ * (MaxAllocSize less the line's end): see store/dump_size.c.
  */
 #define GNB_DUMP_ROW_MAX ((uint64) MaxAllocSize - 2)
 
-/* GUCs (gibbs_nb.c, predict.c) */
+/* settings (gibbs_nb.c, predict/predict.c) */
 extern int	gnb_progress_interval_ms;
 extern int	gnb_model_cache_kb;
 extern int	gnb_max_jobs;
@@ -71,6 +74,7 @@ extern int	gnb_max_job_memory_kb;
 extern int	gnb_job_retention_s;
 extern int	gnb_class_counts_budget_kb;
 extern int	gnb_max_chain_workers;
+
 
 /*
  * A training source as checked: the relation and the columns used.  Types
@@ -94,14 +98,6 @@ typedef struct GnbSourceDesc
 	int32		id_typmod;
 } GnbSourceDesc;
 
-/* source.c: the one definition of a valid source, for caller and worker */
-extern void gnb_describe_source(Oid relid, const char *tokens_column,
-								const char *label_column, const char *id_column,
-								GnbSourceDesc *desc);
-extern char *gnb_lock_source(const GnbSourceDesc *checked, int64 job_id);
-extern void gnb_check_result_column(TupleDesc desc, int col, Oid type, const char *what);
-extern void gnb_check_label_values(int n_values, int n_classes, const char *source);
-
 /*
  * What a training job needs to run: fixed-size so that it travels to the
  * worker in a dynamic shared memory segment.  Names are unquoted
@@ -111,7 +107,7 @@ typedef struct GnbJobParams
 {
 	int64		job_id;
 	Oid			database_id;
-	/* the caller's identity, restored by the worker (see worker.c) */
+	/* the caller's identity, restored by the worker (see security/identity.c) */
 	Oid			authenticated_user_id;
 	Oid			session_user_id;
 	bool		session_user_is_superuser;
@@ -120,7 +116,7 @@ typedef struct GnbJobParams
 	Oid			current_user_id;
 	int			sec_context;
 
-	/* the model: (owner, name); the owner is a role name, see store.c */
+	/* the model: (owner, name); the owner is a role name, see security/owners.c */
 	char		model_name[NAMEDATALEN];
 	char		model_owner[NAMEDATALEN];
 	Oid			model_owner_role;	/* the role it stands for, as the caller checked */
@@ -200,16 +196,8 @@ typedef struct GnbJobOutcome
 	double		log_likelihood;
 } GnbJobOutcome;
 
-/* job.c: launch a worker for a job and follow it */
-extern void gnb_run_job(GnbJobParams *params, bool wait, GnbJobOutcome *outcome);
-
-/* job_process.c: the job's memory budget */
-extern void gnb_check_job_memory(const GnbJobParams *params, double in_use, double more,
-								 const char *what);
-
-/* corpus.c: documents of the source, read once, as compressed sparse rows */
 /*
- * The documents are the unlabelled rows, as compressed sparse rows (label
+ * A job's documents, read once (worker/corpus.c).  The documents are the unlabelled rows, as compressed sparse rows (label
  * -1).  Labelled rows enter the samplers only through their counts, read
  * with gibbs_nb_class_counts (in parallel where the plan allows), so they are
  * kept as ids and classes only.  Word ids are in byte order of the tokens:
@@ -260,47 +248,6 @@ typedef struct GnbCorpus
 	char	  **holdout_labels;
 } GnbCorpus;
 
-extern char *gnb_holdout_condition(const GnbJobParams *params);
-extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
-							MemoryContext cxt, GnbCorpus *corpus);
-extern void gnb_corpus_word_counts(GnbCorpus *corpus);
-
-/* dump_size.c */
-extern uint64 gnb_corpus_ids_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus);
-extern void gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
-									  uint64 ids_bytes);
-
-/* class_counts.c: a gibbs_nb_class_counts value, parsed and validated */
-typedef struct GnbParsedCounts
-{
-	int32		n_classes;
-	int32		n_words;
-	int64		n_cells;
-	const char **class_str;
-	int32	   *class_len;
-	const char **word_str;
-	int32	   *word_len;
-	bool		sorted;			/* the sorted format (2), not the plain one (1) */
-	const char *words;			/* the first word */
-	const char *cells;			/* plain: n_cells x (int32 class, int32 word, int64
-								 * count); sorted: the first word's record */
-	Size		size;			/* of the value's data, its header excluded */
-} GnbParsedCounts;
-
-/* A reader of a parsed value's cells, in order (gnb_counts_next). */
-typedef struct GnbCountsIter
-{
-	const GnbParsedCounts *pc;
-	int64		i;				/* cells read */
-	const char *p;				/* sorted: the next cell or word record */
-	int32		word;			/* sorted: the current word */
-	uint64		left;			/* sorted: its cells not read yet */
-} GnbCountsIter;
-
-extern void gnb_counts_parse(bytea *value, GnbParsedCounts *pc, bool check_distinct);
-extern void gnb_counts_iter_init(GnbCountsIter *it, const GnbParsedCounts *pc);
-extern bool gnb_counts_next(GnbCountsIter *it, int32 *cls, int32 *word, int64 *count);
-
 /*
  * The documents' labels of a version: n documents, their ids (in the
  * source's id type) and probabilities (n x n_classes, row-major).  The labels
@@ -314,209 +261,10 @@ typedef struct GnbDocLabels
 	double	   *probs;
 } GnbDocLabels;
 
-/* publish.c: one transaction writes a finished job's model version */
-extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
-								 const char *model_name, Oid id_type, char **classes,
-								 const GnbDocLabels *labels, int32 version);
-extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
-extern void gnb_reserve_labels_table(GnbJobParams *params);
-extern void gnb_release_labels_table(const GnbJobParams *params);
-extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
-						 gnb_result *result, double seconds_so_far);
-
-/* store.c: the extension's tables, model names, job liveness */
-typedef struct GnbPrivilegeState
-{
-	Oid			save_user;
-	int			save_sec_context;
-	int			save_nestlevel;
-} GnbPrivilegeState;
-
-typedef enum GnbRunAs
-{
-	GNB_AS_CALLER,				/* the current user, row security applies */
-	GNB_AS_INTERNAL				/* the extension's owner */
-} GnbRunAs;
-
-extern Oid	gnb_internal_owner(void);
-extern void gnb_become_internal(GnbPrivilegeState *state);
-extern void gnb_become_role(Oid role, GnbPrivilegeState *state);
-extern Oid	gnb_labels_table_owner(Oid relid, const char *model_owner, const char *model_name,
-								   int elevel);
-extern void gnb_restore_user(GnbPrivilegeState *state);
-extern void gnb_pin_search_path(GnbPrivilegeState *state);
-extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
-						const char *nulls, GnbRunAs as, int expected, long limit);
-extern Datum gnb_result_value(int col, bool *isnull);
-extern void gnb_lock_namespace_name(Oid nspid, bool nowait);
-extern char *gnb_current_role_name(void);
-extern const char *gnb_cluster_identity(void);
-extern Oid	gnb_owner_role(const char *owner);
-extern Oid	gnb_owner_role_required(const char *owner);
-extern Oid	gnb_check_owner(const char *owner);
-extern void gnb_register_owner(const char *owner, Oid role);
-extern const char *gnb_choose_owner(const char *model_name, char **owners, int n);
-extern const char *gnb_resolve_model_owner(const char *model_name, bool missing_ok);
-extern char *gnb_catalog_identity(void);
-extern int	gnb_pin_id_text_format(void);
-extern bool gnb_labels_table_registered(const char *owner, const char *model_name, Oid relid);
-extern void gnb_guard_job_locks(void);
-extern void gnb_hold_job_lock(int64 job_id, Oid role);
-extern void gnb_release_job_lock(int64 job_id);
-extern int32 gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role);
-extern void gnb_release_chain_slots(void);
-extern bool gnb_job_worker_alive(int64 job_id);
-extern void gnb_reconcile_jobs(void);
-extern void gnb_store_lock_model(const char *owner, const char *model_name);
-extern int64 gnb_running_job(const char *owner, const char *model_name);
-extern void gnb_launch_lock_acquire(void);
-extern void gnb_launch_lock_release(void);
-extern int	gnb_count_live_jobs(void);
-extern int	gnb_count_role_jobs(Oid role);
-extern int64 gnb_count_running_jobs_here(void);
-extern void gnb_store_job_started(const GnbJobParams *p, int pid);
-extern void gnb_store_job_progress(int64 job_id, int32 chain, int32 sweep, double log_joint);
-extern void gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double log_likelihood,
-									double read_seconds, double sample_seconds,
-									double publish_seconds);
-extern void gnb_store_job_ended(const GnbJobParams *p, const char *status, const char *message,
-								const char *sqlstate, int pid);
-extern bool gnb_store_job_lookup(int64 job_id, bool *running, int *pid);
-extern bool gnb_store_delete_job(int64 job_id);
-extern int64 gnb_store_next_job_id(void);
-extern void gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain,
-								 const int32 *sweep, const double *log_joint,
-								 const double *changed, const double *gamma_theta,
-								 const double *gamma_pi);
-extern struct ArrayType *gnb_store_version_warnings(const char *owner, const char *model_name,
-													int32 version);
-
-/* diagnostics.c: the warnings of a training */
-extern struct ArrayType *gnb_warnings_array(const gnb_result *result, char **classes);
-extern void gnb_notice_warnings(const char *owner, const char *model_name, int32 version);
-extern void gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
-									 int64 *version_id, int32 *keep_versions);
-extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus,
-							  gnb_result *result, struct ArrayType *warnings,
-							  const GnbDocLabels *labels, int32 version, int64 version_id,
-							  Oid labels_relid, int32 keep_versions, double seconds);
-extern bool gnb_store_pinned(const char *owner, const char *model_name);
-extern int32 gnb_store_pin(const char *owner, const char *model_name, int32 version);
-extern bool gnb_store_version_labels(const char *owner, const char *model_name, int32 version,
-									 GnbDocLabels *labels, char ***classes, Oid *labels_relid,
-									 Oid *id_type);
-extern struct ArrayType *gnb_float8_array(const double *values, int n);
-extern struct ArrayType *gnb_text_array(char **values, int n);
-extern struct ArrayType *gnb_text_array_strided(const char *const *strs, size_t stride,
-												  const int32 *lens, int n);
-extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
-extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data);
-/* store.c: this node's placement of a Citus reference table */
-extern Oid	gnb_citus_local_placement(Oid relid);
-/* citus.c */
-extern bool gnb_citus_is_distributed(Oid relid);
-extern void gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column);
-
-extern int64 gnb_store_current_version_id(const char *name, TransactionId *row_xmin,
-										  const char **owner_out);
-extern HeapTuple gnb_store_packed_row(int64 version_id, TupleDesc *desc);
-
 /*
- * A version's gibbs_nb.packed row, checked and unpacked (store.c,
- * gnb_store_packed_model): in the current memory context, read as the caller.
+ * A model version as export writes it and import reads it (models/model_format.c,
+ * store/transfer.c).
  */
-typedef struct GnbPackedModel
-{
-	char	   *owner;
-	char	   *name;
-	int32		version;
-	int32		n_classes;
-	int32		n_words;
-	Datum	   *classes;		/* K text Datums */
-	const double *log_pi;		/* K */
-	Datum	   *tokens;			/* V text Datums, in byte order */
-	const double *log_theta;	/* V x K, word-major */
-	const int64 *word_counts;	/* V: occurrences in training; NULL if not kept */
-} GnbPackedModel;
-
-extern void gnb_store_packed_model(int64 version_id, GnbPackedModel *p);
-extern int32 gnb_store_newest_version(const char *owner, const char *model_name);
-extern void gnb_store_holdout(const char *owner, const char *model_name, int32 version,
-							  double holdout, const char *metrics_json);
-extern void gnb_store_set_keep_versions(const char *owner, const char *model_name, int32 keep);
-extern HeapTuple gnb_store_latest_version(const char *owner, const char *model_name,
-										  TupleDesc *desc);
-
-/* store.c: dropping versions (gibbs_nb_drop, retention) */
-extern int	gnb_delete_versions(const char *owner, const char *model_name, const char *filter,
-								int32 arg, List **labels_tables);
-extern int	gnb_apply_retention(const char *owner, const char *model_name, int32 newest,
-								int32 keep);
-extern void gnb_prune_jobs(void);
-
-/*
- * predict.c: a model version as prediction uses it.  The serving version
- * comes from the per-backend cache; a job's held-out documents are scored
- * with a model made from its arrays.  gnb_model_proba fills probs[K] as
- * gibbs_nb_predict_proba does and returns gibbs_nb_predict's class.
- */
-typedef struct GnbModel GnbModel;
-struct ArrayType;
-extern GnbModel *gnb_serving_model(FunctionCallInfo fcinfo, struct varlena *name);
-extern GnbModel *gnb_model_from_arrays(struct ArrayType *classes, struct ArrayType *log_pi,
-									   struct ArrayType *tokens, struct ArrayType *log_theta);
-extern int32 gnb_model_proba(const GnbModel *m, Datum tokens, bool is_tsvector, double *probs);
-extern int32 gnb_model_version(const GnbModel *m);
-extern int64 gnb_model_version_id(const GnbModel *m);
-extern int32 gnb_model_n_classes(const GnbModel *m);
-extern char *gnb_model_class(const GnbModel *m, int32 k);
-
-/*
- * evaluate.c: classification metrics of labelled documents against a
- * model's predictions (gibbs_nb_evaluate, and a job's held-out share).
- */
-typedef struct GnbMetrics GnbMetrics;
-extern GnbMetrics *gnb_metrics_create(const GnbModel *m);
-extern void gnb_metrics_add(GnbMetrics *mt, const char *label, int label_len,
-							const double *probs, int32 predicted);
-extern void gnb_metrics_skip(GnbMetrics *mt);
-extern char *gnb_metrics_json(GnbMetrics *mt);
-
-/*
- * holdout.c: a job's held-out documents scored with the version it
- * publishes: their probabilities (n_holdout x K) and metrics (as JSON).
- */
-extern double *gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
-								 const gnb_result *result, char **metrics_json);
-
-/*
- * predict.c: the model version a name means for the calling role, as the
- * prediction cache holds it, its fields laid open (gnb_serving_model_view).
- * The pointers are the cache entry's: valid until the next call that may
- * load or evict a model.
- */
-struct GnbVocabIndex;
-typedef struct GnbServingModel
-{
-	const char *owner;
-	const char *name;
-	int32		version;
-	int64		version_id;
-	int32		n_classes;
-	const Datum *class_texts;	/* K text Datums, in gibbs_nb_classes order */
-	const double *log_pi;		/* K */
-	const struct GnbVocabIndex *index;	/* token -> K log theta-hat */
-} GnbServingModel;
-
-extern void gnb_serving_model_view(FunctionCallInfo fcinfo, text *name, GnbServingModel *out);
-
-/*
- * model_format.c: the exported model (gibbs_nb_export, gibbs_nb_import), a
- * versioned, self-describing bytea; see model_format.c and docs/reference.md.
- */
-#define GNB_MODEL_FORMAT 1
-#define GNB_MODEL_HAS_COUNTS 0x1
-
 typedef struct GnbModelImage
 {
 	/* the parameters and figures of the version (gibbs_nb.models) */
@@ -554,39 +302,5 @@ typedef struct GnbModelImage
 	double	   *log_theta;		/* V x K, word-major */
 	int64	   *word_counts;	/* V, or NULL */
 } GnbModelImage;
-
-extern void gnb_model_image_parse(const char *data, Size size, GnbModelImage *img);
-extern void gnb_model_image_write(const GnbModelImage *img, StringInfo s);
-extern void gnb_check_image_dumpable(const GnbModelImage *img);
-
-/* store.c: what export reads and import writes */
-extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);
-extern int32 gnb_store_import(const char *model_name, GnbModelImage *img);
-extern int64 gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type,
-								  int32 *init_label);
-
-/*
- * chains.c: the chains of a job in parallel, each in a background worker of
- * its own (the job's worker runs chain 0 and any chain no worker could be
- * started for), over the corpus shared read-only in dynamic shared memory,
- * combined in chain order.  gnb_chains_position says where the least
- * advanced chain is; gnb_chains_stop terminates the chain workers (the job
- * failed or its worker exits).
- */
-typedef struct GnbChainsRun GnbChainsRun;
-extern void gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus,
-							   const gnb_hooks *hooks, int32 trace_stride,
-							   double memory_committed, GnbChainsRun **run,
-							   gnb_result *result);
-extern void gnb_chains_position(GnbChainsRun *run, int32 *chain, int32 *sweep,
-								double *log_joint, int64 *sweeps_done);
-extern void gnb_chains_stop(bool wait);
-
-/* job_process.c: a job's worker or chain worker becomes the caller */
-extern void gnb_become_caller(const GnbJobParams *p, const char *application_name);
-
-/* train.c: the training path shared by gibbs_nb_train and gibbs_nb_retrain */
-extern void gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner,
-						   int64 warm_version_id);
 
 #endif							/* GIBBS_NB_H */

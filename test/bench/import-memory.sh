@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The peak memory of gibbs_nb_import: a model value of 2.5 million tokens and
 # 2 classes (70 MB, made by the Python below in the export format of
-# src/model_format.c, its probabilities uniform), imported in a fresh backend
+# src/models/model_format.c, its probabilities uniform), imported in a fresh backend
 # of a throwaway cluster; VmHWM of that backend before and after, and the
 # ratio to the value's size.  `make bench-import`; about a minute.
 set -euo pipefail

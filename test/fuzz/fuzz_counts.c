@@ -5,7 +5,7 @@
  *	  user can hand the input functions of the aggregate's state type,
  *	  gibbs_nb.class_counts_state.
  *
- * The input goes every way such a value goes in src/class_counts.c, which
+ * The input goes every way such a value goes in the files of src/counts, which
  * is linked in unchanged (with shim.c for the backend):
  *
  * - gnb_counts_parse with the distinct check (gibbs_nb_class_counts_rows,
@@ -33,7 +33,8 @@
  * Any other outcome aborts (shim_fail): libFuzzer reports it as a crash.
  */
 #include "gibbs_nb.h"
-#include "tokens.h"
+#include "counts/counts.h"
+#include "counts/tokens.h"
 #include "shim.h"
 
 #include "common/base64.h"

@@ -2,7 +2,7 @@
  * fuzz_model.c
  *	  libFuzzer target: any bytes as a gibbs_nb_import value.
  *
- * src/model_format.c is linked in unchanged (with shim.c for the backend).
+ * src/models/model_format.c is linked in unchanged (with shim.c for the backend).
  * gnb_model_image_parse must fail with 22P03 or 22021 and nothing else, or
  * return a model whose promises hold: 2..1000 classes, classes and tokens
  * valid UTF-8 without NUL, strictly increasing in byte order, every log
@@ -13,6 +13,7 @@
  * (shim_fail): libFuzzer reports it as a crash.
  */
 #include "gibbs_nb.h"
+#include "models/models.h"
 #include "shim.h"
 
 #include <math.h>

@@ -33,7 +33,8 @@
  *			 (1 + b % 256) and their step (1 + b).
  */
 #include "gibbs_nb.h"
-#include "tokens.h"
+#include "counts/counts.h"
+#include "counts/tokens.h"
 #include "shim.h"
 
 #include "catalog/pg_type.h"

@@ -1,6 +1,6 @@
 /*
  * shim.c
- *	  The backend functions src/class_counts.c and src/tokens.h reference,
+ *	  The backend functions the files of src/counts and src/tokens.h reference,
  *	  for running them under libFuzzer outside the server (see shim.h).
  *
  * Each function behaves as the server's does for what the fuzz targets give

@@ -3,7 +3,7 @@
  *	  The few backend functions gibbs_nb's count value and token code call,
  *	  for the libFuzzer targets, which run that code outside the server.
  *
- * The targets compile src/class_counts.c unchanged against the real server
+ * The targets compile the files of src/counts unchanged against the real server
  * headers and link it with shim.c instead of the server.  shim.c implements
  * what those objects reference (palloc and friends, ereport, detoasting of
  * plain values, StringInfo, ArrayGetNItems, the SRF and aggregate hooks) as

@@ -1,0 +1,91 @@
+/*
+ * citus.c
+ *	  gibbs_nb on Citus: which relation holds this node's copy of a table
+ *	  that gibbs_nb_citus_distribute made a Citus reference table, and the
+ *	  labels table of a distributed source.
+ *
+ * Prediction runs wherever a query puts it: on a Citus worker, inside the
+ * query on one shard of a distributed table.  There, reading the reference
+ * table gibbs_nb.packed by its name would be a distributed query nested in a
+ * shard's query, which Citus refuses (and rightly: it could go to another
+ * node).  Every node holds a full copy of a reference table, its placement,
+ * a plain table named <table>_<shardid> in the table's schema, with the
+ * table's privileges and row security policies.  So the model is read from
+ * that placement, as the caller, like any table: Citus does not route it.
+ * Without Citus, or where this node has no placement (a coordinator that is
+ * not in Citus's metadata), the table itself is read.
+ *
+ * The placement is looked up in Citus's catalog tables (pg_dist_shard,
+ * pg_dist_placement, pg_dist_local_group, all in pg_catalog) as the
+ * extension's owner, with the search_path pinned; its name is in schema
+ * gibbs_nb, where only the extension's owner creates relations.
+ */
+#include "gibbs_nb.h"
+
+#include "store/store.h"
+#include "security/security.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+/*
+ * relid is a Citus distributed table (of any kind): false when Citus is not
+ * installed in this database.  SPI must be connected.
+ */
+bool
+gnb_citus_is_distributed(Oid relid)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return false;
+	gnb_execute("SELECT 1 FROM pg_catalog.pg_dist_partition "
+				"WHERE logicalrelid OPERATOR(pg_catalog.=) $1",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	return SPI_processed == 1;
+}
+
+/*
+ * A labels table just created for a model whose source is a hash-distributed
+ * Citus table is distributed too, by its id column, and co-located with the
+ * source when the source is distributed by its id column (each document's
+ * label on the node of the document: joins on id stay on the workers).  A
+ * source that is not distributed (a local table, a reference table, a view)
+ * keeps its labels table local.  Runs as the caller, who has the privileges
+ * of the table's owner, the model's (create_distributed_table requires
+ * them).  SPI connected.
+ */
+void
+gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column)
+{
+	Oid			types[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
+	char	   *dist_column;
+	char	   *colocate_with;
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return;
+	values[0] = ObjectIdGetDatum(source_relid);
+	gnb_execute("SELECT pg_catalog.column_to_column_name(d.logicalrelid, d.partkey) "
+				"FROM pg_catalog.pg_dist_partition d "
+				"WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1 "
+				"AND d.partmethod OPERATOR(pg_catalog.=) 'h'",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return;
+	dist_column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	colocate_with = dist_column != NULL && strcmp(dist_column, id_column) == 0
+		? quote_qualified_identifier(get_namespace_name(get_rel_namespace(source_relid)),
+									 get_rel_name(source_relid))
+		: "default";
+	types[0] = REGCLASSOID;
+	values[0] = ObjectIdGetDatum(labels_relid);
+	values[1] = CStringGetTextDatum(colocate_with);
+	gnb_execute("SELECT pg_catalog.create_distributed_table($1, 'id', colocate_with => $2)",
+				2, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 0);
+}

@@ -1,0 +1,380 @@
+/*
+ * versions.c
+ *	  Writing a model version: its number, its gibbs_nb.models row, pi,
+ *	  trace, the packed row prediction reads, its tokenizer and held-out
+ *	  metrics.
+ */
+#include "gibbs_nb.h"
+
+#include "store/store.h"
+#include "security/security.h"
+
+#include <math.h>
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/extension.h"
+#include "common/hashfn.h"
+#include "commands/sequence.h"
+#include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/array.h"
+#include "utils/float.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+/* pi-hat rows: K of them. */
+static void
+write_pi(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *result,
+		 int32 version)
+{
+	Oid			types[5] = {TEXTOID, INT4OID, TEXTARRAYOID, FLOAT8ARRAYOID, TEXTOID};
+	Datum		values[5];
+
+	values[0] = CStringGetTextDatum(params->model_name);
+	values[1] = Int32GetDatum(version);
+	values[2] = PointerGetDatum(gnb_text_array(corpus->classes, corpus->n_classes));
+	values[3] = PointerGetDatum(gnb_float8_array(result->pi, corpus->n_classes));
+	values[4] = CStringGetTextDatum(params->model_owner);
+	gnb_execute("INSERT INTO gibbs_nb.pi (model_name, version, class, probability, owner) "
+				"SELECT $1, $2, u.c, u.p, $5 FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(c, p)",
+				5, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+}
+
+/*
+ * Ids cross versions as text (gibbs_nb.packed.label_ids): written by a job
+ * under its role's settings, read back by a deploy or a warm start under the
+ * session's.  The text of a date, a float or an interval depends on
+ * DateStyle, IntervalStyle, extra_float_digits and lc_monetary: a date id
+ * written as 03/04/2024 under 'SQL, DMY' was read as 4 March under
+ * 'ISO, MDY', and its labels went to another row.  Pinned while ids are
+ * written or read; the caller ends the level with AtEOXact_GUC(true, level).
+ */
+int
+gnb_pin_id_text_format(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("datestyle", "ISO, YMD", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("intervalstyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("lc_monetary", "C", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+/*
+ * The packed row prediction loads: vocabulary and log theta-hat as arrays.
+ * Each large array is made in place (gnb_fixed_array, gnb_text_array); the
+ * words' counts were made when the sampler let the documents go
+ * (gnb_corpus_word_counts).  theta-hat itself goes once its logs are made:
+ * the row is formed (a copy of every value) and toasted with it gone.
+ */
+static void
+write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
+			 gnb_result *result, const GnbDocLabels *labels, int32 version,
+			 int64 version_id)
+{
+	int32		V = corpus->n_words;
+	int32		K = corpus->n_classes;
+	double	   *log_pi = palloc(sizeof(double) * K);
+	Oid			types[11] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, TEXTARRAYOID, FLOAT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[11];
+	char	  **ids = palloc_extended(sizeof(char *) * (labels->n + 1), MCXT_ALLOC_HUGE);
+	ArrayType  *log_theta;
+	double	   *lt;
+	Oid			output;
+	bool		varlena;
+	int			level;
+
+	if (corpus->word_counts == NULL)
+		elog(ERROR, "gibbs_nb: the words' counts were not made before publishing");
+
+	/* the documents' ids as text: a version's labels outlive its job */
+	level = gnb_pin_id_text_format();
+	getTypeOutputInfo(params->source.id_type, &output, &varlena);
+	for (int64 i = 0; i < labels->n; i++)
+		ids[i] = OidOutputFunctionCall(output, labels->ids[i]);
+	AtEOXact_GUC(true, level);
+
+	log_theta = gnb_fixed_array(FLOAT8OID, sizeof(float8), (int64) V * K, (void **) &lt);
+	for (int32 w = 0; w < V; w++)
+		for (int32 k = 0; k < K; k++)
+			lt[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
+	pfree(result->theta);
+	result->theta = NULL;
+	for (int32 k = 0; k < K; k++)
+		log_pi[k] = log(result->pi[k]);
+	values[0] = CStringGetTextDatum(params->model_name);
+	values[1] = Int32GetDatum(version);
+	values[2] = CStringGetTextDatum(params->model_owner);
+	values[3] = PointerGetDatum(gnb_text_array(corpus->classes, K));
+	values[4] = PointerGetDatum(gnb_float8_array(log_pi, K));
+	values[5] = PointerGetDatum(corpus->tokens);
+	values[6] = PointerGetDatum(log_theta);
+	values[7] = Int64GetDatum(version_id);
+	values[8] = PointerGetDatum(gnb_text_array(ids, (int) labels->n));
+	values[9] = PointerGetDatum(gnb_float8_array(labels->probs, (int) (labels->n * K)));
+	/* each word's occurrences in the training documents, labelled or not */
+	values[10] = PointerGetDatum(corpus->word_counts);
+	gnb_execute_unfolded("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
+					 "tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
+					 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+					 11, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT);
+	pfree(log_theta);
+}
+
+static const char *
+sampler_name(gnb_sampler_kind kind)
+{
+	return kind == GNB_SAMPLER_COLLAPSED ? "collapsed" : "paper";
+}
+
+#define MODEL_COLUMNS 44
+
+static void
+write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
+				const gnb_result *result, ArrayType *warnings, int32 version, int64 version_id,
+				Oid labels_relid, int32 keep_versions, double seconds)
+{
+	const gnb_params *sp = &params->sampler;
+	const GnbSourceDesc *src = &params->source;
+	Oid			types[MODEL_COLUMNS] = {
+		TEXTOID, INT4OID, TEXTOID, INT8OID, TEXTARRAYOID,
+		INT4OID, INT4OID, INT4OID, INT8OID, INT4OID,
+		TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID,
+		INT4OID, INT4OID, INT4OID, INT4OID, TEXTOID,
+		FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, TEXTOID,
+		OIDOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID,
+		OIDOID, INT8OID, INT4OID, BOOLOID, BOOLOID,
+		FLOAT8OID, FLOAT8OID, TEXTARRAYOID, TEXTOID, TEXTOID,
+		FLOAT8OID, FLOAT8OID, FLOAT8OID, BOOLOID
+	};
+	Datum		v[MODEL_COLUMNS];
+	char		nulls[MODEL_COLUMNS];
+
+	memset(nulls, ' ', sizeof(nulls));
+	v[0] = CStringGetTextDatum(params->model_name);
+	v[1] = Int32GetDatum(version);
+	v[2] = CStringGetTextDatum(params->model_owner);
+	v[3] = Int64GetDatum(params->job_id);
+	v[4] = PointerGetDatum(gnb_text_array(corpus->classes, corpus->n_classes));
+	v[5] = Int32GetDatum(corpus->n_docs + corpus->n_labeled);
+	v[6] = Int32GetDatum(corpus->n_labeled);
+	v[7] = Int32GetDatum(corpus->n_skipped);
+	v[8] = Int64GetDatum(corpus->n_tokens);
+	v[9] = Int32GetDatum(corpus->n_words);
+	v[10] = CStringGetTextDatum(params->source_display);
+	v[11] = CStringGetTextDatum(src->tokens_column);
+	v[12] = CStringGetTextDatum(src->label_column);
+	if (src->label_attnum == 0)
+		nulls[12] = 'n';
+	v[13] = CStringGetTextDatum(src->id_column);
+	v[14] = Int32GetDatum(params->n_classes);
+	if (params->n_classes == 0)
+		nulls[14] = 'n';
+	v[15] = Int32GetDatum(sp->sweeps);
+	v[16] = Int32GetDatum(sp->burn_in);
+	v[17] = Int32GetDatum(sp->lag);
+	v[18] = Int32GetDatum(sp->chains);
+	v[19] = CStringGetTextDatum(sampler_name(sp->sampler));
+	/* a sampled gamma: its posterior mean */
+	v[20] = Float8GetDatum(sp->sample_gamma_pi ? result->gamma_pi : sp->gamma_pi);
+	v[21] = Float8GetDatum(sp->sample_gamma_theta ? result->gamma_theta : sp->gamma_theta);
+	v[22] = Float8GetDatum(sp->unlabeled_weight);
+	v[23] = Int64GetDatum((int64) sp->seed);
+	v[24] = CStringGetTextDatum(quote_qualified_identifier(params->labels_schema,
+														   params->labels_table));
+	v[25] = ObjectIdGetDatum(labels_relid);
+	v[26] = Float8GetDatum(result->final_log_joint);
+	v[27] = Float8GetDatum(result->r_hat);
+	if (isnan(result->r_hat))
+		nulls[27] = 'n';
+	v[28] = Float8GetDatum(seconds);
+	v[29] = CStringGetTextDatum(gnb_current_role_name());
+	v[30] = ObjectIdGetDatum(src->relid);
+	v[31] = Int64GetDatum(version_id);
+	v[32] = Int32GetDatum(keep_versions);
+	v[33] = BoolGetDatum(sp->sample_gamma_pi != 0);
+	v[34] = BoolGetDatum(sp->sample_gamma_theta != 0);
+	v[35] = Float8GetDatum(result->ess_total);
+	if (isnan(result->ess_total))
+		nulls[35] = 'n';
+	v[36] = Float8GetDatum(result->split_r_hat);
+	if (isnan(result->split_r_hat))
+		nulls[36] = 'n';
+	v[37] = PointerGetDatum(warnings);
+	v[38] = CStringGetTextDatum(gnb_catalog_identity());
+	v[39] = CStringGetTextDatum(sp->init == GNB_INIT_RANDOM ? "random" : "labels");
+	v[40] = Float8GetDatum(result->labels_agreement);
+	if (isnan(result->labels_agreement))
+		nulls[40] = 'n';
+	v[41] = Float8GetDatum(result->labels_only_agreement);
+	if (isnan(result->labels_only_agreement))
+		nulls[41] = 'n';
+	v[42] = Float8GetDatum(result->chain_agreement);
+	if (isnan(result->chain_agreement))
+		nulls[42] = 'n';
+	v[43] = BoolGetDatum(params->unlabeled_weight_chosen);
+	gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, job_id, classes, "
+				"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
+				"source, tokens_column, label_column, id_column, n_classes, "
+				"sweeps, burn_in, lag, chains, sampler, "
+				"gamma_pi, gamma_theta, unlabeled_weight, seed, labels_table, "
+				"labels_relid, log_likelihood, r_hat, seconds, trained_by, "
+				"source_relid, version_id, keep_versions, gamma_pi_sampled, "
+				"gamma_theta_sampled, ess, split_r_hat, warnings, catalog, init, "
+				"labels_agreement, labels_only_agreement, chain_agreement, "
+				"unlabeled_weight_chosen) VALUES "
+				"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
+				"$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, "
+				"$27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, "
+				"$40, $41, $42, $43, $44)",
+				MODEL_COLUMNS, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+}
+
+/*
+ * Lock the model (owner, model_name) against other publishers until the
+ * transaction ends, and number its next version: a version number never
+ * issued for it before, a version_id no version ever had, and the retention
+ * it inherits (5 for a new model).
+ * SPI connected.
+ */
+void
+gnb_store_number_version(const char *owner, const char *model_name, int32 *version,
+						 int64 *version_id, int32 *keep_versions)
+{
+	bool		isnull;
+
+	/*
+	 * The upsert of the model's versions_issued row is the model's publish
+	 * lock: a second publisher of the model waits on that row until this
+	 * transaction ends.  Not a lock whose tag is made from the model: no
+	 * SQL call can take or hold this one (a user advisory lock on the
+	 * names' hashes let any role stop another's publish), and pg_locks,
+	 * which every role reads, shows no hash of an owner or model name.  The
+	 * number is the next after the last ever issued, even if it was dropped.
+	 */
+	gnb_model_statement("INSERT INTO gibbs_nb.versions_issued AS v (owner, model_name, last_version) "
+					"VALUES ($1, $2, 1) ON CONFLICT (model_name, owner) "
+					"DO UPDATE SET last_version = v.last_version OPERATOR(pg_catalog.+) 1 "
+					"RETURNING v.last_version",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_INSERT_RETURNING, 0);
+	*version = DatumGetInt32(gnb_result_value(1, &isnull));
+	gnb_model_statement("SELECT pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass), "
+					"COALESCE((pg_catalog.array_agg(keep_versions ORDER BY version DESC))[1], 5) "
+					"FROM gibbs_nb.models WHERE owner OPERATOR(pg_catalog.=) $1 "
+					"AND model_name OPERATOR(pg_catalog.=) $2",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	*version_id = DatumGetInt64(gnb_result_value(1, &isnull));
+	*keep_versions = DatumGetInt32(gnb_result_value(2, &isnull));
+}
+
+/*
+ * Take the model's publish lock (the row lock gnb_store_number_version's
+ * upsert takes) until the transaction ends: deploying, dropping and
+ * setting the retention of a model serialize with each other and with
+ * publishing.  Without it, a set_retention that waited for a deploy deleted
+ * the version just deployed, its pin read from a snapshot older than the
+ * deploy.  A model with no versions_issued row has no versions to race for.
+ * SPI connected.
+ */
+void
+gnb_store_lock_model(const char *owner, const char *model_name)
+{
+	gnb_model_statement("SELECT 1 FROM gibbs_nb.versions_issued "
+					"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 "
+					"FOR UPDATE",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+}
+
+/*
+ * How the version's tokens were made: what the caller stated (tokenizer =>),
+ * else as far as the source says: the tokens column's type, and for a
+ * generated column its expression (say to_tsvector('english'::regconfig,
+ * body)), read from the catalogs under the worker's lock on the source.
+ * Shown by gibbs_nb_models.
+ */
+static void
+write_tokenizer(const GnbJobParams *params, int64 version_id)
+{
+	Oid			types[5] = {OIDOID, INT2OID, OIDOID, INT8OID, TEXTOID};
+	Datum		values[5] = {ObjectIdGetDatum(params->source.relid),
+		Int16GetDatum(params->source.tokens_attnum),
+		ObjectIdGetDatum(params->source.tokens_base), Int64GetDatum(version_id),
+		CStringGetTextDatum(params->tokenizer)};
+	char		nulls[5] = {' ', ' ', ' ', ' ', params->tokenizer[0] ? ' ' : 'n'};
+
+	gnb_execute("UPDATE gibbs_nb.models SET tokenizer_stated = $5, tokenizer = COALESCE($5, ("
+				"SELECT pg_catalog.format_type($3, NULL) OPERATOR(pg_catalog.||) "
+				"COALESCE(' = ' OPERATOR(pg_catalog.||) pg_catalog.pg_get_expr(d.adbin, d.adrelid), '') "
+				"FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d "
+				"ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid AND d.adnum OPERATOR(pg_catalog.=) a.attnum "
+				"AND a.attgenerated OPERATOR(pg_catalog.=) 's' "
+				"WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.=) $2)) "
+				"WHERE version_id OPERATOR(pg_catalog.=) $4",
+				5, types, values, nulls, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+}
+
+/*
+ * Write a version's rows: pi, packed and the model row (the trace was
+ * written as the job sampled, gnb_store_trace_rows), as the extension's
+ * owner, in the caller's transaction.  theta-hat is written once, in the
+ * packed row: gibbs_nb.theta is a view of it; result->theta is released
+ * as soon as that row's log theta-hat is made (NULL after).  warnings is
+ * the model row's (worker/warnings.c composes them).  SPI connected.
+ */
+void
+gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, gnb_result *result,
+				  ArrayType *warnings, const GnbDocLabels *labels, int32 version,
+				  int64 version_id, Oid labels_relid, int32 keep_versions, double seconds)
+{
+	write_pi(params, corpus, result, version);
+	write_packed(params, corpus, result, labels, version, version_id);
+	write_model_row(params, corpus, result, warnings, version, version_id, labels_relid,
+					keep_versions, seconds);
+	write_tokenizer(params, version_id);
+}
+
+/*
+ * A version's held-out share and the metrics of its held-out documents (a
+ * JSON object), as the extension's owner.  SPI connected.
+ */
+void
+gnb_store_holdout(const char *owner, const char *model_name, int32 version, double holdout,
+				  const char *metrics_json)
+{
+	Oid			types[5] = {TEXTOID, TEXTOID, INT4OID, FLOAT8OID, TEXTOID};
+	Datum		values[5] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+		Int32GetDatum(version), Float8GetDatum(holdout), CStringGetTextDatum(metrics_json)};
+
+	gnb_execute("UPDATE gibbs_nb.models SET holdout = $4, holdout_metrics = $5::pg_catalog.jsonb "
+				"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 "
+				"AND version OPERATOR(pg_catalog.=) $3",
+				5, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+	if (SPI_processed != 1)
+		elog(ERROR, "could not record the held-out metrics of model \"%s\" version %d",
+			 model_name, version);
+}

@@ -1,0 +1,559 @@
+/*
+ * publish.c
+ *	  Publish a finished job's model version, all in the caller's transaction.
+ *
+ * The worker calls gnb_publish inside one short transaction: the new version's
+ * rows in the extension's tables (written by src/store) and the new contents of
+ * the labels table (written here, as its owner, the model's)
+ * become visible together when it commits, or not at all.  Rows go in as
+ * arrays unnested by one INSERT per batch, not a statement per row.
+ */
+#include "gibbs_nb.h"
+
+#include "worker/worker.h"
+#include "store/store.h"
+#include "security/security.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/objectaddress.h"
+#include "catalog/pg_class.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+#include "storage/lmgr.h"
+
+/* Rows of the labels table per INSERT statement. */
+#define PUBLISH_BATCH 50000
+
+/* How long creating a labels table waits for another transaction (ms). */
+#define LABELS_CREATE_WAIT_MS 5000
+
+/* errcontext of create_labels_table */
+static void
+create_labels_table_context(void *arg)
+{
+	errcontext("creating labels table %s", (const char *) arg);
+}
+
+/*
+ * Create the model's labels table, as the model's owner (who needs CREATE in
+ * its schema, gnb_labels_table_owner), and lock it; its OID.  The CREATE
+ * waits at most LABELS_CREATE_WAIT_MS for another transaction: one that is
+ * creating a relation or type of that name (anyone with CREATE there) holds
+ * it until it ends, and a job waiting so would hold its slot as long.
+ */
+static Oid
+create_labels_table(const GnbJobParams *params, Oid nspid, const char *qualified)
+{
+	GnbPrivilegeState priv;
+	Oid			owner = gnb_owner_role_required(params->model_owner);
+	MemoryContext cxt = CurrentMemoryContext;
+	TypeCacheEntry *idtype;
+	ErrorContextCallback context;
+	int			guc_level;
+	char		wait_ms[16];
+	Oid			relid;
+
+	context.callback = create_labels_table_context;
+	context.arg = (void *) qualified;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	guc_level = NewGUCNestLevel();
+	snprintf(wait_ms, sizeof(wait_ms), "%d", LABELS_CREATE_WAIT_MS);
+	(void) set_config_option("lock_timeout", wait_ms, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+
+	/* the model's owner's table, made as the owner (gnb_labels_table_owner) */
+	gnb_become_role(owner, &priv);
+	idtype = lookup_type_cache(params->source.id_type, TYPECACHE_BTREE_OPFAMILY);
+	PG_TRY();
+	{
+		gnb_execute(psprintf("CREATE TABLE %s (id %s%s, label pg_catalog.text, "
+							 "probability pg_catalog.float8, probabilities pg_catalog.float8[], "
+							 "version pg_catalog.int4 NOT NULL)",
+							 qualified,
+							 format_type_extended(params->source.id_type, params->source.id_typmod,
+												  FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY),
+							 OidIsValid(idtype->btree_opf) ? " PRIMARY KEY" : " NOT NULL"),
+					0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+	}
+	PG_CATCH();
+	{
+		MemoryContext ecxt = MemoryContextSwitchTo(cxt);
+		ErrorData  *edata = CopyErrorData();
+
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		{
+			MemoryContextSwitchTo(ecxt);
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not create labels table %s: another transaction holds a lock it needs",
+						qualified),
+				 errdetail("A transaction that creates a relation or type of that name does, until it ends. A gibbs_nb job waits %d ms for it, then fails.",
+						   LABELS_CREATE_WAIT_MS),
+				 errhint("Train again once that transaction has ended, or pass another labels_table.")));
+	}
+	PG_END_TRY();
+	/*
+	 * Without the model's name: comments are in pg_description, which every
+	 * role reads (gibbs_nb.models.labels_table tells the owner whose it is).
+	 */
+	gnb_execute(psprintf("COMMENT ON TABLE %s IS %s", qualified,
+						 quote_literal_cstr("labels of a gibbs_nb model")),
+				0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+	gnb_restore_user(&priv);
+	AtEOXact_GUC(true, guc_level);
+	error_context_stack = context.previous;
+
+	/* created in this transaction: nobody else can have it yet */
+	relid = get_relname_relid(params->labels_table, nspid);
+	LockRelationOid(relid, ShareRowExclusiveLock);
+	/* on Citus, distributed like a distributed source (citus.c) */
+	gnb_citus_distribute_labels(relid, params->source.relid, params->source.id_column);
+	return relid;
+}
+
+/* A table of the labels table's name that no version of the model made: an error. */
+static void
+refuse_unregistered_labels_table(const GnbJobParams *params, Oid relid, const char *qualified)
+{
+	if (!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("table %s already exists and was not created for model \"%s\"",
+						qualified, params->model_name),
+				 errhint("Drop or rename the table, or pass another labels_table.")));
+}
+
+/*
+ * A labels table of that name exists: it must be the one training created
+ * for this model, by an earlier version or by this job (labels_reserved).
+ * Locked; false if the name went meanwhile.
+ */
+static bool
+check_existing_labels_table(const GnbJobParams *params, Oid nspid, Oid relid,
+							const char *qualified)
+{
+	LockRelationOid(relid, ShareRowExclusiveLock);
+	if (get_relname_relid(params->labels_table, nspid) != relid)
+	{
+		UnlockRelationOid(relid, ShareRowExclusiveLock);
+		return false;
+	}
+	if (relid != params->labels_reserved)
+		refuse_unregistered_labels_table(params, relid, qualified);
+	return true;
+}
+
+/*
+ * The labels table of this model: reuse the one training created for it,
+ * create it (as the model's owner) if there is none, refuse a table of that
+ * name that is not ours.  Returns its OID, locked against concurrent DDL until
+ * the transaction ends, and in *sql_name its name, made from the catalogs
+ * under that lock: the table written is the table checked.
+ */
+static Oid
+prepare_labels_table(const GnbJobParams *params, char **sql_name)
+{
+	Oid			nspid = get_namespace_oid(params->labels_schema, false);
+	Oid			relid = get_relname_relid(params->labels_table, nspid);
+	char	   *qualified = quote_qualified_identifier(params->labels_schema,
+													   params->labels_table);
+
+	if (!OidIsValid(relid) || !check_existing_labels_table(params, nspid, relid, qualified))
+		relid = create_labels_table(params, nspid, qualified);
+	gnb_lock_namespace_name(get_rel_namespace(relid), true);
+	*sql_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+										   get_rel_name(relid));
+	return relid;
+}
+
+/*
+ * Before it reads, the job's worker creates the labels table it will publish
+ * into if there is none yet (a model's first version, or a labels table
+ * dropped since), in a transaction of its own, and keeps its OID in
+ * params->labels_reserved.  Created at publish, after every sweep, the name
+ * was anyone's to take meanwhile who can create in that schema: a table or
+ * type of that name failed the job after hours of sampling, and one being
+ * created in a transaction left open made the job wait, holding its slot,
+ * for as long as that transaction lasted.  Now such a name fails the job
+ * before it reads (or is refused to the other role: it exists).
+ */
+void
+gnb_reserve_labels_table(GnbJobParams *params)
+{
+	Oid			nspid;
+	Oid			relid;
+	char	   *qualified = quote_qualified_identifier(params->labels_schema,
+													   params->labels_table);
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	nspid = get_namespace_oid(params->labels_schema, false);
+	relid = get_relname_relid(params->labels_table, nspid);
+	/* one that exists is locked at publish; refused now if it is not ours */
+	if (OidIsValid(relid))
+		refuse_unregistered_labels_table(params, relid, qualified);
+	else
+	{
+		relid = create_labels_table(params, nspid, qualified);
+		params->labels_reserved = relid;
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* relid, an ordinary table locked by the caller, has no row (whatever row security would show). */
+static bool
+relation_is_empty(Oid relid)
+{
+	Relation	rel = table_open(relid, NoLock);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	TableScanDesc scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+	bool		empty = !table_scan_getnextslot(scan, ForwardScanDirection, slot);
+
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return empty;
+}
+
+/* How long dropping a failed job's labels table waits for a lock (ms). */
+#define LABELS_RELEASE_WAIT_MS 1000
+
+/*
+ * A job that failed drops the labels table it created (gnb_reserve_labels_table)
+ * if nothing else came to hold it: still an ordinary table of the model's
+ * owner under the name it was made with, no version of the model registered
+ * it, and it has no rows.  By OID (performDeletion, RESTRICT: an object made
+ * on it since keeps it), so that no name is looked up: the caller may be
+ * waiting for this job in a transaction that altered the schema (its row is
+ * locked then; the job failed for it).  A Citus distributed table is dropped
+ * by its DROP TABLE (Citus drops its shards then), as model.c drops one:
+ * named from the catalogs under the schema's lock, which it does not wait
+ * for.  Best effort, before the job's outcome is written: no lock is waited
+ * for longer than LABELS_RELEASE_WAIT_MS (anyone may hold one on an object
+ * that depends on the table, a table of its row type), and a failure here is
+ * a WARNING and the table is left.
+ */
+void
+gnb_release_labels_table(const GnbJobParams *params)
+{
+	Oid			relid = params->labels_reserved;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (!OidIsValid(relid))
+		return;
+	PG_TRY();
+	{
+		char		wait_ms[16];
+
+		StartTransactionCommand();
+		snprintf(wait_ms, sizeof(wait_ms), "%d", LABELS_RELEASE_WAIT_MS);
+		(void) set_config_option("lock_timeout", wait_ms, PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+		if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("another transaction holds a lock on it")));
+		/* the snapshot after the lock: it sees every row committed before */
+		PushActiveSnapshot(GetTransactionSnapshot());
+		SPI_connect();
+		/*
+		 * Still the table it made: by name too (renamed since: left alone),
+		 * an ordinary table (its owner may have made it a view), the model's
+		 * owner's (not one given away since).
+		 */
+		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+			get_rel_relkind(relid) == RELKIND_RELATION &&
+			get_rel_namespace(relid) == get_namespace_oid(params->labels_schema, true) &&
+			strcmp(get_rel_name(relid), params->labels_table) == 0 &&
+			gnb_relation_owner(relid) == gnb_owner_role(params->model_owner) &&
+			!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
+		{
+			if (!gnb_citus_is_distributed(relid))
+			{
+				if (relation_is_empty(relid))
+				{
+					ObjectAddress table;
+
+					ObjectAddressSet(table, RelationRelationId, relid);
+					performDeletion(&table, DROP_RESTRICT, 0);
+				}
+			}
+			else
+			{
+				Oid			table_owner;
+
+				gnb_lock_namespace_name(get_rel_namespace(relid), true);
+				table_owner = gnb_labels_table_owner(relid, params->model_owner,
+													 params->model_name, WARNING);
+				if (OidIsValid(table_owner))
+				{
+					char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+																	   get_rel_name(relid));
+					GnbPrivilegeState priv;
+					bool		isnull;
+
+					gnb_become_role(table_owner, &priv);
+					gnb_execute(psprintf("SELECT EXISTS (SELECT FROM %s)", qualified),
+								0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 0);
+					if (!DatumGetBool(gnb_result_value(1, &isnull)))
+						gnb_execute(psprintf("DROP TABLE %s", qualified), 0, NULL, NULL, NULL,
+									GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+					gnb_restore_user(&priv);
+				}
+			}
+		}
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		ereport(WARNING,
+				(errmsg("gibbs_nb job " INT64_FORMAT " left the labels table it created, %s.%s",
+						params->job_id, params->labels_schema, params->labels_table),
+				 errdetail("Dropping it failed: %s", edata->message)));
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+}
+
+/*
+ * The documents' labels of a finished job: clamped documents first, then the
+ * others, then the held-out ones (holdout_probs, as the version predicts
+ * them).
+ */
+static void
+doc_labels(const GnbCorpus *corpus, const gnb_result *result, const double *holdout_probs,
+		   GnbDocLabels *dl)
+{
+	int32		K = corpus->n_classes;
+	int64		first_holdout = (int64) corpus->n_labeled + corpus->n_docs;
+
+	dl->n = first_holdout + (holdout_probs ? corpus->n_holdout : 0);
+	dl->n_classes = K;
+	dl->ids = palloc_extended(sizeof(Datum) * (dl->n + 1), MCXT_ALLOC_HUGE);
+	dl->probs = palloc_extended(sizeof(double) * (dl->n * K + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	for (int64 i = 0; i < corpus->n_labeled; i++)
+	{
+		dl->ids[i] = corpus->labeled_ids[i];
+		dl->probs[i * K + corpus->labeled_class[i]] = 1.0;
+	}
+	for (int64 j = 0; j < corpus->n_docs; j++)
+	{
+		dl->ids[corpus->n_labeled + j] = corpus->ids[j];
+		memcpy(dl->probs + (corpus->n_labeled + j) * K, result->label_prob + j * K,
+			   sizeof(double) * K);
+	}
+	for (int64 i = 0; holdout_probs && i < corpus->n_holdout; i++)
+	{
+		dl->ids[first_holdout + i] = corpus->holdout_ids[i];
+		memcpy(dl->probs + (first_holdout + i) * K, holdout_probs + i * K, sizeof(double) * K);
+	}
+}
+
+/*
+ * Lock a labels table by OID and name it from the catalogs under the lock;
+ * NULL if it is gone.
+ */
+char *
+gnb_lock_labels_table(Oid relid, LOCKMODE mode)
+{
+	LockRelationOid(relid, mode);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return NULL;
+	gnb_lock_namespace_name(get_rel_namespace(relid), false);
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
+ * Replace a labels table's rows with a version's labels: each document's
+ * most probable class (ties to the earlier class), its probability and all
+ * of them.  Runs as the table's owner, the model's (gnb_labels_table_owner):
+ * an error if the table is someone else's.  relid locked by the caller, and
+ * named `qualified` under that lock.  SPI connected.
+ */
+void
+gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
+					 const char *model_name, Oid id_type, char **classes,
+					 const GnbDocLabels *dl, int32 version)
+{
+	GnbPrivilegeState priv;
+	int32		K = dl->n_classes;
+	Oid			id_array_type = get_array_type(id_type);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Oid			types[6] = {id_array_type, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8ARRAYOID,
+	INT4OID, INT8OID};
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"gibbs_nb labels batch",
+													ALLOCSET_DEFAULT_SIZES);
+	char	   *insert;
+
+	get_typlenbyvalalign(id_type, &typlen, &typbyval, &typalign);
+	gnb_become_role(gnb_labels_table_owner(relid, model_owner, model_name, ERROR), &priv);
+	gnb_execute(psprintf("DELETE FROM %s", qualified), 0, NULL, NULL, NULL,
+				GNB_AS_CALLER, SPI_OK_DELETE, 0);
+	insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
+					  "SELECT u.id, u.label, u.p, "
+					  "$4[((u.o OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) $6 "
+					  "OPERATOR(pg_catalog.+) 1)::pg_catalog.int4 : "
+					  "(u.o OPERATOR(pg_catalog.*) $6)::pg_catalog.int4], $5 "
+					  "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) "
+					  "WITH ORDINALITY AS u(id, label, p, o)",
+					  qualified);
+	for (int64 start = 0; start < dl->n; start += PUBLISH_BATCH)
+	{
+		int32		n = (int32) Min(PUBLISH_BATCH, dl->n - start);
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		char	  **labels = palloc(sizeof(char *) * n);
+		double	   *best = palloc(sizeof(double) * n);
+		/* a copy: construct_array detoasts its elements in place */
+		Datum	   *ids = palloc(sizeof(Datum) * n);
+		Datum		values[6];
+
+		for (int32 i = 0; i < n; i++)
+		{
+			const double *p = dl->probs + (start + i) * K;
+			int32		arg = 0;
+
+			for (int32 k = 1; k < K; k++)
+				if (p[k] > p[arg])
+					arg = k;
+			labels[i] = classes[arg];
+			best[i] = p[arg];
+		}
+		memcpy(ids, dl->ids + start, sizeof(Datum) * n);
+		values[0] = PointerGetDatum(construct_array(ids, n, id_type, typlen, typbyval, typalign));
+		values[1] = PointerGetDatum(gnb_text_array(labels, n));
+		values[2] = PointerGetDatum(gnb_float8_array(best, n));
+		values[3] = PointerGetDatum(gnb_float8_array(dl->probs + start * K, n * K));
+		values[4] = Int32GetDatum(version);
+		values[5] = Int64GetDatum(K);
+		MemoryContextSwitchTo(old);
+		gnb_execute(insert, 6, types, values, NULL, GNB_AS_CALLER, SPI_OK_INSERT, 0);
+		MemoryContextReset(batch_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+	gnb_restore_user(&priv);
+	MemoryContextDelete(batch_cxt);
+}
+
+/* Are n doubles all finite? */
+static bool
+all_finite(const double *v, int64 n)
+{
+	for (int64 i = 0; i < n; i++)
+		if (!isfinite(v[i]))
+			return false;
+	return true;
+}
+
+/*
+ * Publish a finished job as a new version of its model; returns the version.
+ * Must run inside a transaction with a snapshot; the caller commits.
+ * seconds_so_far is the job's time up to here; the publish time is added.
+ * result->theta is released once the packed row's log theta-hat is made
+ * from it (NULL after).
+ */
+int32
+gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
+			gnb_result *result, double seconds_so_far)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	Oid			owner_role = gnb_owner_role(params->model_owner);
+	char	   *labels_sql;
+	Oid			labels_relid;
+	int32		version;
+	int64		version_id;
+	int32		keep_versions;
+	GnbDocLabels labels;
+	double	   *holdout_probs = NULL;
+	char	   *holdout_metrics = NULL;
+	long		secs;
+	int			usecs;
+
+	/* a version whose estimates are not numbers would label with garbage */
+	if (!all_finite(result->theta, (int64) corpus->n_words * corpus->n_classes) ||
+		!all_finite(result->pi, corpus->n_classes) ||
+		!all_finite(result->label_prob, (int64) corpus->n_docs * corpus->n_classes))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("gibbs_nb job " INT64_FORMAT " produced estimates that are not finite; nothing was published",
+						params->job_id)));
+
+	/*
+	 * The job may write this owner's model only if the role it runs as has
+	 * the owner's privileges now (membership may have been revoked while it
+	 * sampled).
+	 */
+	if (!OidIsValid(owner_role) || !has_privs_of_role(GetUserId(), owner_role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" no longer has the privileges of role \"%s\", the owner of model \"%s\"",
+						gnb_current_role_name(), params->model_owner, params->model_name)));
+
+	SPI_connect();
+
+	/* one publisher per model at a time; versions are numbered in order */
+	gnb_store_number_version(params->model_owner, params->model_name, &version, &version_id,
+							 &keep_versions);
+
+	/*
+	 * The labels table is the model owner's: create and fill it as the
+	 * owner, unless another version is deployed (gibbs_nb_deploy): the
+	 * labels table follows the version that serves.
+	 */
+	if (params->holdout > 0.0)
+		holdout_probs = gnb_score_holdout(params, corpus, result, &holdout_metrics);
+	doc_labels(corpus, result, holdout_probs, &labels);
+	labels_relid = prepare_labels_table(params, &labels_sql);
+	if (!gnb_store_pinned(params->model_owner, params->model_name))
+		gnb_write_label_rows(labels_relid, labels_sql, params->model_owner, params->model_name,
+							 params->source.id_type, corpus->classes, &labels, version);
+
+	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
+	gnb_store_version(params, corpus, result, gnb_warnings_array(result, corpus->classes),
+					  &labels, version, version_id, labels_relid, keep_versions,
+					  seconds_so_far + secs + usecs / 1e6);
+	if (params->holdout > 0.0)
+		gnb_store_holdout(params->model_owner, params->model_name, version, params->holdout,
+						  holdout_metrics);
+	/* the model keeps its newest keep_versions versions, this one included */
+	(void) gnb_apply_retention(params->model_owner, params->model_name, version, keep_versions);
+
+	SPI_finish();
+	return version;
+}

@@ -1,0 +1,63 @@
+/*
+ * worker/worker.h
+ *	  What runs in a training job's background workers: the job's worker
+ *	  (worker.c: where the worker starts, read, sample, publish), its memory
+ *	  budget (job_memory.c), the corpus read (corpus.c), chains in parallel
+ *	  (chains.c), publishing a version and its labels table (publish.c), the
+ *	  held-out documents (holdout.c) and a training's warnings
+ *	  (warnings.c).
+ */
+#ifndef GNB_WORKER_WORKER_H
+#define GNB_WORKER_WORKER_H
+
+#include "gibbs_nb.h"
+
+/* job_memory.c: the job's memory budget */
+extern void gnb_check_job_memory(const GnbJobParams *params, double in_use, double more,
+								 const char *what);
+
+/* corpus.c: documents of the source, read once, as compressed sparse rows */
+extern char *gnb_holdout_condition(const GnbJobParams *params);
+extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
+							MemoryContext cxt, GnbCorpus *corpus);
+extern void gnb_corpus_word_counts(GnbCorpus *corpus);
+
+/* publish.c: one transaction writes a finished job's model version */
+extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
+								 const char *model_name, Oid id_type, char **classes,
+								 const GnbDocLabels *labels, int32 version);
+extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
+extern void gnb_reserve_labels_table(GnbJobParams *params);
+extern void gnb_release_labels_table(const GnbJobParams *params);
+extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
+						 gnb_result *result, double seconds_so_far);
+
+/* warnings.c: the warnings of a training */
+extern struct ArrayType *gnb_warnings_array(const gnb_result *result, char **classes);
+extern void gnb_notice_warnings(const char *owner, const char *model_name, int32 version);
+
+/*
+ * holdout.c: a job's held-out documents scored with the version it
+ * publishes: their probabilities (n_holdout x K) and metrics (as JSON).
+ */
+extern double *gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
+								 const gnb_result *result, char **metrics_json);
+
+/*
+ * chains.c: the chains of a job in parallel, each in a background worker of
+ * its own (the job's worker runs chain 0 and any chain no worker could be
+ * started for), over the corpus shared read-only in dynamic shared memory,
+ * combined in chain order.  gnb_chains_position says where the least
+ * advanced chain is; gnb_chains_stop terminates the chain workers (the job
+ * failed or its worker exits).
+ */
+typedef struct GnbChainsRun GnbChainsRun;
+extern void gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus,
+							   const gnb_hooks *hooks, int32 trace_stride,
+							   double memory_committed, GnbChainsRun **run,
+							   gnb_result *result);
+extern void gnb_chains_position(GnbChainsRun *run, int32 *chain, int32 *sweep,
+								double *log_joint, int64 *sweeps_done);
+extern void gnb_chains_stop(bool wait);
+
+#endif							/* GNB_WORKER_WORKER_H */
