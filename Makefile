@@ -58,8 +58,8 @@ $(OBJS): $(wildcard $(srcdir)/src/*.h $(srcdir)/src/*/*.h)
 
 # ---- the sampler core on its own: unit tests, sanitizers, valgrind ----
 
-CORE_SRC = src/core/gnb_rng.c src/core/gnb_sampler.c src/core/gnb_label_check.c
-CORE_HDR = src/core/gnb_rng.h src/core/gnb_sampler.h src/core/gnb_label_check.h src/core/gnb_zig.h
+CORE_SRC = $(sort $(wildcard src/core/*.c))
+CORE_HDR = $(wildcard src/core/*.h)
 UNIT_HDR = test/unit/check.h
 CORE_CFLAGS = -std=c11 -Wall -Wextra -Werror -Wno-missing-field-initializers -Isrc/core
 
@@ -72,16 +72,16 @@ test/unit/test_core_asan: test/unit/test_core.c $(CORE_SRC) $(CORE_HDR) $(UNIT_H
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -DGNB_DENSE_WBITS_MIN=29 -o $@ test/unit/test_core.c $(CORE_SRC) -lm
 
-# the collapsed scores against their formula: includes gnb_sampler.c itself
-# (its static functions), so links only gnb_rng.c
+# the collapsed scores against their formula, through the core's internal
+# header (src/core/gnb_internal.h)
 test/unit/test_scores: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UNIT_HDR)
-	$(CC) $(CORE_CFLAGS) -O2 -g -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
+	$(CC) $(CORE_CFLAGS) -O2 -g -o $@ test/unit/test_scores.c $(CORE_SRC) -lm
 
 test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UNIT_HDR)
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
-		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c src/core/gnb_rng.c -lm
+		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-versions bench-chains bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -122,6 +122,11 @@ test/bench/bench_core: test/bench/bench_core.c $(CORE_SRC) $(CORE_HDR)
 
 bench:
 	test/bench/run-bench.sh
+
+# the sampler core at BASE (a commit) against this tree, runs interleaved:
+#   make bench-core-ab BASE=<commit> [ROUNDS=5]
+bench-core-ab:
+	test/bench/core-ab.sh $(BASE) $(or $(ROUNDS),5)
 
 # the same training, prediction and count figures on PostgreSQL 15 and a
 # release build of 18 in one run, with their ratio (not in the test command;

@@ -18,7 +18,7 @@
  *
  * Not part of the suite.  Build and run:
  *   cc -O2 -Isrc/core -o core_accuracy test/bench/core_accuracy.c \
- *	   src/core/gnb_rng.c src/core/gnb_sampler.c src/core/gnb_label_check.c -lm
+ *	   src/core/gnb_*.c -lm
  *   zcat test/data/spamassassin-sample.tsv.gz > sample.tsv
  *   ./core_accuracy sample.tsv collapsed auto 2 200 50 1
  */

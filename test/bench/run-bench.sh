@@ -160,22 +160,22 @@ echo "  per paper sweep: $(field "$cl" gamma_draws_per_sweep) Gamma draws ($(fie
 
 # A sweep's profile: perf on a build of the same code that keeps the steps
 # as separate functions (-fno-inline-functions-called-once), inclusive shares
-# normalised to run_chain (the sweeps).
+# normalised to gnb_run_chain (the sweeps).
 prof_bin=$out/bench_core_prof
 cc -std=c11 -O2 -g -fno-omit-frame-pointer -fno-inline-functions-called-once -D_POSIX_C_SOURCE=200809L \
-   -Isrc/core -o "$prof_bin" test/bench/bench_core.c src/core/gnb_rng.c src/core/gnb_sampler.c -lm
+   -Isrc/core -o "$prof_bin" test/bench/bench_core.c src/core/*.c -lm
 declare -A label_share theta_share
 for sampler in $SAMPLERS; do
   perf record -q --call-graph dwarf,16384 -F 1000 -o "$out/perf.$sampler.data" \
     "$prof_bin" real "$out/corpus.txt" "$sampler" 60 1 >/dev/null 2>&1
   perf report -q -i "$out/perf.$sampler.data" --children --sort sym -g none 2>/dev/null |
     awk '$3 == "[.]" { gsub("%", "", $1); print $1, $4 }' >"$out/perf.$sampler.txt"
-  rc=$(awk '$2 == "run_chain" { print $1; exit }' "$out/perf.$sampler.txt")
+  rc=$(awk '$2 == "gnb_run_chain" { print $1; exit }' "$out/perf.$sampler.txt")
   echo "  where a $sampler sweep goes (perf, inclusive, % of the sweeps):"
-  awk -v rc="$rc" '$2 ~ /^(label_step_|theta_step|move_doc|accumulate_kept|gnb_rng_|__ieee754_|lgamma|exp|log|compute_word_terms|log_joint_from_counts)/ && !seen[$2]++ {
+  awk -v rc="$rc" '$2 ~ /^(gnb_label_step_|gnb_theta_step|move_doc|accumulate_kept|gnb_rng_|__ieee754_|lgamma|exp|log|compute_word_terms|gnb_log_joint_from_counts)/ && !seen[$2]++ {
       printf "    %-28s %5.1f%%\n", $2, 100 * $1 / rc }' "$out/perf.$sampler.txt" | head -12
-  label_share[$sampler]=$(awk -v rc="$rc" '$2 ~ /^label_step_/ { printf "%.4f", $1 / rc; exit }' "$out/perf.$sampler.txt")
-  theta_share[$sampler]=$(awk -v rc="$rc" '$2 == "theta_step" { printf "%.4f", $1 / rc; exit }' "$out/perf.$sampler.txt")
+  label_share[$sampler]=$(awk -v rc="$rc" '$2 ~ /^gnb_label_step_/ { printf "%.4f", $1 / rc; exit }' "$out/perf.$sampler.txt")
+  theta_share[$sampler]=$(awk -v rc="$rc" '$2 == "gnb_theta_step" { printf "%.4f", $1 / rc; exit }' "$out/perf.$sampler.txt")
 done
 pairs=$(field "$cl" pairs); draws=$(field "$cl" gamma_draws_per_sweep)
 for sampler in $SAMPLERS; do

@@ -1,7 +1,7 @@
 /*
  * test_scores.c
  *	  The collapsed sampler's conditional scores, computed as the sampler
- *	  computes them (collapsed_full_scores: the K = 2 vector path, or the
+ *	  computes them (gnb_collapsed_full_scores: the K = 2 vector path, or the
  *	  general one), against the formula of docs/model.md evaluated directly:
  *
  *	    s_k = log(C_k^-j + g_pi)
@@ -13,11 +13,11 @@
  *	  any x, where a difference of two lgamma values loses digits when x is
  *	  large).
  *
- *	  The sampler's static functions are reached by including its source.
+ *	  The sampler's internals are reached through src/core/gnb_internal.h.
  *	  Ends with the line "N passed, N failed".
  */
 #define _DEFAULT_SOURCE
-#include "gnb_sampler.c"
+#include "gnb_internal.h"
 
 #include <float.h>
 #include <stdio.h>
@@ -131,7 +131,7 @@ log_rising_ref(long double x, int64_t c)
 }
 
 /*
- * Compare collapsed_full_scores with the formula for every unlabelled
+ * Compare gnb_collapsed_full_scores with the formula for every unlabelled
  * document of t, under gamma_theta g and unlabeled_weight lambda (the
  * full-weight scores: what a kept sweep's predictive uses when lambda < 1).
  * Returns the largest error as a share of its tolerance.
@@ -156,7 +156,7 @@ compare_scores(const char *name, test_corpus *t, double g, double lambda)
 	p.gamma_pi = 0.7;
 	p.gamma_theta = g;
 	p.unlabeled_weight = lambda;
-	setup_shared(&sh, c, &p, &gnb_default_hooks, 1);
+	gnb_setup_shared(&sh, c, &p, &gnb_default_hooks, 1);
 	memset(&st, 0, sizeof(st));
 	st.sh = &sh;
 	st.lambda = lambda;
@@ -192,7 +192,7 @@ compare_scores(const char *name, test_corpus *t, double g, double lambda)
 		int32_t		a = t->z[j];
 		double		s[3];
 
-		collapsed_full_scores(&st, j, a, s);
+		gnb_collapsed_full_scores(&st, j, a, s);
 		for (int32_t k = 0; k < K; k++)
 		{
 			long double own = k == a ? lambda : 0.0L;
@@ -232,7 +232,7 @@ compare_scores(const char *name, test_corpus *t, double g, double lambda)
 	}
 	CHECK(bad == 0, "%s: %d scores off the formula", name, bad);
 
-	release_shared(&sh);
+	gnb_release_shared(&sh);
 	free(st.C);
 	free(st.N);
 	free(st.Nk);

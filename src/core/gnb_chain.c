@@ -1,0 +1,381 @@
+/*
+ * gnb_chain.c
+ *	  One chain's sweeps: the start, label, theta and gamma steps in turn, the
+ *	  sums over kept sweeps, and the documents locked at the end.
+ */
+#include "gnb_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Add the current state to the sums over kept sweeps. */
+static void
+accumulate_kept(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+	const int32_t K = sh->K;
+	const double g = st->g_theta;
+	const double vg = sh->V * g;
+	const double gp = st->g_pi;
+	double		total = 0.0;
+
+	/* with lambda < 1 the label step added the full-weight conditionals */
+	if (st->lambda == 1.0)
+		for (int32_t i = 0; i < sh->n_unlabeled; i++)
+		{
+			int32_t		j = sh->unlabeled[i];
+
+			st->prob_sum[(int64_t) j * K + st->z[j]] += 1.0;
+		}
+	/* theta-hat lazily (see chain_state) */
+	for (int32_t k = 0; k < K; k++)
+	{
+		double		inv = 1.0 / (st->Nk[k] + vg);
+
+		st->inv_sum[k] += inv;
+		st->g_inv_sum[k] += g * inv;
+		total += st->C[k];
+	}
+	for (int32_t k = 0; k < K; k++)
+		st->pi_sum[k] += (st->C[k] + gp) / (total + K * gp);
+	st->g_theta_sum += g;
+	st->g_pi_sum += gp;
+}
+
+void
+gnb_chain_sums_add(chain_sums *s, double x)
+{
+	double		d = x - s->mean;
+
+	s->n++;
+	s->mean += d / s->n;
+	s->m2 += d * (x - s->mean);
+}
+
+/*
+ * A chain's counts from the clamped documents, word-major: the documents of
+ * the corpus that have a label, and the extra counts.  Their counts alone
+ * give the paper sampler's initial theta.
+ */
+void
+gnb_start_counts(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const int32_t K = sh->K;
+	const int32_t V = sh->V;
+
+	memset(st->C, 0, K * sizeof(double));
+	memset(st->Nk, 0, K * sizeof(double));
+	if (!st->N_lent)
+		memset(st->N, 0, (size_t) V * K * sizeof(double));
+	for (int32_t j = 0; j < sh->D; j++)
+		if (c->label[j] >= 0)
+		{
+			st->z[j] = c->label[j];
+			add_doc_counts(sh, st->N, st->Nk, st->C, j, c->label[j], 1.0);
+		}
+	if (c->extra_word_counts)
+	{
+		for (int32_t w = 0; w < V; w++)
+			for (int32_t k = 0; k < K; k++)
+			{
+				double		n = c->extra_word_counts[(int64_t) w * K + k];
+
+				/* a lent N holds them already (and integers: same sum) */
+				if (!st->N_lent)
+					st->N[(int64_t) w * K + k] += n;
+				st->Nk[k] += n;
+			}
+		for (int32_t k = 0; k < K; k++)
+			st->C[k] += c->extra_doc_counts[k];
+	}
+}
+
+/*
+ * The rows of N (K = 2: two counts a row) moved in place by a permutation:
+ * with to_rows, word w's row to row pos[w], else back.  A bit per row says
+ * which rows hold what they are to hold.
+ */
+void
+gnb_permute_rows(const gnb_hooks *hooks, double *N, int32_t V, const int32_t *pos, int to_rows)
+{
+	uint8_t    *done = gnb_xalloc(hooks, (size_t) V / 8 + 1, 1);
+
+	for (int32_t s = 0; s < V; s++)
+	{
+		int32_t		at = s;
+		double		held0 = N[2 * (int64_t) s];
+		double		held1 = N[2 * (int64_t) s + 1];
+
+		if (done[s >> 3] & (1 << (s & 7)))
+			continue;
+		for (;;)
+		{
+			int32_t		other = pos[at];
+			double	   *row;
+
+			if (to_rows)
+			{
+				/* the row held to where it goes; the one there is held next */
+				double		next0 = N[2 * (int64_t) other];
+				double		next1 = N[2 * (int64_t) other + 1];
+
+				row = N + 2 * (int64_t) other;
+				row[0] = held0;
+				row[1] = held1;
+				held0 = next0;
+				held1 = next1;
+				done[other >> 3] |= 1 << (other & 7);
+				at = other;
+				if (at == s)
+					break;
+			}
+			else
+			{
+				/* row `at` gets word at's row, from row pos[at] (or held: row s's) */
+				row = N + 2 * (int64_t) at;
+				done[at >> 3] |= 1 << (at & 7);
+				if (other == s)
+				{
+					row[0] = held0;
+					row[1] = held1;
+					break;
+				}
+				row[0] = N[2 * (int64_t) other];
+				row[1] = N[2 * (int64_t) other + 1];
+				at = other;
+			}
+		}
+	}
+	hooks->release(done, hooks->arg);
+}
+
+/*
+ * The conditional of the i-th unlabelled document with theta and pi
+ * integrated out, at full weight (gnb_collapsed_full_scores), whichever sampler
+ * runs the chain: both keep the counts N, Nk, C and the prior terms.  For
+ * the paper sampler with K = 2, N is by row and the words are packed pairs
+ * (chain_state.N), read so here; scalar, since it runs once per document at
+ * the chain's end.
+ */
+static void
+integrated_scores(chain_state *st, int32_t i, double *s)
+{
+	const run_shared *sh = st->sh;
+	const int32_t j = sh->unlabeled[i];
+	const int32_t a = st->z[j];
+	const double g = st->g_theta;
+	const double R = sh->doc_length[j];
+	log_product *prod = st->products;
+
+	if (!sh->dense)
+	{
+		gnb_collapsed_full_scores(st, j, a, s);
+		return;
+	}
+	for (int32_t k = 0; k < 2; k++)
+	{
+		double		nk = st->Nk[k] - (k == a ? st->lambda * R : 0.0) + sh->V * g;
+
+		s[k] = (k == a ? st->log_pred_own[k] : st->log_pred[k]) - lgamma_diff(nk, R);
+		log_product_init(&prod[k]);
+	}
+	{
+		const uint32_t *pr = sh->dense + sh->dense_start[i];
+		const int64_t n = sh->dense_end[i] - sh->dense_start[i];
+
+		for (int64_t p = 0; p < n; p++)
+		{
+			int32_t		cnt;
+			int64_t		row = packed_pair(sh, pr, sh->dense_ones[i], &p, &cnt);
+
+			for (int32_t k = 0; k < 2; k++)
+			{
+				double		c = st->N[2 * row + k] - (k == a ? st->lambda * cnt : 0.0);
+
+				s[k] += log_rising(&prod[k], c + g, cnt);
+			}
+		}
+	}
+	for (int32_t k = 0; k < 2; k++)
+		s[k] += log_product_value(&prod[k]);
+}
+
+/*
+ * The documents of a chain that kept their label through all `after` sweeps
+ * after burn-in although, by their conditionals with theta and pi integrated
+ * out at the chain's end, the chance of that is below GNB_LOCKED_CHANCE.
+ * Judged by those conditionals, not the sampler's own: the collapsed
+ * sampler's are them, and a chain of the paper sampler whose theta holds a
+ * document in place (its own counts drew theta) changes it as seldom as its
+ * own conditionals say, however often the integrated ones say it should.  A
+ * document whose label is simply certain is not locked.
+ */
+static int64_t
+count_locked(chain_state *st, int32_t after)
+{
+	const run_shared *sh = st->sh;
+	const int32_t K = sh->K;
+	int64_t		locked = 0;
+
+	if (after <= 0)
+		return 0;
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		double		max = -INFINITY;
+		double		total = 0.0;
+		double		stay;
+
+		maybe_check_interrupts(sh, i);
+		if (st->moved[j])
+			continue;
+		integrated_scores(st, i, st->pred);
+		for (int32_t k = 0; k < K; k++)
+			if (st->pred[k] > max)
+				max = st->pred[k];
+		for (int32_t k = 0; k < K; k++)
+			total += exp(st->pred[k] - max);
+		stay = exp(st->pred[st->z[j]] - max) / total;
+		/* (1 - q)^after below the chance, q = 1 - stay */
+		if (stay < 1.0 && after * log(stay) < log(GNB_LOCKED_CHANCE))
+			locked++;
+	}
+	return locked;
+}
+
+/*
+ * Set a chain to its starting state and run all its sweeps.  The trace
+ * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints,
+ * kept_trace (gnb_kept_series points long) the kept sweeps' log joints,
+ * thinned as gnb_kept_series describes.
+ */
+void
+gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
+		  double *changed_trace, chain_sums *sums, double *kept_trace)
+{
+	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
+	const gnb_params *params = sh->params;
+	const int32_t K = sh->K;
+	const int32_t V = sh->V;
+	int64_t		n_kept = 0;		/* kept sweeps so far */
+	int32_t		n_points = 0;	/* of them in kept_trace */
+	int64_t		stride = 1;
+
+	memset(st->prob_sum, 0, (size_t) sh->D * K * sizeof(double));
+	memset(st->theta_sum, 0, (size_t) sh->n_active * K * sizeof(double));
+	memset(st->theta_mark, 0, (size_t) sh->n_active * K * sizeof(double));
+	memset(st->inv_sum, 0, K * sizeof(double));
+	memset(st->g_inv_sum, 0, K * sizeof(double));
+	memset(st->pi_sum, 0, K * sizeof(double));
+	st->lambda = params->unlabeled_weight;
+	st->g_theta = params->gamma_theta;
+	st->g_pi = params->gamma_pi;
+	st->g_theta_sum = 0.0;
+	st->g_pi_sum = 0.0;
+	st->kept_sweep = 0;
+
+	/* the clamped documents' counts are in (gnb_start_counts) */
+	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && !c->init_label)
+		gnb_theta_step(st, st->N);
+
+	/*
+	 * Unlabelled documents: with GNB_INIT_LABELS each label drawn from its
+	 * probabilities under the model of the clamped documents alone
+	 * (start_probabilities), so that a chain starts near the labels' mode
+	 * rather than in a class-swapped one it may never leave (a single
+	 * document's move cannot undo a swap); else from its prior marginal,
+	 * which with pi integrated out is uniform over the K classes.  (Drawing
+	 * one pi from Dir(g_pi) first would, for small g_pi, often put nearly
+	 * every document in one class, a state the collapsed sampler leaves only
+	 * very slowly when g_theta is small too.)  One uniform draw a document
+	 * either way.  A warm start gives the labels, and the first theta is
+	 * drawn given them.
+	 */
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		double		u = gnb_rng_uniform(&st->rng);
+		int32_t		k = (int32_t) (u * K);
+
+		if (sh->start_prob)
+		{
+			const double *p = sh->start_prob + (int64_t) i * K;
+
+			for (k = 0; k < K - 1 && u >= p[k]; k++)
+				u -= p[k];
+		}
+		if (c->init_label && c->init_label[j] >= 0 && c->init_label[j] < K)
+			k = c->init_label[j];
+		st->z[j] = k;
+		if (sh->dense)
+			gnb_add_doc_packed(st, i, k, params->unlabeled_weight);
+		else
+			add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
+	}
+	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && c->init_label)
+		gnb_theta_step(st, st->N);
+	compute_word_terms(V, K, st->g_theta, st->N, st->S);
+	for (int32_t k = 0; k < K; k++)
+		refresh_prior(st, k);
+
+	for (int32_t t = 1; t <= params->sweeps; t++)
+	{
+		int32_t		changed = 0;
+		gnb_sweep	info;
+
+		st->kept_sweep = t > params->burn_in && (t - params->burn_in) % params->lag == 0;
+		if (t == params->burn_in + 1)
+			memset(st->moved, 0, (size_t) sh->D);
+		if (sh->n_unlabeled > 0)
+		{
+			if (params->sampler == GNB_SAMPLER_PAPER)
+				changed = gnb_label_step_paper(st);
+			else
+				changed = gnb_label_step_collapsed(st);
+		}
+		gnb_gamma_step(st);
+		if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0)
+			gnb_theta_step(st, st->N);
+		info.chain = chain;
+		info.sweep = t;
+		info.log_joint = gnb_log_joint_from_counts(K, V, st->g_theta, st->g_pi,
+											   st->C, st->Nk, st->S);
+		info.changed = sh->n_unlabeled > 0 ? (double) changed / sh->n_unlabeled : 0.0;
+		info.gamma_theta = st->g_theta;
+		info.gamma_pi = st->g_pi;
+		if (log_joint_trace)
+		{
+			log_joint_trace[t - 1] = info.log_joint;
+			changed_trace[t - 1] = info.changed;
+		}
+		sums->last = info.log_joint;
+		if (t > params->burn_in)
+			sums->changed_after_burn_in += changed;
+		if (st->kept_sweep)
+		{
+			accumulate_kept(st);
+			gnb_chain_sums_add(sums, info.log_joint);
+			if (n_kept % stride == 0)
+			{
+				if (n_points == GNB_KEPT_SERIES_MAX)
+				{
+					/* full: keep every other point, at twice the stride */
+					for (int32_t i = 0; i < GNB_KEPT_SERIES_MAX / 2; i++)
+						kept_trace[i] = kept_trace[2 * i];
+					n_points = GNB_KEPT_SERIES_MAX / 2;
+					stride *= 2;
+				}
+				if (n_kept % stride == 0)
+					kept_trace[n_points++] = info.log_joint;
+			}
+			n_kept++;
+		}
+		if (sh->hooks->progress)
+			sh->hooks->progress(sh->hooks->arg, &info);
+	}
+	sums->locked = count_locked(st, params->sweeps - params->burn_in);
+}
