@@ -184,6 +184,7 @@ typedef struct GnbJobShared
 	char		message[1024];
 	char		detail[1024];
 	char		hint[512];
+	char		context[2048];	/* where it arose: a chain worker's lines too */
 } GnbJobShared;
 
 /* What a finished job reports back to gibbs_nb_train's caller. */

@@ -47,7 +47,7 @@ snapshot_job(GnbJobShared *job, GnbJobShared *copy)
 	SpinLockRelease(&job->mutex);
 }
 
-/* Raise the error the worker reported, with its SQLSTATE. */
+/* Raise the error the worker reported, with its SQLSTATE and context. */
 static void
 raise_worker_error(const GnbJobShared *state)
 {
@@ -56,6 +56,7 @@ raise_worker_error(const GnbJobShared *state)
 			 errmsg_internal("%s", state->message),
 			 state->detail[0] ? errdetail_internal("%s", state->detail) : 0,
 			 state->hint[0] ? errhint("%s", state->hint) : 0,
+			 state->context[0] ? errcontext("%s", state->context) : 0,
 			 errcontext("gibbs_nb job " INT64_FORMAT, state->params.job_id)));
 }
 

@@ -14,16 +14,24 @@
  * workers there were: bit for bit the model of the chains run one after
  * another.
  *
+ * The segment is laid out as PostgreSQL's parallel contexts lay out theirs:
+ * named entries of a table of contents (shm_toc), the corpus's arrays, one
+ * slot per chain, and each chain's result arrays and error queue.  The job's
+ * worker runs the set-up as parallel.c does: chains_begin (estimate, create,
+ * fill), chains_launch (worker slots, workers), chains_participate (run its
+ * own chains, watch the others) and chains_end (combine, detach).
+ *
  * A chain worker puts its chain's result (label probabilities, theta, pi,
- * the kept log joints, its last labels) and its trace points into its slot
- * of the segment; the job's worker writes the trace rows and the job's
- * progress for all chains.  The job's worker watches its chain workers while
- * it samples and waits on its latch with a timeout afterwards: a chain
- * worker that reported an error fails the job with that error, one that
- * exited without a result (terminated, crashed) fails it with a message
- * that says so.  When the job fails or is cancelled its worker terminates
- * the chain workers and waits (boundedly) for them to exit; a chain worker
- * whose job's worker has gone stops by itself at its next sweep.
+ * the kept log joints, its last labels) and its trace points into its
+ * entries; the job's worker writes the trace rows and the job's progress for
+ * all chains.  A chain worker's messages go to the job's worker through its
+ * error queue (shm_mq, as a parallel worker's do): an error arrives whole
+ * (SQLSTATE, message, detail, hint, context) and fails the job as it is, with
+ * a line of context that names the chain.  One that exited without a result
+ * and without a word (crashed) fails it with a message that says so.  When
+ * the job fails or is cancelled its worker terminates the chain workers and
+ * waits (boundedly) for them to exit; a chain worker whose job's worker has
+ * gone stops by itself at its next sweep.
  */
 #include "gibbs_nb.h"
 
@@ -32,6 +40,8 @@
 #include "security/security.h"
 
 #include "access/xact.h"
+#include "libpq/pqformat.h"
+#include "libpq/pqmq.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -40,6 +50,8 @@
 #include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "storage/procarray.h"
+#include "storage/shm_mq.h"
+#include "storage/shm_toc.h"
 #include "tcop/tcopprot.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -53,12 +65,40 @@ PGDLLEXPORT void gibbs_nb_chain_worker_main(Datum main_arg);
 /* How often a chain worker updates pg_stat_activity. */
 #define CHAIN_ACTIVITY_MS 1000
 
+/* The segment's table of contents: its magic number and keys. */
+#define CHAINS_MAGIC			UINT64CONST(0x474E42434841494E)
+#define CHAINS_KEY_SHARED		1	/* GnbChainsShared: parameters, a slot per chain */
+#define CHAINS_KEY_DOC_START	2	/* the corpus, as gnb_corpus has it */
+#define CHAINS_KEY_WORD			3
+#define CHAINS_KEY_COUNT		4
+#define CHAINS_KEY_LABEL		5
+#define CHAINS_KEY_EXTRA_WORDS	6	/* the clamped documents' counts, if any */
+#define CHAINS_KEY_EXTRA_DOCS	7
+#define CHAINS_KEY_INIT_LABEL	8	/* a warm start's labels, if any */
+
+/* Chain c's own entries: CHAIN_KEY(c, CHAIN_THETA) and so on. */
+typedef enum GnbChainEntry
+{
+	CHAIN_LABEL_PROB = 0,		/* n_docs x K */
+	CHAIN_THETA,				/* V x K */
+	CHAIN_PI,					/* K */
+	CHAIN_KEPT,					/* the kept log joints, at most GNB_KEPT_SERIES_MAX */
+	CHAIN_LAST_LABELS,			/* n_docs + 1 */
+	CHAIN_TRACE,				/* max_trace trace points */
+	CHAIN_ERROR_QUEUE,			/* the chain worker's messages (shm_mq) */
+	CHAIN_N_ENTRIES
+} GnbChainEntry;
+#define CHAIN_KEY(c, entry)		(UINT64CONST(1000) + (uint64) (c) * CHAIN_N_ENTRIES + (entry))
+
+/* A chain worker's error queue: parallel.c's size for a parallel worker's. */
+#define CHAIN_ERROR_QUEUE_SIZE	16384
+
 typedef enum GnbChainState
 {
 	CHAIN_PENDING = 0,			/* a worker was asked for; not yet running */
 	CHAIN_RUNNING,
-	CHAIN_DONE,					/* the result is in the slot */
-	CHAIN_FAILED,				/* the error is in the slot */
+	CHAIN_DONE,					/* the result is in the chain's entries */
+	CHAIN_FAILED,				/* its error went through its queue */
 	CHAIN_LOCAL					/* the job's worker runs it */
 } GnbChainState;
 
@@ -72,30 +112,23 @@ typedef struct GnbTracePoint
 	double		gamma_pi;
 } GnbTracePoint;
 
+/* Where a chain is, and its result's figures once it is done. */
 typedef struct GnbChainSlot
 {
-	slock_t		mutex;			/* protects state .. message */
+	slock_t		mutex;			/* protects all of it */
 	GnbChainState state;
 	int32		sweep;			/* last finished sweep */
 	double		log_joint;
 	int32		n_trace;		/* trace points written */
-	int			sqlerrcode;
-	char		message[512];
+	int			sqlerrcode;		/* CHAIN_FAILED: the error's, had its message no way through */
 	/* the result, once state is CHAIN_DONE */
 	int64		changed_after_burn_in;
 	int64		locked;
-	int32		kept_points;	/* the thinned kept log joints in the slot */
+	int32		kept_points;	/* the thinned kept log joints in CHAIN_KEPT */
 	int32		kept_stride;
 	double		last_log_joint;
 	double		gamma_theta;
 	double		gamma_pi;
-	/* offsets into the segment */
-	Size		label_prob_off;	/* n_docs x K */
-	Size		theta_off;		/* V x K */
-	Size		pi_off;			/* K */
-	Size		kept_off;		/* min(kept, GNB_KEPT_SERIES_MAX) */
-	Size		last_labels_off;	/* max(n_docs, 1) */
-	Size		trace_off;		/* max_trace */
 } GnbChainSlot;
 
 typedef struct GnbChainsShared
@@ -108,23 +141,32 @@ typedef struct GnbChainsShared
 	int32		n_docs;
 	int32		n_words;
 	int32		n_classes;
-	Size		doc_start_off;
-	Size		word_off;
-	Size		count_off;
-	Size		label_off;
-	Size		extra_word_counts_off;	/* 0: none */
-	Size		extra_doc_counts_off;
-	Size		init_label_off; /* 0: none */
+	bool		has_extra_counts;
+	bool		has_init_label;
 	GnbChainSlot slot[FLEXIBLE_ARRAY_MEMBER];
 } GnbChainsShared;
+
+/* A chain's entries, as one process has them mapped. */
+typedef struct GnbChainArrays
+{
+	double	   *label_prob;
+	double	   *theta;
+	double	   *pi;
+	double	   *kept;
+	int32	   *last_labels;
+	GnbTracePoint *trace;
+} GnbChainArrays;
 
 /* The job's worker's view of its chains. */
 struct GnbChainsRun
 {
 	dsm_segment *seg;
+	shm_toc    *toc;
 	GnbChainsShared *sh;
 	int32		chains;
+	GnbChainArrays *arrays;		/* chains entries */
 	BackgroundWorkerHandle **handle;	/* chains entries; NULL: none */
+	shm_mq_handle **error_mqh;	/* chains entries; NULL: none, or detached */
 	int32	   *trace_read;		/* trace points already passed on */
 	const gnb_hooks *hooks;		/* the job's worker's */
 };
@@ -133,16 +175,41 @@ struct GnbChainsRun
 static GnbChainsRun *active_run = NULL;
 static bool stop_callback_registered = false;
 
-#define AT(sh, off, type) ((type) ((char *) (sh) + (off)))
-
-/* Lay out a piece of `bytes` at *size, aligned; returns its offset. */
-static Size
-place(Size *size, double bytes)
+/* Allocate and name an entry of the segment. */
+static void *
+toc_put(shm_toc *toc, uint64 key, Size bytes)
 {
-	Size		off = MAXALIGN(*size);
+	void	   *p = shm_toc_allocate(toc, bytes);
 
-	*size = off + MAXALIGN((Size) bytes);
-	return off;
+	shm_toc_insert(toc, key, p);
+	return p;
+}
+
+/* Chain c's entries in this process. */
+static void
+chain_arrays(shm_toc *toc, int32 c, GnbChainArrays *a)
+{
+	a->label_prob = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_LABEL_PROB), false);
+	a->theta = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_THETA), false);
+	a->pi = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_PI), false);
+	a->kept = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_KEPT), false);
+	a->last_labels = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_LAST_LABELS), false);
+	a->trace = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_TRACE), false);
+}
+
+/* The sizes of chain c's entries, by GnbChainEntry. */
+static void
+chain_entry_sizes(const GnbChainsShared *sh, const gnb_params *sp, Size *sizes)
+{
+	int32		kept = (sp->sweeps - sp->burn_in) / sp->lag;
+
+	sizes[CHAIN_LABEL_PROB] = mul_size(mul_size(sh->n_docs, sh->n_classes), sizeof(double));
+	sizes[CHAIN_THETA] = mul_size(mul_size(sh->n_words, sh->n_classes), sizeof(double));
+	sizes[CHAIN_PI] = mul_size(sh->n_classes, sizeof(double));
+	sizes[CHAIN_KEPT] = mul_size(Max(Min(kept, GNB_KEPT_SERIES_MAX), 1), sizeof(double));
+	sizes[CHAIN_LAST_LABELS] = mul_size(add_size(sh->n_docs, 1), sizeof(int32));
+	sizes[CHAIN_TRACE] = mul_size(sh->max_trace, sizeof(GnbTracePoint));
+	sizes[CHAIN_ERROR_QUEUE] = CHAIN_ERROR_QUEUE_SIZE;
 }
 
 /* Terminate the chain workers; with wait, wait (boundedly) for them to exit. */
@@ -245,8 +312,56 @@ gnb_chains_position(GnbChainsRun *run, int32 *chain, int32 *sweep, double *log_j
 }
 
 /*
- * Pass the chain workers' new trace points to the job's progress hook, and
- * fail the job if a chain failed or its worker is gone without a result.
+ * Read what chain c's worker said: an error is raised here as it was raised
+ * there (its SQLSTATE, message, detail, hint and context, and a line naming
+ * the chain), a notice or warning is emitted, as parallel.c does with a
+ * parallel worker's ('E' and 'N' are the protocol's ErrorResponse and
+ * NoticeResponse).  A queue its worker has left is let go of.
+ */
+static void
+read_chain_messages(GnbChainsRun *run, int32 c)
+{
+	while (run->error_mqh[c] != NULL)
+	{
+		shm_mq_result res;
+		Size		nbytes;
+		void	   *data;
+		StringInfoData msg;
+		char		msgtype;
+
+		res = shm_mq_receive(run->error_mqh[c], &nbytes, &data, true);
+		if (res == SHM_MQ_WOULD_BLOCK)
+			return;
+		if (res != SHM_MQ_SUCCESS)
+		{
+			shm_mq_detach(run->error_mqh[c]);
+			run->error_mqh[c] = NULL;
+			return;
+		}
+		initStringInfo(&msg);
+		appendBinaryStringInfo(&msg, data, nbytes);
+		msgtype = pq_getmsgbyte(&msg);
+		if (msgtype == 'E' || msgtype == 'N')
+		{
+			ErrorData	edata;
+			const char *chain_line = psprintf("chain %d/%d of gibbs_nb job " INT64_FORMAT ", in its own worker",
+											  c + 1, run->chains, run->sh->params.job_id);
+
+			pq_parse_errornotice(&msg, &edata);
+			/* a chain worker's FATAL ends the job, not its worker */
+			edata.elevel = Min(edata.elevel, ERROR);
+			edata.context = edata.context ? psprintf("%s\n%s", edata.context, chain_line)
+				: pstrdup(chain_line);
+			ThrowErrorData(&edata);
+		}
+		pfree(msg.data);
+	}
+}
+
+/*
+ * Pass the chain workers' new trace points to the job's progress hook, raise
+ * what they said, and fail the job if a chain failed or its worker is gone
+ * without a result.
  */
 static void
 poll_chains(GnbChainsRun *run)
@@ -272,7 +387,7 @@ poll_chains(GnbChainsRun *run)
 
 		while (run->trace_read[c] < n_trace)
 		{
-			GnbTracePoint *tp = AT(sh, s->trace_off, GnbTracePoint *) + run->trace_read[c];
+			GnbTracePoint *tp = run->arrays[c].trace + run->trace_read[c];
 			gnb_sweep	sw;
 
 			sw.chain = c;
@@ -284,6 +399,9 @@ poll_chains(GnbChainsRun *run)
 			run->trace_read[c]++;
 			run->hooks->progress(run->hooks->arg, &sw);
 		}
+
+		/* after the state: a worker queues its error before it says FAILED */
+		read_chain_messages(run, c);
 
 		/*
 		 * A worker that exited before it took its chain (it could not
@@ -310,32 +428,31 @@ poll_chains(GnbChainsRun *run)
 		if (st == CHAIN_FAILED)
 			ereport(ERROR,
 					(errcode(s->sqlerrcode),
-					 errmsg_internal("%s", s->message),
-					 errcontext("chain %d/%d of gibbs_nb job " INT64_FORMAT ", in its own worker",
-								c + 1, run->chains, sh->params.job_id)));
+					 errmsg("gibbs_nb chain worker of chain %d/%d of job " INT64_FORMAT " failed",
+							c + 1, run->chains, sh->params.job_id),
+					 errhint("The server log has its error.")));
 		if (st != CHAIN_DONE && stopped)
 			ereport(ERROR,
 					(errcode(ERRCODE_SYSTEM_ERROR),
 					 errmsg("gibbs_nb chain worker of chain %d/%d of job " INT64_FORMAT " exited before its chain ended",
 							c + 1, run->chains, sh->params.job_id),
-					 errhint("It was terminated or crashed; the server log has its messages.")));
+					 errhint("It crashed; the server log has its messages.")));
 	}
 }
 
-/* Copy a finished chain into its slot, and mark it done. */
+/* Copy a finished chain into its entries, and mark it done. */
 static void
-chain_to_slot(GnbChainsShared *sh, int32 c, const gnb_chain *ch)
+chain_to_slot(GnbChainsShared *sh, const GnbChainArrays *a, int32 c, const gnb_chain *ch)
 {
 	GnbChainSlot *s = &sh->slot[c];
 	Size		dk = (Size) sh->n_docs * sh->n_classes;
 	Size		vk = (Size) sh->n_words * sh->n_classes;
 
-	memcpy(AT(sh, s->label_prob_off, double *), ch->label_prob, dk * sizeof(double));
-	memcpy(AT(sh, s->theta_off, double *), ch->theta, vk * sizeof(double));
-	memcpy(AT(sh, s->pi_off, double *), ch->pi, sh->n_classes * sizeof(double));
-	memcpy(AT(sh, s->kept_off, double *), ch->kept_log_joint, ch->kept_points * sizeof(double));
-	memcpy(AT(sh, s->last_labels_off, int32 *), ch->last_labels,
-		   (Size) Max(sh->n_docs, 1) * sizeof(int32));
+	memcpy(a->label_prob, ch->label_prob, dk * sizeof(double));
+	memcpy(a->theta, ch->theta, vk * sizeof(double));
+	memcpy(a->pi, ch->pi, sh->n_classes * sizeof(double));
+	memcpy(a->kept, ch->kept_log_joint, ch->kept_points * sizeof(double));
+	memcpy(a->last_labels, ch->last_labels, (Size) Max(sh->n_docs, 1) * sizeof(int32));
 	SpinLockAcquire(&s->mutex);
 	s->changed_after_burn_in = ch->changed_after_burn_in;
 	s->locked = ch->locked;
@@ -349,9 +466,9 @@ chain_to_slot(GnbChainsShared *sh, int32 c, const gnb_chain *ch)
 	SpinLockRelease(&s->mutex);
 }
 
-/* A chain as the combiner takes it, from its slot. */
+/* A chain as the combiner takes it, from its entries. */
 static void
-chain_from_slot(GnbChainsShared *sh, int32 c, gnb_chain *ch)
+chain_from_slot(GnbChainsShared *sh, const GnbChainArrays *a, int32 c, gnb_chain *ch)
 {
 	GnbChainSlot *s = &sh->slot[c];
 	const gnb_params *sp = &sh->params.sampler;
@@ -360,11 +477,11 @@ chain_from_slot(GnbChainsShared *sh, int32 c, gnb_chain *ch)
 	ch->chain = c;
 	ch->kept = (sp->sweeps - sp->burn_in) / sp->lag;
 	ch->sweeps = sp->sweeps;
-	ch->label_prob = AT(sh, s->label_prob_off, double *);
-	ch->theta = AT(sh, s->theta_off, double *);
-	ch->pi = AT(sh, s->pi_off, double *);
-	ch->kept_log_joint = AT(sh, s->kept_off, double *);
-	ch->last_labels = AT(sh, s->last_labels_off, int32 *);
+	ch->label_prob = a->label_prob;
+	ch->theta = a->theta;
+	ch->pi = a->pi;
+	ch->kept_log_joint = a->kept;
+	ch->last_labels = a->last_labels;
 	ch->last_log_joint = s->last_log_joint;
 	ch->changed_after_burn_in = s->changed_after_burn_in;
 	ch->locked = s->locked;
@@ -420,64 +537,67 @@ local_check_interrupts(void *arg)
 }
 
 /*
- * Run the job's chains in parallel (see the file's comment) and combine them
- * into *result.  Falls back to the chains one after another, with the same
- * result, when the parallel run's memory (the segment and every chain
- * worker's own, on top of memory_committed) would exceed
- * gibbs_nb.max_job_memory or no segment can be made.
+ * Begin: the segment's size from its entries (shm_toc's estimator), the
+ * memory check, the segment made and filled with the corpus, one slot and
+ * the result entries and error queue of every chain.  NULL, after a LOG
+ * line, when the chains must run one after another instead: the parallel
+ * run's memory (the segment and every chain worker's own, on top of
+ * memory_committed) would exceed gibbs_nb.max_job_memory, or no segment is
+ * free.
  */
-void
-gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks *hooks,
-				   int32 trace_stride, double memory_committed, GnbChainsRun **run_out,
-				   gnb_result *result)
+static GnbChainsRun *
+chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *hooks,
+			 int32 trace_stride, double memory_committed)
 {
-	const GnbJobParams *p = &job->params;
 	const gnb_params *sp = &p->sampler;
 	int32		chains = sp->chains;
 	int32		D = corpus->n_docs;
 	int32		V = corpus->n_words;
 	int32		K = corpus->n_classes;
 	int64		nnz = corpus->doc_start[D];
-	int32		kept = (sp->sweeps - sp->burn_in) / sp->lag;
-	int32		max_trace = sp->sweeps / trace_stride + 2;
+	GnbChainsShared head;
+	Size		shared_size = add_size(offsetof(GnbChainsShared, slot),
+									   mul_size(chains, sizeof(GnbChainSlot)));
+	Size		entry[CHAIN_N_ENTRIES];
+	shm_toc_estimator e;
+	Size		size;
 	gnb_params	one = *sp;
 	double		chain_memory;
-	Size		size;
-	Size		doc_start_off, word_off, count_off, label_off;
-	Size		ewc_off = 0, edc_off = 0, init_off = 0;
-	Size	   *slot_off;
 	dsm_segment *seg;
+	shm_toc    *toc;
 	GnbChainsShared *sh;
 	GnbChainsRun *run;
-	int32		workers;
-	int32		wanted;
-	int32		started = 0;
-	gnb_combiner *cb;
 
-	/* the layout: the corpus, then each chain's slot arrays */
-	size = offsetof(GnbChainsShared, slot) + chains * sizeof(GnbChainSlot);
-	doc_start_off = place(&size, (double) sizeof(int64) * (D + 1));
-	word_off = place(&size, (double) sizeof(int32) * Max(nnz, 1));
-	count_off = place(&size, (double) sizeof(int32) * Max(nnz, 1));
-	label_off = place(&size, (double) sizeof(int32) * (D + 1));
+	memset(&head, 0, sizeof(head));
+	head.n_docs = D;
+	head.n_words = V;
+	head.n_classes = K;
+	head.max_trace = sp->sweeps / trace_stride + 2;
+	chain_entry_sizes(&head, sp, entry);
+
+	shm_toc_initialize_estimator(&e);
+	shm_toc_estimate_chunk(&e, shared_size);
+	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int64)));
+	shm_toc_estimate_chunk(&e, mul_size(Max(nnz, 1), sizeof(int32)));
+	shm_toc_estimate_chunk(&e, mul_size(Max(nnz, 1), sizeof(int32)));
+	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int32)));
+	shm_toc_estimate_keys(&e, 5);
 	if (corpus->extra_word_counts)
 	{
-		ewc_off = place(&size, (double) sizeof(double) * V * K);
-		edc_off = place(&size, (double) sizeof(double) * K);
+		shm_toc_estimate_chunk(&e, mul_size(mul_size(V, K), sizeof(double)));
+		shm_toc_estimate_chunk(&e, mul_size(K, sizeof(double)));
+		shm_toc_estimate_keys(&e, 2);
 	}
 	if (corpus->init_label)
-		init_off = place(&size, (double) sizeof(int32) * (D + 1));
-	slot_off = palloc(sizeof(Size) * 6 * chains);
-	for (int c = 0; c < chains; c++)
 	{
-		slot_off[6 * c + 0] = place(&size, (double) sizeof(double) * D * K);
-		slot_off[6 * c + 1] = place(&size, (double) sizeof(double) * V * K);
-		slot_off[6 * c + 2] = place(&size, (double) sizeof(double) * K);
-		/* the kept log joints, thinned by the core to at most GNB_KEPT_SERIES_MAX */
-		slot_off[6 * c + 3] = place(&size, (double) sizeof(double) * Min(kept, GNB_KEPT_SERIES_MAX));
-		slot_off[6 * c + 4] = place(&size, (double) sizeof(int32) * (D + 1));
-		slot_off[6 * c + 5] = place(&size, (double) sizeof(GnbTracePoint) * max_trace);
+		shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int32)));
+		shm_toc_estimate_keys(&e, 1);
 	}
+	for (int c = 0; c < chains; c++)
+		for (int i = 0; i < CHAIN_N_ENTRIES; i++)
+			shm_toc_estimate_chunk(&e, entry[i]);
+	shm_toc_estimate_keys(&e, chains * CHAIN_N_ENTRIES);
+	size = shm_toc_estimate(&e);
 
 	/*
 	 * What the parallel run needs beyond the sequential one: the segment and
@@ -490,79 +610,96 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 	{
 		elog(LOG, "gibbs_nb job " INT64_FORMAT ": chains run one after another: in parallel they would need %.0f MB more than gibbs_nb.max_job_memory allows",
 			 p->job_id, (memory_committed + chain_memory - p->max_job_memory) / (1024.0 * 1024.0));
-		gnb_train(corpus, sp, hooks, result);
-		return;
+		return NULL;
 	}
 	seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
 	if (seg == NULL)
 	{
 		elog(LOG, "gibbs_nb job " INT64_FORMAT ": chains run one after another: no dynamic shared memory segment is free",
 			 p->job_id);
-		gnb_train(corpus, sp, hooks, result);
-		return;
+		return NULL;
 	}
-	sh = dsm_segment_address(seg);
-	memset(sh, 0, offsetof(GnbChainsShared, slot) + chains * sizeof(GnbChainSlot));
+	toc = shm_toc_create(CHAINS_MAGIC, dsm_segment_address(seg), size);
+
+	sh = toc_put(toc, CHAINS_KEY_SHARED, shared_size);
+	memset(sh, 0, shared_size);
+	memcpy(sh, &head, offsetof(GnbChainsShared, slot));
 	sh->params = *p;
 	sh->job_pid = MyProcPid;
 	sh->job_latch = MyLatch;
 	sh->trace_stride = trace_stride;
-	sh->max_trace = max_trace;
-	sh->n_docs = D;
-	sh->n_words = V;
-	sh->n_classes = K;
-	sh->doc_start_off = doc_start_off;
-	sh->word_off = word_off;
-	sh->count_off = count_off;
-	sh->label_off = label_off;
-	sh->extra_word_counts_off = ewc_off;
-	sh->extra_doc_counts_off = edc_off;
-	sh->init_label_off = init_off;
-	memcpy(AT(sh, doc_start_off, int64 *), corpus->doc_start, sizeof(int64) * (D + 1));
-	memcpy(AT(sh, word_off, int32 *), corpus->word, sizeof(int32) * nnz);
-	memcpy(AT(sh, count_off, int32 *), corpus->count, sizeof(int32) * nnz);
-	memcpy(AT(sh, label_off, int32 *), corpus->label, sizeof(int32) * D);
-	if (corpus->extra_word_counts)
+	sh->has_extra_counts = corpus->extra_word_counts != NULL;
+	sh->has_init_label = corpus->init_label != NULL;
+	memcpy(toc_put(toc, CHAINS_KEY_DOC_START, sizeof(int64) * (D + 1)), corpus->doc_start,
+		   sizeof(int64) * (D + 1));
+	memcpy(toc_put(toc, CHAINS_KEY_WORD, sizeof(int32) * Max(nnz, 1)), corpus->word,
+		   sizeof(int32) * nnz);
+	memcpy(toc_put(toc, CHAINS_KEY_COUNT, sizeof(int32) * Max(nnz, 1)), corpus->count,
+		   sizeof(int32) * nnz);
+	memcpy(toc_put(toc, CHAINS_KEY_LABEL, sizeof(int32) * (D + 1)), corpus->label,
+		   sizeof(int32) * D);
+	if (sh->has_extra_counts)
 	{
-		memcpy(AT(sh, ewc_off, double *), corpus->extra_word_counts,
-			   sizeof(double) * V * K);
-		memcpy(AT(sh, edc_off, double *), corpus->extra_doc_counts, sizeof(double) * K);
+		memcpy(toc_put(toc, CHAINS_KEY_EXTRA_WORDS, sizeof(double) * V * K),
+			   corpus->extra_word_counts, sizeof(double) * V * K);
+		memcpy(toc_put(toc, CHAINS_KEY_EXTRA_DOCS, sizeof(double) * K),
+			   corpus->extra_doc_counts, sizeof(double) * K);
 	}
-	if (corpus->init_label)
-		memcpy(AT(sh, init_off, int32 *), corpus->init_label, sizeof(int32) * D);
-	for (int c = 0; c < chains; c++)
-	{
-		GnbChainSlot *s = &sh->slot[c];
-
-		SpinLockInit(&s->mutex);
-		s->label_prob_off = slot_off[6 * c + 0];
-		s->theta_off = slot_off[6 * c + 1];
-		s->pi_off = slot_off[6 * c + 2];
-		s->kept_off = slot_off[6 * c + 3];
-		s->last_labels_off = slot_off[6 * c + 4];
-		s->trace_off = slot_off[6 * c + 5];
-	}
+	if (sh->has_init_label)
+		memcpy(toc_put(toc, CHAINS_KEY_INIT_LABEL, sizeof(int32) * (D + 1)),
+			   corpus->init_label, sizeof(int32) * D);
 
 	run = palloc0(sizeof(GnbChainsRun));
 	run->seg = seg;
+	run->toc = toc;
 	run->sh = sh;
 	run->chains = chains;
+	run->arrays = palloc0(sizeof(GnbChainArrays) * chains);
 	run->handle = palloc0(sizeof(BackgroundWorkerHandle *) * chains);
+	run->error_mqh = palloc0(sizeof(shm_mq_handle *) * chains);
 	run->trace_read = palloc0(sizeof(int32) * chains);
 	run->hooks = hooks;
+	for (int c = 0; c < chains; c++)
+	{
+		for (int i = 0; i < CHAIN_ERROR_QUEUE; i++)
+			toc_put(toc, CHAIN_KEY(c, i), entry[i]);
+		chain_arrays(toc, c, &run->arrays[c]);
+		SpinLockInit(&sh->slot[c].mutex);
+		/* chain 0 is the job's worker's own: its queue stays unused */
+		{
+			shm_mq	   *mq = shm_mq_create(toc_put(toc, CHAIN_KEY(c, CHAIN_ERROR_QUEUE),
+												   CHAIN_ERROR_QUEUE_SIZE),
+										   CHAIN_ERROR_QUEUE_SIZE);
+
+			shm_mq_set_receiver(mq, MyProc);
+			if (c > 0)
+				run->error_mqh[c] = shm_mq_attach(mq, seg, NULL);
+		}
+	}
 	if (!stop_callback_registered)
 	{
 		before_shmem_exit(stop_chains_at_exit, (Datum) 0);
 		stop_callback_registered = true;
 	}
 	active_run = run;
-	*run_out = run;
+	return run;
+}
 
-	/*
-	 * The chain workers: chains 1 .. workers, as many as free job slots
-	 * allow (gnb_reserve_chain_slots); the rest run here
-	 */
-	wanted = Min(chains - 1, p->max_chain_workers);
+/*
+ * Launch: chain workers for chains 1 .. n, as many as free job slots allow
+ * (gnb_reserve_chain_slots) and background worker slots take; the other
+ * chains are the job's worker's own (CHAIN_LOCAL).
+ */
+static void
+chains_launch(GnbChainsRun *run)
+{
+	GnbChainsShared *sh = run->sh;
+	const GnbJobParams *p = &sh->params;
+	int32		chains = run->chains;
+	int32		wanted = Min(chains - 1, p->max_chain_workers);
+	int32		workers;
+	int32		started = 0;
+
 	{
 		/*
 		 * In a transaction of its own: an error while it waits for the
@@ -594,6 +731,8 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 		{
 			/* beyond the limit, or a slot was refused before: run it here */
 			sh->slot[c].state = CHAIN_LOCAL;
+			shm_mq_detach(run->error_mqh[c]);
+			run->error_mqh[c] = NULL;
 			continue;
 		}
 		memset(&worker, 0, sizeof(worker));
@@ -605,16 +744,22 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 		snprintf(worker.bgw_name, BGW_MAXLEN, "gibbs_nb job " INT64_FORMAT " chain %d",
 				 p->job_id, c + 1);
 		snprintf(worker.bgw_type, BGW_MAXLEN, "gibbs_nb chain worker");
-		worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+		worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(run->seg));
 		memcpy(worker.bgw_extra, &c, sizeof(int32));
 		worker.bgw_notify_pid = MyProcPid;
 		sh->slot[c].state = CHAIN_PENDING;
 		if (RegisterDynamicBackgroundWorker(&worker, &run->handle[c]))
+		{
+			/* a worker that dies before it attaches detaches its queue */
+			shm_mq_set_handle(run->error_mqh[c], run->handle[c]);
 			started++;
+		}
 		else
 		{
 			run->handle[c] = NULL;
 			sh->slot[c].state = CHAIN_LOCAL;
+			shm_mq_detach(run->error_mqh[c]);
+			run->error_mqh[c] = NULL;
 		}
 	}
 	if (started < workers)
@@ -626,19 +771,26 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 	else
 		elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": %d of %d chains in workers of their own",
 			 p->job_id, started, chains);
+}
 
-	/*
-	 * Chain 0, then every chain that has no worker, here; then wait for the
-	 * others with a timeout, watching them.  A chain whose worker could not
-	 * start becomes one of ours meanwhile.
-	 */
+/*
+ * Participate: chain 0, then every chain that has no worker, here; then wait
+ * for the others with a timeout, watching them.  A chain whose worker could
+ * not start becomes one of ours meanwhile.
+ */
+static void
+chains_participate(GnbChainsRun *run, const gnb_corpus *corpus)
+{
+	GnbChainsShared *sh = run->sh;
+	const gnb_params *sp = &sh->params.sampler;
+
 	for (;;)
 	{
 		bool		all_done = true;
 		int32		local = -1;
 
 		poll_chains(run);
-		for (int c = 0; c < chains; c++)
+		for (int c = 0; c < run->chains; c++)
 		{
 			GnbChainState st;
 
@@ -651,7 +803,7 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 				local = c;
 		}
 		if (all_done)
-			break;
+			return;
 		if (local >= 0)
 		{
 			LocalChain lc = {run, local};
@@ -660,8 +812,8 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 			gnb_chain	ch;
 
 			gnb_train_chain(corpus, sp, local, &own, &ch);
-			chain_to_slot(sh, local, &ch);
-			gnb_chain_free(&ch, hooks);
+			chain_to_slot(sh, &run->arrays[local], local, &ch);
+			gnb_chain_free(&ch, run->hooks);
 			continue;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -669,24 +821,56 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	/* the last trace points; the chain workers' slots are free again */
+}
+
+/*
+ * End: the last trace points, the chain workers' job slots given back, the
+ * chains combined in chain order (the same model whatever the timing), the
+ * segment let go of.
+ */
+static void
+chains_end(GnbChainsRun *run, const gnb_corpus *corpus, gnb_result *result)
+{
+	gnb_combiner *cb;
+
 	poll_chains(run);
 	gnb_release_chain_slots();
-
-	/* combined in chain order: the same model whatever the timing */
-	cb = gnb_combine_begin(corpus, sp, hooks, result);
-	for (int c = 0; c < chains; c++)
+	cb = gnb_combine_begin(corpus, &run->sh->params.sampler, run->hooks, result);
+	for (int c = 0; c < run->chains; c++)
 	{
 		gnb_chain	ch;
 
-		chain_from_slot(sh, c, &ch);
+		chain_from_slot(run->sh, &run->arrays[c], c, &ch);
 		gnb_combine_add(cb, &ch);
 	}
 	gnb_combine_end(cb);
-
-	*run_out = NULL;
 	active_run = NULL;
-	dsm_detach(seg);
+	dsm_detach(run->seg);
+}
+
+/*
+ * Run the job's chains in parallel (see the file's comment) and combine them
+ * into *result, or one after another, with the same result, when
+ * chains_begin says they cannot run in parallel.
+ */
+void
+gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks *hooks,
+				   int32 trace_stride, double memory_committed, GnbChainsRun **run_out,
+				   gnb_result *result)
+{
+	GnbChainsRun *run = chains_begin(&job->params, corpus, hooks, trace_stride,
+									 memory_committed);
+
+	if (run == NULL)
+	{
+		gnb_train(corpus, &job->params.sampler, hooks, result);
+		return;
+	}
+	*run_out = run;
+	chains_launch(run);
+	chains_participate(run, corpus);
+	*run_out = NULL;
+	chains_end(run, corpus, result);
 }
 
 /* ---- the chain worker ---- */
@@ -694,6 +878,7 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 typedef struct ChainWorker
 {
 	GnbChainsShared *sh;
+	GnbChainArrays arrays;
 	int32		chain;
 	MemoryContext cxt;
 	TimestampTz last_activity;
@@ -743,7 +928,7 @@ chain_progress(void *arg, const gnb_sweep *sw)
 
 	if (point)
 	{
-		GnbTracePoint *tp = AT(sh, s->trace_off, GnbTracePoint *) + s->n_trace;
+		GnbTracePoint *tp = cw->arrays.trace + s->n_trace;
 
 		Assert(s->n_trace < sh->max_trace);
 		tp->sweep = sw->sweep;
@@ -776,6 +961,27 @@ chain_progress(void *arg, const gnb_sweep *sw)
 	chain_check_interrupts(arg);
 }
 
+/* The corpus as the chain worker reads it: the segment's entries. */
+static void
+chain_corpus(shm_toc *toc, const GnbChainsShared *sh, gnb_corpus *corpus)
+{
+	memset(corpus, 0, sizeof(*corpus));
+	corpus->n_docs = sh->n_docs;
+	corpus->n_words = sh->n_words;
+	corpus->n_classes = sh->n_classes;
+	corpus->doc_start = shm_toc_lookup(toc, CHAINS_KEY_DOC_START, false);
+	corpus->word = shm_toc_lookup(toc, CHAINS_KEY_WORD, false);
+	corpus->count = shm_toc_lookup(toc, CHAINS_KEY_COUNT, false);
+	corpus->label = shm_toc_lookup(toc, CHAINS_KEY_LABEL, false);
+	if (sh->has_extra_counts)
+	{
+		corpus->extra_word_counts = shm_toc_lookup(toc, CHAINS_KEY_EXTRA_WORDS, false);
+		corpus->extra_doc_counts = shm_toc_lookup(toc, CHAINS_KEY_EXTRA_DOCS, false);
+	}
+	if (sh->has_init_label)
+		corpus->init_label = shm_toc_lookup(toc, CHAINS_KEY_INIT_LABEL, false);
+}
+
 /*
  * gibbs_nb_chain_worker_main: entry point of a chain worker.  main_arg is
  * the handle of the job's chains segment, bgw_extra the chain's index.
@@ -784,8 +990,10 @@ void
 gibbs_nb_chain_worker_main(Datum main_arg)
 {
 	dsm_segment *seg;
+	shm_toc    *toc;
 	GnbChainsShared *sh;
 	GnbChainSlot *s;
+	shm_mq	   *mq;
 	int32		chain;
 	ChainWorker cw;
 	gnb_corpus	corpus;
@@ -800,7 +1008,12 @@ gibbs_nb_chain_worker_main(Datum main_arg)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("gibbs_nb chain worker could not map its job's shared memory")));
-	sh = dsm_segment_address(seg);
+	toc = shm_toc_attach(CHAINS_MAGIC, dsm_segment_address(seg));
+	if (toc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gibbs_nb chain worker found no chains in its job's shared memory")));
+	sh = shm_toc_lookup(toc, CHAINS_KEY_SHARED, false);
 	memcpy(&chain, MyBgworkerEntry->bgw_extra, sizeof(int32));
 	if (chain < 1 || chain >= sh->params.sampler.chains)
 		ereport(ERROR,
@@ -809,29 +1022,24 @@ gibbs_nb_chain_worker_main(Datum main_arg)
 						sh->params.sampler.chains)));
 	s = &sh->slot[chain];
 
-	/* the caller's identity, as the job's worker has it */
+	/*
+	 * The caller's identity, as the job's worker has it.  Before the error
+	 * queue: a worker refused at connection leaves its chain to the job's
+	 * worker (poll_chains), its refusal in the log.
+	 */
 	gnb_become_caller(&sh->params, "gibbs_nb chain worker");
+
+	/* from here on what it reports goes to the job's worker, whole */
+	mq = shm_toc_lookup(toc, CHAIN_KEY(chain, CHAIN_ERROR_QUEUE), false);
+	shm_mq_set_sender(mq, MyProc);
+	pq_redirect_to_shm_mq(seg, shm_mq_attach(mq, seg, NULL));
 
 	memset(&cw, 0, sizeof(cw));
 	cw.sh = sh;
 	cw.chain = chain;
 	cw.cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb chain", ALLOCSET_DEFAULT_SIZES);
-
-	memset(&corpus, 0, sizeof(corpus));
-	corpus.n_docs = sh->n_docs;
-	corpus.n_words = sh->n_words;
-	corpus.n_classes = sh->n_classes;
-	corpus.doc_start = AT(sh, sh->doc_start_off, const int64 *);
-	corpus.word = AT(sh, sh->word_off, const int32 *);
-	corpus.count = AT(sh, sh->count_off, const int32 *);
-	corpus.label = AT(sh, sh->label_off, const int32 *);
-	if (sh->extra_word_counts_off != 0)
-	{
-		corpus.extra_word_counts = AT(sh, sh->extra_word_counts_off, const double *);
-		corpus.extra_doc_counts = AT(sh, sh->extra_doc_counts_off, const double *);
-	}
-	if (sh->init_label_off != 0)
-		corpus.init_label = AT(sh, sh->init_label_off, const int32 *);
+	chain_arrays(toc, chain, &cw.arrays);
+	chain_corpus(toc, sh, &corpus);
 
 	SpinLockAcquire(&s->mutex);
 	s->state = CHAIN_RUNNING;
@@ -842,7 +1050,7 @@ gibbs_nb_chain_worker_main(Datum main_arg)
 		gnb_chain	ch;
 
 		gnb_train_chain(&corpus, &sh->params.sampler, chain, &hooks, &ch);
-		chain_to_slot(sh, chain, &ch);
+		chain_to_slot(sh, &cw.arrays, chain, &ch);
 	}
 	PG_CATCH();
 	{
@@ -850,16 +1058,16 @@ gibbs_nb_chain_worker_main(Datum main_arg)
 
 		MemoryContextSwitchTo(TopMemoryContext);
 		edata = CopyErrorData();
+		/* to the log and, whole, through the queue: before FAILED is seen */
 		EmitErrorReport();
 		FlushErrorState();
 		SpinLockAcquire(&s->mutex);
 		s->sqlerrcode = edata->sqlerrcode;
-		strlcpy(s->message, edata->message ? edata->message : "unknown error",
-				sizeof(s->message));
 		s->state = CHAIN_FAILED;
 		SpinLockRelease(&s->mutex);
 	}
 	PG_END_TRY();
+
 	SetLatch(sh->job_latch);
 	pgstat_report_activity(STATE_IDLE, NULL);
 	dsm_detach(seg);

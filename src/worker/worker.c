@@ -573,6 +573,8 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 			sizeof(job->detail));
 	strlcpy(job->hint, capped(edata->hint ? edata->hint : "", sizeof(job->hint) - 1),
 			sizeof(job->hint));
+	strlcpy(job->context, capped(edata->context ? edata->context : "",
+								 sizeof(job->context) - 1), sizeof(job->context));
 	job->phase = GNB_PHASE_FAILED;
 	SpinLockRelease(&job->mutex);
 	SetLatch(job->caller_latch);

@@ -1,7 +1,7 @@
 # Chains in parallel workers (issue 11 item 1): a job's chain workers stop
 # with it however it is stopped (gibbs_nb_cancel, a query cancel of its
 # worker, its waiting caller's statement_timeout); a chain worker that is
-# terminated fails the job with a message instead of hanging it; chain
+# terminated fails the job with its own error, whole, instead of hanging it; chain
 # workers take only job slots that are free, and do not count against jobs;
 # and with too few worker slots the remaining chains run in the job's
 # worker, to the same model.  Polls are
@@ -71,17 +71,38 @@ ok($node->poll_query_until('postgres', $no_workers), 'pg_cancel_backend: all wor
 is($node->safe_psql('postgres', "SELECT status FROM gibbs_nb_jobs WHERE job_id = $job"),
 	'cancelled', 'pg_cancel_backend: the job is cancelled');
 
-# --- a chain worker terminated: the job fails, nothing hangs ---
-$job = start_chains_job('killchain', 3);
-$node->safe_psql('postgres', q{
-  SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-  WHERE backend_type = 'gibbs_nb chain worker' ORDER BY pid LIMIT 1});
-ok( $node->poll_query_until('postgres',
-		"SELECT status FROM gibbs_nb_jobs WHERE job_id = $job", 'failed'),
-	'a terminated chain worker fails the job');
-like($node->safe_psql('postgres', "SELECT message FROM gibbs_nb_jobs WHERE job_id = $job"),
-	qr/^gibbs_nb chain worker of chain [23]\/3 of job $job exited before its chain ended$/,
-	'with a message that says so');
+# --- a chain worker terminated: the job fails with its error, nothing hangs ---
+# The chain worker's own error travels whole through its error queue (as a
+# parallel worker's does): its message and SQLSTATE, and a context line that
+# names the chain, up to the waiting caller.
+{
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', $node->connstr('postgres'), '-c',
+		  "SELECT gibbs_nb_train('killchain', 'docs', 'tokens', 'label', sweeps => 10000000, chains => 3, seed => 3)" ],
+		'>', \$out, '2>', \$err);
+	ok( $node->poll_query_until('postgres', q{
+	      SELECT count(*) = 2 FROM pg_stat_activity WHERE backend_type = 'gibbs_nb chain worker'
+	        AND query ~ '^gibbs_nb job [0-9]+: chain [23]/3, sweep [0-9]+/10000000$'}),
+		'killchain: 2 chain workers run');
+	$job = $node->safe_psql('postgres',
+		"SELECT job_id FROM gibbs_nb_jobs WHERE model_name = 'killchain' AND status = 'running'");
+	my $chain = $node->safe_psql('postgres', q{
+	  SELECT substring(query from 'chain ([23])/3') FROM pg_stat_activity
+	  WHERE backend_type = 'gibbs_nb chain worker' ORDER BY pid LIMIT 1});
+	$node->safe_psql('postgres', qq{
+	  SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	  WHERE backend_type = 'gibbs_nb chain worker' AND query ~ 'chain $chain/3'});
+	eval { $h->finish };
+	like($err,
+		qr/ERROR:  57P01: terminating background worker "gibbs_nb chain worker" due to administrator command\n/,
+		'the caller gets the chain worker\'s own error and SQLSTATE');
+	like($err, qr/CONTEXT:  chain $chain\/3 of gibbs_nb job $job, in its own worker\ngibbs_nb job $job\n/,
+		'with a context line that names the chain');
+	is($node->safe_psql('postgres', "SELECT status, message FROM gibbs_nb_jobs WHERE job_id = $job"),
+		qq{failed|terminating background worker "gibbs_nb chain worker" due to administrator command},
+		'the job failed with that message');
+}
 ok($node->poll_query_until('postgres', $no_workers), 'the other chain worker is gone too');
 is($node->safe_psql('postgres', "SELECT count(*) FROM gibbs_nb.models WHERE model_name = 'killchain'"),
 	'0', 'nothing was published');
