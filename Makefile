@@ -18,6 +18,9 @@ DATA = $(wildcard sql/gibbs_nb--*.sql)
 #                            clusters, so run them as a user that may:
 #                            not root); TAP_OUTPUT is where they write
 #   make upgradecheck        0.1.0 to this version (test/upgrade.sh)
+#   make schemacheck REV=r   the update script makes the same extension as
+#                            at git revision r (default HEAD), new and
+#                            updated from 0.1.0 (test/schema-same.sh)
 # test/run-tests.sh (the README's test command) starts a throwaway server
 # and calls these.  A server with PostgreSQL's default settings will do
 # (max_worker_processes 8); no expected output depends on timing.
@@ -81,12 +84,17 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck
+.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck schemacheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
 upgradecheck: all
 	PG_CONFIG='$(PG_CONFIG)' UPGRADE_LOGS='$(UPGRADE_LOGS)' test/upgrade.sh
+
+# the update script against its version at REV, in a private copy of the
+# PostgreSQL installation (run as root)
+schemacheck: all
+	PG_CONFIG='$(PG_CONFIG)' test/schema-same.sh $(REV)
 
 isolationcheck:
 	$(pg_isolation_regress_installcheck) $(ISOLATION_OPTS) $(ISOLATION)
