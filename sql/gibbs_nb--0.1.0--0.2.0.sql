@@ -4,58 +4,33 @@
 
 -- There is no gibbs_nb--0.2.0.sql: CREATE EXTENSION runs the 0.1.0 script and
 -- then this one, so a new database and an upgraded one are the same.
+--
+-- By object: each object 0.2.0 adds is created once, in its final form, and
+-- each 0.1.0 object that changes is changed in one place.  The steps that
+-- move a 0.1.0 database's rows are with the table they concern: owners from
+-- OIDs to names, new columns filled, theta's rows checked against packed.
 
 --
--- Who may see what: one function decides, for every table and view.
+-- Owners by name; a model is (owner, model_name): two roles may each have a
+-- model "spam", and neither learns of the other's.  Owners are stored by
+-- name (a restore or another node gives the same role another OID); a name
+-- that is no role (dropped, or not restored) is nobody's.  Where a name was
+-- registered (gibbs_nb.owners, at the end of this script) it means the role
+-- registered for it, by OID.
 --
--- A role sees the rows of a model whose owner is itself or a role whose
--- privileges it has.  Owners are stored by name (a restore or another node
--- gives the same role another OID); a name that is no role (dropped, or not
--- restored) is nobody's.  Where a name was registered (gibbs_nb.owners, at
--- the end of this script) it means the role registered for it, by OID.
-CREATE FUNCTION gibbs_nb.has_privileges_of(owner text)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'gibbs_nb_has_privileges_of'
-LANGUAGE C STABLE STRICT PARALLEL SAFE;
-
--- Is the job's worker running?  True while the worker holds the job's lock,
--- which it takes before it registers the job and keeps until it exits (a
--- crash or restart releases it).  It does not depend on who asks.
-CREATE FUNCTION gibbs_nb.job_worker_alive(job_id bigint)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'gibbs_nb_job_worker_alive'
-LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
-
--- Does the job's row say running though its worker is gone?  The lock is
--- looked at first and the row read after it with the latest snapshot: a
--- worker commits its job's outcome before it lets go of the lock, so a job
--- that ends while a query runs is never taken for one whose worker died.
--- Parallel unsafe: no new snapshot may be taken in a parallel operation.
-CREATE FUNCTION gibbs_nb.job_worker_lost(job_id bigint)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'gibbs_nb_job_worker_lost'
-LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-
+-- What depends on 0.1.0's owner columns (type oid) goes first, and is made
+-- again below once they are text: the policies (theta's goes with its
+-- table), the jobs view, and gibbs_nb_wait, which returns the view's row.
 DROP FUNCTION gibbs_nb_wait(bigint, interval);
-DROP FUNCTION gibbs_nb_cancel(bigint);
-DROP FUNCTION gibbs_nb_retrain(text, boolean);
 DROP VIEW gibbs_nb_jobs;
 DROP POLICY owner_sees ON gibbs_nb.models;
-DROP POLICY owner_sees ON gibbs_nb.theta;
 DROP POLICY owner_sees ON gibbs_nb.pi;
 DROP POLICY owner_sees ON gibbs_nb.trace;
 DROP POLICY owner_sees ON gibbs_nb.packed;
 
 --
--- Owners by name; a model is (owner, model_name): two roles may each have a
--- model "spam", and neither learns of the other's.
+-- gibbs_nb.models: one row per model version.
 --
-ALTER TABLE gibbs_nb.models
-    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
-    ADD COLUMN trained_by text,
-    ADD COLUMN source_relid pg_catalog.oid,
-    ADD COLUMN catalog text,
-    ADD COLUMN version_id bigint;
 
 /*
  * The source and the labels table are kept by OID (source_relid,
@@ -78,80 +53,329 @@ CREATE FUNCTION gibbs_nb.model_relation(relid pg_catalog.oid, name text, catalog
 RETURNS pg_catalog.oid
 AS 'MODULE_PATHNAME', 'gibbs_nb_model_relation'
 LANGUAGE C STABLE PARALLEL SAFE;
-ALTER TABLE gibbs_nb.theta ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
-ALTER TABLE gibbs_nb.pi ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
-ALTER TABLE gibbs_nb.trace ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
-ALTER TABLE gibbs_nb.packed
-    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
-    ADD COLUMN version_id bigint;
-ALTER TABLE gibbs_nb.jobs ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner);
--- Jobs start at once or fail: nothing ever wrote 'queued'.
-UPDATE gibbs_nb.jobs SET status = 'failed' WHERE status OPERATOR(pg_catalog.=) 'queued';
-ALTER TABLE gibbs_nb.jobs DROP CONSTRAINT jobs_status_check,
-    ADD CONSTRAINT jobs_status_check
-        CHECK (status OPERATOR(pg_catalog.=) ANY ('{running,succeeded,failed,cancelled}'::pg_catalog.text[]));
 
 -- A version's identity, never reused (not after a drop, not across models):
 -- what the per-backend prediction cache is keyed on.
 CREATE SEQUENCE gibbs_nb.version_id_seq;
 REVOKE ALL ON SEQUENCE gibbs_nb.version_id_seq FROM PUBLIC;
+
+-- The owner by name, and the columns a 0.1.0 row is given values for ...
+ALTER TABLE gibbs_nb.models
+    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
+    ADD COLUMN trained_by text,
+    ADD COLUMN source_relid pg_catalog.oid,
+    ADD COLUMN catalog text,
+    ADD COLUMN version_id bigint;
 UPDATE gibbs_nb.models SET version_id = pg_catalog.nextval('gibbs_nb.version_id_seq'::pg_catalog.regclass),
                            trained_by = owner,
                            -- 0.1.0 kept only the name: the best that can be done once
                            source_relid = pg_catalog.to_regclass(source)::pg_catalog.oid,
                            catalog = gibbs_nb.catalog_identity();
+-- ... then its keys, and the columns with defaults, which 0.1.0's rows take
+-- (in a statement that rewrites nothing, so that the defaults are kept once,
+-- in the catalog, as for a column added to a table that holds rows).
+ALTER TABLE gibbs_nb.models
+    ALTER COLUMN version_id SET NOT NULL,
+    ALTER COLUMN trained_by SET NOT NULL,
+    ADD UNIQUE (version_id),
+    DROP CONSTRAINT models_pkey,
+    ADD PRIMARY KEY (model_name, owner, version),
+    -- Nothing grows without bound: each model keeps its newest keep_versions
+    -- versions (older ones are dropped when a new one is published);
+    -- gibbs_nb_set_retention changes it for a model, and a new version
+    -- inherits its model's setting.  (Finished jobs: see gibbs_nb.jobs.)
+    ADD COLUMN keep_versions int NOT NULL DEFAULT 5
+        CHECK (keep_versions >= 1),
+    -- gibbs_nb_train(..., holdout => share): a seeded share of the labelled
+    -- rows (chosen by a hash of the seed and the row's id as text, whatever
+    -- the scan order) is left out of training; each version records the share
+    -- and the held-out rows' metrics (gibbs_nb_evaluate's, as jsonb).  retrain
+    -- keeps it.
+    ADD COLUMN holdout float8 NOT NULL DEFAULT 0
+        CHECK (holdout OPERATOR(pg_catalog.>=) 0 AND holdout OPERATOR(pg_catalog.<) 1),
+    ADD COLUMN holdout_metrics jsonb,
+    -- gamma_pi => NULL / gamma_theta => NULL in gibbs_nb_train samples that
+    -- gamma every sweep (the model row then holds its posterior mean and says
+    -- it was sampled; retrain samples it again); every version records the
+    -- diagnostics of its log joint and the warnings its training raised.
+    ADD COLUMN gamma_pi_sampled boolean NOT NULL DEFAULT false,
+    ADD COLUMN gamma_theta_sampled boolean NOT NULL DEFAULT false,
+    ADD COLUMN ess float8,
+    ADD COLUMN split_r_hat float8,
+    ADD COLUMN warnings text[] NOT NULL DEFAULT '{}',
+    -- init => 'labels' (the default) starts the unlabelled labels from the
+    -- labelled-only model; 0.1.0's versions started at random, and their rows
+    -- say so.  Every version records how its model agrees with its labels,
+    -- and how a model of the labels alone does, and with several chains how
+    -- their labels agree (docs/model.md).
+    ADD COLUMN init text NOT NULL DEFAULT 'random',
+    ALTER COLUMN init SET DEFAULT 'labels',
+    ADD COLUMN labels_agreement float8,
+    ADD COLUMN labels_only_agreement float8,
+    ADD COLUMN chain_agreement float8,
+    ADD COLUMN unlabeled_weight_chosen boolean NOT NULL DEFAULT false,
+    -- How a version's tokens were made, as far as training can tell: the
+    -- tokens column's type, and the expression of a generated column (e.g.
+    -- "tsvector = to_tsvector('english'::regconfig, body)").  NULL for older
+    -- versions and imported ones that did not carry it.
+    ADD COLUMN tokenizer text,
+    -- gibbs_nb_train(..., tokenizer => 'to_tsvector(''english'', body)')
+    -- records how the tokens were made when the catalogs cannot tell (a plain
+    -- column, a view): tokenizer_stated keeps what was said (retrain says it
+    -- again), and tokenizer shows it in place of the column's type.
+    ADD COLUMN tokenizer_stated text;
+COMMENT ON TABLE gibbs_nb.models IS 'one row per model version (row security: your models)';
+COMMENT ON COLUMN gibbs_nb.models.gamma_pi_sampled
+    IS 'gamma_pi was sampled (gamma_pi => NULL): gamma_pi is its posterior mean';
+COMMENT ON COLUMN gibbs_nb.models.gamma_theta_sampled
+    IS 'gamma_theta was sampled (gamma_theta => NULL): gamma_theta is its posterior mean';
+COMMENT ON COLUMN gibbs_nb.models.ess
+    IS 'effective sample size of the log joint over the kept sweeps, summed over chains (Geyer)';
+COMMENT ON COLUMN gibbs_nb.models.split_r_hat
+    IS 'split R-hat of the log joint over the kept sweeps of all chains (BDA3)';
+COMMENT ON COLUMN gibbs_nb.models.warnings
+    IS 'what the diagnostics found wrong with this training, with advice; empty if nothing';
+COMMENT ON COLUMN gibbs_nb.models.init
+    IS 'how the unlabelled labels started: labels (from the labelled-only model) or random';
+COMMENT ON COLUMN gibbs_nb.models.labels_agreement
+    IS 'share of labelled documents (up to 2,000), each left out, the version''s model puts in their class';
+COMMENT ON COLUMN gibbs_nb.models.labels_only_agreement
+    IS 'the same share for Naive Bayes trained on the labelled documents alone';
+COMMENT ON COLUMN gibbs_nb.models.chain_agreement
+    IS '1 - the largest mean distance between a chain''s label probabilities and the earlier chains''';
+COMMENT ON COLUMN gibbs_nb.models.unlabeled_weight_chosen
+    IS 'unlabeled_weight => NULL: unlabeled_weight was chosen, 1 if the unlabelled documents made the model agree with its labels clearly better, else 0 (the labels-only model)';
+COMMENT ON COLUMN gibbs_nb.models.tokenizer_stated
+    IS 'how the tokens were made, as gibbs_nb_train''s tokenizer argument said; NULL if not said';
+
+--
+-- Version numbers are never issued twice for a model, not after its newest
+-- version is dropped, not after the whole model is: the last one issued is
+-- kept here (and a version's identity, version_id, is never reused at all).
+--
+CREATE TABLE gibbs_nb.versions_issued (
+    owner         text NOT NULL,
+    model_name    text NOT NULL,
+    last_version  int NOT NULL,
+    PRIMARY KEY (model_name, owner)
+);
+REVOKE ALL ON gibbs_nb.versions_issued FROM PUBLIC;
+COMMENT ON TABLE gibbs_nb.versions_issued IS 'internal: the last version number issued per model, so none is issued twice';
+INSERT INTO gibbs_nb.versions_issued (owner, model_name, last_version)
+SELECT owner, model_name, pg_catalog.max(version) FROM gibbs_nb.models GROUP BY owner, model_name;
+
+--
+-- gibbs_nb.packed: a model version as prediction loads it.
+--
+-- Serving a chosen version: gibbs_nb_deploy pins one version of a model
+-- (prediction uses it instead of the latest; retention never drops it) and
+-- rolls back or forward, with the labels table following: each version keeps
+-- its documents' labels (ids as text, probabilities documents x classes),
+-- from which the labels table is rewritten.  Versions made before 0.2.0 have
+-- none and cannot be deployed.  word_counts: how often each word of a
+-- version occurred in its training documents, in the order of tokens: what
+-- gibbs_nb_top_words' min_count is about; NULL for versions published
+-- before it was kept.  The arrays are stored uncompressed, as tokens and
+-- log_theta are.
+--
+-- (version_id filled first, the columns with defaults added without a
+-- rewrite, as for gibbs_nb.models)
+ALTER TABLE gibbs_nb.packed
+    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
+    ADD COLUMN version_id bigint;
 UPDATE gibbs_nb.packed p SET version_id = m.version_id
   FROM gibbs_nb.models m
  WHERE m.model_name OPERATOR(pg_catalog.=) p.model_name
    AND m.version OPERATOR(pg_catalog.=) p.version;
-ALTER TABLE gibbs_nb.models ALTER COLUMN version_id SET NOT NULL,
-                            ALTER COLUMN trained_by SET NOT NULL,
-                            ADD UNIQUE (version_id);
-ALTER TABLE gibbs_nb.packed ALTER COLUMN version_id SET NOT NULL,
-                            ADD UNIQUE (version_id);
+ALTER TABLE gibbs_nb.packed
+    ALTER COLUMN version_id SET NOT NULL,
+    ADD UNIQUE (version_id),
+    DROP CONSTRAINT packed_pkey,
+    ADD PRIMARY KEY (model_name, owner, version),
+    ADD COLUMN pinned boolean NOT NULL DEFAULT false,
+    ADD COLUMN label_ids text[],
+    ADD COLUMN label_probabilities float8[],
+    ADD COLUMN word_counts bigint[],
+    ALTER COLUMN label_ids SET STORAGE EXTERNAL,
+    ALTER COLUMN label_probabilities SET STORAGE EXTERNAL,
+    ALTER COLUMN word_counts SET STORAGE EXTERNAL;
+COMMENT ON TABLE gibbs_nb.packed IS 'a model version as prediction loads it';
 
-ALTER TABLE gibbs_nb.models DROP CONSTRAINT models_pkey,
-                            ADD PRIMARY KEY (model_name, owner, version);
+--
+-- gibbs_nb.pi and gibbs_nb.trace.
+--
 -- Tokens and classes may be as long as text allows (a base64 blob in a mail
 -- is an ordinary token): a btree entry is limited to about 2,700 bytes, so
--- they are in no btree.  theta and pi are found by version, and theta by
--- token through a hash index, which has no such limit.  Each version's rows
--- are unique by construction (one writer, one statement per class).
-ALTER TABLE gibbs_nb.theta DROP CONSTRAINT theta_pkey;
-CREATE INDEX theta_version_idx ON gibbs_nb.theta (model_name, owner, version);
-CREATE INDEX theta_token_idx ON gibbs_nb.theta USING hash (token);
-ALTER TABLE gibbs_nb.pi DROP CONSTRAINT pi_pkey;
+-- they are in no btree.  pi is found by version.  Each version's rows are
+-- unique by construction (one writer, one statement per class).
+ALTER TABLE gibbs_nb.pi
+    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
+    DROP CONSTRAINT pi_pkey;
 CREATE INDEX pi_version_idx ON gibbs_nb.pi (model_name, owner, version);
-ALTER TABLE gibbs_nb.packed DROP CONSTRAINT packed_pkey,
-                            ADD PRIMARY KEY (model_name, owner, version);
-DROP INDEX gibbs_nb.jobs_model_idx;
-CREATE INDEX jobs_model_idx ON gibbs_nb.jobs (model_name, owner, status);
+COMMENT ON TABLE gibbs_nb.pi IS 'pi-hat: P(class) per model version';
+
+-- the sampled gammas' paths (gamma_pi => NULL, gamma_theta => NULL)
+ALTER TABLE gibbs_nb.trace
+    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
+    ADD COLUMN gamma_pi float8,
+    ADD COLUMN gamma_theta float8;
+COMMENT ON TABLE gibbs_nb.trace IS 'each chain''s log joint and share of labels changed, per sweep';
+COMMENT ON COLUMN gibbs_nb.trace.gamma_pi
+    IS 'gamma_pi after this sweep, if it was sampled';
+COMMENT ON COLUMN gibbs_nb.trace.gamma_theta
+    IS 'gamma_theta after this sweep, if it was sampled';
 
 --
--- Row security on every table, jobs included.  The policy compares a column
--- of the row (the InitPlan runs once per query and short-cuts one's own
--- rows); policies are applied before any condition of the user's query, so a
--- leaky function in a WHERE clause never sees a row the policy hides.
+-- gibbs_nb.theta, a view of the packed models.
 --
-ALTER TABLE gibbs_nb.jobs ENABLE ROW LEVEL SECURITY;
-GRANT SELECT ON gibbs_nb.jobs TO PUBLIC;
+-- theta-hat would be stored twice per version: V x K rows of a table (and
+-- their indexes), and the packed row prediction loads (tokens text[],
+-- log_theta float8[] word-major V x K, classes text[]).  Writing the rows
+-- was most of publishing.  So gibbs_nb.theta is a view of gibbs_nb.packed,
+-- with the same columns, names, types and order as 0.1.0's table: each
+-- packed row the caller may see (security_invoker: packed's row security
+-- applies to whoever queries the view) expanded into its (class, token,
+-- probability) rows by gibbs_nb.theta_rows, probability = exp(log_theta).
+-- A query on one model or version reads only its packed rows (the primary
+-- key), then expands them.
+--
+
+/*
+ * gibbs_nb.theta_rows: the rows of one packed theta-hat, word-major.  Any
+ * role may call it with any arrays: it checks their shape (one dimension,
+ * no NULLs, len(log_theta) = len(tokens) x len(classes)) first.
+ */
+CREATE FUNCTION gibbs_nb.theta_rows(classes text[], tokens text[], log_theta float8[])
+RETURNS TABLE (class text, token text, probability float8)
+AS 'MODULE_PATHNAME', 'gibbs_nb_theta_rows'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE ROWS 1000;
+COMMENT ON FUNCTION gibbs_nb.theta_rows(text[], text[], float8[])
+    IS 'internal: the (class, token, probability) rows of a packed theta-hat (tokens x classes, word-major, exp of log_theta)';
+
+-- Nothing is lost: 0.1.0 wrote a version's theta rows and its packed row in
+-- one transaction and deleted them together, so every version with theta
+-- rows has its packed row, holding the same theta-hat.  A database where
+-- that is not so (rows edited by hand) is not updated: which versions, and
+-- what to do, are said.  (The table's owner column is still 0.1.0's OID;
+-- packed's is the name by now.)
 DO $$
 DECLARE
-    t text;
+    bad text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['models', 'theta', 'pi', 'trace', 'packed', 'jobs'] LOOP
-        EXECUTE pg_catalog.format(
-            'CREATE POLICY owner_sees ON gibbs_nb.%I FOR SELECT USING ('
-            'owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.text) '
-            'OR gibbs_nb.has_privileges_of(owner))', t);
-    END LOOP;
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s version %s (owner %s)', b.model_name, b.version, b.owner),
+                                 ', ' ORDER BY b.model_name, b.owner, b.version)
+      INTO bad
+      FROM (SELECT DISTINCT t.model_name, pg_catalog.pg_get_userbyid(t.owner) AS owner, t.version
+              FROM gibbs_nb.theta t
+              LEFT JOIN (SELECT p.model_name, p.owner, p.version, r.class, r.token, r.probability
+                           FROM gibbs_nb.packed p
+                          CROSS JOIN LATERAL gibbs_nb.theta_rows(p.classes, p.tokens, p.log_theta) r) e
+                ON e.model_name OPERATOR(pg_catalog.=) t.model_name
+               AND e.owner OPERATOR(pg_catalog.=) pg_catalog.pg_get_userbyid(t.owner)
+               AND e.version OPERATOR(pg_catalog.=) t.version
+               AND e.class OPERATOR(pg_catalog.=) t.class
+               AND e.token OPERATOR(pg_catalog.=) t.token
+             WHERE e.probability IS NULL
+                OR pg_catalog.abs(e.probability OPERATOR(pg_catalog.-) t.probability)
+                   OPERATOR(pg_catalog.>) (1e-12 OPERATOR(pg_catalog.*) t.probability)) b;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'gibbs_nb.theta has rows that gibbs_nb.packed does not hold: %', bad
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'In 0.2.0 gibbs_nb.theta is a view of gibbs_nb.packed; its table is dropped by this update.',
+                  HINT = 'Drop those versions with gibbs_nb_drop (or restore their gibbs_nb.packed rows), then update.';
+    END IF;
 END $$;
 
--- Jobs, as the roles that may see them see them: security_invoker, so the row
--- security of gibbs_nb.jobs applies to whoever queries the view.  A job whose
--- worker is gone (a restart, a crash) shows as failed before its row is put
--- right.  As of the query's snapshot: in repeatable read, a job that ended
--- after the transaction's snapshot still shows 'running'.
+DROP TABLE gibbs_nb.theta;
+CREATE VIEW gibbs_nb.theta WITH (security_invoker = true) AS
+    SELECT p.model_name, p.version, r.class, r.token, r.probability, p.owner
+      FROM gibbs_nb.packed p
+     CROSS JOIN LATERAL gibbs_nb.theta_rows(p.classes, p.tokens, p.log_theta) r;
+REVOKE ALL ON gibbs_nb.theta FROM PUBLIC;
+GRANT SELECT ON gibbs_nb.theta TO PUBLIC;
+COMMENT ON VIEW gibbs_nb.theta
+    IS 'theta-hat: P(word | class) per model version, the rows of gibbs_nb.packed (row security: your models)';
+
+--
+-- gibbs_nb.jobs: one row per training job, written by its worker.
+--
+-- Jobs start at once or fail: nothing ever wrote 'queued'.
+UPDATE gibbs_nb.jobs SET status = 'failed' WHERE status OPERATOR(pg_catalog.=) 'queued';
+-- Chains count from 1 in gibbs_nb.jobs (as in gibbs_nb.trace, the progress
+-- NOTICE and pg_stat_activity); 0 until a job's first sweep ends.  0.1.0's
+-- rows counted from 0.
+UPDATE gibbs_nb.jobs SET chain = chain OPERATOR(pg_catalog.+) 1
+ WHERE sweep OPERATOR(pg_catalog.>) 0 OR status OPERATOR(pg_catalog.=) 'succeeded';
+ALTER TABLE gibbs_nb.jobs
+    ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
+    DROP CONSTRAINT jobs_status_check,
+    ADD CONSTRAINT jobs_status_check
+        CHECK (status OPERATOR(pg_catalog.=) ANY ('{running,succeeded,failed,cancelled}'::pg_catalog.text[])),
+    ENABLE ROW LEVEL SECURITY;
+DROP INDEX gibbs_nb.jobs_model_idx;
+CREATE INDEX jobs_model_idx ON gibbs_nb.jobs (model_name, owner, status);
+-- Every role reads the rows of the jobs it may see, and nothing more.  No
+-- role but the extension's owner has a privilege on the extension's tables
+-- beyond SELECT: LOCK TABLE in any mode stronger than ACCESS SHARE needs only
+-- UPDATE, DELETE or TRUNCATE (row security does not apply), and a role
+-- holding ACCESS EXCLUSIVE on gibbs_nb.jobs would stop every other role's
+-- jobs from starting, progressing and publishing (test/sql/hostile_hardening.sql).
+-- Finished jobs older than gibbs_nb.job_retention are pruned as new jobs
+-- start; a role deletes its finished jobs' rows with gibbs_nb_delete_job.
+GRANT SELECT ON gibbs_nb.jobs TO PUBLIC;
+COMMENT ON TABLE gibbs_nb.jobs IS 'training jobs, written by their workers (row security: your models'' jobs)';
+
+--
+-- Row security on every table, jobs included: a role sees the rows of a
+-- model whose owner is itself or a role whose privileges it has, and one
+-- function decides that for every table and view.  The policies compare a
+-- column of the row, with no subquery (Citus refuses a policy with one on
+-- its tables): gibbs_nb.has_privileges_of(owner) alone decides (true for
+-- one's own rows; it keeps its last answer per query, so a table's rows cost
+-- a comparison each).  Policies are applied before any condition of the
+-- user's query, so a leaky function in a WHERE clause never sees a row the
+-- policy hides.
+--
+CREATE FUNCTION gibbs_nb.has_privileges_of(owner text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_has_privileges_of'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION gibbs_nb.has_privileges_of(text) IS 'internal: row security of the gibbs_nb tables';
+CREATE POLICY owner_sees ON gibbs_nb.models FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
+CREATE POLICY owner_sees ON gibbs_nb.pi FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
+CREATE POLICY owner_sees ON gibbs_nb.trace FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
+CREATE POLICY owner_sees ON gibbs_nb.packed FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
+CREATE POLICY owner_sees ON gibbs_nb.jobs FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
+
+--
+-- Jobs, as the roles that may see them see them.
+--
+
+-- Is the job's worker running?  True while the worker holds the job's lock,
+-- which it takes before it registers the job and keeps until it exits (a
+-- crash or restart releases it).  It does not depend on who asks.
+CREATE FUNCTION gibbs_nb.job_worker_alive(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_job_worker_alive'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gibbs_nb.job_worker_alive(bigint) IS 'internal: whether a job''s worker holds its lock';
+
+-- Does the job's row say running though its worker is gone?  The lock is
+-- looked at first and the row read after it with the latest snapshot: a
+-- worker commits its job's outcome before it lets go of the lock, so a job
+-- that ends while a query runs is never taken for one whose worker died.
+-- Parallel unsafe: no new snapshot may be taken in a parallel operation.
+CREATE FUNCTION gibbs_nb.job_worker_lost(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_job_worker_lost'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb.job_worker_lost(bigint) IS 'internal: whether a job''s row says running with no worker left';
+
+-- security_invoker, so the row security of gibbs_nb.jobs applies to whoever
+-- queries the view.  A job whose worker is gone (a restart, a crash) shows
+-- as failed before its row is put right.  As of the query's snapshot: in
+-- repeatable read, a job that ended after the transaction's snapshot still
+-- shows 'running'.
 CREATE VIEW gibbs_nb_jobs WITH (security_invoker = true, security_barrier = true) AS
     SELECT j.job_id, j.model_name, j.owner,
            CASE WHEN w.dead THEN 'failed' ELSE j.status END AS status,
@@ -168,6 +392,7 @@ CREATE VIEW gibbs_nb_jobs WITH (security_invoker = true, security_barrier = true
            SELECT j.status OPERATOR(pg_catalog.=) 'running'
                   AND gibbs_nb.job_worker_lost(j.job_id)) w(dead);
 GRANT SELECT ON gibbs_nb_jobs TO PUBLIC;
+COMMENT ON VIEW gibbs_nb_jobs IS 'training jobs of the models you may see, a dead worker''s shown as failed';
 
 /*
  * gibbs_nb_wait: the job's row once it has ended (or, after `timeout`, as it
@@ -217,322 +442,38 @@ BEGIN
         PERFORM pg_catalog.pg_sleep(0.1);
     END LOOP;
 END $$;
+COMMENT ON FUNCTION gibbs_nb_wait(bigint, interval) IS 'a job''s row once it has ended (or after timeout, as it is then)';
 
 /*
  * gibbs_nb_cancel: stop a running job that the caller may see (its worker
  * records it as cancelled, publishing nothing).  True if it was told to stop.
+ * (0.1.0's was PL/pgSQL over the view.)
  */
+DROP FUNCTION gibbs_nb_cancel(bigint);
 CREATE FUNCTION gibbs_nb_cancel(job_id bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'gibbs_nb_cancel'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-/*
- * gibbs_nb_retrain: train again with the parameters (seed included) of the
- * model's latest version, reading its source afresh: the relation the model
- * was trained on, followed by OID, never found again by name.  Meant for
- * pg_cron.
- */
-CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true)
-RETURNS SETOF gibbs_nb.train_result
-AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
---
--- Version numbers are never issued twice for a model, not after its newest
--- version is dropped, not after the whole model is: the last one issued is
--- kept here (and a version's identity, version_id, is never reused at all).
---
-CREATE TABLE gibbs_nb.versions_issued (
-    owner         text NOT NULL,
-    model_name    text NOT NULL,
-    last_version  int NOT NULL,
-    PRIMARY KEY (model_name, owner)
-);
-REVOKE ALL ON gibbs_nb.versions_issued FROM PUBLIC;
-INSERT INTO gibbs_nb.versions_issued (owner, model_name, last_version)
-SELECT owner, model_name, pg_catalog.max(version) FROM gibbs_nb.models GROUP BY owner, model_name;
-
---
--- Backups carry models: pg_dump dumps the rows of these tables and the
--- sequences' positions (CREATE EXTENSION recreates the tables themselves).
--- The rows restore anywhere: owners are role names, and a restored row finds
--- its source and labels table by name (see gibbs_nb.model_relation).
---
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.models', '');
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.theta', '');
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.pi', '');
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.packed', '');
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.trace', '');
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.jobs', '');
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.versions_issued', '');
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.job_id_seq', '');
-SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.version_id_seq', '');
-
--- DROP EXTENSION gibbs_nb waits for no job: it is refused while jobs run.
-CREATE FUNCTION gibbs_nb.guard_drop_extension()
-RETURNS event_trigger
-AS 'MODULE_PATHNAME', 'gibbs_nb_guard_drop_extension'
-LANGUAGE C;
-CREATE EVENT TRIGGER gibbs_nb_guard_drop ON ddl_command_start
-    WHEN TAG IN ('DROP EXTENSION')
-    EXECUTE FUNCTION gibbs_nb.guard_drop_extension();
-
---
--- Nothing grows without bound.
---
--- Versions: each model keeps its newest keep_versions versions (older ones
--- are dropped when a new one is published); gibbs_nb_set_retention changes
--- it for a model, and a new version inherits its model's setting.
-ALTER TABLE gibbs_nb.models ADD COLUMN keep_versions int NOT NULL DEFAULT 5
-    CHECK (keep_versions >= 1);
-
-/*
- * gibbs_nb_set_retention: how many of a model's newest versions to keep;
- * applied now and at every publish.  Returns the number of versions dropped.
- */
-CREATE FUNCTION gibbs_nb_set_retention(model_name text, keep_versions int)
-RETURNS int
-AS 'MODULE_PATHNAME', 'gibbs_nb_set_retention'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
--- Jobs: finished jobs older than gibbs_nb.job_retention are pruned as new
--- jobs start, and a model's owner may delete its finished jobs' rows.
-GRANT DELETE ON gibbs_nb.jobs TO PUBLIC;
-CREATE POLICY owner_deletes_finished ON gibbs_nb.jobs FOR DELETE USING (
-    (owner OPERATOR(pg_catalog.=) (SELECT CURRENT_USER::pg_catalog.text)
-     OR gibbs_nb.has_privileges_of(owner))
-    AND status OPERATOR(pg_catalog.<>) 'running');
-
---
--- The aggregate's support functions are no user's business: out of the
--- user's schema, into the extension's (the aggregate keeps them by OID).
---
-ALTER FUNCTION gibbs_nb_class_counts_add(internal, text, text[]) SET SCHEMA gibbs_nb;
-ALTER FUNCTION gibbs_nb_class_counts_add(internal, text, tsvector) SET SCHEMA gibbs_nb;
-ALTER FUNCTION gibbs_nb_class_counts_combine(internal, internal) SET SCHEMA gibbs_nb;
-ALTER FUNCTION gibbs_nb_class_counts_serialize(internal) SET SCHEMA gibbs_nb;
-ALTER FUNCTION gibbs_nb_class_counts_deserialize(bytea, internal) SET SCHEMA gibbs_nb;
-ALTER FUNCTION gibbs_nb_class_counts_final(internal) SET SCHEMA gibbs_nb;
-
---
--- What \dx+, \df+ and \d+ say.
---
-COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
-                                   float8, float8, float8, bigint, text, boolean)
-    IS 'train a version of one of your models in a background worker that runs as you';
-COMMENT ON FUNCTION gibbs_nb_retrain(text, boolean)
-    IS 'train a model again with its latest version''s parameters, on its source (by OID)';
-COMMENT ON FUNCTION gibbs_nb_drop(text, int)
-    IS 'drop a model (and the labels table training made for it), or one version';
-COMMENT ON FUNCTION gibbs_nb_set_retention(text, int)
-    IS 'keep only a model''s newest versions, now and at every publish';
-COMMENT ON FUNCTION gibbs_nb_predict(text, text[]) IS 'the most probable class of a document (text[] tokens)';
-COMMENT ON FUNCTION gibbs_nb_predict(text, tsvector) IS 'the most probable class of a document (tsvector)';
-COMMENT ON FUNCTION gibbs_nb_predict_proba(text, text[]) IS 'P(class | document) per class, in gibbs_nb_classes order (text[] tokens)';
-COMMENT ON FUNCTION gibbs_nb_predict_proba(text, tsvector) IS 'P(class | document) per class, in gibbs_nb_classes order (tsvector)';
-COMMENT ON FUNCTION gibbs_nb_classes(text) IS 'the classes of a model, in the order of every per-class array';
-COMMENT ON FUNCTION gibbs_nb_label_trigger() IS 'trigger: sets a label column to the predicted class (args: model, tokens column, label column)';
-COMMENT ON AGGREGATE gibbs_nb_class_counts(text, text[]) IS 'class x word count matrix of the rows it sees (parallel)';
-COMMENT ON AGGREGATE gibbs_nb_class_counts(text, tsvector) IS 'class x word count matrix of the rows it sees (parallel)';
-COMMENT ON FUNCTION gibbs_nb_class_counts_rows(bytea) IS 'the cells of a gibbs_nb_class_counts value as (class, token, count) rows';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(internal, text, text[]) IS 'internal: transition function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(internal, text, tsvector) IS 'internal: transition function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(internal, internal) IS 'internal: combine function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_serialize(internal) IS 'internal: serialise function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_deserialize(bytea, internal) IS 'internal: deserialise function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_final(internal) IS 'internal: final function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb_wait(bigint, interval) IS 'a job''s row once it has ended (or after timeout, as it is then)';
 COMMENT ON FUNCTION gibbs_nb_cancel(bigint) IS 'tell a running job''s worker to stop; it publishes nothing';
-COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn for a terminal, one line per chain';
-COMMENT ON VIEW gibbs_nb_jobs IS 'training jobs of the models you may see, a dead worker''s shown as failed';
-COMMENT ON FUNCTION gibbs_nb.has_privileges_of(text) IS 'internal: row security of the gibbs_nb tables';
-COMMENT ON FUNCTION gibbs_nb.job_worker_alive(bigint) IS 'internal: whether a job''s worker holds its lock';
-COMMENT ON FUNCTION gibbs_nb.job_worker_lost(bigint) IS 'internal: whether a job''s row says running with no worker left';
-COMMENT ON FUNCTION gibbs_nb.guard_drop_extension() IS 'internal: refuses DROP EXTENSION gibbs_nb while jobs run';
-COMMENT ON TABLE gibbs_nb.models IS 'one row per model version (row security: your models)';
-COMMENT ON TABLE gibbs_nb.theta IS 'theta-hat: P(word | class) per model version';
-COMMENT ON TABLE gibbs_nb.pi IS 'pi-hat: P(class) per model version';
-COMMENT ON TABLE gibbs_nb.packed IS 'a model version as prediction loads it';
-COMMENT ON TABLE gibbs_nb.trace IS 'each chain''s log joint and share of labels changed, per sweep';
-COMMENT ON TABLE gibbs_nb.versions_issued IS 'internal: the last version number issued per model, so none is issued twice';
-COMMENT ON TABLE gibbs_nb.jobs IS 'training jobs, written by their workers (row security: your models'' jobs)';
-
---
--- Serving a chosen version: gibbs_nb_deploy pins one version of a model
--- (prediction uses it instead of the latest; retention never drops it) and
--- rolls back or forward, with the labels table following: each version keeps
--- its documents' labels (ids as text, probabilities documents x classes),
--- from which the labels table is rewritten.  Versions made before 0.2.0 have
--- none and cannot be deployed.
---
-ALTER TABLE gibbs_nb.packed
-    ADD COLUMN pinned boolean NOT NULL DEFAULT false,
-    ADD COLUMN label_ids text[],
-    ADD COLUMN label_probabilities float8[];
-ALTER TABLE gibbs_nb.packed ALTER COLUMN label_ids SET STORAGE EXTERNAL,
-                            ALTER COLUMN label_probabilities SET STORAGE EXTERNAL;
 
 /*
- * gibbs_nb_deploy: serve this version of a model (NULL: the latest again),
- * and rewrite its labels table with that version's labels.  Returns the
- * version now serving.
+ * gibbs_nb_delete_job: delete the row of a job that has ended (and its
+ * trace, unless a version keeps it), for a role that may see the job.
  */
-CREATE FUNCTION gibbs_nb_deploy(model_name text, version int)
-RETURNS int
-AS 'MODULE_PATHNAME', 'gibbs_nb_deploy'
+CREATE FUNCTION gibbs_nb_delete_job(job_id bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gibbs_nb_delete_job'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION gibbs_nb_deploy(text, int)
-    IS 'serve one version of a model (roll back or forward), the labels table following';
-
--- ==== issue 11: held-out evaluation ====
---
--- gibbs_nb_evaluate scores a labelled table with the serving version of a
--- model (the arithmetic and cache of gibbs_nb_predict_proba) and returns one
--- row: counts, accuracy, macro-F1, log loss, and per-class arrays in the
--- order of `classes` (the model's classes, then labels it does not know).
-CREATE FUNCTION gibbs_nb_evaluate(
-    INOUT model_name text,
-    source         regclass,
-    tokens_column  text,
-    label_column   text,
-    OUT version      int,
-    OUT n_documents  bigint,
-    OUT n_skipped    bigint,
-    OUT n_unknown    bigint,
-    OUT accuracy     float8,
-    OUT macro_f1     float8,
-    OUT log_loss     float8,
-    OUT classes      text[],
-    OUT "precision"  float8[],
-    OUT recall       float8[],
-    OUT f1           float8[],
-    OUT support      bigint[],
-    OUT confusion    bigint[])
-RETURNS record
-AS 'MODULE_PATHNAME', 'gibbs_nb_evaluate'
-LANGUAGE C STABLE PARALLEL RESTRICTED;
-COMMENT ON FUNCTION gibbs_nb_evaluate(text, regclass, text, text)
-    IS 'accuracy, per-class precision/recall/F1/support, macro-F1, log loss and confusion matrix of a model on a labelled table';
-
--- gibbs_nb_train(..., holdout => share): a seeded share of the labelled rows
--- (chosen by a hash of the seed and the row's id as text, whatever the scan
--- order) is left out of training; each version records the share and the
--- held-out rows' metrics (gibbs_nb_evaluate's, as jsonb).  retrain keeps it.
-ALTER TABLE gibbs_nb.models
-    ADD COLUMN holdout float8 NOT NULL DEFAULT 0
-        CHECK (holdout OPERATOR(pg_catalog.>=) 0 AND holdout OPERATOR(pg_catalog.<) 1),
-    ADD COLUMN holdout_metrics jsonb;
-DROP FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
-                             float8, float8, float8, bigint, text, boolean);
-/*
- * gibbs_nb_train: train a model version in a background worker that runs as
- * the caller.  Returns when the job has ended (wait => true) or at once.
- */
-CREATE FUNCTION gibbs_nb_train(
-    model_name        text,
-    source            regclass,
-    tokens_column     text,
-    label_column      text DEFAULT NULL,
-    id_column         text DEFAULT 'id',
-    n_classes         int DEFAULT NULL,
-    sweeps            int DEFAULT 1000,
-    burn_in           int DEFAULT NULL,
-    lag               int DEFAULT 1,
-    chains            int DEFAULT 1,
-    sampler           text DEFAULT 'paper',
-    gamma_pi          float8 DEFAULT 1.0,
-    gamma_theta       float8 DEFAULT 1.0,
-    unlabeled_weight  float8 DEFAULT NULL,
-    seed              bigint DEFAULT NULL,
-    labels_table      text DEFAULT NULL,
-    wait              boolean DEFAULT true,
-    holdout           float8 DEFAULT 0,
-    tokenizer         text DEFAULT NULL,
-    init              text DEFAULT 'labels')
-RETURNS TABLE (
-    job_id          bigint,
-    model_name      text,
-    version         int,
-    status          text,
-    sweeps_done     int,
-    seconds         float8,
-    log_likelihood  float8)
-AS 'MODULE_PATHNAME', 'gibbs_nb_train'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
-                                   float8, float8, float8, bigint, text, boolean, float8, text, text)
-    IS 'train a version of one of your models in a background worker that runs as you';
-
--- ==== issue 11: tempered lambda, sampled gammas, diagnostics ====
---
--- gamma_pi => NULL / gamma_theta => NULL in gibbs_nb_train samples that
--- gamma every sweep (the model row then holds its posterior mean and says it
--- was sampled; retrain samples it again); every version records the
--- diagnostics of its log joint and the warnings its training raised.
---
-ALTER TABLE gibbs_nb.models
-    ADD COLUMN gamma_pi_sampled boolean NOT NULL DEFAULT false,
-    ADD COLUMN gamma_theta_sampled boolean NOT NULL DEFAULT false,
-    ADD COLUMN ess float8,
-    ADD COLUMN split_r_hat float8,
-    ADD COLUMN warnings text[] NOT NULL DEFAULT '{}';
-ALTER TABLE gibbs_nb.trace
-    ADD COLUMN gamma_pi float8,
-    ADD COLUMN gamma_theta float8;
-COMMENT ON COLUMN gibbs_nb.models.gamma_pi_sampled
-    IS 'gamma_pi was sampled (gamma_pi => NULL): gamma_pi is its posterior mean';
-COMMENT ON COLUMN gibbs_nb.models.gamma_theta_sampled
-    IS 'gamma_theta was sampled (gamma_theta => NULL): gamma_theta is its posterior mean';
-COMMENT ON COLUMN gibbs_nb.models.ess
-    IS 'effective sample size of the log joint over the kept sweeps, summed over chains (Geyer)';
-COMMENT ON COLUMN gibbs_nb.models.split_r_hat
-    IS 'split R-hat of the log joint over the kept sweeps of all chains (BDA3)';
-COMMENT ON COLUMN gibbs_nb.models.warnings
-    IS 'what the diagnostics found wrong with this training, with advice; empty if nothing';
-COMMENT ON COLUMN gibbs_nb.trace.gamma_pi
-    IS 'gamma_pi after this sweep, if it was sampled';
-
--- ==== few labels: the start from the labels, the label check, chains compared ====
---
--- init => 'labels' (the default) starts the unlabelled labels from the
--- labelled-only model (0.1.0's versions started at random: 'random');
--- every version records how its model agrees with its labels, and how a
--- model of the labels alone does, and with several chains how their labels
--- agree (docs/model.md).
---
-ALTER TABLE gibbs_nb.models
-    ADD COLUMN init text NOT NULL DEFAULT 'random',
-    ADD COLUMN labels_agreement float8,
-    ADD COLUMN labels_only_agreement float8,
-    ADD COLUMN chain_agreement float8,
-    ADD COLUMN unlabeled_weight_chosen boolean NOT NULL DEFAULT false;
-ALTER TABLE gibbs_nb.models ALTER COLUMN init SET DEFAULT 'labels';
-COMMENT ON COLUMN gibbs_nb.models.init
-    IS 'how the unlabelled labels started: labels (from the labelled-only model) or random';
-COMMENT ON COLUMN gibbs_nb.models.labels_agreement
-    IS 'share of labelled documents (up to 2,000), each left out, the version''s model puts in their class';
-COMMENT ON COLUMN gibbs_nb.models.labels_only_agreement
-    IS 'the same share for Naive Bayes trained on the labelled documents alone';
-COMMENT ON COLUMN gibbs_nb.models.unlabeled_weight_chosen
-    IS 'unlabeled_weight => NULL: unlabeled_weight was chosen, 1 if the unlabelled documents made the model agree with its labels clearly better, else 0 (the labels-only model)';
-COMMENT ON COLUMN gibbs_nb.models.chain_agreement
-    IS '1 - the largest mean distance between a chain''s label probabilities and the earlier chains''';
-COMMENT ON COLUMN gibbs_nb.trace.gamma_theta
-    IS 'gamma_theta after this sweep, if it was sampled';
-
--- ==== issue 13: understand, compare and move a model ====
-
--- Chains count from 1 in gibbs_nb.jobs (as in gibbs_nb.trace, the progress
--- NOTICE and pg_stat_activity); 0 until a job's first sweep ends.  Rows
--- written before counted from 0.
-UPDATE gibbs_nb.jobs SET chain = chain OPERATOR(pg_catalog.+) 1
- WHERE sweep OPERATOR(pg_catalog.>) 0 OR status OPERATOR(pg_catalog.=) 'succeeded';
+COMMENT ON FUNCTION gibbs_nb_delete_job(bigint)
+    IS 'delete the row of a job that has ended (and its trace unless a version keeps it)';
 
 /*
- * gibbs_nb_trace_plot: as before, but a job the caller may not see (or that
- * does not exist) is an error, 42704, as for gibbs_nb_wait, instead of NULL;
- * NULL arguments are 22004.  A job with no trace yet gives NULL.
+ * gibbs_nb_trace_plot: a job's chains drawn for a terminal, one line of
+ * block characters per chain (its log joint over the sweeps, scaled between
+ * the chain's min and max), to see convergence at a glance.  A job the
+ * caller may not see (or that does not exist) is an error, 42704, as for
+ * gibbs_nb_wait; NULL arguments are 22004.  A job with no trace yet gives
+ * NULL.
  */
 CREATE OR REPLACE FUNCTION gibbs_nb_trace_plot(job_id bigint, width int DEFAULT 60)
 RETURNS text
@@ -573,11 +514,130 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn for a terminal, one line per chain';
 
--- How often each word of a version occurred in its training documents, in
--- the order of tokens: what gibbs_nb_top_words' min_count is about.  NULL
--- for versions published before it was kept.
-ALTER TABLE gibbs_nb.packed ADD COLUMN word_counts bigint[];
-ALTER TABLE gibbs_nb.packed ALTER COLUMN word_counts SET STORAGE EXTERNAL;
+--
+-- Training.
+--
+
+/*
+ * gibbs_nb_train: train a model version in a background worker that runs as
+ * the caller.  Returns when the job has ended (wait => true) or at once.
+ * 0.2.0's arguments: holdout (the share of labelled rows left out, see
+ * gibbs_nb.models.holdout), tokenizer (what gibbs_nb.models.tokenizer_stated
+ * keeps), init (how the unlabelled labels start), and unlabeled_weight =>
+ * NULL by default (chosen by the label check); gamma_pi or gamma_theta =>
+ * NULL samples that gamma.
+ */
+DROP FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
+                             float8, float8, float8, bigint, text, boolean);
+CREATE FUNCTION gibbs_nb_train(
+    model_name        text,
+    source            regclass,
+    tokens_column     text,
+    label_column      text DEFAULT NULL,
+    id_column         text DEFAULT 'id',
+    n_classes         int DEFAULT NULL,
+    sweeps            int DEFAULT 1000,
+    burn_in           int DEFAULT NULL,
+    lag               int DEFAULT 1,
+    chains            int DEFAULT 1,
+    sampler           text DEFAULT 'paper',
+    gamma_pi          float8 DEFAULT 1.0,
+    gamma_theta       float8 DEFAULT 1.0,
+    unlabeled_weight  float8 DEFAULT NULL,
+    seed              bigint DEFAULT NULL,
+    labels_table      text DEFAULT NULL,
+    wait              boolean DEFAULT true,
+    holdout           float8 DEFAULT 0,
+    tokenizer         text DEFAULT NULL,
+    init              text DEFAULT 'labels')
+RETURNS TABLE (
+    job_id          bigint,
+    model_name      text,
+    version         int,
+    status          text,
+    sweeps_done     int,
+    seconds         float8,
+    log_likelihood  float8)
+AS 'MODULE_PATHNAME', 'gibbs_nb_train'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
+                                   float8, float8, float8, bigint, text, boolean, float8, text, text)
+    IS 'train a version of one of your models in a background worker that runs as you';
+
+/*
+ * gibbs_nb_retrain: train again with the parameters (seed included) of the
+ * model's latest version, reading its source afresh: the relation the model
+ * was trained on, followed by OID, never found again by name.  Meant for
+ * pg_cron.  warm: start the chains from the serving version's labels (of the
+ * documents still in the source) instead of the prior, so a nightly retrain
+ * need not find its way from nothing again.
+ */
+DROP FUNCTION gibbs_nb_retrain(text, boolean);
+CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true, warm boolean DEFAULT false)
+RETURNS SETOF gibbs_nb.train_result
+AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_retrain(text, boolean, boolean)
+    IS 'train a model again with its latest version''s parameters, on its source (by OID); warm: from the serving version''s labels';
+
+--
+-- Versions: how many are kept, which one serves.
+--
+
+/*
+ * gibbs_nb_set_retention: how many of a model's newest versions to keep;
+ * applied now and at every publish.  Returns the number of versions dropped.
+ */
+CREATE FUNCTION gibbs_nb_set_retention(model_name text, keep_versions int)
+RETURNS int
+AS 'MODULE_PATHNAME', 'gibbs_nb_set_retention'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_set_retention(text, int)
+    IS 'keep only a model''s newest versions, now and at every publish';
+
+/*
+ * gibbs_nb_deploy: serve this version of a model (NULL: the latest again),
+ * and rewrite its labels table with that version's labels.  Returns the
+ * version now serving.
+ */
+CREATE FUNCTION gibbs_nb_deploy(model_name text, version int)
+RETURNS int
+AS 'MODULE_PATHNAME', 'gibbs_nb_deploy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION gibbs_nb_deploy(text, int)
+    IS 'serve one version of a model (roll back or forward), the labels table following';
+
+--
+-- Understand, compare and move a model.
+--
+
+-- gibbs_nb_evaluate scores a labelled table with the serving version of a
+-- model (the arithmetic and cache of gibbs_nb_predict_proba) and returns one
+-- row: counts, accuracy, macro-F1, log loss, and per-class arrays in the
+-- order of `classes` (the model's classes, then labels it does not know).
+CREATE FUNCTION gibbs_nb_evaluate(
+    INOUT model_name text,
+    source         regclass,
+    tokens_column  text,
+    label_column   text,
+    OUT version      int,
+    OUT n_documents  bigint,
+    OUT n_skipped    bigint,
+    OUT n_unknown    bigint,
+    OUT accuracy     float8,
+    OUT macro_f1     float8,
+    OUT log_loss     float8,
+    OUT classes      text[],
+    OUT "precision"  float8[],
+    OUT recall       float8[],
+    OUT f1           float8[],
+    OUT support      bigint[],
+    OUT confusion    bigint[])
+RETURNS record
+AS 'MODULE_PATHNAME', 'gibbs_nb_evaluate'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION gibbs_nb_evaluate(text, regclass, text, text)
+    IS 'accuracy, per-class precision/recall/F1/support, macro-F1, log loss and confusion matrix of a model on a labelled table';
 
 /*
  * gibbs_nb_explain: the terms of a document's score under the version
@@ -613,12 +673,6 @@ AS 'MODULE_PATHNAME', 'gibbs_nb_top_words'
 LANGUAGE C STABLE PARALLEL SAFE ROWS 20;
 COMMENT ON FUNCTION gibbs_nb_top_words(text, text, int, bigint)
     IS 'the words that most set a class apart (log ratio of theta-hat, a minimum count)';
-
--- How a version's tokens were made, as far as training can tell: the tokens
--- column's type, and the expression of a generated column (e.g. "tsvector =
--- to_tsvector('english'::regconfig, body)").  NULL for older versions and
--- imported ones that did not carry it.
-ALTER TABLE gibbs_nb.models ADD COLUMN tokenizer text;
 
 /*
  * gibbs_nb_models: one row per model the role may see (row security of
@@ -682,39 +736,31 @@ COMMENT ON FUNCTION gibbs_nb_export(text)
 COMMENT ON FUNCTION gibbs_nb_import(text, bytea)
     IS 'a new version of your model made of a gibbs_nb_export value (predicts identically)';
 
-/*
- * gibbs_nb_retrain gains warm: start the chains from the serving version's
- * labels (of the documents still in the source) instead of the prior, so a
- * nightly retrain need not find its way from nothing again.
- */
-DROP FUNCTION gibbs_nb_retrain(text, boolean);
-CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true, warm boolean DEFAULT false)
-RETURNS SETOF gibbs_nb.train_result
-AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION gibbs_nb_retrain(text, boolean, boolean)
-    IS 'train a model again with its latest version''s parameters, on its source (by OID); warm: from the serving version''s labels';
-
--- ==== issue 14: Citus (a count aggregate whose state travels) ====
 --
--- gibbs_nb_class_counts's state was `internal`, which only PostgreSQL's own
--- parallel workers can pass around (through the serialise functions).  It is
--- now a real type, gibbs_nb.class_counts_state, with text and binary forms,
--- so that Citus pushes the aggregate down to its shards (worker_partial_agg)
--- and combines the partial states on the coordinator; PostgreSQL's parallel
--- aggregation uses the same combine function.  While the aggregate runs the
--- state is an expanded object changed in place; it is flattened only to
--- leave the process.  The aggregates keep their names and argument types,
--- so the training's internal SQL (which calls them by signature, with the
--- schema) is unchanged; the final value is the same bytea as before.
+-- The count aggregate, whose state travels (Citus).
+--
+-- gibbs_nb_class_counts's state is a real type, gibbs_nb.class_counts_state,
+-- with text and binary forms, not `internal` (which only PostgreSQL's own
+-- parallel workers can pass around, through serialise functions): so Citus
+-- pushes the aggregate down to its shards (worker_partial_agg) and combines
+-- the partial states on the coordinator; PostgreSQL's parallel aggregation
+-- uses the same combine function.  While the aggregate runs the state is an
+-- expanded object changed in place; it is flattened only to leave the
+-- process.  The aggregates keep 0.1.0's names and argument types, so the
+-- training's internal SQL (which calls them by signature, with the schema)
+-- is the same; the final value is the same bytea as 0.1.0's.  The support
+-- functions are no user's business: they are in the extension's schema (the
+-- aggregate keeps them by OID), not the user's.
+--
+-- 0.1.0's aggregates, and their support functions on `internal`:
 DROP AGGREGATE gibbs_nb_class_counts(text, text[]);
 DROP AGGREGATE gibbs_nb_class_counts(text, tsvector);
-DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_add(internal, text, text[]);
-DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_add(internal, text, tsvector);
-DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(internal, internal);
-DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_serialize(internal);
-DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_deserialize(bytea, internal);
-DROP FUNCTION gibbs_nb.gibbs_nb_class_counts_final(internal);
+DROP FUNCTION gibbs_nb_class_counts_add(internal, text, text[]);
+DROP FUNCTION gibbs_nb_class_counts_add(internal, text, tsvector);
+DROP FUNCTION gibbs_nb_class_counts_combine(internal, internal);
+DROP FUNCTION gibbs_nb_class_counts_serialize(internal);
+DROP FUNCTION gibbs_nb_class_counts_deserialize(bytea, internal);
+DROP FUNCTION gibbs_nb_class_counts_final(internal);
 
 CREATE TYPE gibbs_nb.class_counts_state;
 
@@ -746,6 +792,12 @@ CREATE TYPE gibbs_nb.class_counts_state (
     INTERNALLENGTH = VARIABLE,
     ALIGNMENT = double,
     STORAGE = extended);
+COMMENT ON TYPE gibbs_nb.class_counts_state
+    IS 'internal: the partial state of gibbs_nb_class_counts (text form: base64 of its bytes)';
+COMMENT ON FUNCTION gibbs_nb.class_counts_state_in(cstring) IS 'internal: text input of class_counts_state';
+COMMENT ON FUNCTION gibbs_nb.class_counts_state_out(gibbs_nb.class_counts_state) IS 'internal: text output of class_counts_state';
+COMMENT ON FUNCTION gibbs_nb.class_counts_state_recv(internal) IS 'internal: binary input of class_counts_state';
+COMMENT ON FUNCTION gibbs_nb.class_counts_state_send(gibbs_nb.class_counts_state) IS 'internal: binary output of class_counts_state';
 
 CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, text[])
 RETURNS gibbs_nb.class_counts_state
@@ -767,6 +819,14 @@ CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_final(gibbs_nb.class_counts_state
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_final'
 LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, text[])
+    IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, tsvector)
+    IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(gibbs_nb.class_counts_state, gibbs_nb.class_counts_state)
+    IS 'internal: combine function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_final(gibbs_nb.class_counts_state)
+    IS 'internal: final function of gibbs_nb_class_counts';
 
 CREATE AGGREGATE gibbs_nb_class_counts(label text, tokens text[]) (
     SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
@@ -781,6 +841,10 @@ CREATE AGGREGATE gibbs_nb_class_counts(label text, tokens tsvector) (
     FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
     COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
     PARALLEL = SAFE);
+COMMENT ON AGGREGATE gibbs_nb_class_counts(text, text[])
+    IS 'class x word count matrix of the rows it sees (parallel; pushed down by Citus)';
+COMMENT ON AGGREGATE gibbs_nb_class_counts(text, tsvector)
+    IS 'class x word count matrix of the rows it sees (parallel; pushed down by Citus)';
 
 -- The same aggregate under a name in the extension's own schema, where no
 -- other role can create anything: what the training worker counts with.  The
@@ -801,48 +865,10 @@ CREATE AGGREGATE gibbs_nb.labelled_counts(label text, tokens tsvector) (
     FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
     COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
     PARALLEL = SAFE);
-
 COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, text[])
     IS 'internal: gibbs_nb_class_counts as the training worker calls it';
 COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, tsvector)
     IS 'internal: gibbs_nb_class_counts as the training worker calls it';
-COMMENT ON TYPE gibbs_nb.class_counts_state
-    IS 'internal: the partial state of gibbs_nb_class_counts (text form: base64 of its bytes)';
-COMMENT ON AGGREGATE gibbs_nb_class_counts(text, text[])
-    IS 'class x word count matrix of the rows it sees (parallel; pushed down by Citus)';
-COMMENT ON AGGREGATE gibbs_nb_class_counts(text, tsvector)
-    IS 'class x word count matrix of the rows it sees (parallel; pushed down by Citus)';
-COMMENT ON FUNCTION gibbs_nb.class_counts_state_in(cstring) IS 'internal: text input of class_counts_state';
-COMMENT ON FUNCTION gibbs_nb.class_counts_state_out(gibbs_nb.class_counts_state) IS 'internal: text output of class_counts_state';
-COMMENT ON FUNCTION gibbs_nb.class_counts_state_recv(internal) IS 'internal: binary input of class_counts_state';
-COMMENT ON FUNCTION gibbs_nb.class_counts_state_send(gibbs_nb.class_counts_state) IS 'internal: binary output of class_counts_state';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, text[])
-    IS 'internal: transition function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, tsvector)
-    IS 'internal: transition function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(gibbs_nb.class_counts_state, gibbs_nb.class_counts_state)
-    IS 'internal: combine function of gibbs_nb_class_counts';
-COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_final(gibbs_nb.class_counts_state)
-    IS 'internal: final function of gibbs_nb_class_counts';
-
--- Row security without subqueries: Citus refuses a policy with a subquery
--- on its tables, and the (SELECT CURRENT_USER) InitPlan was one.
--- gibbs_nb.has_privileges_of(owner) alone decides (true for one's own rows;
--- it keeps its last answer per query, so a table's rows cost a comparison
--- each).
-DO $$
-DECLARE
-    t text;
-BEGIN
-    FOREACH t IN ARRAY ARRAY['models', 'theta', 'pi', 'trace', 'packed', 'jobs'] LOOP
-        EXECUTE pg_catalog.format('DROP POLICY owner_sees ON gibbs_nb.%I', t);
-        EXECUTE pg_catalog.format(
-            'CREATE POLICY owner_sees ON gibbs_nb.%I FOR SELECT USING (gibbs_nb.has_privileges_of(owner))', t);
-    END LOOP;
-END $$;
-DROP POLICY owner_deletes_finished ON gibbs_nb.jobs;
-CREATE POLICY owner_deletes_finished ON gibbs_nb.jobs FOR DELETE USING (
-    gibbs_nb.has_privileges_of(owner) AND status OPERATOR(pg_catalog.<>) 'running');
 
 /*
  * gibbs_nb_citus_distribute(): on a Citus coordinator, make gibbs_nb.packed
@@ -877,112 +903,20 @@ REVOKE ALL ON FUNCTION gibbs_nb_citus_distribute() FROM PUBLIC;
 COMMENT ON FUNCTION gibbs_nb_citus_distribute()
     IS 'on a Citus coordinator (superuser, once): the models become a reference table, so prediction runs on every node';
 
--- ==== issue 13: the tokenizer, as the caller states it ====
 --
--- gibbs_nb_train(..., tokenizer => 'to_tsvector(''english'', body)') records
--- how the tokens were made when the catalogs cannot tell (a plain column, a
--- view): gibbs_nb.models.tokenizer_stated keeps what was said (retrain says
--- it again), and tokenizer shows it in place of the column's type.  (The
--- argument is declared with holdout, above.)
-ALTER TABLE gibbs_nb.models ADD COLUMN tokenizer_stated text;
-COMMENT ON COLUMN gibbs_nb.models.tokenizer_stated
-    IS 'how the tokens were made, as gibbs_nb_train''s tokenizer argument said; NULL if not said';
-
--- ==== hardening: a hostile role's attacks (test/sql/hostile_hardening.sql) ====
+-- DROP EXTENSION gibbs_nb waits for no job: it is refused while jobs run.
 --
--- No role but the extension's owner has a privilege on the extension's
--- tables beyond SELECT: LOCK TABLE in any mode stronger than ACCESS SHARE
--- needs only UPDATE, DELETE or TRUNCATE (row security does not apply), and a
--- role holding ACCESS EXCLUSIVE on gibbs_nb.jobs would stop every other
--- role's jobs from starting, progressing and publishing.  Finished jobs'
--- rows are deleted with gibbs_nb_delete_job instead.
-REVOKE DELETE ON gibbs_nb.jobs FROM PUBLIC;
-DROP POLICY owner_deletes_finished ON gibbs_nb.jobs;
+CREATE FUNCTION gibbs_nb.guard_drop_extension()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'gibbs_nb_guard_drop_extension'
+LANGUAGE C;
+COMMENT ON FUNCTION gibbs_nb.guard_drop_extension() IS 'internal: refuses DROP EXTENSION gibbs_nb while jobs run';
+CREATE EVENT TRIGGER gibbs_nb_guard_drop ON ddl_command_start
+    WHEN TAG IN ('DROP EXTENSION')
+    EXECUTE FUNCTION gibbs_nb.guard_drop_extension();
 
-/*
- * gibbs_nb_delete_job: delete the row of a job that has ended (and its
- * trace, unless a version keeps it), for a role that may see the job.
- */
-CREATE FUNCTION gibbs_nb_delete_job(job_id bigint)
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'gibbs_nb_delete_job'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION gibbs_nb_delete_job(bigint)
-    IS 'delete the row of a job that has ended (and its trace unless a version keeps it)';
-
--- ==== issue 12: gibbs_nb.theta, a view of the packed models ====
 --
--- theta-hat was stored twice per version: V x K rows of gibbs_nb.theta (and
--- their two indexes), and the packed row prediction loads (tokens text[],
--- log_theta float8[] word-major V x K, classes text[]).  Writing the rows
--- was most of publishing.  gibbs_nb.theta is now a view of gibbs_nb.packed,
--- with the same columns, names, types and order as the table had: each
--- packed row the caller may see (security_invoker: packed's row security
--- applies to whoever queries the view) expanded into its (class, token,
--- probability) rows by gibbs_nb.theta_rows, probability = exp(log_theta).
--- A query on one model or version reads only its packed rows (the primary
--- key), then expands them.
-
-/*
- * gibbs_nb.theta_rows: the rows of one packed theta-hat, word-major.  Any
- * role may call it with any arrays: it checks their shape (one dimension,
- * no NULLs, len(log_theta) = len(tokens) x len(classes)) first.
- */
-CREATE FUNCTION gibbs_nb.theta_rows(classes text[], tokens text[], log_theta float8[])
-RETURNS TABLE (class text, token text, probability float8)
-AS 'MODULE_PATHNAME', 'gibbs_nb_theta_rows'
-LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE ROWS 1000;
-COMMENT ON FUNCTION gibbs_nb.theta_rows(text[], text[], float8[])
-    IS 'internal: the (class, token, probability) rows of a packed theta-hat (tokens x classes, word-major, exp of log_theta)';
-
--- Nothing is lost: 0.1.0 wrote a version's theta rows and its packed row in
--- one transaction and deleted them together, so every version with theta
--- rows has its packed row, holding the same theta-hat.  A database where
--- that is not so (rows edited by hand) is not updated: which versions, and
--- what to do, are said.
-DO $$
-DECLARE
-    bad text;
-BEGIN
-    SELECT pg_catalog.string_agg(pg_catalog.format('%s version %s (owner %s)', b.model_name, b.version, b.owner),
-                                 ', ' ORDER BY b.model_name, b.owner, b.version)
-      INTO bad
-      FROM (SELECT DISTINCT t.model_name, t.owner, t.version
-              FROM gibbs_nb.theta t
-              LEFT JOIN (SELECT p.model_name, p.owner, p.version, r.class, r.token, r.probability
-                           FROM gibbs_nb.packed p
-                          CROSS JOIN LATERAL gibbs_nb.theta_rows(p.classes, p.tokens, p.log_theta) r) e
-                ON e.model_name OPERATOR(pg_catalog.=) t.model_name
-               AND e.owner OPERATOR(pg_catalog.=) t.owner
-               AND e.version OPERATOR(pg_catalog.=) t.version
-               AND e.class OPERATOR(pg_catalog.=) t.class
-               AND e.token OPERATOR(pg_catalog.=) t.token
-             WHERE e.probability IS NULL
-                OR pg_catalog.abs(e.probability OPERATOR(pg_catalog.-) t.probability)
-                   OPERATOR(pg_catalog.>) (1e-12 OPERATOR(pg_catalog.*) t.probability)) b;
-    IF bad IS NOT NULL THEN
-        RAISE EXCEPTION 'gibbs_nb.theta has rows that gibbs_nb.packed does not hold: %', bad
-            USING ERRCODE = 'object_not_in_prerequisite_state',
-                  DETAIL = 'In 0.2.0 gibbs_nb.theta is a view of gibbs_nb.packed; its table is dropped by this update.',
-                  HINT = 'Drop those versions with gibbs_nb_drop (or restore their gibbs_nb.packed rows), then update.';
-    END IF;
-END $$;
-
--- out of the extension first: that takes it out of pg_extension.extconfig
--- (the list of tables whose rows pg_dump dumps), which DROP TABLE alone
--- would leave naming a table that is gone
-ALTER EXTENSION gibbs_nb DROP TABLE gibbs_nb.theta;
-DROP TABLE gibbs_nb.theta;
-CREATE VIEW gibbs_nb.theta WITH (security_invoker = true) AS
-    SELECT p.model_name, p.version, r.class, r.token, r.probability, p.owner
-      FROM gibbs_nb.packed p
-     CROSS JOIN LATERAL gibbs_nb.theta_rows(p.classes, p.tokens, p.log_theta) r;
-REVOKE ALL ON gibbs_nb.theta FROM PUBLIC;
-GRANT SELECT ON gibbs_nb.theta TO PUBLIC;
-COMMENT ON VIEW gibbs_nb.theta
-    IS 'theta-hat: P(word | class) per model version, the rows of gibbs_nb.packed (row security: your models)';
-
--- ==== owners registered by OID in the cluster they were registered in ====
+-- Owners registered by OID in the cluster they were registered in.
 --
 -- A model's rows name their owner (a role name: rows restore anywhere, and
 -- Citus copies them to other nodes).  Names alone let a role created under
@@ -1018,4 +952,32 @@ SELECT o.owner, COALESCE(r.oid, 0::pg_catalog.oid), gibbs_nb.cluster_identity()
         UNION SELECT owner FROM gibbs_nb.jobs
         UNION SELECT owner FROM gibbs_nb.versions_issued) o
   LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) o.owner;
+
+--
+-- What \df+ says of 0.1.0's functions that are otherwise the same.
+--
+COMMENT ON FUNCTION gibbs_nb_drop(text, int)
+    IS 'drop a model (and the labels table training made for it), or one version';
+COMMENT ON FUNCTION gibbs_nb_predict(text, text[]) IS 'the most probable class of a document (text[] tokens)';
+COMMENT ON FUNCTION gibbs_nb_predict(text, tsvector) IS 'the most probable class of a document (tsvector)';
+COMMENT ON FUNCTION gibbs_nb_predict_proba(text, text[]) IS 'P(class | document) per class, in gibbs_nb_classes order (text[] tokens)';
+COMMENT ON FUNCTION gibbs_nb_predict_proba(text, tsvector) IS 'P(class | document) per class, in gibbs_nb_classes order (tsvector)';
+COMMENT ON FUNCTION gibbs_nb_classes(text) IS 'the classes of a model, in the order of every per-class array';
+COMMENT ON FUNCTION gibbs_nb_label_trigger() IS 'trigger: sets a label column to the predicted class (args: model, tokens column, label column)';
+COMMENT ON FUNCTION gibbs_nb_class_counts_rows(bytea) IS 'the cells of a gibbs_nb_class_counts value as (class, token, count) rows';
+
+--
+-- Backups carry models: pg_dump dumps the rows of these tables and the
+-- sequences' positions (CREATE EXTENSION recreates the tables themselves).
+-- The rows restore anywhere: owners are role names, and a restored row finds
+-- its source and labels table by name (see gibbs_nb.model_relation).
+--
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.models', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.pi', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.packed', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.trace', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.jobs', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.versions_issued', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.job_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.version_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.owners', '');
