@@ -11,6 +11,7 @@ packages=(
   postgresql-15-cron       # pg_cron, for scheduled retraining and its tests
   clang                    # the fuzz targets (make fuzz): libFuzzer ...
   libclang-rt-14-dev       # ... and its runtime, with ASan and UBSan
+  python3                  # test/check-layers.py: the sources' groups call down only
 )
 
 missing=()

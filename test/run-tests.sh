@@ -166,6 +166,8 @@ else
 fi
 
 suite "server log check: sees what it is for (test/check-logs.sh)" check_logs_selftest
+suite "sources: groups call down only, no cycle between files (test/check-layers.py)" \
+  python3 test/check-layers.py
 suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
 

@@ -96,6 +96,49 @@ clamped_vocabulary(const double *clamped, int32_t V, int32_t K)
 	return n;
 }
 
+/*
+ * The check's verdict from its counts: both agreements, the margin (the
+ * paired difference's standard error, at least GNB_CHECK_MIN_GAP), worse or
+ * not, and when worse, the first class most of whose checked documents the
+ * model puts in one other class (drift_from, drift_to).
+ */
+static void
+conclude(gnb_label_check *out, const int64_t *confusion, int32_t K)
+{
+	if (out->n > 0)
+	{
+		double		n = out->n;
+		double		b = out->only_labels;
+		double		c = out->only_model;
+		double		se = sqrt(fmax(b + c - (b - c) * (b - c) / n, 0.0)) / n;
+
+		out->model_agreement = out->model_right / n;
+		out->labels_agreement = out->labels_right / n;
+		out->margin = fmax(GNB_CHECK_Z * se, GNB_CHECK_MIN_GAP);
+		out->worse = out->labels_agreement - out->model_agreement > out->margin;
+	}
+	else
+	{
+		out->model_agreement = out->labels_agreement = NAN;
+		out->margin = NAN;
+	}
+	if (out->worse)
+		for (int32_t y = 0; y < K && out->drift_from < 0; y++)
+		{
+			int64_t		total = 0;
+
+			for (int32_t k = 0; k < K; k++)
+				total += confusion[(int64_t) y * K + k];
+			for (int32_t k = 0; k < K; k++)
+				if (k != y && 2 * confusion[(int64_t) y * K + k] > total)
+				{
+					out->drift_from = y;
+					out->drift_to = k;
+					break;
+				}
+		}
+}
+
 /* A word's clamped count over all classes. */
 static double
 clamped_total(const double *clamped, int32_t w, int32_t K)
@@ -240,38 +283,7 @@ gnb_check_labels(const gnb_corpus *corpus, const gnb_params *params,
 		confusion[(int64_t) y * K + by_model]++;
 	}
 
-	if (out->n > 0)
-	{
-		double		n = out->n;
-		double		b = out->only_labels;
-		double		c = out->only_model;
-		double		se = sqrt(fmax(b + c - (b - c) * (b - c) / n, 0.0)) / n;
-
-		out->model_agreement = out->model_right / n;
-		out->labels_agreement = out->labels_right / n;
-		out->margin = fmax(GNB_CHECK_Z * se, GNB_CHECK_MIN_GAP);
-		out->worse = out->labels_agreement - out->model_agreement > out->margin;
-	}
-	else
-	{
-		out->model_agreement = out->labels_agreement = NAN;
-		out->margin = NAN;
-	}
-	if (out->worse)
-		for (int32_t y = 0; y < K && out->drift_from < 0; y++)
-		{
-			int64_t		total = 0;
-
-			for (int32_t k = 0; k < K; k++)
-				total += confusion[(int64_t) y * K + k];
-			for (int32_t k = 0; k < K; k++)
-				if (k != y && 2 * confusion[(int64_t) y * K + k] > total)
-				{
-					out->drift_from = y;
-					out->drift_to = k;
-					break;
-				}
-		}
+	conclude(out, confusion, K);
 	result->labels_agreement = out->model_agreement;
 	result->labels_only_agreement = out->labels_agreement;
 	result->drift_from = out->drift_from;

@@ -38,6 +38,12 @@
  * 6, 7 or 8 a sweep took the same time within the noise.)  Below 1 the draws
  * are logs (gnb_rng_log_gamma), made class by class into log_theta and
  * log_theta_1 until their differences replace them.
+ *
+ * theta_step2 is one function of about 150 lines on purpose: it is the
+ * paper sampler's hot loop beside the label step, and its block loop keeps
+ * the draws, the sums' lanes and the log pass in registers and on the stack
+ * together, and its parts share the block's state; split, they would be
+ * calls inside that loop passing it around.
  */
 #define GNB_PAIR_EXP_MAX 5
 

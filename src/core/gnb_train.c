@@ -30,22 +30,19 @@ default_release(void *ptr, void *arg)
 
 const gnb_hooks gnb_default_hooks = {default_alloc, default_release, NULL, NULL, NULL};
 
-void
-gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chain,
-				const gnb_hooks *hooks, gnb_chain *out)
+/*
+ * A chain's state and its result's arrays, allocated (through hooks) and
+ * started: the counts of its start, the sums over kept sweeps at zero.
+ */
+static void
+chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
+			const gnb_params *params, const gnb_hooks *hooks, int32_t chain, gnb_chain *out)
 {
-	run_shared	sh;
-	chain_state st;
-	chain_sums	sums;
 	const int32_t K = corpus->n_classes;
 	const int32_t V = corpus->n_words;
 	const int32_t D = corpus->n_docs;
 	const int32_t kept = (params->sweeps - params->burn_in) / params->lag;
 	size_t		vk = (size_t) V * K;
-
-	if (hooks == NULL)
-		hooks = &gnb_default_hooks;
-	gnb_setup_shared(&sh, corpus, params, hooks, 1);
 
 	memset(out, 0, sizeof(*out));
 	out->chain = chain;
@@ -62,60 +59,70 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	}
 	out->last_labels = gnb_xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 
-	memset(&st, 0, sizeof(st));
-	st.sh = &sh;
-	st.z = out->last_labels;
-	st.moved = gnb_xalloc(hooks, D > 0 ? D : 1, 1);
-	st.C = gnb_xalloc(hooks, K, sizeof(double));
-	st.N_lent = gnb_lend_counts(corpus, params);
-	st.N = st.N_lent ? corpus->lent_extra_word_counts : gnb_xalloc(hooks, vk + 1, sizeof(double));
-	st.Nk = gnb_xalloc(hooks, K, sizeof(double));
-	gnb_start_counts(&st);
-	if (sh.dense)
+	memset(st, 0, sizeof(*st));
+	st->sh = sh;
+	st->z = out->last_labels;
+	st->moved = gnb_xalloc(hooks, D > 0 ? D : 1, 1);
+	st->C = gnb_xalloc(hooks, K, sizeof(double));
+	st->N_lent = gnb_lend_counts(corpus, params);
+	st->N = st->N_lent ? corpus->lent_extra_word_counts : gnb_xalloc(hooks, vk + 1, sizeof(double));
+	st->Nk = gnb_xalloc(hooks, K, sizeof(double));
+	gnb_start_counts(st);
+	if (sh->dense)
 	{
 		/* N by row (chain_state.N), before the arrays of the sweeps are made */
-		gnb_permute_rows(hooks, st.N, V, sh.active_pos, 1);
-		hooks->release(sh.active_pos, hooks->arg);
-		sh.active_pos = NULL;
+		gnb_permute_rows(hooks, st->N, V, sh->active_pos, 1);
+		hooks->release(sh->active_pos, hooks->arg);
+		sh->active_pos = NULL;
 	}
-	st.S = gnb_xalloc(hooks, K, sizeof(double));
-	st.log_prior = gnb_xalloc(hooks, K, sizeof(double));
-	st.log_prior_own = gnb_xalloc(hooks, K, sizeof(double));
-	st.log_pred = gnb_xalloc(hooks, K, sizeof(double));
-	st.log_pred_own = gnb_xalloc(hooks, K, sizeof(double));
+	st->S = gnb_xalloc(hooks, K, sizeof(double));
+	st->log_prior = gnb_xalloc(hooks, K, sizeof(double));
+	st->log_prior_own = gnb_xalloc(hooks, K, sizeof(double));
+	st->log_pred = gnb_xalloc(hooks, K, sizeof(double));
+	st->log_pred_own = gnb_xalloc(hooks, K, sizeof(double));
 	/* K = 2: the active words' log-odds */
 	if (params->sampler == GNB_SAMPLER_PAPER)
-		st.log_theta = gnb_xalloc(hooks, K != 2 ? vk + 1 : (size_t) sh.n_active + 1,
+		st->log_theta = gnb_xalloc(hooks, K != 2 ? vk + 1 : (size_t) sh->n_active + 1,
 							  sizeof(double));
-	if (sh.dense)
+	if (sh->dense)
 	{
-		st.mt_c = gnb_xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
-		gnb_mt_c_table(st.mt_c);
+		st->mt_c = gnb_xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
+		gnb_mt_c_table(st->mt_c);
 	}
-	st.scores = gnb_xalloc(hooks, K, sizeof(double));
-	st.pred = gnb_xalloc(hooks, K, sizeof(double));
-	st.scratch = gnb_xalloc(hooks, K, sizeof(double));
-	st.products = gnb_xalloc(hooks, K, sizeof(log_product));
+	st->scores = gnb_xalloc(hooks, K, sizeof(double));
+	st->pred = gnb_xalloc(hooks, K, sizeof(double));
+	st->scratch = gnb_xalloc(hooks, K, sizeof(double));
+	st->products = gnb_xalloc(hooks, K, sizeof(log_product));
 	if (params->sample_gamma_theta)
 	{
-		st.cs.hist = gnb_xalloc(hooks, (size_t) K * GNB_HIST_MAX, sizeof(double));
-		st.cs.rest = gnb_xalloc(hooks, vk + 1, sizeof(double));
-		st.cs.rest_end = gnb_xalloc(hooks, K, sizeof(int64_t));
+		st->cs.hist = gnb_xalloc(hooks, (size_t) K * GNB_HIST_MAX, sizeof(double));
+		st->cs.rest = gnb_xalloc(hooks, vk + 1, sizeof(double));
+		st->cs.rest_end = gnb_xalloc(hooks, K, sizeof(int64_t));
 	}
 	/* the sums become the chain's means in place */
-	st.prob_sum = out->label_prob = gnb_xalloc(hooks, (size_t) D * K + 1, sizeof(double));
-	st.theta_sum = gnb_xalloc(hooks, (size_t) sh.n_active * K + 1, sizeof(double));
-	st.theta_mark = gnb_xalloc(hooks, (size_t) sh.n_active * K + 1, sizeof(double));
-	st.inv_sum = gnb_xalloc(hooks, K, sizeof(double));
-	st.g_inv_sum = gnb_xalloc(hooks, K, sizeof(double));
-	st.pi_sum = out->pi = gnb_xalloc(hooks, K, sizeof(double));
+	st->prob_sum = out->label_prob = gnb_xalloc(hooks, (size_t) D * K + 1, sizeof(double));
+	st->theta_sum = gnb_xalloc(hooks, (size_t) sh->n_active * K + 1, sizeof(double));
+	st->theta_mark = gnb_xalloc(hooks, (size_t) sh->n_active * K + 1, sizeof(double));
+	st->inv_sum = gnb_xalloc(hooks, K, sizeof(double));
+	st->g_inv_sum = gnb_xalloc(hooks, K, sizeof(double));
+	st->pi_sum = out->pi = gnb_xalloc(hooks, K, sizeof(double));
+}
 
-	/* chain c's stream: the seed's, jumped c times */
-	gnb_rng_seed(&st.rng, params->seed);
-	for (int32_t c = 0; c < chain; c++)
-		gnb_rng_jump(&st.rng);
-	memset(&sums, 0, sizeof(sums));
-	gnb_run_chain(&st, chain, out->log_joint, out->changed, &sums, out->kept_log_joint);
+/*
+ * A chain's estimates from its sums over the kept sweeps: theta-hat in N's
+ * room (unless N is lent, which goes back as it was), pi-hat, the label
+ * probabilities, the gammas' means, and its figures.
+ */
+static void
+chain_estimates(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
+				const gnb_params *params, const gnb_hooks *hooks, const chain_sums *sums,
+				gnb_chain *out)
+{
+	const int32_t K = corpus->n_classes;
+	const int32_t V = corpus->n_words;
+	const int32_t D = corpus->n_docs;
+	const int32_t kept = (params->sweeps - params->burn_in) / params->lag;
+	size_t		vk = (size_t) V * K;
 
 	/*
 	 * theta-hat: every active entry brought up to date, the sums over all
@@ -123,119 +130,147 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 	 * flushing it would give, N inv_sum.  The arrays only sampling needs go
 	 * before theta-hat is allocated.
 	 */
-	for (int32_t i = 0; i < sh.n_active; i++)
+	for (int32_t i = 0; i < sh->n_active; i++)
 		for (int32_t k = 0; k < K; k++)
-			flush_theta(&st, (int64_t) (sh.dense ? i : sh.active[i]) * K + k,
+			flush_theta(st, (int64_t) (sh->dense ? i : sh->active[i]) * K + k,
 						(int64_t) i * K + k, k);
-	hooks->release(st.theta_mark, hooks->arg);
-	if (st.log_theta)
-		hooks->release(st.log_theta, hooks->arg);
-	if (st.log_theta_1)
-		hooks->release(st.log_theta_1, hooks->arg);
-	if (sh.dense)
+	hooks->release(st->theta_mark, hooks->arg);
+	if (st->log_theta)
+		hooks->release(st->log_theta, hooks->arg);
+	if (st->log_theta_1)
+		hooks->release(st->log_theta_1, hooks->arg);
+	if (sh->dense)
 	{
 		int32_t    *pos;
 
-		hooks->release(st.mt_c, hooks->arg);
+		hooks->release(st->mt_c, hooks->arg);
 		/*
 		 * The unlabelled documents' counts out of a lent N while it is by
 		 * row, then N word-major again: the rows' permutation from active
 		 * as gnb_setup_shared made it.
 		 */
-		if (st.N_lent)
-			for (int32_t i = 0; i < sh.n_unlabeled; i++)
+		if (st->N_lent)
+			for (int32_t i = 0; i < sh->n_unlabeled; i++)
 			{
-				const uint32_t *pr = sh.dense + sh.dense_start[i];
-				const int64_t n = sh.dense_end[i] - sh.dense_start[i];
-				const int32_t z = st.z[sh.unlabeled[i]];
+				const uint32_t *pr = sh->dense + sh->dense_start[i];
+				const int64_t n = sh->dense_end[i] - sh->dense_start[i];
+				const int32_t z = st->z[sh->unlabeled[i]];
 
 				for (int64_t p = 0; p < n; p++)
 				{
 					int32_t		cnt;
-					int64_t		row = packed_pair(&sh, pr, sh.dense_ones[i], &p, &cnt);
+					int64_t		row = packed_pair(sh, pr, sh->dense_ones[i], &p, &cnt);
 
-					st.N[2 * row + z] -= cnt;
+					st->N[2 * row + z] -= cnt;
 				}
 			}
 		pos = gnb_xalloc(hooks, V > 0 ? V : 1, sizeof(int32_t));
 		for (int32_t w = 0; w < V; w++)
 			pos[w] = -1;
-		for (int32_t i = 0; i < sh.n_active; i++)
-			pos[sh.active[i]] = i;
-		for (int32_t w = 0, r = sh.n_active; w < V; w++)
+		for (int32_t i = 0; i < sh->n_active; i++)
+			pos[sh->active[i]] = i;
+		for (int32_t w = 0, r = sh->n_active; w < V; w++)
 			if (pos[w] < 0)
 				pos[w] = r++;
-		gnb_permute_rows(hooks, st.N, V, pos, 0);
+		gnb_permute_rows(hooks, st->N, V, pos, 0);
 		hooks->release(pos, hooks->arg);
 	}
 	/* in N's own room, entry by entry, unless N is lent */
-	out->theta = st.N_lent ? gnb_xalloc(hooks, vk + 1, sizeof(double)) : st.N;
+	out->theta = st->N_lent ? gnb_xalloc(hooks, vk + 1, sizeof(double)) : st->N;
 	for (int64_t idx = 0; idx < (int64_t) vk; idx++)
 	{
 		int32_t		k = (int32_t) (idx % K);
 
-		out->theta[idx] = st.N[idx] * st.inv_sum[k] + st.g_inv_sum[k];
+		out->theta[idx] = st->N[idx] * st->inv_sum[k] + st->g_inv_sum[k];
 		out->theta[idx] /= kept;
 	}
-	if (st.N_lent)
+	if (st->N_lent)
 	{
 		/*
 		 * The lent counts back as they were: every document's counts taken
 		 * out of its last class.  All integers, so exactly.
 		 */
 		for (int32_t j = 0; j < D; j++)
-			if (!sh.dense || corpus->label[j] >= 0)
+			if (!sh->dense || corpus->label[j] >= 0)
 				for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-					st.N[(int64_t) corpus->word[p] * K + st.z[j]] -= corpus->count[p];
+					st->N[(int64_t) corpus->word[p] * K + st->z[j]] -= corpus->count[p];
 	}
-	st.N = NULL;
-	if (sh.dense_in_place)
-		gnb_restore_words(&sh);
-	for (int32_t i = 0; i < sh.n_active; i++)
+	st->N = NULL;
+	if (sh->dense_in_place)
+		gnb_restore_words(sh);
+	for (int32_t i = 0; i < sh->n_active; i++)
 		for (int32_t k = 0; k < K; k++)
 		{
-			int64_t		idx = (int64_t) sh.active[i] * K + k;
+			int64_t		idx = (int64_t) sh->active[i] * K + k;
 
-			out->theta[idx] = st.theta_sum[(int64_t) i * K + k] + st.g_inv_sum[k];
+			out->theta[idx] = st->theta_sum[(int64_t) i * K + k] + st->g_inv_sum[k];
 			out->theta[idx] /= kept;
 		}
-	hooks->release(st.theta_sum, hooks->arg);
+	hooks->release(st->theta_sum, hooks->arg);
 	for (int32_t k = 0; k < K; k++)
 		out->pi[k] /= kept;
-	for (int32_t i = 0; i < sh.n_unlabeled; i++)
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
-		int64_t		j = sh.unlabeled[i];
+		int64_t		j = sh->unlabeled[i];
 
 		for (int32_t k = 0; k < K; k++)
 			out->label_prob[j * K + k] /= kept;
 	}
-	out->gamma_theta = st.g_theta_sum / kept;
-	out->gamma_pi = st.g_pi_sum / kept;
-	out->last_log_joint = sums.last;
-	out->changed_after_burn_in = sums.changed_after_burn_in;
-	out->locked = sums.locked;
+	out->gamma_theta = st->g_theta_sum / kept;
+	out->gamma_pi = st->g_pi_sum / kept;
+	out->last_log_joint = sums->last;
+	out->changed_after_burn_in = sums->changed_after_burn_in;
+	out->locked = sums->locked;
+}
 
-	hooks->release(st.inv_sum, hooks->arg);
-	hooks->release(st.g_inv_sum, hooks->arg);
-	hooks->release(st.moved, hooks->arg);
-	hooks->release(st.C, hooks->arg);
-	hooks->release(st.Nk, hooks->arg);
-	hooks->release(st.S, hooks->arg);
-	hooks->release(st.log_prior, hooks->arg);
-	hooks->release(st.log_prior_own, hooks->arg);
-	hooks->release(st.log_pred, hooks->arg);
-	hooks->release(st.log_pred_own, hooks->arg);
-	hooks->release(st.scores, hooks->arg);
-	hooks->release(st.pred, hooks->arg);
-	hooks->release(st.scratch, hooks->arg);
-	hooks->release(st.products, hooks->arg);
-	if (st.cs.hist)
+/* What the chain's state holds besides its result. */
+static void
+chain_end(chain_state *st, run_shared *sh, const gnb_hooks *hooks)
+{
+	hooks->release(st->inv_sum, hooks->arg);
+	hooks->release(st->g_inv_sum, hooks->arg);
+	hooks->release(st->moved, hooks->arg);
+	hooks->release(st->C, hooks->arg);
+	hooks->release(st->Nk, hooks->arg);
+	hooks->release(st->S, hooks->arg);
+	hooks->release(st->log_prior, hooks->arg);
+	hooks->release(st->log_prior_own, hooks->arg);
+	hooks->release(st->log_pred, hooks->arg);
+	hooks->release(st->log_pred_own, hooks->arg);
+	hooks->release(st->scores, hooks->arg);
+	hooks->release(st->pred, hooks->arg);
+	hooks->release(st->scratch, hooks->arg);
+	hooks->release(st->products, hooks->arg);
+	if (st->cs.hist)
 	{
-		hooks->release(st.cs.hist, hooks->arg);
-		hooks->release(st.cs.rest, hooks->arg);
-		hooks->release(st.cs.rest_end, hooks->arg);
+		hooks->release(st->cs.hist, hooks->arg);
+		hooks->release(st->cs.rest, hooks->arg);
+		hooks->release(st->cs.rest_end, hooks->arg);
 	}
-	gnb_release_shared(&sh);
+	gnb_release_shared(sh);
+}
+
+/* One chain, from its start to its estimates (gnb_sampler.h). */
+void
+gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chain,
+				const gnb_hooks *hooks, gnb_chain *out)
+{
+	run_shared	sh;
+	chain_state st;
+	chain_sums	sums;
+
+	if (hooks == NULL)
+		hooks = &gnb_default_hooks;
+	gnb_setup_shared(&sh, corpus, params, hooks, 1);
+	chain_begin(&st, &sh, corpus, params, hooks, chain, out);
+	/* chain c's stream: the seed's, jumped c times */
+	gnb_rng_seed(&st.rng, params->seed);
+	for (int32_t c = 0; c < chain; c++)
+		gnb_rng_jump(&st.rng);
+	memset(&sums, 0, sizeof(sums));
+	gnb_run_chain(&st, chain, out->log_joint, out->changed, &sums, out->kept_log_joint);
+	chain_estimates(&st, &sh, corpus, params, hooks, &sums, out);
+	chain_end(&st, &sh, hooks);
 }
 
 void

@@ -25,6 +25,56 @@
 #include "utils/expandeddatum.h"
 #include "utils/memutils.h"
 
+static const ExpandedObjectMethods counts_methods = {
+	counts_get_flat_size,
+	counts_flatten_into
+};
+
+/*
+ * A new, empty state: an expanded object in a memory context of its own
+ * under parent (the aggregate's context, where nodeAgg keeps a read-write
+ * expanded state without copying it).
+ */
+CountsState *
+counts_create(MemoryContext parent)
+{
+	/*
+	 * Blocks of at most 1 MB (not the default 8 MB): the memory budget is
+	 * checked against what the context has allocated, which jumps by a
+	 * block at a time.
+	 */
+	MemoryContext cxt = AllocSetContextCreate(parent, "gibbs_nb_class_counts",
+											  ALLOCSET_DEFAULT_MINSIZE,
+											  ALLOCSET_DEFAULT_INITSIZE,
+											  1024 * 1024);
+	CountsState *st = MemoryContextAllocZero(cxt, sizeof(CountsState));
+
+	EOH_init_header(&st->hdr, &counts_methods, cxt);
+	st->magic = COUNTS_MAGIC;
+	st->cxt = cxt;
+	counts_live_state_add(st);
+	counts_own_init(st);
+	return st;
+}
+
+/*
+ * The state behind datum d as an expanded object of ours, or NULL if d is
+ * something else (a flat value).
+ */
+CountsState *
+counts_expanded(Datum d)
+{
+	CountsState *st;
+
+	if (!VARATT_IS_EXTERNAL_EXPANDED(DatumGetPointer(d)))
+		return NULL;
+	st = (CountsState *) DatumGetEOHP(d);
+	if (st->hdr.eoh_methods != &counts_methods)
+		elog(ERROR, "gibbs_nb_class_counts: not a class counts state");
+	counts_check_state(st);
+	return st;
+}
+
 /*
  * Add the counts of a state value (expanded, read-only or not, or flat) to
  * `into`, as runs: a flat value is copied; an expanded one gives a copy of

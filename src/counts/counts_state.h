@@ -237,6 +237,8 @@ struct SortedPlan
 };
 
 /* aggregate.c */
+extern CountsState *counts_create(MemoryContext parent);
+extern CountsState *counts_expanded(Datum d);
 extern Size counts_get_flat_size(ExpandedObjectHeader *eohptr);
 extern void counts_flatten_into(ExpandedObjectHeader *eohptr, void *result, Size allocated_size);
 extern void counts_own_write_plain(CountsState *st, void *result, Size allocated_size);
@@ -268,10 +270,10 @@ extern void counts_own_write_sorted(CountsState *st, void *result, Size allocate
 extern bytea *counts_own_sorted_value(CountsState *st, CountsState *budget);
 
 /* state.c */
+extern void counts_live_state_add(CountsState *st);
 extern void counts_stringset_init(StringSet *set, MemoryContext cxt, int32 cap);
 extern void counts_stringset_free(StringSet *set);
 extern int32 counts_stringset_id(StringSet *set, MemoryContext cxt, const char *str, int len);
-extern CountsState *counts_create(MemoryContext parent);
 extern void counts_own_init(CountsState *st);
 extern void counts_check_budget(CountsState *st, double more);
 extern void counts_budget_class(CountsState *st, double bytes);
@@ -280,7 +282,6 @@ extern void counts_count_token(void *arg, const char *str, int len, int32 count)
 extern void counts_count_text_array(TokenBlock *b, Datum tokens);
 extern MemoryContext counts_aggregate_context(FunctionCallInfo fcinfo, const char *fname);
 extern void counts_check_state(const CountsState *st);
-extern CountsState *counts_expanded(Datum d);
 
 /* the serial form's pieces, inline where values are read and written */
 

@@ -119,7 +119,9 @@ reader_cell(RunReader *r, int32 *cls, int64 *count)
  * word moves on: n values of W words in all take W steps of n comparisons,
  * nearly all of them between two hashes, and every byte is read and
  * written once, in order.  The memory it takes is checked against budget's
- * budget.
+ * budget.  One function of about 160 lines: the merge is the part of a
+ * parallel count that does not run in parallel, and its loop over the
+ * values' heads is the hot path; it stays whole, as a merge sort's does.
  */
 bytea *
 counts_merge_runs(CountsState *budget, double held, const CountsRun *const *src, int n_src)

@@ -310,40 +310,16 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 }
 
 /*
- * Fill the job's parameters from the call, checking each.  model_owner is
- * the role that owns the model the job trains (NULL: the current role's).
+ * The sampler's arguments of gibbs_nb_train: sweeps, burn_in, lag, chains,
+ * the sampler, the gammas, the start, unlabeled_weight and the seed, checked
+ * (22023), and the caller's limits the worker keeps to.
  */
 static void
-resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_owner)
+resolve_sampler_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 {
-	char	   *model_name;
-	char	   *sampler;
-	bool		has_label = !PG_ARGISNULL(ARG_LABEL_COLUMN);
 	gnb_params *sp = &p->sampler;
-	Oid			outer;
-	char	   *source_sql;
+	char	   *sampler;
 
-	memset(p, 0, sizeof(*p));
-	for (int arg = 0; arg <= ARG_INIT; arg++)
-		if (arg != ARG_LABEL_COLUMN && arg != ARG_N_CLASSES && arg != ARG_BURN_IN &&
-			arg != ARG_SEED && arg != ARG_LABELS_TABLE && arg != ARG_GAMMA_PI &&
-			arg != ARG_GAMMA_THETA && arg != ARG_TOKENIZER && arg != ARG_UNLABELED_WEIGHT)
-			require_not_null(fcinfo, arg);
-
-	/* the model */
-	model_name = text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL_NAME));
-	if (model_name[0] == '\0')
-		invalid_argument("model_name must not be empty");
-	if (strlen(model_name) > GNB_MODEL_NAME_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("model name \"%s\" is longer than %d bytes", model_name, GNB_MODEL_NAME_MAX)));
-	strlcpy(p->model_name, model_name, NAMEDATALEN);
-	strlcpy(p->model_owner, model_owner ? model_owner : gnb_current_role_name(), NAMEDATALEN);
-	/* registered by the job's worker (as this role); refused now if it cannot be */
-	p->model_owner_role = gnb_check_owner(p->model_owner);
-
-	/* the sampler's numbers */
 	sp->sweeps = PG_GETARG_INT32(ARG_SWEEPS);
 	if (sp->sweeps <= 0 || sp->sweeps > GNB_MAX_SWEEPS)
 		invalid_argument("sweeps must be between 1 and %d, not %d", GNB_MAX_SWEEPS, sp->sweeps);
@@ -423,6 +399,41 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 		sp->seed = pg_prng_uint64(&pg_global_prng_state) >> 1;	/* fits a bigint */
 	else
 		sp->seed = (uint64) PG_GETARG_INT64(ARG_SEED);
+}
+
+/*
+ * Fill the job's parameters from the call, checking each.  model_owner is
+ * the role that owns the model the job trains (NULL: the current role's).
+ */
+static void
+resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_owner)
+{
+	char	   *model_name;
+	bool		has_label = !PG_ARGISNULL(ARG_LABEL_COLUMN);
+	Oid			outer;
+	char	   *source_sql;
+
+	memset(p, 0, sizeof(*p));
+	for (int arg = 0; arg <= ARG_INIT; arg++)
+		if (arg != ARG_LABEL_COLUMN && arg != ARG_N_CLASSES && arg != ARG_BURN_IN &&
+			arg != ARG_SEED && arg != ARG_LABELS_TABLE && arg != ARG_GAMMA_PI &&
+			arg != ARG_GAMMA_THETA && arg != ARG_TOKENIZER && arg != ARG_UNLABELED_WEIGHT)
+			require_not_null(fcinfo, arg);
+
+	/* the model */
+	model_name = text_to_cstring(PG_GETARG_TEXT_PP(ARG_MODEL_NAME));
+	if (model_name[0] == '\0')
+		invalid_argument("model_name must not be empty");
+	if (strlen(model_name) > GNB_MODEL_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("model name \"%s\" is longer than %d bytes", model_name, GNB_MODEL_NAME_MAX)));
+	strlcpy(p->model_name, model_name, NAMEDATALEN);
+	strlcpy(p->model_owner, model_owner ? model_owner : gnb_current_role_name(), NAMEDATALEN);
+	/* registered by the job's worker (as this role); refused now if it cannot be */
+	p->model_owner_role = gnb_check_owner(p->model_owner);
+
+	resolve_sampler_arguments(fcinfo, p);
 	if (!PG_ARGISNULL(ARG_N_CLASSES))
 	{
 		p->n_classes = PG_GETARG_INT32(ARG_N_CLASSES);

@@ -36,6 +36,7 @@
 #include "gibbs_nb.h"
 
 #include "worker/worker.h"
+#include "worker/chains_shm.h"
 #include "store/store.h"
 #include "security/security.h"
 
@@ -56,106 +57,10 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
-PGDLLEXPORT void gibbs_nb_chain_worker_main(Datum main_arg);
-
 /* How often the job's worker looks at its chain workers while it waits. */
 #define CHAINS_POLL_MS 100
 /* How long a failing job's worker waits for its chain workers to exit. */
 #define CHAINS_STOP_WAIT_MS 10000
-/* How often a chain worker updates pg_stat_activity. */
-#define CHAIN_ACTIVITY_MS 1000
-
-/* The segment's table of contents: its magic number and keys. */
-#define CHAINS_MAGIC			UINT64CONST(0x474E42434841494E)
-#define CHAINS_KEY_SHARED		1	/* GnbChainsShared: parameters, a slot per chain */
-#define CHAINS_KEY_DOC_START	2	/* the corpus, as gnb_corpus has it */
-#define CHAINS_KEY_WORD			3
-#define CHAINS_KEY_COUNT		4
-#define CHAINS_KEY_LABEL		5
-#define CHAINS_KEY_EXTRA_WORDS	6	/* the clamped documents' counts, if any */
-#define CHAINS_KEY_EXTRA_DOCS	7
-#define CHAINS_KEY_INIT_LABEL	8	/* a warm start's labels, if any */
-
-/* Chain c's own entries: CHAIN_KEY(c, CHAIN_THETA) and so on. */
-typedef enum GnbChainEntry
-{
-	CHAIN_LABEL_PROB = 0,		/* n_docs x K */
-	CHAIN_THETA,				/* V x K */
-	CHAIN_PI,					/* K */
-	CHAIN_KEPT,					/* the kept log joints, at most GNB_KEPT_SERIES_MAX */
-	CHAIN_LAST_LABELS,			/* n_docs + 1 */
-	CHAIN_TRACE,				/* max_trace trace points */
-	CHAIN_ERROR_QUEUE,			/* the chain worker's messages (shm_mq) */
-	CHAIN_N_ENTRIES
-} GnbChainEntry;
-#define CHAIN_KEY(c, entry)		(UINT64CONST(1000) + (uint64) (c) * CHAIN_N_ENTRIES + (entry))
-
-/* A chain worker's error queue: parallel.c's size for a parallel worker's. */
-#define CHAIN_ERROR_QUEUE_SIZE	16384
-
-typedef enum GnbChainState
-{
-	CHAIN_PENDING = 0,			/* a worker was asked for; not yet running */
-	CHAIN_RUNNING,
-	CHAIN_DONE,					/* the result is in the chain's entries */
-	CHAIN_FAILED,				/* its error went through its queue */
-	CHAIN_LOCAL					/* the job's worker runs it */
-} GnbChainState;
-
-/* One kept trace point of a chain. */
-typedef struct GnbTracePoint
-{
-	int32		sweep;
-	double		log_joint;
-	double		changed;
-	double		gamma_theta;
-	double		gamma_pi;
-} GnbTracePoint;
-
-/* Where a chain is, and its result's figures once it is done. */
-typedef struct GnbChainSlot
-{
-	slock_t		mutex;			/* protects all of it */
-	GnbChainState state;
-	int32		sweep;			/* last finished sweep */
-	double		log_joint;
-	int32		n_trace;		/* trace points written */
-	int			sqlerrcode;		/* CHAIN_FAILED: the error's, had its message no way through */
-	/* the result, once state is CHAIN_DONE */
-	int64		changed_after_burn_in;
-	int64		locked;
-	int32		kept_points;	/* the thinned kept log joints in CHAIN_KEPT */
-	int32		kept_stride;
-	double		last_log_joint;
-	double		gamma_theta;
-	double		gamma_pi;
-} GnbChainSlot;
-
-typedef struct GnbChainsShared
-{
-	GnbJobParams params;		/* the caller's identity, the sampler's parameters */
-	int			job_pid;
-	struct Latch *job_latch;	/* the job's worker's */
-	int32		trace_stride;
-	int32		max_trace;
-	int32		n_docs;
-	int32		n_words;
-	int32		n_classes;
-	bool		has_extra_counts;
-	bool		has_init_label;
-	GnbChainSlot slot[FLEXIBLE_ARRAY_MEMBER];
-} GnbChainsShared;
-
-/* A chain's entries, as one process has them mapped. */
-typedef struct GnbChainArrays
-{
-	double	   *label_prob;
-	double	   *theta;
-	double	   *pi;
-	double	   *kept;
-	int32	   *last_labels;
-	GnbTracePoint *trace;
-} GnbChainArrays;
 
 /* The job's worker's view of its chains. */
 struct GnbChainsRun
@@ -183,18 +88,6 @@ toc_put(shm_toc *toc, uint64 key, Size bytes)
 
 	shm_toc_insert(toc, key, p);
 	return p;
-}
-
-/* Chain c's entries in this process. */
-static void
-chain_arrays(shm_toc *toc, int32 c, GnbChainArrays *a)
-{
-	a->label_prob = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_LABEL_PROB), false);
-	a->theta = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_THETA), false);
-	a->pi = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_PI), false);
-	a->kept = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_KEPT), false);
-	a->last_labels = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_LAST_LABELS), false);
-	a->trace = shm_toc_lookup(toc, CHAIN_KEY(c, CHAIN_TRACE), false);
 }
 
 /* The sizes of chain c's entries, by GnbChainEntry. */
@@ -440,32 +333,6 @@ poll_chains(GnbChainsRun *run)
 	}
 }
 
-/* Copy a finished chain into its entries, and mark it done. */
-static void
-chain_to_slot(GnbChainsShared *sh, const GnbChainArrays *a, int32 c, const gnb_chain *ch)
-{
-	GnbChainSlot *s = &sh->slot[c];
-	Size		dk = (Size) sh->n_docs * sh->n_classes;
-	Size		vk = (Size) sh->n_words * sh->n_classes;
-
-	memcpy(a->label_prob, ch->label_prob, dk * sizeof(double));
-	memcpy(a->theta, ch->theta, vk * sizeof(double));
-	memcpy(a->pi, ch->pi, sh->n_classes * sizeof(double));
-	memcpy(a->kept, ch->kept_log_joint, ch->kept_points * sizeof(double));
-	memcpy(a->last_labels, ch->last_labels, (Size) Max(sh->n_docs, 1) * sizeof(int32));
-	SpinLockAcquire(&s->mutex);
-	s->changed_after_burn_in = ch->changed_after_burn_in;
-	s->locked = ch->locked;
-	s->kept_points = ch->kept_points;
-	s->kept_stride = ch->kept_stride;
-	s->last_log_joint = ch->last_log_joint;
-	s->gamma_theta = ch->gamma_theta;
-	s->gamma_pi = ch->gamma_pi;
-	s->sweep = sh->params.sampler.sweeps;
-	s->state = CHAIN_DONE;
-	SpinLockRelease(&s->mutex);
-}
-
 /* A chain as the combiner takes it, from its entries. */
 static void
 chain_from_slot(GnbChainsShared *sh, const GnbChainArrays *a, int32 c, gnb_chain *ch)
@@ -663,7 +530,7 @@ chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	{
 		for (int i = 0; i < CHAIN_ERROR_QUEUE; i++)
 			toc_put(toc, CHAIN_KEY(c, i), entry[i]);
-		chain_arrays(toc, c, &run->arrays[c]);
+		gnb_chain_arrays(toc, c, &run->arrays[c]);
 		SpinLockInit(&sh->slot[c].mutex);
 		/* chain 0 is the job's worker's own: its queue stays unused */
 		{
@@ -812,7 +679,7 @@ chains_participate(GnbChainsRun *run, const gnb_corpus *corpus)
 			gnb_chain	ch;
 
 			gnb_train_chain(corpus, sp, local, &own, &ch);
-			chain_to_slot(sh, &run->arrays[local], local, &ch);
+			gnb_chain_to_slot(sh, &run->arrays[local], local, &ch);
 			gnb_chain_free(&ch, run->hooks);
 			continue;
 		}
@@ -871,204 +738,4 @@ gnb_train_parallel(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks 
 	chains_participate(run, corpus);
 	*run_out = NULL;
 	chains_end(run, corpus, result);
-}
-
-/* ---- the chain worker ---- */
-
-typedef struct ChainWorker
-{
-	GnbChainsShared *sh;
-	GnbChainArrays arrays;
-	int32		chain;
-	MemoryContext cxt;
-	TimestampTz last_activity;
-} ChainWorker;
-
-static void *
-chain_alloc(size_t size, void *arg)
-{
-	ChainWorker *cw = arg;
-
-	/* a backstop: the job's worker checked every chain's need beforehand */
-	gnb_check_job_memory(&cw->sh->params, (double) MemoryContextMemAllocated(cw->cxt, true),
-						 (double) size, "a chain worker's sampler");
-	return MemoryContextAllocExtended(cw->cxt, size, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-}
-
-static void
-chain_release(void *ptr, void *arg)
-{
-	pfree(ptr);
-}
-
-/* Stop if told to, or if the job's worker is gone. */
-static void
-chain_check_interrupts(void *arg)
-{
-	ChainWorker *cw = arg;
-
-	CHECK_FOR_INTERRUPTS();
-	if (!PostmasterIsAlive())
-		proc_exit(1);
-	if (BackendPidGetProc(cw->sh->job_pid) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_QUERY_CANCELED),
-				 errmsg("gibbs_nb job " INT64_FORMAT "'s worker has exited",
-						cw->sh->params.job_id)));
-}
-
-static void
-chain_progress(void *arg, const gnb_sweep *sw)
-{
-	ChainWorker *cw = arg;
-	GnbChainsShared *sh = cw->sh;
-	GnbChainSlot *s = &sh->slot[cw->chain];
-	bool		point = sw->sweep % sh->trace_stride == 0 || sw->sweep == sh->params.sampler.sweeps;
-	TimestampTz now;
-
-	if (point)
-	{
-		GnbTracePoint *tp = cw->arrays.trace + s->n_trace;
-
-		Assert(s->n_trace < sh->max_trace);
-		tp->sweep = sw->sweep;
-		tp->log_joint = sw->log_joint;
-		tp->changed = sw->changed;
-		tp->gamma_theta = sw->gamma_theta;
-		tp->gamma_pi = sw->gamma_pi;
-	}
-	/* the spinlock orders the point's writes before the count's */
-	SpinLockAcquire(&s->mutex);
-	s->sweep = sw->sweep;
-	s->log_joint = sw->log_joint;
-	if (point)
-		s->n_trace++;
-	SpinLockRelease(&s->mutex);
-	if (point)
-		SetLatch(sh->job_latch);
-
-	now = GetCurrentTimestamp();
-	if (TimestampDifferenceExceeds(cw->last_activity, now, CHAIN_ACTIVITY_MS))
-	{
-		char		activity[128];
-
-		snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": chain %d/%d, sweep %d/%d",
-				 sh->params.job_id, cw->chain + 1, sh->params.sampler.chains, sw->sweep,
-				 sh->params.sampler.sweeps);
-		pgstat_report_activity(STATE_RUNNING, activity);
-		cw->last_activity = now;
-	}
-	chain_check_interrupts(arg);
-}
-
-/* The corpus as the chain worker reads it: the segment's entries. */
-static void
-chain_corpus(shm_toc *toc, const GnbChainsShared *sh, gnb_corpus *corpus)
-{
-	memset(corpus, 0, sizeof(*corpus));
-	corpus->n_docs = sh->n_docs;
-	corpus->n_words = sh->n_words;
-	corpus->n_classes = sh->n_classes;
-	corpus->doc_start = shm_toc_lookup(toc, CHAINS_KEY_DOC_START, false);
-	corpus->word = shm_toc_lookup(toc, CHAINS_KEY_WORD, false);
-	corpus->count = shm_toc_lookup(toc, CHAINS_KEY_COUNT, false);
-	corpus->label = shm_toc_lookup(toc, CHAINS_KEY_LABEL, false);
-	if (sh->has_extra_counts)
-	{
-		corpus->extra_word_counts = shm_toc_lookup(toc, CHAINS_KEY_EXTRA_WORDS, false);
-		corpus->extra_doc_counts = shm_toc_lookup(toc, CHAINS_KEY_EXTRA_DOCS, false);
-	}
-	if (sh->has_init_label)
-		corpus->init_label = shm_toc_lookup(toc, CHAINS_KEY_INIT_LABEL, false);
-}
-
-/*
- * gibbs_nb_chain_worker_main: entry point of a chain worker.  main_arg is
- * the handle of the job's chains segment, bgw_extra the chain's index.
- */
-void
-gibbs_nb_chain_worker_main(Datum main_arg)
-{
-	dsm_segment *seg;
-	shm_toc    *toc;
-	GnbChainsShared *sh;
-	GnbChainSlot *s;
-	shm_mq	   *mq;
-	int32		chain;
-	ChainWorker cw;
-	gnb_corpus	corpus;
-	gnb_hooks	hooks = {chain_alloc, chain_release, chain_progress, chain_check_interrupts, &cw};
-
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-
-	CurrentResourceOwner = ResourceOwnerCreate(NULL, "gibbs_nb chain worker");
-	seg = dsm_attach(DatumGetUInt32(main_arg));
-	if (seg == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gibbs_nb chain worker could not map its job's shared memory")));
-	toc = shm_toc_attach(CHAINS_MAGIC, dsm_segment_address(seg));
-	if (toc == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gibbs_nb chain worker found no chains in its job's shared memory")));
-	sh = shm_toc_lookup(toc, CHAINS_KEY_SHARED, false);
-	memcpy(&chain, MyBgworkerEntry->bgw_extra, sizeof(int32));
-	if (chain < 1 || chain >= sh->params.sampler.chains)
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("gibbs_nb chain worker started for chain %d of %d", chain,
-						sh->params.sampler.chains)));
-	s = &sh->slot[chain];
-
-	/*
-	 * The caller's identity, as the job's worker has it.  Before the error
-	 * queue: a worker refused at connection leaves its chain to the job's
-	 * worker (poll_chains), its refusal in the log.
-	 */
-	gnb_become_caller(&sh->params, "gibbs_nb chain worker");
-
-	/* from here on what it reports goes to the job's worker, whole */
-	mq = shm_toc_lookup(toc, CHAIN_KEY(chain, CHAIN_ERROR_QUEUE), false);
-	shm_mq_set_sender(mq, MyProc);
-	pq_redirect_to_shm_mq(seg, shm_mq_attach(mq, seg, NULL));
-
-	memset(&cw, 0, sizeof(cw));
-	cw.sh = sh;
-	cw.chain = chain;
-	cw.cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb chain", ALLOCSET_DEFAULT_SIZES);
-	chain_arrays(toc, chain, &cw.arrays);
-	chain_corpus(toc, sh, &corpus);
-
-	SpinLockAcquire(&s->mutex);
-	s->state = CHAIN_RUNNING;
-	SpinLockRelease(&s->mutex);
-
-	PG_TRY();
-	{
-		gnb_chain	ch;
-
-		gnb_train_chain(&corpus, &sh->params.sampler, chain, &hooks, &ch);
-		chain_to_slot(sh, &cw.arrays, chain, &ch);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(TopMemoryContext);
-		edata = CopyErrorData();
-		/* to the log and, whole, through the queue: before FAILED is seen */
-		EmitErrorReport();
-		FlushErrorState();
-		SpinLockAcquire(&s->mutex);
-		s->sqlerrcode = edata->sqlerrcode;
-		s->state = CHAIN_FAILED;
-		SpinLockRelease(&s->mutex);
-	}
-	PG_END_TRY();
-
-	SetLatch(sh->job_latch);
-	pgstat_report_activity(STATE_IDLE, NULL);
-	dsm_detach(seg);
 }

@@ -19,6 +19,7 @@
 #include "gibbs_nb.h"
 
 #include "worker/worker.h"
+#include "worker/corpus_builder.h"
 #include "store/store.h"
 #include "security/security.h"
 #include "counts/counts.h"
@@ -42,473 +43,6 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-
-
-/*
- * A slot of the reading's word table: open addressing, linear probing.  A
- * token's first 8 bytes decide most comparisons without touching its text,
- * and the slot also says where the current document's pair of the word is,
- * so that a token already seen costs one probe of one cache line.
- */
-typedef struct WordSlot
-{
-	uint64		first;			/* first 8 bytes, zero padded (token_key) */
-	char	   *str;			/* the token, NUL-terminated; NULL: empty */
-	int32		len;
-	int32		id;				/* word id, in order of first sight */
-	int32		last_doc;		/* last document it was seen in, or -1 */
-	int32		pos;			/* its pair in that document */
-} WordSlot;
-
-/* The word table's fill at most (a power of 2 over 4 = 75%) */
-#define WORD_TABLE_FILL(cap) ((cap) / 4 * 3)
-
-/* Tokens' text is copied into blocks of this size (or of the token's). */
-#define TOKEN_BLOCK_SIZE ((Size) 256 * 1024)
-
-/* Growable arrays of the corpus under construction. */
-typedef struct CorpusBuilder
-{
-	MemoryContext cxt;			/* the corpus */
-	MemoryContext scratch;		/* what reading needs only while it reads */
-	/* the tokens' text, in scratch: gone once corpus->tokens holds it */
-	MemoryContext text_cxt;
-	/* the vocabulary: word table and tokens' text in scratch (corpus->tokens at the end) */
-	WordSlot   *slots;
-	uint32		slots_mask;		/* capacity - 1 */
-	int32		n_words;
-	char	   *text_next;		/* free space of the current text block (text_cxt) */
-	Size		text_left;
-	double		text_bytes;		/* of all tokens */
-	vocab_hash *labels;
-	int32		n_label_values;
-	char	  **label_values;	/* first-seen label id -> text */
-	int32		labels_cap;
-	/* documents */
-	int32		n_docs;
-	int32		docs_cap;
-	int64	   *doc_start;
-	int32	   *label;
-	Datum	   *ids;
-	/*
-	 * (word, count) pairs.  Counts are 16-bit while they fit (a word
-	 * repeated 65,536 times in one document is rare): reading's peak holds
-	 * the pairs beside the word table, and they are widened to the
-	 * sampler's int32 at the end, once the table is gone, or at once when
-	 * one does not fit (count_wide).
-	 */
-	int64		n_pairs;
-	int64		pairs_cap;
-	int32	   *word;
-	uint16	   *count16;
-	int32	   *count;
-	bool		count_wide;
-	int64		n_tokens;
-	int32		n_skipped;
-	/*
-	 * The document add_token adds to: an unlabelled document's index, or
-	 * -2 - i for the i-th checked one (a word slot's last_doc starts at -1).
-	 */
-	int32		token_doc;
-	/*
-	 * Labelled documents read with their tokens for the label check (see
-	 * GnbCorpus): their pairs follow the unlabelled documents', from
-	 * checked_start[0] on; the label id of each.
-	 */
-	int32		n_checked;
-	int32		checked_cap;
-	int64	   *checked_start;
-	int32	   *checked_value;
-	/* labelled documents: ids and first-seen label ids */
-	int32		n_labeled;
-	int32		labeled_cap;
-	Datum	   *labeled_ids;
-	int32	   *labeled_value;
-	/*
-	 * their counts, once read: n_count_words x n_label_values, by first-seen
-	 * word id (the counts' words are the vocabulary's first) and label id,
-	 * in scratch memory; labeled_tokens their sum.  32-bit while every one
-	 * fits (labeled_counts32): they are held while the documents are read,
-	 * reading's peak; widened to doubles in place if one does not.
-	 */
-	uint32	   *labeled_counts32;
-	double	   *labeled_counts;
-	int32		n_count_words;
-	int32		n_count_values;
-	int64		labeled_tokens;
-	/* held-out documents: ids, tokens (copies) and labels */
-	int32		n_holdout;
-	int32		n_holdout_skipped;	/* held out, but without tokens */
-	int32		holdout_cap;
-	Datum	   *holdout_ids;
-	Datum	   *holdout_tokens;
-	char	  **holdout_labels;
-	int16		id_typlen;
-	bool		id_typbyval;
-} CorpusBuilder;
-
-/* The job being read: its memory budget is checked as the corpus grows. */
-static const GnbJobParams *reading_job;
-
-/*
- * An array of n elements grown to new_n: repalloc, so that a large array
- * is grown in place where the allocator can (glibc moves the pages of an
- * mmap'd block by mremap), rather than copied from an old array into a new
- * one with both held.  The budget check still counts both.
- */
-static void *
-grow(MemoryContext cxt, void *ptr, Size elem, int64 new_n)
-{
-	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(cxt, true),
-						 (double) elem * new_n, "reading the source");
-	return repalloc_huge(ptr, elem * new_n);
-}
-
-/* Id of a label, adding it to the labels if new. */
-static int32
-intern_label(CorpusBuilder *b, const char *str, int len)
-{
-	TokenKey	key;
-	bool		found;
-	VocabEntry *entry;
-
-	gnb_check_label_length(len);
-	key = token_key(str, len);
-	entry = vocab_insert(b->labels, key, &found);
-
-	if (!found)
-	{
-		char	   *copy;
-
-		gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
-							 (double) len + 1, "reading the source");
-		copy = MemoryContextAlloc(b->cxt, len + 1);
-
-		memcpy(copy, str, len);
-		copy[len] = '\0';
-		entry->key.str = copy;
-		if (b->n_label_values >= GNB_MAX_CLASSES)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("the label column has more than %d distinct values",
-							GNB_MAX_CLASSES)));
-		if (b->n_label_values == b->labels_cap)
-		{
-			int32		cap = b->labels_cap * 2;
-
-			b->label_values = grow(b->cxt, b->label_values, sizeof(char *), cap);
-			b->labels_cap = cap;
-		}
-		entry->id = b->n_label_values;
-		b->label_values[b->n_label_values++] = copy;
-	}
-	return entry->id;
-}
-
-/*
- * A word table of n empty slots, in the reading's scratch memory: Linux is
- * asked for transparent huge pages over it (where it has them only on
- * request) before it is first written, as vocab_index.c does for the
- * prediction's table, so that a lookup costs a cache miss but not also a TLB
- * miss.  Only a hint.
- */
-static WordSlot *
-alloc_word_table(CorpusBuilder *b, uint64 n)
-{
-	Size		size = sizeof(WordSlot) * n;
-	char	   *p = MemoryContextAllocExtended(b->scratch, size, MCXT_ALLOC_HUGE);
-
-#ifdef MADV_HUGEPAGE
-	{
-		uintptr_t	start = TYPEALIGN(2 * 1024 * 1024, (uintptr_t) p);
-		uintptr_t	end = TYPEALIGN_DOWN(2 * 1024 * 1024, (uintptr_t) p + size);
-
-		if (end > start)
-			(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
-	}
-#endif
-	memset(p, 0, size);
-	return (WordSlot *) p;
-}
-
-/* The word table with capacity new_cap: every word moves to its new slot. */
-static void
-resize_word_table(CorpusBuilder *b, uint64 new_cap)
-{
-	uint64		cap = (uint64) b->slots_mask + 1;
-	uint32		new_mask;
-	WordSlot   *slots;
-
-	if (new_cap > (uint64) PG_UINT32_MAX + 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the vocabulary is too large")));
-	new_mask = (uint32) (new_cap - 1);
-	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
-						 (double) sizeof(WordSlot) * new_cap, "reading the source");
-	slots = alloc_word_table(b, new_cap);
-	for (uint64 i = 0; i < cap; i++)
-	{
-		WordSlot   *from = &b->slots[i];
-		uint32		at;
-
-		if (from->str == NULL)
-			continue;
-		at = token_hash(from->str, from->len, from->first) & new_mask;
-		while (slots[at].str != NULL)
-			at = (at + 1) & new_mask;
-		slots[at] = *from;
-	}
-	pfree(b->slots);
-	b->slots = slots;
-	b->slots_mask = new_mask;
-}
-
-static void
-grow_word_table(CorpusBuilder *b)
-{
-	resize_word_table(b, ((uint64) b->slots_mask + 1) * 2);
-}
-
-/* A copy of a token, NUL-terminated, in the corpus's blocks of text. */
-static char *
-copy_token(CorpusBuilder *b, const char *str, int len)
-{
-	char	   *copy;
-
-	if (b->text_left < (Size) len + 1)
-	{
-		Size		size = Max(TOKEN_BLOCK_SIZE, (Size) len + 1);
-
-		gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
-							 (double) size, "reading the source");
-		b->text_next = MemoryContextAlloc(b->text_cxt, size);
-		b->text_left = size;
-	}
-	copy = b->text_next;
-	b->text_bytes += len;
-	memcpy(copy, str, len);
-	copy[len] = '\0';
-	b->text_next += len + 1;
-	b->text_left -= len + 1;
-	return copy;
-}
-
-/*
- * The slot of a word, adding it to the vocabulary if new (*found says
- * which).  Tokens hold no NUL byte (text cannot), so a token of fewer than 8
- * bytes is decided by its first word and length alone.
- */
-static inline WordSlot *
-word_slot_hashed(CorpusBuilder *b, const char *str, int len, uint64 first, uint32 hash,
-				 bool *found)
-{
-	uint32		at = hash & b->slots_mask;
-	WordSlot   *slot;
-
-	for (;;)
-	{
-		slot = &b->slots[at];
-		if (slot->str == NULL)
-			break;
-		if (slot->first == first && slot->len == len &&
-			(len <= 8 || memcmp(slot->str + 8, str + 8, len - 8) == 0))
-		{
-			*found = true;
-			return slot;
-		}
-		at = (at + 1) & b->slots_mask;
-	}
-
-	*found = false;
-	if (b->n_words == PG_INT32_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the vocabulary has more than %d tokens", PG_INT32_MAX)));
-	if ((uint64) b->n_words + 1 > WORD_TABLE_FILL((uint64) b->slots_mask + 1))
-	{
-		grow_word_table(b);
-		return word_slot_hashed(b, str, len, first, hash, found);
-	}
-	slot->first = first;
-	slot->str = copy_token(b, str, len);
-	slot->len = len;
-	slot->id = b->n_words++;
-	slot->last_doc = -1;
-	slot->pos = 0;
-	return slot;
-}
-
-static WordSlot *
-word_slot(CorpusBuilder *b, const char *str, int len, bool *found)
-{
-	uint64		first = first_word(str, len);
-
-	return word_slot_hashed(b, str, len, first, token_hash(str, len, first), found);
-}
-
-/*
- * The pairs' counts as int32, capacity n >= n_pairs, made from the 16-bit
- * ones in their own block: grown (a large block by mremap, not copied),
- * then widened from the last count back, so that each count is read before
- * the wider ones written after it reach its bytes.  Never both arrays: at
- * 16x SpamAssassin they are 27 and 54 MB.
- */
-static void
-widen_counts(CorpusBuilder *b, int64 n)
-{
-	uint16	   *c16;
-
-	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
-						 (double) sizeof(uint16) * (n + 1), "reading the source");
-	c16 = repalloc_huge(b->count16, sizeof(int32) * ((Size) n + 1));
-	b->count = (int32 *) c16;
-	for (int64 p = b->n_pairs - 1; p >= 0; p--)
-	{
-		int32		v = c16[p];
-
-		b->count[p] = v;
-	}
-	b->count16 = NULL;
-	b->count_wide = true;
-}
-
-/*
- * The labelled counts as doubles, made from the 32-bit ones in their own
- * block as widen_counts does: grown, then widened from the last back.
- */
-static void
-widen_labeled_counts(CorpusBuilder *b)
-{
-	int64		n = (int64) b->n_count_words * b->n_count_values;
-	uint32	   *c32;
-
-	gnb_check_job_memory(reading_job, (double) MemoryContextMemAllocated(b->cxt, true),
-						 (double) sizeof(uint32) * (n + 1), "the labelled documents' counts");
-	c32 = repalloc_huge(b->labeled_counts32, sizeof(double) * ((Size) n + 1));
-	b->labeled_counts = (double *) c32;
-	for (int64 i = n - 1; i >= 0; i--)
-	{
-		double		v = c32[i];
-
-		b->labeled_counts[i] = v;
-	}
-	b->labeled_counts32 = NULL;
-}
-
-/* `times` occurrences of a token in the current document (a gnb_token_fn). */
-static void
-add_token(void *arg, const char *str, int len, int32 times)
-{
-	CorpusBuilder *b = arg;
-	bool		found;
-	WordSlot   *slot = word_slot(b, str, len, &found);
-	int32		doc = b->token_doc;
-
-	/*
-	 * A checked document's words are all in the labelled counts (one
-	 * snapshot): a new one means the data is not what was counted.
-	 */
-	if (!found && doc < -1)
-		elog(ERROR, "the labelled documents changed while they were read");
-
-	b->n_tokens += times;
-	if (slot->last_doc == doc)
-	{
-		if (!b->count_wide)
-		{
-			uint32		c = (uint32) b->count16[slot->pos] + (uint32) times;
-
-			if (c <= PG_UINT16_MAX)
-			{
-				b->count16[slot->pos] = (uint16) c;
-				return;
-			}
-			widen_counts(b, b->pairs_cap);
-		}
-		b->count[slot->pos] += times;
-		return;
-	}
-	if (b->n_pairs == b->pairs_cap)
-	{
-		int64		cap = b->pairs_cap * 2;
-
-		b->word = grow(b->cxt, b->word, sizeof(int32), cap);
-		if (b->count_wide)
-			b->count = grow(b->cxt, b->count, sizeof(int32), cap);
-		else
-			b->count16 = grow(b->cxt, b->count16, sizeof(uint16), cap);
-		b->pairs_cap = cap;
-	}
-	if (!b->count_wide && times > PG_UINT16_MAX)
-		widen_counts(b, b->pairs_cap);
-	slot->last_doc = doc;
-	slot->pos = (int32) b->n_pairs;
-	b->word[b->n_pairs] = slot->id;
-	if (b->count_wide)
-		b->count[b->n_pairs] = times;
-	else
-		b->count16[b->n_pairs] = (uint16) times;
-	b->n_pairs++;
-}
-
-static int
-cmp_cstring_ptr(const void *a, const void *b)
-{
-	return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
-/*
- * A word to sort by its token's bytes: the first 8 of them big-endian (a
- * token never holds a NUL, text cannot, so the zero padding sorts a prefix
- * first, as strcmp does), the rest compared only on a tie.
- */
-typedef struct WordSortKey
-{
-	uint64		key;
-	const char *str;
-	int32		id;
-} WordSortKey;
-
-/* The first 8 bytes of a token as a big-endian number, zero padded. */
-static uint64
-sort_key(const char *str, int len)
-{
-	uint64		key = 0;
-
-	for (int i = 0; i < 8; i++)
-		key = (key << 8) | (i < len ? (unsigned char) str[i] : 0);
-	return key;
-}
-
-static inline int
-cmp_word_key(const WordSortKey *a, const WordSortKey *b)
-{
-	if (a->key != b->key)
-		return a->key < b->key ? -1 : 1;
-	/* the same first 8 bytes: both are at least 8 bytes long */
-	return strcmp(a->str + 8, b->str + 8);
-}
-
-#define ST_SORT sort_word_keys
-#define ST_ELEMENT_TYPE WordSortKey
-#define ST_COMPARE(a, b) cmp_word_key(a, b)
-#define ST_SCOPE static
-#define ST_DECLARE
-#define ST_DEFINE
-#include "lib/sort_template.h"
-
-static void
-grow_docs(CorpusBuilder *b)
-{
-	int32		cap = b->docs_cap * 2;
-
-	b->doc_start = grow(b->cxt, b->doc_start, sizeof(int64), cap + 1);
-	b->label = grow(b->cxt, b->label, sizeof(int32), cap);
-	b->ids = grow(b->cxt, b->ids, sizeof(Datum), cap);
-	b->docs_cap = cap;
-}
-
 static void
 null_id_error(const GnbJobParams *params)
 {
@@ -639,13 +173,13 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	{
 		int32		cap = b->labeled_cap * 2;
 
-		b->labeled_ids = grow(b->cxt, b->labeled_ids, sizeof(Datum), cap);
-		b->labeled_value = grow(b->cxt, b->labeled_value, sizeof(int32), cap);
+		b->labeled_ids = corpus_grow(b->cxt, b->labeled_ids, sizeof(Datum), cap);
+		b->labeled_value = corpus_grow(b->cxt, b->labeled_value, sizeof(int32), cap);
 		b->labeled_cap = cap;
 	}
 	check_value_size(b, params, label);
 	t = DatumGetTextPP(label);
-	b->labeled_value[b->n_labeled] = intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	b->labeled_value[b->n_labeled] = corpus_intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 	if (b->id_typlen == -1)
 		check_value_size(b, params, id);
 	old = MemoryContextSwitchTo(b->cxt);
@@ -676,11 +210,11 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bo
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many documents")));
 	if (b->n_docs == b->docs_cap)
-		grow_docs(b);
+		corpus_grow_docs(b);
 	b->doc_start[b->n_docs] = b->n_pairs;
 	check_value_size(b, params, tokens);
 	b->token_doc = b->n_docs;
-	gnb_each_token(tokens, params->source.tokens_base == TSVECTOROID, add_token, b);
+	gnb_each_token(tokens, params->source.tokens_base == TSVECTOROID, corpus_add_token, b);
 	b->label[b->n_docs] = -1;
 	if (b->id_typlen == -1)
 		check_value_size(b, params, id);
@@ -706,13 +240,13 @@ add_checked_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 		elog(ERROR, "the labelled documents changed while they were read");
 	check_value_size(b, params, values[1]);
 	t = DatumGetTextPP(values[1]);
-	b->checked_value[b->n_checked] = intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	b->checked_value[b->n_checked] = corpus_intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 	if (b->checked_value[b->n_checked] >= b->n_count_values)
 		elog(ERROR, "the labelled documents changed while they were read");
 	b->checked_start[b->n_checked] = b->n_pairs;
 	check_value_size(b, params, values[2]);
 	b->token_doc = -2 - b->n_checked;
-	gnb_each_token(values[2], params->source.tokens_base == TSVECTOROID, add_token, b);
+	gnb_each_token(values[2], params->source.tokens_base == TSVECTOROID, corpus_add_token, b);
 	b->n_checked++;
 	b->checked_start[b->n_checked] = b->n_pairs;
 }
@@ -741,9 +275,9 @@ add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	{
 		int32		cap = b->holdout_cap * 2;
 
-		b->holdout_ids = grow(b->cxt, b->holdout_ids, sizeof(Datum), cap);
-		b->holdout_tokens = grow(b->cxt, b->holdout_tokens, sizeof(Datum), cap);
-		b->holdout_labels = grow(b->cxt, b->holdout_labels, sizeof(char *), cap);
+		b->holdout_ids = corpus_grow(b->cxt, b->holdout_ids, sizeof(Datum), cap);
+		b->holdout_tokens = corpus_grow(b->cxt, b->holdout_tokens, sizeof(Datum), cap);
+		b->holdout_labels = corpus_grow(b->cxt, b->holdout_labels, sizeof(char *), cap);
 		b->holdout_cap = cap;
 	}
 	check_value_size(b, params, tokens);
@@ -868,6 +402,280 @@ counts_twice(const char *what)
 }
 
 /*
+ * The labelled documents' counts (step 2 of read_source): the words of the
+ * count value are the first of the vocabulary, ids 0 .. n_words - 1 in its
+ * order, its classes labels the ids query saw; the counts held by word and
+ * label id, 32-bit while they fit.
+ */
+static void
+take_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
+					const char *held_out)
+{
+	bool		found;
+	bool	   *class_seen;
+	MemoryContext parse_cxt = AllocSetContextCreate(b->scratch, "gibbs_nb counts",
+													ALLOCSET_DEFAULT_SIZES);
+	int32		n_values = b->n_label_values;
+	GnbParsedCounts counts;
+	GnbCountsIter cells;
+	int32		cls,
+				word;
+	int64		n;
+	int32	   *count_class;
+
+	memset(&counts, 0, sizeof(counts));
+	read_labeled_counts(b, params, source_sql, held_out, parse_cxt, &counts);
+	/*
+	 * The word table at its size for them at once, not doubled step by step
+	 * with the old table beside the new each time
+	 */
+	{
+		uint64		cap = (uint64) b->slots_mask + 1;
+
+		while ((uint64) counts.n_words > WORD_TABLE_FILL(cap))
+			cap *= 2;
+		if (cap > (uint64) b->slots_mask + 1)
+			corpus_resize_word_table(b, cap);
+	}
+	/* the counts' words are the first in the vocabulary: none twice */
+	for (int32 i = 0; i < counts.n_words; i++)
+	{
+		(void) corpus_word_slot(b, counts.word_str[i], counts.word_len[i], &found);
+		if (found)
+			counts_twice("token");
+	}
+	/* the counts' classes are labels seen by the ids query: one snapshot */
+	count_class = MemoryContextAlloc(parse_cxt, sizeof(int32) * (counts.n_classes + 1));
+	class_seen = MemoryContextAllocZero(parse_cxt, sizeof(bool) * (n_values + 1));
+	for (int32 c = 0; c < counts.n_classes; c++)
+	{
+		VocabEntry *e = vocab_lookup(b->labels, token_key(counts.class_str[c],
+														  counts.class_len[c]));
+
+		if (e == NULL)
+			elog(ERROR, "gibbs_nb_class_counts saw a label the ids query did not");
+		if (class_seen[e->id])
+			counts_twice("class");
+		class_seen[e->id] = true;
+		count_class[c] = e->id;
+	}
+	/* the counts by word and label, the value and its parse gone */
+	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) sizeof(uint32) * ((double) counts.n_words * n_values + 1),
+						 "the labelled documents' counts");
+	b->labeled_counts32 = MemoryContextAllocExtended(b->scratch,
+													 sizeof(uint32) * ((Size) counts.n_words * n_values + 1),
+													 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	Assert(b->n_words == counts.n_words);
+	b->n_count_words = counts.n_words;
+	b->n_count_values = n_values;
+	gnb_counts_iter_init(&cells, &counts);
+	while (gnb_counts_next(&cells, &cls, &word, &n))
+	{
+		int64		at = (int64) word * n_values + count_class[cls];
+
+		if (b->labeled_counts32 != NULL &&
+			(uint64) n > (uint64) PG_UINT32_MAX - b->labeled_counts32[at])
+			corpus_widen_labeled_counts(b);
+		if (b->labeled_counts32 != NULL)
+			b->labeled_counts32[at] += (uint32) n;
+		else
+			b->labeled_counts[at] += n;
+		b->labeled_tokens += n;
+	}
+	MemoryContextDelete(parse_cxt);
+
+	/*
+	 * The counting query's states and plan are gone, its result read: give
+	 * their memory back to the system before the documents' arrays corpus_grow,
+	 * which glibc maps apart from its heap once they are large.
+	 */
+	SPI_freetuptable(SPI_tuptable);
+#ifdef __GLIBC__
+	(void) malloc_trim(0);
+#endif
+}
+
+/*
+ * Step 3b of read_source: with both kinds, up to GNB_CHECKED_DOCS labelled
+ * documents with their tokens, for the label check: all of them, or those
+ * first by a hash of their id keyed by the seed (as holdout chooses), the id
+ * breaking ties where it has an order: the same ones for the same seed and
+ * data, whatever order the ids follow.
+ */
+static void
+read_checked_documents(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
+					   const char *held_out, bool ordered)
+{
+	const GnbSourceDesc *src = &params->source;
+	const char *id = quote_identifier(src->id_column);
+	const char *label = quote_identifier(src->label_column);
+	const char *tokens = quote_identifier(src->tokens_column);
+	Oid			checked_types[3] = {src->id_type, TEXTOID, src->tokens_type};
+	int32		n = Min(b->n_labeled, GNB_CHECKED_DOCS);
+
+	b->checked_start = MemoryContextAlloc(b->cxt, sizeof(int64) * (n + 1));
+	b->checked_value = MemoryContextAlloc(b->cxt, sizeof(int32) * (n + 1));
+	b->checked_start[0] = b->n_pairs;
+	b->checked_cap = n;
+	/* all of them: in any order (the check's counts do not depend on it) */
+	if (n == b->n_labeled)
+		for_each_row(b, params,
+					 psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
+							  "WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s)",
+							  id, label, tokens, source_sql, label, tokens,
+							  held_out ? held_out : "false"),
+					 3, checked_types, add_checked_row);
+	else
+		for_each_row(b, params,
+					 psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
+							  "WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s) "
+							  "ORDER BY pg_catalog.hashtextextended(%s::pg_catalog.text "
+							  "COLLATE pg_catalog.\"C\", (" INT64_FORMAT ")::pg_catalog.int8)%s "
+							  "LIMIT %d",
+							  id, label, tokens, source_sql, label, tokens,
+							  held_out ? held_out : "false", id,
+							  (int64) params->sampler.seed, ordered ? ", 1" : "", n),
+					 3, checked_types, add_checked_row);
+}
+
+/*
+ * The queries of a job's reading, over SPI, as the file's comment says:
+ * 1. every row's id and label, without its tokens; 2. the labelled
+ * documents' counts, by the parallel aggregate; 3. the unlabelled documents,
+ * with their tokens; 3b. the labelled documents of the label check; 4. the
+ * held-out documents, with their tokens and labels.  Without a label
+ * column, every row is an unlabelled document.
+ */
+static void
+read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
+			const char *held_out)
+{
+	const GnbSourceDesc *src = &params->source;
+	TypeCacheEntry *idtype = lookup_type_cache(src->id_type, TYPECACHE_LT_OPR);
+	const char *order = OidIsValid(idtype->lt_opr) ? " ORDER BY 1" : "";
+	const char *id = quote_identifier(src->id_column);
+	const char *tokens = quote_identifier(src->tokens_column);
+	Oid			labeled_types[4] = {src->id_type, TEXTOID, BOOLOID, BOOLOID};
+	Oid			document_types[2] = {src->id_type, src->tokens_type};
+	Oid			holdout_types[3] = {src->id_type, src->tokens_type, TEXTOID};
+
+	SPI_connect();
+	if (src->label_attnum == 0)
+	{
+		for_each_row(b, params, psprintf("SELECT %s, %s FROM %s%s", id, tokens, source_sql, order),
+					 2, document_types, add_document_row);
+		SPI_finish();
+		b->doc_start[b->n_docs] = b->n_pairs;
+		return;
+	}
+	{
+		const char *label = quote_identifier(src->label_column);
+
+		for_each_row(b, params,
+					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL, %s FROM %s%s",
+							  id, label, tokens, held_out ? held_out : "false", source_sql, order),
+					 4, labeled_types, add_labeled_row);
+		if (b->n_labeled > 0)
+			take_labeled_counts(b, params, source_sql, held_out);
+		for_each_row(b, params,
+					 psprintf("SELECT %s, %s FROM %s WHERE %s IS NULL AND %s IS NOT NULL%s",
+							  id, tokens, source_sql, label, tokens, order),
+					 2, document_types, add_document_row);
+		b->doc_start[b->n_docs] = b->n_pairs;
+		if (b->n_labeled > 0 && b->n_docs > 0)
+			read_checked_documents(b, params, source_sql, held_out, *order != '\0');
+		if (held_out)
+			for_each_row(b, params,
+						 psprintf("SELECT %s, %s, %s::pg_catalog.text FROM %s WHERE %s AND %s IS NOT NULL%s",
+								  id, tokens, label, source_sql, held_out, tokens, order),
+						 3, holdout_types, add_holdout_row);
+	}
+	SPI_finish();
+}
+
+/*
+ * Classes: the distinct labels in byte order (a fixed order that does not
+ * depend on the database's collation), or 1..n_classes without labels.
+ * Returns each first-seen label id's class (NULL without labels).
+ */
+static int32 *
+corpus_classes(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
+			   GnbCorpus *corpus)
+{
+	MemoryContext cxt = b->cxt;
+	int32	   *class_of_value = NULL;
+	int32		K;
+
+	gnb_check_label_values(b->n_label_values, params->n_classes, source_sql);
+	if (b->n_label_values == 0)
+	{
+		K = params->n_classes;
+		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
+		for (int32 k = 0; k < K; k++)
+			corpus->classes[k] = MemoryContextStrdup(cxt, psprintf("%d", k + 1));
+	}
+	else
+	{
+		K = b->n_label_values;
+		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
+		memcpy(corpus->classes, b->label_values, sizeof(char *) * K);
+		qsort(corpus->classes, K, sizeof(char *), corpus_cmp_cstring_ptr);
+		class_of_value = MemoryContextAlloc(cxt, sizeof(int32) * K);
+		for (int32 v = 0; v < K; v++)
+			for (int32 k = 0; k < K; k++)
+				if (corpus->classes[k] == b->label_values[v])
+					class_of_value[v] = k;
+	}
+	corpus->n_classes = K;
+	return class_of_value;
+}
+
+/*
+ * The labelled documents in the corpus: ids, classes, their V x K counts
+ * (by the renumbered word ids), and the classes of the checked ones.
+ */
+static void
+corpus_labeled(CorpusBuilder *b, const GnbJobParams *params, const int32 *class_of_value,
+			   const int32 *new_id, GnbCorpus *corpus)
+{
+	MemoryContext cxt = b->cxt;
+	int32		K = corpus->n_classes;
+
+	corpus->n_labeled = b->n_labeled;
+	corpus->labeled_ids = b->labeled_ids;
+	corpus->labeled_class = MemoryContextAlloc(cxt, sizeof(int32) * (b->n_labeled + 1));
+	corpus->labeled_doc_counts = MemoryContextAllocZero(cxt, sizeof(double) * K);
+	/* the labelled documents' V x K counts: only when there are any */
+	corpus->labeled_word_counts = NULL;
+	corpus->word_counts = NULL;
+	if (b->n_labeled > 0)
+	{
+		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
+							 (double) sizeof(double) * ((double) b->n_words * K + 1),
+							 "the labelled documents' counts");
+		corpus->labeled_word_counts = MemoryContextAllocExtended(cxt, sizeof(double) * ((Size) b->n_words * K + 1),
+																 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	}
+	for (int32 i = 0; i < b->n_labeled; i++)
+	{
+		corpus->labeled_class[i] = class_of_value[b->labeled_value[i]];
+		corpus->labeled_doc_counts[corpus->labeled_class[i]] += 1;
+	}
+	for (int32 w = 0; w < b->n_count_words; w++)
+		for (int32 v = 0; v < b->n_count_values; v++)
+			corpus->labeled_word_counts[(int64) new_id[w] * K + class_of_value[v]] +=
+				b->labeled_counts32 ? (double) b->labeled_counts32[(int64) w * b->n_count_values + v] :
+				b->labeled_counts[(int64) w * b->n_count_values + v];
+	corpus->n_tokens += b->labeled_tokens;
+	corpus->n_checked = b->n_checked;
+	corpus->checked_start = b->checked_start;
+	corpus->checked_class = b->checked_value;
+	for (int32 i = 0; i < b->n_checked; i++)
+		corpus->checked_class[i] = class_of_value[b->checked_value[i]];
+}
+
+/*
  * Read the source of a job.  Runs as the caller, with one snapshot for all
  * its queries, in a transaction that holds the source's lock (see
  * gnb_lock_source, which gives source_sql); SPI must not be connected.
@@ -877,340 +685,15 @@ void
 gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContext cxt,
 				GnbCorpus *corpus)
 {
-	const GnbSourceDesc *src = &params->source;
 	CorpusBuilder b;
-	TypeCacheEntry *idtype = lookup_type_cache(src->id_type, TYPECACHE_LT_OPR);
-	const char *order = OidIsValid(idtype->lt_opr) ? " ORDER BY 1" : "";
-	bool		has_label = src->label_attnum != 0;
-	const char *id = quote_identifier(src->id_column);
-	const char *tokens = quote_identifier(src->tokens_column);
-	Oid			labeled_types[4] = {src->id_type, TEXTOID, BOOLOID, BOOLOID};
-	Oid			document_types[2] = {src->id_type, src->tokens_type};
-	Oid			holdout_types[3] = {src->id_type, src->tokens_type, TEXTOID};
-	Oid			checked_types[3] = {src->id_type, TEXTOID, src->tokens_type};
-	char	   *held_out = gnb_holdout_condition(params);
-	GnbParsedCounts counts;
-	GnbCountsIter cells;
-	int32		cls,
-				word;
-	int64		n;
-	int32	   *class_of_value = NULL;
-	int32	   *count_class = NULL;
+	int32	   *class_of_value;
 	int32	   *new_id;
-	WordSortKey *keys;
-	int32		n_keys;
-	int32		K;
 
-	memset(&b, 0, sizeof(b));
-	memset(&counts, 0, sizeof(counts));
-	reading_job = params;
-	b.cxt = cxt;
-	b.scratch = AllocSetContextCreate(cxt, "gibbs_nb read", ALLOCSET_DEFAULT_SIZES);
-	b.text_cxt = AllocSetContextCreate(b.scratch, "gibbs_nb tokens", ALLOCSET_DEFAULT_SIZES);
-	b.slots_mask = 4096 - 1;
-	b.slots = alloc_word_table(&b, 4096);
-	b.labels = vocab_create(b.scratch, 16, NULL);
-	b.labels_cap = 16;
-	b.label_values = MemoryContextAlloc(cxt, sizeof(char *) * b.labels_cap);
-	b.docs_cap = 1024;
-	b.doc_start = MemoryContextAlloc(cxt, sizeof(int64) * (b.docs_cap + 1));
-	b.label = MemoryContextAlloc(cxt, sizeof(int32) * b.docs_cap);
-	b.ids = MemoryContextAlloc(cxt, sizeof(Datum) * b.docs_cap);
-	b.labeled_cap = 1024;
-	b.labeled_ids = MemoryContextAlloc(cxt, sizeof(Datum) * b.labeled_cap);
-	b.labeled_value = MemoryContextAlloc(cxt, sizeof(int32) * b.labeled_cap);
-	b.holdout_cap = 16;
-	b.holdout_ids = MemoryContextAlloc(cxt, sizeof(Datum) * b.holdout_cap);
-	b.holdout_tokens = MemoryContextAlloc(cxt, sizeof(Datum) * b.holdout_cap);
-	b.holdout_labels = MemoryContextAlloc(cxt, sizeof(char *) * b.holdout_cap);
-	b.pairs_cap = 16384;
-	b.word = MemoryContextAlloc(cxt, sizeof(int32) * b.pairs_cap);
-	b.count16 = MemoryContextAlloc(cxt, sizeof(uint16) * b.pairs_cap);
-	get_typlenbyval(src->id_type, &b.id_typlen, &b.id_typbyval);
-
-	SPI_connect();
-	if (has_label)
-	{
-		const char *label = quote_identifier(src->label_column);
-
-		/* 1. every row's id and label, without reading its tokens */
-		for_each_row(&b, params,
-					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL, %s FROM %s%s",
-							  id, label, tokens, held_out ? held_out : "false", source_sql, order),
-					 4, labeled_types, add_labeled_row);
-		/* 2. the labelled documents' counts, by the parallel aggregate */
-		if (b.n_labeled > 0)
-		{
-			bool		found;
-			bool	   *class_seen;
-			MemoryContext parse_cxt = AllocSetContextCreate(b.scratch, "gibbs_nb counts",
-															ALLOCSET_DEFAULT_SIZES);
-			int32		n_values = b.n_label_values;
-
-			read_labeled_counts(&b, params, source_sql, held_out, parse_cxt, &counts);
-			/*
-			 * The word table at its size for them at once, not doubled step
-			 * by step with the old table beside the new each time
-			 */
-			{
-				uint64		cap = (uint64) b.slots_mask + 1;
-
-				while ((uint64) counts.n_words > WORD_TABLE_FILL(cap))
-					cap *= 2;
-				if (cap > (uint64) b.slots_mask + 1)
-					resize_word_table(&b, cap);
-			}
-			/*
-			 * The counts' words are the first in the vocabulary, ids 0 ..
-			 * n_words - 1 in their order: none twice
-			 */
-			for (int32 i = 0; i < counts.n_words; i++)
-			{
-				(void) word_slot(&b, counts.word_str[i], counts.word_len[i], &found);
-				if (found)
-					counts_twice("token");
-			}
-			/* the counts' classes are labels seen by the ids query: one snapshot */
-			count_class = MemoryContextAlloc(parse_cxt, sizeof(int32) * (counts.n_classes + 1));
-			class_seen = MemoryContextAllocZero(parse_cxt, sizeof(bool) * (n_values + 1));
-			for (int32 c = 0; c < counts.n_classes; c++)
-			{
-				VocabEntry *e = vocab_lookup(b.labels, token_key(counts.class_str[c],
-																 counts.class_len[c]));
-
-				if (e == NULL)
-					elog(ERROR, "gibbs_nb_class_counts saw a label the ids query did not");
-				if (class_seen[e->id])
-					counts_twice("class");
-				class_seen[e->id] = true;
-				count_class[c] = e->id;
-			}
-			/* the counts by word and label, the value and its parse gone */
-			gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
-								 (double) sizeof(uint32) * ((double) counts.n_words * n_values + 1),
-								 "the labelled documents' counts");
-			b.labeled_counts32 = MemoryContextAllocExtended(b.scratch,
-															sizeof(uint32) * ((Size) counts.n_words * n_values + 1),
-															MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-			Assert(b.n_words == counts.n_words);
-			b.n_count_words = counts.n_words;
-			b.n_count_values = n_values;
-			gnb_counts_iter_init(&cells, &counts);
-			while (gnb_counts_next(&cells, &cls, &word, &n))
-			{
-				int64		at = (int64) word * n_values + count_class[cls];
-
-				if (b.labeled_counts32 != NULL &&
-					(uint64) n > (uint64) PG_UINT32_MAX - b.labeled_counts32[at])
-					widen_labeled_counts(&b);
-				if (b.labeled_counts32 != NULL)
-					b.labeled_counts32[at] += (uint32) n;
-				else
-					b.labeled_counts[at] += n;
-				b.labeled_tokens += n;
-			}
-			MemoryContextDelete(parse_cxt);
-
-			/*
-			 * The counting query's states and plan are gone, its result
-			 * read: give their memory back to the system before the
-			 * documents' arrays grow, which glibc maps apart from its heap
-			 * once they are large.
-			 */
-			SPI_freetuptable(SPI_tuptable);
-#ifdef __GLIBC__
-			(void) malloc_trim(0);
-#endif
-		}
-		/* 3. the unlabelled documents, with their tokens */
-		for_each_row(&b, params,
-					 psprintf("SELECT %s, %s FROM %s WHERE %s IS NULL AND %s IS NOT NULL%s",
-							  id, tokens, source_sql, label, tokens, order),
-					 2, document_types, add_document_row);
-		b.doc_start[b.n_docs] = b.n_pairs;
-
-		/*
-		 * 3b. with both kinds, up to GNB_CHECKED_DOCS labelled documents with
-		 * their tokens, for the label check: all of them, or those first by
-		 * a hash of their id keyed by the seed (as holdout chooses), the id
-		 * breaking ties where it has an order: the same ones for the same
-		 * seed and data, whatever order the ids follow
-		 */
-		if (b.n_labeled > 0 && b.n_docs > 0)
-		{
-			int32		n = Min(b.n_labeled, GNB_CHECKED_DOCS);
-
-			b.checked_start = MemoryContextAlloc(cxt, sizeof(int64) * (n + 1));
-			b.checked_value = MemoryContextAlloc(cxt, sizeof(int32) * (n + 1));
-			b.checked_start[0] = b.n_pairs;
-			b.checked_cap = n;
-			/* all of them: in any order (the check's counts do not depend on it) */
-			if (n == b.n_labeled)
-				for_each_row(&b, params,
-							 psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
-									  "WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s)",
-									  id, label, tokens, source_sql, label, tokens,
-									  held_out ? held_out : "false"),
-							 3, checked_types, add_checked_row);
-			else
-				for_each_row(&b, params,
-							 psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
-									  "WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s) "
-									  "ORDER BY pg_catalog.hashtextextended(%s::pg_catalog.text "
-									  "COLLATE pg_catalog.\"C\", (" INT64_FORMAT ")::pg_catalog.int8)%s "
-									  "LIMIT %d",
-									  id, label, tokens, source_sql, label, tokens,
-									  held_out ? held_out : "false", id,
-									  (int64) params->sampler.seed, *order ? ", 1" : "", n),
-							 3, checked_types, add_checked_row);
-		}
-		/* 4. the held-out documents, with their tokens and labels */
-		if (held_out)
-			for_each_row(&b, params,
-						 psprintf("SELECT %s, %s, %s::pg_catalog.text FROM %s WHERE %s AND %s IS NOT NULL%s",
-								  id, tokens, label, source_sql, held_out, tokens, order),
-						 3, holdout_types, add_holdout_row);
-	}
-	else
-		for_each_row(&b, params,
-					 psprintf("SELECT %s, %s FROM %s%s", id, tokens, source_sql, order),
-					 2, document_types, add_document_row);
-	SPI_finish();
-	if (!has_label)
-		b.doc_start[b.n_docs] = b.n_pairs;
-
-	/*
-	 * Classes: the distinct labels in byte order (a fixed order that does not
-	 * depend on the database's collation), or 1..n_classes without labels.
-	 */
-	gnb_check_label_values(b.n_label_values, params->n_classes, source_sql);
-	if (b.n_label_values == 0)
-	{
-		K = params->n_classes;
-		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
-		for (int32 k = 0; k < K; k++)
-			corpus->classes[k] = MemoryContextStrdup(cxt, psprintf("%d", k + 1));
-	}
-	else
-	{
-		K = b.n_label_values;
-		corpus->classes = MemoryContextAlloc(cxt, sizeof(char *) * K);
-		memcpy(corpus->classes, b.label_values, sizeof(char *) * K);
-		qsort(corpus->classes, K, sizeof(char *), cmp_cstring_ptr);
-		class_of_value = MemoryContextAlloc(cxt, sizeof(int32) * K);
-		for (int32 v = 0; v < K; v++)
-			for (int32 k = 0; k < K; k++)
-				if (corpus->classes[k] == b.label_values[v])
-					class_of_value[v] = k;
-	}
-	corpus->n_classes = K;
-
-	/*
-	 * Word ids in byte order of the tokens, whatever order they came in; the
-	 * pairs as the sampler takes them, in arrays of their exact size.
-	 */
-	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
-						 (double) (sizeof(int32) + sizeof(char *)) *
-						 ((double) b.n_words + 1), "reading the source");
-
-	/*
-	 * The sort keys are made in the word table's own memory, which it no
-	 * longer needs: a key is smaller than a slot, so the n-th key, written
-	 * once slot i >= n is read, ends before slot i + 1 begins.
-	 */
-	StaticAssertStmt(sizeof(WordSortKey) <= sizeof(WordSlot), "a sort key must fit in a slot");
-	keys = (WordSortKey *) b.slots;
-	n_keys = 0;
-	for (uint64 i = 0; i <= b.slots_mask; i++)
-	{
-		WordSlot	slot = b.slots[i];
-
-		if (slot.str == NULL)
-			continue;
-		keys[n_keys].key = sort_key(slot.str, slot.len);
-		keys[n_keys].str = slot.str;
-		keys[n_keys].id = slot.id;
-		n_keys++;
-	}
-	Assert(n_keys == b.n_words);
-	b.slots = NULL;
-	/* the table's room past the keys goes back (a large block shrinks in place) */
-	keys = repalloc_huge(keys, sizeof(WordSortKey) * ((Size) n_keys + 1));
-	sort_word_keys(keys, n_keys);
-	new_id = MemoryContextAllocExtended(b.scratch, sizeof(int32) * ((Size) b.n_words + 1),
-										MCXT_ALLOC_HUGE);
-	for (int32 i = 0; i < b.n_words; i++)
-		new_id[keys[i].id] = i;
-
-	/*
-	 * The vocabulary as the text[] a version stores, in the corpus.  The
-	 * keys are only their strings now, in order, in the keys' own memory (the
-	 * i-th string written where key i or an earlier one was), which shrinks
-	 * to them; the tokens' text, copied as it was read, goes with them, and
-	 * both before the pairs are widened.
-	 */
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-		char	  **strs = (char **) keys;
-
-		StaticAssertStmt(sizeof(char *) <= sizeof(WordSortKey), "a string must fit in a key");
-		for (int32 i = 0; i < n_keys; i++)
-			strs[i] = (char *) keys[i].str;
-		strs = repalloc_huge(strs, sizeof(char *) * ((Size) n_keys + 1));
-		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
-							 (double) b.text_bytes + 8.0 * b.n_words + 1024.0, "reading the source");
-		corpus->tokens = gnb_text_array(strs, n_keys);
-		MemoryContextSwitchTo(old);
-		pfree(strs);
-		MemoryContextDelete(b.text_cxt);
-		b.text_cxt = NULL;
-	}
-	b.word = repalloc_huge(b.word, sizeof(int32) * ((Size) b.n_pairs + 1));
-	if (b.count_wide)
-		b.count = repalloc_huge(b.count, sizeof(int32) * ((Size) b.n_pairs + 1));
-	else
-		widen_counts(&b, b.n_pairs);
-	corpus->n_tokens = 0;
-	for (int64 p = 0; p < b.n_pairs; p++)
-	{
-		b.word[p] = new_id[b.word[p]];
-		/* the checked documents' tokens are among the labelled ones */
-		if (p < b.doc_start[b.n_docs])
-			corpus->n_tokens += b.count[p];
-	}
-
-	/* the labelled documents, as ids, classes and counts */
-	corpus->n_labeled = b.n_labeled;
-	corpus->labeled_ids = b.labeled_ids;
-	corpus->labeled_class = MemoryContextAlloc(cxt, sizeof(int32) * (b.n_labeled + 1));
-	corpus->labeled_doc_counts = MemoryContextAllocZero(cxt, sizeof(double) * K);
-	/* the labelled documents' V x K counts: only when there are any */
-	corpus->labeled_word_counts = NULL;
-	corpus->word_counts = NULL;
-	if (b.n_labeled > 0)
-	{
-		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
-							 (double) sizeof(double) * ((double) b.n_words * K + 1),
-							 "the labelled documents' counts");
-		corpus->labeled_word_counts = MemoryContextAllocExtended(cxt, sizeof(double) * ((Size) b.n_words * K + 1),
-																 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	}
-	for (int32 i = 0; i < b.n_labeled; i++)
-	{
-		corpus->labeled_class[i] = class_of_value[b.labeled_value[i]];
-		corpus->labeled_doc_counts[corpus->labeled_class[i]] += 1;
-	}
-	for (int32 w = 0; w < b.n_count_words; w++)
-		for (int32 v = 0; v < b.n_count_values; v++)
-			corpus->labeled_word_counts[(int64) new_id[w] * K + class_of_value[v]] +=
-				b.labeled_counts32 ? (double) b.labeled_counts32[(int64) w * b.n_count_values + v] :
-				b.labeled_counts[(int64) w * b.n_count_values + v];
-	corpus->n_tokens += b.labeled_tokens;
-	corpus->n_checked = b.n_checked;
-	corpus->checked_start = b.checked_start;
-	corpus->checked_class = b.checked_value;
-	for (int32 i = 0; i < b.n_checked; i++)
-		corpus->checked_class[i] = class_of_value[b.checked_value[i]];
+	corpus_builder_init(&b, params, cxt);
+	read_source(&b, params, source_sql, gnb_holdout_condition(params));
+	class_of_value = corpus_classes(&b, params, source_sql, corpus);
+	new_id = corpus_renumber_words(&b, params, corpus);
+	corpus_labeled(&b, params, class_of_value, new_id, corpus);
 
 	corpus->n_docs = b.n_docs;
 	corpus->n_words = b.n_words;

@@ -287,6 +287,121 @@ check_labels(GnbJobParams *p, const GnbCorpus *corpus, const gnb_corpus *core,
 	}
 }
 
+/*
+ * The job's reading: the source locked and read as the caller, in one
+ * transaction with one snapshot, and a warm start's labels (init_label,
+ * allocated here; NULL for a cold start).  Returns its seconds.
+ */
+static double
+read_job_corpus(GnbJobParams *p, MemoryContext job_cxt, GnbCorpus *corpus,
+				int32 **init_label, uint64 *ids_dump_bytes)
+{
+	char		activity[128];
+	TimestampTz phase_start;
+	char	   *source_sql;
+	int64		warm_docs = 0;
+
+	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": reading", p->job_id);
+	pgstat_report_activity(STATE_RUNNING, activity);
+	phase_start = GetCurrentTimestamp();
+	StartTransactionCommand();
+	/* the lock first, then the snapshot: the read sees the source as locked */
+	source_sql = gnb_lock_source(&p->source, p->job_id);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	gnb_read_corpus(p, source_sql, job_cxt, corpus);
+	/* the ids' text, for the check that a backup can hold the version */
+	*ids_dump_bytes = gnb_corpus_ids_dump_bytes(p, corpus);
+	if (p->warm_version_id != 0)
+	{
+		/* a warm start: the documents still there start where they were */
+		*init_label = MemoryContextAllocExtended(job_cxt, sizeof(int32) * ((Size) corpus->n_docs + 1),
+												MCXT_ALLOC_HUGE);
+		SPI_connect();
+		warm_docs = gnb_store_warm_start(p->warm_version_id, corpus, p->source.id_type,
+										 *init_label);
+		SPI_finish();
+		elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": " INT64_FORMAT " of %d unlabelled documents start warm",
+			 p->job_id, warm_docs, corpus->n_docs);
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(job_cxt);
+
+	/*
+	 * Reading's transient memory (its word table, the rows, the counting
+	 * query's aggregate states and plans) is back with malloc, which glibc
+	 * keeps in the process's heap unless asked: give it back to the system,
+	 * so that the worker's resident memory while it samples (and publishes)
+	 * is the corpus, not the corpus plus what it took to read it.
+	 */
+#ifdef __GLIBC__
+	(void) malloc_trim(0);
+#endif
+	return seconds_since(phase_start);
+}
+
+/* The corpus as the sampler core takes it: its arrays, lent where they can be. */
+static void
+core_corpus(const GnbCorpus *corpus, int32 *init_label, gnb_corpus *core)
+{
+	memset(core, 0, sizeof(*core));
+	core->n_docs = corpus->n_docs;
+	core->n_words = corpus->n_words;
+	core->n_classes = corpus->n_classes;
+	core->doc_start = corpus->doc_start;
+	core->word = corpus->word;
+	core->count = corpus->count;
+	core->label = corpus->label;
+	/* lent: the paper sampler packs its pairs there rather than in a copy */
+	core->lent_word = corpus->word;
+	core->init_label = init_label;
+	if (corpus->n_labeled > 0)
+	{
+		core->extra_word_counts = corpus->labeled_word_counts;
+		/* lent: a chain counts in them rather than in a copy */
+		core->lent_extra_word_counts = corpus->labeled_word_counts;
+		core->extra_doc_counts = corpus->labeled_doc_counts;
+	}
+}
+
+/*
+ * What sampling and publishing will take, on top of the corpus, in bytes:
+ * checked before any of it is allocated.
+ */
+static double
+job_memory_committed(const GnbJobParams *p, const GnbCorpus *corpus, MemoryContext job_cxt)
+{
+	double		committed;
+
+	/*
+	 * Publishing holds the vocabulary
+	 * and log theta-hat as arrays (about three copies of V x K doubles and
+	 * two of the tokens).
+	 */
+	committed = (double) MemoryContextMemAllocated(job_cxt, true) +
+		(double) gnb_memory_needed(corpus->n_docs, corpus->n_words, corpus->n_classes,
+								   corpus->doc_start[corpus->n_docs], &p->sampler) +
+		3.0 * sizeof(double) * corpus->n_words * corpus->n_classes +
+		64.0 * corpus->n_words +
+		(double) gnb_check_labels_memory(corpus->n_words, corpus->n_classes);
+	/*
+	 * Scoring the held-out rows builds a model of the version beside it (log
+	 * theta-hat and its array copy, the vocabulary index) and their
+	 * probabilities, before publishing.
+	 */
+	if (p->holdout > 0.0)
+		committed += 3.0 * sizeof(double) * corpus->n_words * corpus->n_classes +
+			64.0 * corpus->n_words +
+			2.0 * sizeof(double) * corpus->n_holdout * corpus->n_classes;
+	return committed;
+}
+
+/*
+ * A job, start to end, in its worker: registered, its labels table's name
+ * reserved, the source read, the chains sampled (in chain workers where
+ * there are several), the label check, the version published, the outcome
+ * told.  An error goes to record_failure.
+ */
 static void
 run_job(GnbJobShared *job, MemoryContext job_cxt)
 {
@@ -302,9 +417,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	TimestampTz phase_start;
 	double		read_seconds;
 	double		sample_seconds;
-	char	   *source_sql;
 	int32	   *init_label = NULL;
-	int64		warm_docs = 0;
 	double		committed;
 	uint64		ids_dump_bytes;
 
@@ -323,43 +436,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	gnb_reserve_labels_table(p);
 	MemoryContextSwitchTo(job_cxt);
 
-	snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": reading", p->job_id);
-	pgstat_report_activity(STATE_RUNNING, activity);
-	phase_start = GetCurrentTimestamp();
-	StartTransactionCommand();
-	/* the lock first, then the snapshot: the read sees the source as locked */
-	source_sql = gnb_lock_source(&p->source, p->job_id);
-	PushActiveSnapshot(GetTransactionSnapshot());
-	gnb_read_corpus(p, source_sql, job_cxt, &corpus);
-	/* the ids' text, for the check that a backup can hold the version */
-	ids_dump_bytes = gnb_corpus_ids_dump_bytes(p, &corpus);
-	if (p->warm_version_id != 0)
-	{
-		/* a warm start: the documents still there start where they were */
-		init_label = MemoryContextAllocExtended(job_cxt, sizeof(int32) * ((Size) corpus.n_docs + 1),
-												MCXT_ALLOC_HUGE);
-		SPI_connect();
-		warm_docs = gnb_store_warm_start(p->warm_version_id, &corpus, p->source.id_type,
-										 init_label);
-		SPI_finish();
-		elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": " INT64_FORMAT " of %d unlabelled documents start warm",
-			 p->job_id, warm_docs, corpus.n_docs);
-	}
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(job_cxt);
-
-	/*
-	 * Reading's transient memory (its word table, the rows, the counting
-	 * query's aggregate states and plans) is back with malloc, which glibc
-	 * keeps in the process's heap unless asked: give it back to the system,
-	 * so that the worker's resident memory while it samples (and publishes)
-	 * is the corpus, not the corpus plus what it took to read it.
-	 */
-#ifdef __GLIBC__
-	(void) malloc_trim(0);
-#endif
-	read_seconds = seconds_since(phase_start);
+	read_seconds = read_job_corpus(p, job_cxt, &corpus, &init_label, &ids_dump_bytes);
 
 	if (corpus.n_docs + corpus.n_labeled == 0)
 		ereport(ERROR,
@@ -367,51 +444,14 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 				 errmsg("cannot train on %s: it has no documents", p->source_display),
 				 errdetail("%d rows have NULL tokens.", corpus.n_skipped)));
 
-	memset(&core, 0, sizeof(core));
-	core.n_docs = corpus.n_docs;
-	core.n_words = corpus.n_words;
-	core.n_classes = corpus.n_classes;
-	core.doc_start = corpus.doc_start;
-	core.word = corpus.word;
-	core.count = corpus.count;
-	core.label = corpus.label;
-	/* lent: the paper sampler packs its pairs there rather than in a copy */
-	core.lent_word = corpus.word;
-	core.init_label = init_label;
-	if (corpus.n_labeled > 0)
-	{
-		core.extra_word_counts = corpus.labeled_word_counts;
-		/* lent: a chain counts in them rather than in a copy */
-		core.lent_extra_word_counts = corpus.labeled_word_counts;
-		core.extra_doc_counts = corpus.labeled_doc_counts;
-	}
+	core_corpus(&corpus, init_label, &core);
 	problem = gnb_check(&core, &p->sampler);
 	if (problem)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot train on %s: %s", p->source_display, problem)));
 
-	/*
-	 * What sampling and publishing will take, on top of the corpus: checked
-	 * now, before any of it is allocated.  Publishing holds the vocabulary
-	 * and log theta-hat as arrays (about three copies of V x K doubles and
-	 * two of the tokens).
-	 */
-	committed = (double) MemoryContextMemAllocated(job_cxt, true) +
-		(double) gnb_memory_needed(corpus.n_docs, corpus.n_words, corpus.n_classes,
-								   corpus.doc_start[corpus.n_docs], &p->sampler) +
-		3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
-		64.0 * corpus.n_words +
-		(double) gnb_check_labels_memory(corpus.n_words, corpus.n_classes);
-	/*
-	 * Scoring the held-out rows builds a model of the version beside it (log
-	 * theta-hat and its array copy, the vocabulary index) and their
-	 * probabilities, before publishing.
-	 */
-	if (p->holdout > 0.0)
-		committed += 3.0 * sizeof(double) * corpus.n_words * corpus.n_classes +
-			64.0 * corpus.n_words +
-			2.0 * sizeof(double) * corpus.n_holdout * corpus.n_classes;
+	committed = job_memory_committed(p, &corpus, job_cxt);
 	gnb_check_job_memory(p, 0.0, committed, "sampling and publishing");
 	/* a version no backup could hold is refused before it samples */
 	gnb_check_corpus_dumpable(p, &corpus, ids_dump_bytes);

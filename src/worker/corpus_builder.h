@@ -1,0 +1,132 @@
+/*
+ * corpus_builder.h
+ *	  The corpus under construction while a job reads its source
+ *	  (corpus.c, corpus_builder.c): the word table, the growing arrays, and
+ *	  what the reading's row handlers call.
+ */
+#ifndef GNB_WORKER_CORPUS_BUILDER_H
+#define GNB_WORKER_CORPUS_BUILDER_H
+
+#include "gibbs_nb.h"
+
+#include "counts/tokens.h"
+
+/*
+ * A slot of the reading's word table: open addressing, linear probing.  A
+ * token's first 8 bytes decide most comparisons without touching its text,
+ * and the slot also says where the current document's pair of the word is,
+ * so that a token already seen costs one probe of one cache line.
+ */
+typedef struct WordSlot
+{
+	uint64		first;			/* first 8 bytes, zero padded (token_key) */
+	char	   *str;			/* the token, NUL-terminated; NULL: empty */
+	int32		len;
+	int32		id;				/* word id, in order of first sight */
+	int32		last_doc;		/* last document it was seen in, or -1 */
+	int32		pos;			/* its pair in that document */
+} WordSlot;
+
+/* The word table's fill at most (a power of 2 over 4 = 75%) */
+#define WORD_TABLE_FILL(cap) ((cap) / 4 * 3)
+
+/* Tokens' text is copied into blocks of this size (or of the token's). */
+#define TOKEN_BLOCK_SIZE ((Size) 256 * 1024)
+
+/* Growable arrays of the corpus under construction. */
+typedef struct CorpusBuilder
+{
+	MemoryContext cxt;			/* the corpus */
+	MemoryContext scratch;		/* what reading needs only while it reads */
+	/* the tokens' text, in scratch: gone once corpus->tokens holds it */
+	MemoryContext text_cxt;
+	/* the vocabulary: word table and tokens' text in scratch (corpus->tokens at the end) */
+	WordSlot   *slots;
+	uint32		slots_mask;		/* capacity - 1 */
+	int32		n_words;
+	char	   *text_next;		/* free space of the current text block (text_cxt) */
+	Size		text_left;
+	double		text_bytes;		/* of all tokens */
+	vocab_hash *labels;
+	int32		n_label_values;
+	char	  **label_values;	/* first-seen label id -> text */
+	int32		labels_cap;
+	/* documents */
+	int32		n_docs;
+	int32		docs_cap;
+	int64	   *doc_start;
+	int32	   *label;
+	Datum	   *ids;
+	/*
+	 * (word, count) pairs.  Counts are 16-bit while they fit (a word
+	 * repeated 65,536 times in one document is rare): reading's peak holds
+	 * the pairs beside the word table, and they are widened to the
+	 * sampler's int32 at the end, once the table is gone, or at once when
+	 * one does not fit (count_wide).
+	 */
+	int64		n_pairs;
+	int64		pairs_cap;
+	int32	   *word;
+	uint16	   *count16;
+	int32	   *count;
+	bool		count_wide;
+	int64		n_tokens;
+	int32		n_skipped;
+	/*
+	 * The document corpus_add_token adds to: an unlabelled document's index, or
+	 * -2 - i for the i-th checked one (a word slot's last_doc starts at -1).
+	 */
+	int32		token_doc;
+	/*
+	 * Labelled documents read with their tokens for the label check (see
+	 * GnbCorpus): their pairs follow the unlabelled documents', from
+	 * checked_start[0] on; the label id of each.
+	 */
+	int32		n_checked;
+	int32		checked_cap;
+	int64	   *checked_start;
+	int32	   *checked_value;
+	/* labelled documents: ids and first-seen label ids */
+	int32		n_labeled;
+	int32		labeled_cap;
+	Datum	   *labeled_ids;
+	int32	   *labeled_value;
+	/*
+	 * their counts, once read: n_count_words x n_label_values, by first-seen
+	 * word id (the counts' words are the vocabulary's first) and label id,
+	 * in scratch memory; labeled_tokens their sum.  32-bit while every one
+	 * fits (labeled_counts32): they are held while the documents are read,
+	 * reading's peak; widened to doubles in place if one does not.
+	 */
+	uint32	   *labeled_counts32;
+	double	   *labeled_counts;
+	int32		n_count_words;
+	int32		n_count_values;
+	int64		labeled_tokens;
+	/* held-out documents: ids, tokens (copies) and labels */
+	int32		n_holdout;
+	int32		n_holdout_skipped;	/* held out, but without tokens */
+	int32		holdout_cap;
+	Datum	   *holdout_ids;
+	Datum	   *holdout_tokens;
+	char	  **holdout_labels;
+	int16		id_typlen;
+	bool		id_typbyval;
+} CorpusBuilder;
+
+/* corpus_builder.c */
+extern void *corpus_grow(MemoryContext cxt, void *ptr, Size elem, int64 new_n);
+extern int32 corpus_intern_label(CorpusBuilder *b, const char *str, int len);
+extern void corpus_resize_word_table(CorpusBuilder *b, uint64 new_cap);
+extern WordSlot *corpus_word_slot(CorpusBuilder *b, const char *str, int len, bool *found);
+extern void corpus_widen_labeled_counts(CorpusBuilder *b);
+extern void corpus_add_token(void *arg, const char *str, int len, int32 times);
+extern int corpus_cmp_cstring_ptr(const void *a, const void *b);
+extern void corpus_grow_docs(CorpusBuilder *b);
+
+extern void corpus_builder_init(CorpusBuilder *b, const GnbJobParams *params,
+								MemoryContext cxt);
+extern int32 *corpus_renumber_words(CorpusBuilder *b, const GnbJobParams *params,
+									GnbCorpus *corpus);
+
+#endif							/* GNB_WORKER_CORPUS_BUILDER_H */
