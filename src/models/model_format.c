@@ -8,7 +8,7 @@
  * little-endian (so log pi-hat and log theta-hat cross over bit for bit, and
  * an imported model predicts exactly as the exported one did):
  *
- *	 "GNBMODEL"  u32 format (1)  u32 K  u32 V  u32 flags (bit 0: word counts)
+ *	 "GNBMODEL"  u32 format (2)  u32 K  u32 V  u32 flags (bit 0: word counts)
  *	 string sampler  i32 sweeps  i32 burn_in  i32 lag  i32 chains
  *	 f64 gamma_pi  f64 gamma_theta  f64 unlabeled_weight  i64 seed
  *	 i32 n_documents  i32 n_labeled  i32 n_skipped  i64 n_tokens
@@ -20,9 +20,16 @@
  *	 V x string token (strictly increasing byte order)
  *	 V x K x f64 log theta-hat (word-major)
  *	 [V x i64 word count]
+ *	 u32 CRC-32C of every byte before it
  *
  * A string is u32 length then its bytes (valid in the database encoding, no
- * NUL).  The value must end exactly after the last field.
+ * NUL).  The value must end exactly after the checksum.  The checksum
+ * (PostgreSQL's pg_crc32c, the Castagnoli polynomial WAL records use) is
+ * checked before anything else is read: a value that was cut short or had a
+ * bit changed on its way (a file, a copy between clusters) is refused, 22P03
+ * where the magic or the format says it is no value of this format, XX001
+ * (data corrupted) anywhere else, rather than imported with another class
+ * name or other probabilities.  Format 1 (no checksum) was never released.
  *
  * The parser reads any bytes a role can pass: every length and count is
  * checked against the bytes that remain before anything is allocated for it,
@@ -38,6 +45,7 @@
 
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "port/pg_crc32c.h"
 
 #define FORMAT_MAGIC "GNBMODEL"
 #define FORMAT_MAGIC_LEN 8
@@ -187,7 +195,8 @@ byte_order(const char *a, int32 alen, const char *b, int32 blen)
 
 /*
  * Parse value into img (pointers into value for the strings; the numbers
- * copied).  Any malformed value is an error, 22P03 or 22021.
+ * copied).  Any malformed value is an error, 22P03 or 22021; one whose
+ * checksum does not match, XX001.
  */
 void
 gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
@@ -210,6 +219,25 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 				 errmsg("gibbs_nb model value of format %u, this gibbs_nb reads format %d",
 						format, GNB_MODEL_FORMAT)));
+	/* the checksum before any field: the rest is read only from a whole value */
+	need(&r, sizeof(uint32), "too short");
+	{
+		pg_crc32c	crc;
+		Reader		tail = {data + size - sizeof(uint32), data + size};
+		uint32		stated = get_u32(&tail, "too short");
+
+		INIT_CRC32C(crc);
+		COMP_CRC32C(crc, data, size - sizeof(uint32));
+		FIN_CRC32C(crc);
+		if (crc != stated)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("gibbs_nb model value is corrupted: its checksum does not match"),
+					 errdetail("The CRC-32C of its first %zu bytes is %08X; the value says %08X.",
+							   (size_t) (size - sizeof(uint32)), crc, stated),
+					 errhint("The value was changed or cut short since it was exported: export it again.")));
+		r.end -= sizeof(uint32);
+	}
 	K = get_u32(&r, "too short");
 	V = get_u32(&r, "too short");
 	flags = get_u32(&r, "too short");
@@ -318,7 +346,7 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 		}
 	}
 	if (r.p != r.end)
-		malformed("bytes after the last field");
+		malformed("bytes between the last field and the checksum");
 }
 
 /* ---------- writing ---------- */
@@ -360,12 +388,17 @@ put_cstring(StringInfo s, const char *str)
 	put_string(s, str, (int32) strlen(str));
 }
 
-/* Write img as the format above into s (initialised by the caller). */
+/*
+ * Append img as the format above to s (initialised by the caller, which may
+ * have put a header of its own before it: the checksum covers only what is
+ * written here).
+ */
 void
 gnb_model_image_write(const GnbModelImage *img, StringInfo s)
 {
 	int64		K = img->n_classes;
 	int64		V = img->n_words;
+	int			start = s->len;
 
 	appendBinaryStringInfo(s, FORMAT_MAGIC, FORMAT_MAGIC_LEN);
 	put_u32(s, GNB_MODEL_FORMAT);
@@ -406,4 +439,13 @@ gnb_model_image_write(const GnbModelImage *img, StringInfo s)
 	if (img->word_counts)
 		for (int64 w = 0; w < V; w++)
 			put_u64(s, (uint64) img->word_counts[w]);
+	/* last, the checksum of all of it */
+	{
+		pg_crc32c	crc;
+
+		INIT_CRC32C(crc);
+		COMP_CRC32C(crc, s->data + start, s->len - start);
+		FIN_CRC32C(crc);
+		put_u32(s, crc);
+	}
 }

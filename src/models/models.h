@@ -12,7 +12,7 @@
  * model_format.c: the exported model (gibbs_nb_export, gibbs_nb_import), a
  * versioned, self-describing bytea; see model_format.c and docs/reference.md.
  */
-#define GNB_MODEL_FORMAT 1
+#define GNB_MODEL_FORMAT 2
 #define GNB_MODEL_HAS_COUNTS 0x1
 extern void gnb_model_image_parse(const char *data, Size size, GnbModelImage *img);
 extern void gnb_model_image_write(const GnbModelImage *img, StringInfo s);

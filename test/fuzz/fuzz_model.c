@@ -3,7 +3,9 @@
  *	  libFuzzer target: any bytes as a gibbs_nb_import value.
  *
  * src/models/model_format.c is linked in unchanged (with shim.c for the backend).
- * gnb_model_image_parse must fail with 22P03 or 22021 and nothing else, or
+ * Each input is parsed as it is and again sealed with its checksum (see
+ * LLVMFuzzerTestOneInput).  gnb_model_image_parse must fail with 22P03,
+ * 22021 or XX001 (XX001 only for an unsealed input) and nothing else, or
  * return a model whose promises hold: 2..1000 classes, classes and tokens
  * valid UTF-8 without NUL, strictly increasing in byte order, every log
  * pi-hat and log theta-hat finite and at most 0, counts not negative; every
@@ -19,6 +21,7 @@
 #include <math.h>
 
 #include "mb/pg_wchar.h"
+#include "port/pg_crc32c.h"
 
 extern int	LLVMFuzzerTestOneInput(const uint8 *data, size_t size);
 
@@ -110,21 +113,30 @@ check_image(const GnbModelImage *img)
 		shim_fail("parse: a name too long accepted");
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8 *data, size_t size)
+/*
+ * One value through the parser: refused with an expected SQLSTATE (returns
+ * false), or accepted, its promises checked, written back to the same bytes,
+ * and parsed again.
+ */
+static bool
+run_value(const char *data, size_t size, bool sealed)
 {
 	ModelRun	run = {0};
 
-	run.data = (const char *) data;
+	run.data = data;
 	run.size = size;
 	if (!shim_try(parse_input, &run))
 	{
 		if (shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION &&
-			shim_sqlerrcode != ERRCODE_CHARACTER_NOT_IN_REPERTOIRE)
+			shim_sqlerrcode != ERRCODE_CHARACTER_NOT_IN_REPERTOIRE &&
+			shim_sqlerrcode != ERRCODE_DATA_CORRUPTED)
 			shim_fail("parse: unexpected error %s: %s", shim_sqlstate(shim_sqlerrcode),
 					  shim_errmsg);
+		if (sealed && shim_sqlerrcode == ERRCODE_DATA_CORRUPTED)
+			shim_fail("parse: a value with its right checksum refused as corrupted: %s",
+					  shim_errmsg);
 		shim_free_all();
-		return 0;
+		return false;
 	}
 	check_image(&run.img);
 	if (!shim_try(write_back, &run))
@@ -135,5 +147,29 @@ LLVMFuzzerTestOneInput(const uint8 *data, size_t size)
 	if (!shim_try(parse_again, &run))
 		shim_fail("parse: rejects what it wrote: %s", shim_errmsg);
 	shim_free_all();
+	return true;
+}
+
+/*
+ * The input as it is (nearly always refused by its checksum: XX001), then
+ * sealed, its CRC-32C appended as gibbs_nb_export appends it, so that the
+ * fuzzer reaches every field's checks; the seeds are values without their
+ * checksum.
+ */
+int
+LLVMFuzzerTestOneInput(const uint8 *data, size_t size)
+{
+	char	   *sealed = malloc(size + sizeof(uint32));
+	pg_crc32c	crc;
+
+	(void) run_value((const char *) data, size, false);
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, size);
+	FIN_CRC32C(crc);
+	memcpy(sealed, data, size);
+	for (int i = 0; i < 4; i++)
+		sealed[size + i] = (char) ((crc >> (8 * i)) & 0xFF);
+	(void) run_value(sealed, size + sizeof(uint32), true);
+	free(sealed);
 	return 0;
 }

@@ -12,7 +12,7 @@ FROM generate_series(1, 150) i;
 SELECT status FROM gibbs_nb_train('m', 'docs', 'tokens', 'label', sweeps => 30, seed => 2,
                                   chains => 2);
 
--- the value: magic, format 1, K = 3, V, flags (word counts)
+-- the value: magic, format 2, K = 3, V, flags (word counts)
 CREATE TABLE exported AS SELECT gibbs_nb_export('m') AS v;
 SELECT encode(substr(v, 1, 12), 'escape') AS header, get_byte(v, 12) AS k,
        get_byte(v, 16) + 256 * get_byte(v, 17) AS v, get_byte(v, 20) AS flags,
@@ -53,51 +53,73 @@ SELECT gibbs_nb_import('m', v) AS version FROM exported;
 SELECT gibbs_nb_import('copy', v) AS version FROM exported;
 SELECT model_name, serving_version, versions FROM gibbs_nb_models ORDER BY 1;
 
--- malformed and hostile values: 22P03 (or 22021), nothing written
+-- malformed and hostile values: 22P03 (or 22021), nothing written.  A value
+-- ends with the CRC-32C of the rest: seal() writes it again after a change,
+-- as a crafted value would, so that each field's own check is reached
 CREATE FUNCTION le32(n bigint) RETURNS bytea LANGUAGE sql AS
 $$ SELECT set_byte(set_byte(set_byte(set_byte('\x00000000'::bytea, 0, (n & 255)::int),
           1, ((n >> 8) & 255)::int), 2, ((n >> 16) & 255)::int), 3, ((n >> 24) & 255)::int) $$;
+CREATE FUNCTION test_crc32c(b bytea) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  crc bigint := 4294967295;
+BEGIN
+  FOR i IN 0 .. length(b) - 1 LOOP
+    crc := crc # get_byte(b, i);
+    FOR k IN 1 .. 8 LOOP
+      crc := CASE WHEN crc & 1 = 1 THEN (crc >> 1) # 2197175160 ELSE crc >> 1 END;  -- 0x82F63B78
+    END LOOP;
+  END LOOP;
+  RETURN crc # 4294967295;
+END $$;
+CREATE FUNCTION seal(v bytea) RETURNS bytea LANGUAGE sql AS
+$$ SELECT substr(v, 1, length(v) - 4) || le32(test_crc32c(substr(v, 1, length(v) - 4))) $$;
+SELECT seal(v) = v AS export_sealed, test_crc32c('123456789'::bytea) = 3808858755 AS crc32c_check
+FROM exported;
 SELECT try($$SELECT gibbs_nb_import('bad', '\x'::bytea)$$);
 SELECT try($$SELECT gibbs_nb_import('bad', 'not a model at all'::bytea)$$);
-SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing le32(2) from 9)))
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(overlay(v placing le32(1) from 9))))
 FROM exported;
-SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing le32(1) from 13)))
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(overlay(v placing le32(1) from 13))))
 FROM exported;
-SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing le32(5000) from 13)))
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(overlay(v placing le32(5000) from 13))))
 FROM exported;
 -- a vocabulary of 4 billion words in a few kB: refused before anything is allocated
-SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing le32(4294967295) from 17)))
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(overlay(v placing le32(4294967295) from 17))))
 FROM exported;
-SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing le32(6) from 21)))
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(overlay(v placing le32(6) from 21))))
 FROM exported;
--- cut short anywhere, or with a byte too many
+-- cut short anywhere, or with a byte too many: as they are, the checksum
+-- says so; sealed again, the fields do
 SELECT n, try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', substr(v, 1, n)))
-FROM exported, unnest(ARRAY[7, 20, 30, 150, 400]) n;
+FROM exported, unnest(ARRAY[7, 14, 20, 30, 150, 400]) n;
+SELECT n, try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(substr(v, 1, n) || '\x00000000')))
+FROM exported, unnest(ARRAY[20, 30, 150, 400]) n;
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', substr(v, 1, length(v) - 1)))
 FROM exported;
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', v || '\x00'::bytea)) FROM exported;
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(v || '\x00'::bytea))) FROM exported;
 -- the last log theta (before the 34 word counts) NaN, then 0 (a log
 -- probability, but its class's then sum to more than one: it was imported,
 -- and such a model predicted NaN), then log 2
 SELECT x, try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)',
-                     overlay(v placing x from length(v) - 8 * 34 - 7)))
+                     seal(overlay(v placing x from length(v) - 4 - 8 * 34 - 7))))
 FROM exported, unnest(ARRAY['\x000000000000f87f', '\x0000000000000000', '\xef39fafe422ee63f']::bytea[]) x;
 -- and -1e308: finite, but below any log probability a double holds (so
 -- crafted that every class's thetas still summed to one, a document's
 -- scores were -inf in every class, its probabilities NaN)
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)',
-                  overlay(v placing '\xa0c8eb85f3cce1ff'::bytea from length(v) - 8 * 34 - 7)))
+                  seal(overlay(v placing '\xa0c8eb85f3cce1ff'::bytea from length(v) - 4 - 8 * 34 - 7))))
 FROM exported;
 -- the first log pi (after the classes, "red" the last) 0: the priors sum to more than one
 SELECT position(convert_to('red', 'UTF8') IN v) + 3 AS pi_at FROM exported \gset
 SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)',
-                  overlay(v placing '\x0000000000000000'::bytea from :pi_at)))
+                  seal(overlay(v placing '\x0000000000000000'::bytea from :pi_at))))
 FROM exported;
 SELECT position(convert_to('blue', 'UTF8') IN v) AS blue_at FROM exported \gset
-SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing '\xff'::bytea from :blue_at)))
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(overlay(v placing '\xff'::bytea from :blue_at))))
 FROM exported;
 -- classes out of order: "blue" made "zlue"
-SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', overlay(v placing 'z'::bytea from :blue_at)))
+SELECT try(format('SELECT gibbs_nb_import(''bad'', %L::bytea)', seal(overlay(v placing 'z'::bytea from :blue_at))))
 FROM exported;
 -- an import needs about five times the value's size: bounded by gibbs_nb.max_job_memory
 SET gibbs_nb.max_job_memory = '1MB';
@@ -111,6 +133,30 @@ SELECT try($$SELECT gibbs_nb_import('', '\x'::bytea)$$);
 SELECT try(format('SELECT gibbs_nb_import(%L, %L::bytea)', repeat('x', 64), v)) FROM exported;
 SELECT try($$SELECT gibbs_nb_export(NULL)$$);
 SELECT try($$SELECT gibbs_nb_export('nobody')$$);
+
+-- every single-bit flip of a small export, and every cut, is refused (XX001
+-- where the checksum finds it; 22P03 where the magic or format does), and
+-- nothing is created
+CREATE TABLE tiny_docs AS
+SELECT i AS id, ARRAY[(ARRAY['a', 'b'])[1 + i % 2], 'c'] AS tokens,
+       CASE WHEN i <= 6 THEN (ARRAY['x', 'y'])[1 + i % 2] END AS label
+FROM generate_series(1, 10) i;
+SELECT status FROM gibbs_nb_train('tiny', 'tiny_docs', 'tokens', 'label', sweeps => 4, seed => 1);
+CREATE TABLE tiny AS SELECT gibbs_nb_export('tiny') AS v;
+CREATE FUNCTION import_outcome(b bytea) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM gibbs_nb_import('flipped', b);
+  RETURN 'imported';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE;
+END $$;
+SELECT length(v) AS bytes, import_outcome(v) AS unchanged FROM tiny;
+SELECT gibbs_nb_drop('flipped');
+SELECT import_outcome(set_bit(v, bit, 1 - get_bit(v, bit))) AS outcome, count(*) AS flips
+FROM tiny, generate_series(0, 8 * length(v) - 1) bit GROUP BY 1 ORDER BY 1;
+SELECT import_outcome(substr(v, 1, n)) AS outcome, count(*) AS cuts
+FROM tiny, generate_series(0, length(v) - 1) n GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS flipped_models FROM gibbs_nb.models WHERE model_name = 'flipped';
 
 -- another role may neither export nor see the models; what it imports is its own
 CREATE ROLE gnb_mover;
