@@ -16,7 +16,7 @@ def s(b):
     b = b.encode() if isinstance(b, str) else b
     return struct.pack('<I', len(b)) + b
 V, K = 2500000, 2
-parts = [b'GNBMODEL' + struct.pack('<IIII', 1, K, V, 0), s('paper'),
+parts = [b'GNBMODEL' + struct.pack('<IIII', 2, K, V, 0), s('paper'),
          struct.pack('<iiii', 10, 0, 1, 1), struct.pack('<ddd', 1.0, 1.0, 1.0), struct.pack('<q', 1),
          struct.pack('<iiiq', 10, 5, 0, 100), struct.pack('<dd', -100.0, float('nan')),
          struct.pack('<i', 0),
@@ -24,7 +24,18 @@ parts = [b'GNBMODEL' + struct.pack('<IIII', 1, K, V, 0), s('paper'),
          s('a'), s('b'), struct.pack('<dd', math.log(0.5), math.log(0.5))]
 parts += [s('t%07d' % i) for i in range(V)]
 parts.append(struct.pack('<d', math.log(1.0 / V)) * (K * V))
-open(sys.argv[1], 'wb').write(b''.join(parts))
+body = b''.join(parts)
+# the CRC-32C (Castagnoli, reflected 0x82F63B78) the value ends with
+table = []
+for n in range(256):
+    c = n
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    table.append(c)
+crc = 0xFFFFFFFF
+for b in body:
+    crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+open(sys.argv[1], 'wb').write(body + struct.pack('<I', crc ^ 0xFFFFFFFF))
 PY
 chmod 644 "$work/model.bin"
 source test/cluster.sh
