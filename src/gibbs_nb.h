@@ -292,6 +292,8 @@ typedef struct GnbModelImage
 	char	   *label_column;	/* "" none */
 	char	   *id_column;
 	char	   *tokenizer;		/* "" unknown */
+	char	   *init;			/* how unlabelled labels started: labels, random */
+	bool		unlabeled_weight_chosen;	/* unlabeled_weight => NULL */
 	/* the model */
 	int32		n_classes;
 	int32		n_words;

@@ -15,6 +15,7 @@
  *	 f64 log_likelihood  f64 r_hat (NaN: none)  i32 n_classes (0: from labels)
  *	 string model_name  i32 version  string source  string tokens_column
  *	 string label_column ("" none)  string id_column  string tokenizer ("" unknown)
+ *	 string init ("labels" or "random")  u32 unlabeled_weight_chosen (0 or 1)
  *	 K x string class (strictly increasing byte order)
  *	 K x f64 log pi-hat
  *	 V x string token (strictly increasing byte order)
@@ -284,6 +285,16 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 	img->id_column = get_cstring(&r, MAX_PARAM_STRING, "id column");
 	/* an expression: bounded (see GNB_IMPORTED_TOKENIZER_MAX) */
 	img->tokenizer = get_cstring(&r, GNB_IMPORTED_TOKENIZER_MAX, "tokenizer");
+	img->init = get_cstring(&r, MAX_PARAM_STRING, "init");
+	if (strcmp(img->init, "labels") != 0 && strcmp(img->init, "random") != 0)
+		malformed("unknown init");
+	{
+		uint32		chosen = get_u32(&r, "parameters");
+
+		if (chosen > 1)
+			malformed("a parameter is out of range");
+		img->unlabeled_weight_chosen = chosen == 1;
+	}
 	if (strlen(img->tokens_column) >= NAMEDATALEN || strlen(img->label_column) >= NAMEDATALEN ||
 		strlen(img->id_column) >= NAMEDATALEN)
 		malformed("column name too long");
@@ -428,6 +439,8 @@ gnb_model_image_write(const GnbModelImage *img, StringInfo s)
 	put_cstring(s, img->label_column);
 	put_cstring(s, img->id_column);
 	put_cstring(s, img->tokenizer);
+	put_cstring(s, img->init);
+	put_u32(s, img->unlabeled_weight_chosen ? 1 : 0);
 	for (int64 k = 0; k < K; k++)
 		put_string(s, img->class_str[k], img->class_len[k]);
 	for (int64 k = 0; k < K; k++)

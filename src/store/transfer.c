@@ -68,7 +68,8 @@ gnb_store_export_params(int64 version_id, GnbModelImage *img)
 	gnb_execute("SELECT sampler, sweeps, burn_in, lag, chains, gamma_pi, gamma_theta, "
 				"unlabeled_weight, seed, n_documents, n_labeled, n_skipped, n_tokens, "
 				"log_likelihood, r_hat, n_classes, model_name, version, source, tokens_column, "
-				"label_column, id_column, tokenizer FROM gibbs_nb.models "
+				"label_column, id_column, tokenizer, init, unlabeled_weight_chosen "
+				"FROM gibbs_nb.models "
 				"WHERE version_id OPERATOR(pg_catalog.=) $1",
 				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	if (SPI_processed != 1)
@@ -105,6 +106,8 @@ gnb_store_export_params(int64 version_id, GnbModelImage *img)
 	img->label_column = result_cstring(21);
 	img->id_column = result_cstring(22);
 	img->tokenizer = result_cstring(23);
+	img->init = result_cstring(24);
+	img->unlabeled_weight_chosen = DatumGetBool(gnb_result_value(25, &isnull));
 	MemoryContextSwitchTo(old);
 }
 
@@ -143,14 +146,14 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 
 	/* the model row: what the export carried; no job, source or labels table */
 	{
-		Oid			types[29] = {
+		Oid			types[31] = {
 			TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, INT4OID, INT4OID, INT4OID, INT8OID,
 			INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, INT4OID,
 			INT4OID, INT4OID, TEXTOID, FLOAT8OID, FLOAT8OID, FLOAT8OID, INT8OID, FLOAT8OID,
-			FLOAT8OID, INT8OID, INT4OID, TEXTOID, TEXTOID
+			FLOAT8OID, INT8OID, INT4OID, TEXTOID, TEXTOID, TEXTOID, BOOLOID
 		};
-		Datum		v[29];
-		char		nulls[29];
+		Datum		v[31];
+		char		nulls[31];
 
 		memset(nulls, ' ', sizeof(nulls));
 		v[0] = CStringGetTextDatum(model_name);
@@ -193,20 +196,22 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 			nulls[27] = 'n';
 		/* linked to no relation here: the source named is the exporter's */
 		v[28] = CStringGetTextDatum(gnb_catalog_identity());
+		v[29] = CStringGetTextDatum(img->init);
+		v[30] = BoolGetDatum(img->unlabeled_weight_chosen);
 		gnb_execute("INSERT INTO gibbs_nb.models (model_name, version, owner, classes, "
 					"n_documents, n_labeled, n_skipped, n_tokens, vocabulary_size, "
 					"source, tokens_column, label_column, id_column, n_classes, "
 					"sweeps, burn_in, lag, chains, sampler, gamma_pi, gamma_theta, "
 					"unlabeled_weight, seed, r_hat, log_likelihood, labels_table, "
 					"labels_relid, trained_by, version_id, keep_versions, tokenizer, "
-					"catalog, warnings) VALUES "
+					"catalog, init, unlabeled_weight_chosen, warnings) VALUES "
 					"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, "
 					"$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, '', "
-					"0::pg_catalog.oid, $3, $26, $27, $28, $29, "
+					"0::pg_catalog.oid, $3, $26, $27, $28, $29, $30, $31, "
 					"'{\"imported: the training diagnostics (warnings, ess, split_r_hat, "
 					"whether a gamma was sampled, held-out metrics) stayed where the model "
 					"was trained\"}')",
-					29, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+					31, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
 	}
 
 	/* pi-hat rows, as training writes them (theta-hat is in the packed row) */

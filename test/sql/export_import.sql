@@ -31,7 +31,8 @@ SELECT p.classes = b.classes AND p.log_pi = b.log_pi AND p.tokens = b.tokens
 FROM gibbs_nb.packed p, before_packed b;
 -- what the imported version says of itself
 SELECT model_name, serving_version, classes, n_documents, n_labeled, vocabulary_size, sampler, sweeps,
-       chains, seed, r_hat IS NOT NULL AS has_r_hat, source, labels_table, trained_by, tokenizer
+       chains, seed, r_hat IS NOT NULL AS has_r_hat, source, labels_table, trained_by, tokenizer,
+       init, unlabeled_weight_chosen
 FROM gibbs_nb_models;
 -- and that its training diagnostics did not come along
 SELECT warnings, ess, split_r_hat, gamma_theta_sampled, holdout_metrics FROM gibbs_nb_models;
@@ -141,7 +142,8 @@ CREATE TABLE tiny_docs AS
 SELECT i AS id, ARRAY[(ARRAY['a', 'b'])[1 + i % 2], 'c'] AS tokens,
        CASE WHEN i <= 6 THEN (ARRAY['x', 'y'])[1 + i % 2] END AS label
 FROM generate_series(1, 10) i;
-SELECT status FROM gibbs_nb_train('tiny', 'tiny_docs', 'tokens', 'label', sweeps => 4, seed => 1);
+SELECT status FROM gibbs_nb_train('tiny', 'tiny_docs', 'tokens', 'label', sweeps => 4, seed => 1,
+                                  init => 'random', unlabeled_weight => 1);
 CREATE TABLE tiny AS SELECT gibbs_nb_export('tiny') AS v;
 CREATE FUNCTION import_outcome(b bytea) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
@@ -151,6 +153,8 @@ EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE;
 END $$;
 SELECT length(v) AS bytes, import_outcome(v) AS unchanged FROM tiny;
+-- (how it was trained came along: not the columns' defaults)
+SELECT init, unlabeled_weight, unlabeled_weight_chosen FROM gibbs_nb_models WHERE model_name = 'flipped';
 SELECT gibbs_nb_drop('flipped');
 SELECT import_outcome(set_bit(v, bit, 1 - get_bit(v, bit))) AS outcome, count(*) AS flips
 FROM tiny, generate_series(0, 8 * length(v) - 1) bit GROUP BY 1 ORDER BY 1;
