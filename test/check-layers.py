@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
 """The sources' groups call down only: train -> models -> worker -> predict ->
 store -> security -> counts -> core (src/<group>/; the top folder's files are
-above them all).  A file calls a function when it names one that another
-file defines without `static` (PostgreSQL style: the name at the start of a
-line, followed by its arguments).  Prints every call that goes up a group,
-and every cycle among files (files that call one another, directly or round
-a circle); exits 1 if there is any.
+above them all), and no files call one another, directly or round a circle.
+
+Read from the objects the build made (run it after `make`): an object calls
+another when it needs (nm: undefined) a function the other defines (nm: text),
+so a call from an inline function of a header counts where it is compiled in,
+and nothing depends on how a definition is written.  Settings and other
+variables are data, not calls: the top folder's settings are read everywhere.
+Prints every call that goes up a group and every cycle; exits 1 if there is
+any, or if an object is missing (not built).
 Usage: test/check-layers.py [SRC_DIR]"""
 import os
-import re
+import subprocess
 import sys
 
 ORDER = ['(top)', 'train', 'models', 'worker', 'predict', 'store', 'security', 'counts', 'core']
 src = sys.argv[1] if len(sys.argv) > 1 else 'src'
-files = sorted(os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs if f.endswith('.c'))
-strip = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
-text = {f: strip.sub(' ', open(f, errors='replace').read()) for f in files}
+sources = sorted(os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs if f.endswith('.c'))
+missing = [f for f in sources if not os.path.exists(f[:-2] + '.o')]
+if missing:
+    print('not built: ' + ' '.join(missing))
+    sys.exit(1)
 
 
 def group(f):
@@ -23,18 +29,20 @@ def group(f):
     return parts[0] if len(parts) > 1 else '(top)'
 
 
-defines = {}
-for f in files:
-    lines = text[f].split('\n')
-    for i, line in enumerate(lines):
-        m = re.match(r'([A-Za-z_]\w*)\(', line)
-        if m and i > 0 and lines[i - 1].strip() and not lines[i - 1].startswith(('static', '#')) \
-                and not lines[i - 1].rstrip().endswith((';', '}', ',')):
-            defines.setdefault(m.group(1), f)
+defines, needs = {}, {}
+for f in sources:
+    out = subprocess.run(['nm', f[:-2] + '.o'], capture_output=True, text=True, check=True).stdout
+    needs[f] = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == 'T':
+            defines[parts[2]] = f
+        elif len(parts) == 2 and parts[0] == 'U':
+            needs[f].add(parts[1])
 bad = 0
 calls = {}
-for f in files:
-    for name in set(re.findall(r'\b[A-Za-z_]\w*\b', text[f])):
+for f in sources:
+    for name in needs[f]:
         g = defines.get(name)
         if g is None or g == f:
             continue
@@ -45,9 +53,10 @@ for f in files:
         elif ORDER.index(group(f)) > ORDER.index(group(g)):
             print(f'up: {f} ({group(f)}) -> {g} ({group(g)}): {name}')
             bad += 1
+
 # files that call one another, directly or round a circle (Tarjan's
 # strongly connected components)
-succ = {f: sorted(g for (a, g) in calls if a == f) for f in files}
+succ = {f: sorted(g for (a, g) in calls if a == f) for f in sources}
 index, low, stack, on, counter = {}, {}, [], set(), [0]
 sys.setrecursionlimit(10000)
 
@@ -81,9 +90,9 @@ def visit(v):
             bad += 1
 
 
-for f in files:
+for f in sources:
     if f not in index:
         visit(f)
-print(f'{len(files)} files, {len(defines)} shared functions, {len(calls)} file-to-file calls, '
+print(f'{len(sources)} objects, {len(defines)} functions, {len(calls)} object-to-object calls, '
       f'{bad} against the layering')
 sys.exit(1 if bad else 0)

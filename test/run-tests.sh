@@ -110,6 +110,8 @@ run_pass() {
     cluster_start "$work/server" "${conf[@]}"
   fi
 
+  suite "$label: sources: groups call down only, no cycle among files (test/check-layers.py)" \
+    python3 test/check-layers.py
   suite "$label: SQL: pg_regress and isolation specs (make installcheck)" installcheck
   suite "$label: server: TAP tests (make prove_installcheck)" tap
   suite "$label: upgrade from 0.1.0 (make upgradecheck)" \
@@ -166,8 +168,6 @@ else
 fi
 
 suite "server log check: sees what it is for (test/check-logs.sh)" check_logs_selftest
-suite "sources: groups call down only, no cycle between files (test/check-layers.py)" \
-  python3 test/check-layers.py
 suite "sampler core: unit tests" make -s unit
 suite "sampler core: unit tests under AddressSanitizer and UBSan" make -s unit-asan
 

@@ -74,6 +74,9 @@ struct GnbChainsRun
 	shm_mq_handle **error_mqh;	/* chains entries; NULL: none, or detached */
 	int32	   *trace_read;		/* trace points already passed on */
 	const gnb_hooks *hooks;		/* the job's worker's */
+	/* where a chain worker's error is raised from: chains_begin's caller's */
+	ErrorContextCallback *error_context_stack;
+	MemoryContext message_cxt;	/* what reading one message takes, reset after it */
 };
 
 /* The job's worker's running chains: what gnb_chains_stop stops. */
@@ -205,11 +208,14 @@ gnb_chains_position(GnbChainsRun *run, int32 *chain, int32 *sweep, double *log_j
 }
 
 /*
- * Read what chain c's worker said: an error is raised here as it was raised
- * there (its SQLSTATE, message, detail, hint and context, and a line naming
- * the chain), a notice or warning is emitted, as parallel.c does with a
- * parallel worker's ('E' and 'N' are the protocol's ErrorResponse and
- * NoticeResponse).  A queue its worker has left is let go of.
+ * Read what chain c's worker said.  Its error is raised here as it was
+ * raised there (its SQLSTATE, message, detail, hint and context, and a line
+ * naming the chain), from the error context the chains began in, as
+ * parallel.c raises a parallel worker's ('E' is the protocol's
+ * ErrorResponse).  Its notices and warnings ('N') are in its own log
+ * already and go no further: the job's worker has no client to tell.  Each
+ * message is read in a context reset after it.  A queue its worker has left
+ * is let go of.
  */
 static void
 read_chain_messages(GnbChainsRun *run, int32 c)
@@ -220,7 +226,7 @@ read_chain_messages(GnbChainsRun *run, int32 c)
 		Size		nbytes;
 		void	   *data;
 		StringInfoData msg;
-		char		msgtype;
+		MemoryContext old;
 
 		res = shm_mq_receive(run->error_mqh[c], &nbytes, &data, true);
 		if (res == SHM_MQ_WOULD_BLOCK)
@@ -231,10 +237,10 @@ read_chain_messages(GnbChainsRun *run, int32 c)
 			run->error_mqh[c] = NULL;
 			return;
 		}
+		old = MemoryContextSwitchTo(run->message_cxt);
 		initStringInfo(&msg);
 		appendBinaryStringInfo(&msg, data, nbytes);
-		msgtype = pq_getmsgbyte(&msg);
-		if (msgtype == 'E' || msgtype == 'N')
+		if (pq_getmsgbyte(&msg) == 'E')
 		{
 			ErrorData	edata;
 			const char *chain_line = psprintf("chain %d/%d of gibbs_nb job " INT64_FORMAT ", in its own worker",
@@ -242,12 +248,14 @@ read_chain_messages(GnbChainsRun *run, int32 c)
 
 			pq_parse_errornotice(&msg, &edata);
 			/* a chain worker's FATAL ends the job, not its worker */
-			edata.elevel = Min(edata.elevel, ERROR);
+			edata.elevel = ERROR;
 			edata.context = edata.context ? psprintf("%s\n%s", edata.context, chain_line)
 				: pstrdup(chain_line);
+			error_context_stack = run->error_context_stack;
 			ThrowErrorData(&edata);
 		}
-		pfree(msg.data);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(run->message_cxt);
 	}
 }
 
@@ -526,6 +534,9 @@ chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	run->error_mqh = palloc0(sizeof(shm_mq_handle *) * chains);
 	run->trace_read = palloc0(sizeof(int32) * chains);
 	run->hooks = hooks;
+	run->error_context_stack = error_context_stack;
+	run->message_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb chain messages",
+											 ALLOCSET_SMALL_SIZES);
 	for (int c = 0; c < chains; c++)
 	{
 		for (int i = 0; i < CHAIN_ERROR_QUEUE; i++)

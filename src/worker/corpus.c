@@ -487,7 +487,7 @@ take_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 
 	/*
 	 * The counting query's states and plan are gone, its result read: give
-	 * their memory back to the system before the documents' arrays corpus_grow,
+	 * their memory back to the system before the documents' arrays grow,
 	 * which glibc maps apart from its heap once they are large.
 	 */
 	SPI_freetuptable(SPI_tuptable);

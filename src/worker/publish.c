@@ -290,6 +290,7 @@ gnb_release_labels_table(const GnbJobParams *params)
 			get_rel_relkind(relid) == RELKIND_RELATION &&
 			get_rel_namespace(relid) == get_namespace_oid(params->labels_schema, true) &&
 			strcmp(get_rel_name(relid), params->labels_table) == 0 &&
+			/* (it exists: checked above, and locked) */
 			gnb_relation_owner(relid) == gnb_owner_role(params->model_owner) &&
 			!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
 		{

@@ -536,6 +536,9 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	}
 	else if (cancelled)
 		edata->message = pstrdup("gibbs_nb job cancelled");
+	/* a cancel's message is its own: where the worker was is not its context */
+	if (cancelled)
+		edata->context = NULL;
 	EmitErrorReport();
 	FlushErrorState();
 	AbortOutOfAnyTransaction();
@@ -641,6 +644,16 @@ gibbs_nb_worker_main(Datum main_arg)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("gibbs_nb worker could not map its job's shared memory")));
+	/*
+	 * A caller that loaded another build of the library (one installed
+	 * since) made a segment of another layout: refuse it rather than write
+	 * past its end.  The caller then finds its worker gone.
+	 */
+	if (dsm_segment_map_length(seg) < sizeof(GnbJobShared))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gibbs_nb worker: its job's shared memory is of another build of gibbs_nb"),
+				 errhint("Reconnect, so that the session loads the installed library, and train again.")));
 	job = dsm_segment_address(seg);
 	p = &job->params;
 

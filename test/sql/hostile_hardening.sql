@@ -531,7 +531,9 @@ SELECT status FROM gibbs_nb_train('ll', 'hm.longest_label', 'tokens', 'label', s
                                   seed => 1);
 SELECT octet_length(classes[1]) AS longest_class FROM gibbs_nb_models WHERE model_name = 'll';
 -- the same through gibbs_nb_import: a model of mallory's, its first class
--- ("a", after the tokenizer "text[]"), tokenizer and first token ("v0") made longer
+-- ("a", after the tokenizer "text[]", init "labels" and whether unlabeled_weight
+-- was chosen), tokenizer and first token ("v0") made longer; each value sealed
+-- with its CRC-32C again (00_init), as an attacker would
 SELECT status FROM gibbs_nb_train('sm', 'hm.small', 'tokens', 'label', sweeps => 2, seed => 1);
 CREATE TABLE hm.value AS SELECT gibbs_nb_export('sm') AS v;
 CREATE FUNCTION hm.try_import(v bytea) RETURNS text LANGUAGE plpgsql AS $$
@@ -541,14 +543,22 @@ BEGIN
 EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
-SELECT position('\x06000000746578745b5d0100000061'::bytea IN v) AS tokenizer_at,
+SELECT position('\x06000000746578745b5d060000006c6162656c73'::bytea IN v) AS tokenizer_at,
        position('\x020000007630'::bytea IN v) AS token_at FROM hm.value \gset
-SELECT hm.try_import(overlay(v placing '\x01040000'::bytea || convert_to(repeat('a', 1025), 'UTF8')
-                             from :tokenizer_at + 10 for 5)) AS long_class FROM hm.value;
-SELECT hm.try_import(overlay(v placing '\x01001000'::bytea || convert_to(repeat('t', 1048577), 'UTF8')
-                             from :tokenizer_at for 10)) AS long_tokenizer FROM hm.value;
-SELECT regexp_replace(hm.try_import(overlay(v placing '\x00000010'::bytea || convert_to(repeat(E'\\', 268435456), 'UTF8')
-                             from :token_at for 6)), '\d{7,}', 'N', 'g') AS backslash_token FROM hm.value;
+SELECT substr(v, :tokenizer_at + 24, 5) = '\x0100000061'::bytea AS class_a_found FROM hm.value;
+SELECT hm.try_import(seal(overlay(v placing '\x01040000'::bytea || convert_to(repeat('a', 1025), 'UTF8')
+                                  from :tokenizer_at + 24 for 5))) AS long_class FROM hm.value;
+SELECT hm.try_import(seal(overlay(v placing '\x01001000'::bytea || convert_to(repeat('t', 1048577), 'UTF8')
+                                  from :tokenizer_at for 10))) AS long_tokenizer FROM hm.value;
+-- (the 256 MB token's CRC by crc32c_run: the value is before || 2^28 backslashes || after)
+SELECT substr(v, 1, :token_at - 1) || '\x00000010'::bytea AS before,
+       substr(v, :token_at + 6, length(v) - 4 - (:token_at + 5)) AS after FROM hm.value \gset hm_
+SELECT regexp_replace(hm.try_import(:'hm_before'::bytea || convert_to(repeat(E'\\', 268435456), 'UTF8')
+                                    || :'hm_after'::bytea
+                                    || le32(crc32c_bytes(crc32c_run(crc32c_bytes(4294967295, :'hm_before'::bytea),
+                                                                    92, 268435456),
+                                                         :'hm_after'::bytea) # 4294967295)),
+                      '\d{7,}', 'N', 'g') AS backslash_token;
 SELECT hm.try_import(v) AS unchanged FROM hm.value;
 SELECT model_name, versions FROM gibbs_nb_models
 WHERE model_name IN ('bs', 'll', 'sm', 'bad') ORDER BY 1;

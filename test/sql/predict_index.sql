@@ -106,22 +106,24 @@ CREATE FUNCTION pg_temp.f64(x float8) RETURNS bytea LANGUAGE sql AS
 $$ SELECT string_agg(substr(float8send(x), i, 1), ''::bytea ORDER BY i DESC) FROM generate_series(1, 8) i $$;
 CREATE FUNCTION pg_temp.str(s text) RETURNS bytea LANGUAGE sql AS
 $$ SELECT pg_temp.le32(octet_length(s)) || convert_to(s, 'UTF8') $$;
--- a value as gibbs_nb_export writes it (model_format.c): tokens in byte order
+-- a value as gibbs_nb_export writes it (model_format.c): tokens in byte order,
+-- the CRC-32C last
 CREATE FUNCTION pg_temp.model_value(classes text[], log_pi float8[], tokens text[], log_theta float8[])
 RETURNS bytea LANGUAGE sql AS $$
-SELECT 'GNBMODEL'::bytea || pg_temp.le32(1) || pg_temp.le32(cardinality(classes))
+SELECT public.seal('GNBMODEL'::bytea || pg_temp.le32(2) || pg_temp.le32(cardinality(classes))
        || pg_temp.le32(cardinality(tokens)) || pg_temp.le32(0)
        || pg_temp.str('paper') || pg_temp.le32(10) || pg_temp.le32(5) || pg_temp.le32(1) || pg_temp.le32(1)
        || pg_temp.f64(1) || pg_temp.f64(1) || pg_temp.f64(1) || pg_temp.le32(0) || pg_temp.le32(0)
        || pg_temp.le32(1) || pg_temp.le32(1) || pg_temp.le32(0) || pg_temp.le32(1) || pg_temp.le32(0)
        || pg_temp.f64(0) || pg_temp.f64('NaN') || pg_temp.le32(0)
        || pg_temp.str('imported') || pg_temp.le32(1) || pg_temp.str('src') || pg_temp.str('tokens')
-       || pg_temp.str('') || pg_temp.str('id') || pg_temp.str('')
+       || pg_temp.str('') || pg_temp.str('id') || pg_temp.str('') || pg_temp.str('labels') || pg_temp.le32(0)
        || (SELECT string_agg(pg_temp.str(c), ''::bytea ORDER BY o) FROM unnest(classes) WITH ORDINALITY u(c, o))
        || (SELECT string_agg(pg_temp.f64(x), ''::bytea ORDER BY o) FROM unnest(log_pi) WITH ORDINALITY u(x, o))
        || (SELECT string_agg(pg_temp.str(t), ''::bytea ORDER BY o) FROM unnest(tokens) WITH ORDINALITY u(t, o))
        || coalesce((SELECT string_agg(pg_temp.f64(x), ''::bytea ORDER BY o)
                     FROM unnest(log_theta) WITH ORDINALITY u(x, o)), ''::bytea)
+       || '\x00000000'::bytea)  -- the CRC-32C, written by seal
 $$;
 -- the vocabularies: (model, word number, word, K log theta-hat)
 SELECT setseed(0.25);
