@@ -809,6 +809,17 @@ RETURNS gibbs_nb.class_counts_state
 AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_add_tsvector'
 LANGUAGE C IMMUTABLE PARALLEL SAFE COST 1000;
 
+-- (with the budget in kB: the transition of gibbs_nb.labelled_counts below)
+CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, text[], bigint)
+RETURNS gibbs_nb.class_counts_state
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_add_text_array'
+LANGUAGE C IMMUTABLE PARALLEL SAFE COST 1000;
+
+CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, tsvector, bigint)
+RETURNS gibbs_nb.class_counts_state
+AS 'MODULE_PATHNAME', 'gibbs_nb_counts_state_add_tsvector'
+LANGUAGE C IMMUTABLE PARALLEL SAFE COST 1000;
+
 CREATE FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(gibbs_nb.class_counts_state,
                                                        gibbs_nb.class_counts_state)
 RETURNS gibbs_nb.class_counts_state
@@ -823,6 +834,10 @@ COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_sta
     IS 'internal: transition function of gibbs_nb_class_counts';
 COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, tsvector)
     IS 'internal: transition function of gibbs_nb_class_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, text[], bigint)
+    IS 'internal: transition function of gibbs_nb.labelled_counts';
+COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text, tsvector, bigint)
+    IS 'internal: transition function of gibbs_nb.labelled_counts';
 COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_combine(gibbs_nb.class_counts_state, gibbs_nb.class_counts_state)
     IS 'internal: combine function of gibbs_nb_class_counts';
 COMMENT ON FUNCTION gibbs_nb.gibbs_nb_class_counts_final(gibbs_nb.class_counts_state)
@@ -851,24 +866,27 @@ COMMENT ON AGGREGATE gibbs_nb_class_counts(text, tsvector)
 -- public aggregate lives in the extension's schema, often public, where any
 -- role with CREATE there could add an overload (say with a third argument
 -- that has a default) and make every worker's call of it ambiguous, failing
--- every role's training on labelled rows.
-CREATE AGGREGATE gibbs_nb.labelled_counts(label text, tokens text[]) (
+-- every role's training on labelled rows.  Its third argument is the memory
+-- its states may take in each process, in kB: a constant of the worker's
+-- query, which its parallel workers run too, so that nothing the source
+-- runs (RESET ALL) can lift it.
+CREATE AGGREGATE gibbs_nb.labelled_counts(label text, tokens text[], budget_kb bigint) (
     SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
     STYPE = gibbs_nb.class_counts_state,
     FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
     COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
     PARALLEL = SAFE);
 
-CREATE AGGREGATE gibbs_nb.labelled_counts(label text, tokens tsvector) (
+CREATE AGGREGATE gibbs_nb.labelled_counts(label text, tokens tsvector, budget_kb bigint) (
     SFUNC = gibbs_nb.gibbs_nb_class_counts_add,
     STYPE = gibbs_nb.class_counts_state,
     FINALFUNC = gibbs_nb.gibbs_nb_class_counts_final,
     COMBINEFUNC = gibbs_nb.gibbs_nb_class_counts_combine,
     PARALLEL = SAFE);
-COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, text[])
-    IS 'internal: gibbs_nb_class_counts as the training worker calls it';
-COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, tsvector)
-    IS 'internal: gibbs_nb_class_counts as the training worker calls it';
+COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, text[], bigint)
+    IS 'internal: gibbs_nb_class_counts as the training worker calls it, with its budget';
+COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, tsvector, bigint)
+    IS 'internal: gibbs_nb_class_counts as the training worker calls it, with its budget';
 
 /*
  * gibbs_nb_citus_distribute(): on a Citus coordinator, make gibbs_nb.packed

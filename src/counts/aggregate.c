@@ -220,6 +220,9 @@ class_counts_add(FunctionCallInfo fcinfo, bool is_tsvector)
 	bool		writable = state_writable(fcinfo);
 	CountsState *st = counts_for_call(fcinfo, 0, aggcxt, writable);
 
+	/* gibbs_nb.labelled_counts: the job's budget, as the query passes it */
+	if (PG_NARGS() > 3 && !PG_ARGISNULL(3))
+		st->budget_kb = PG_GETARG_INT64(3);
 	/* rows with a NULL label or NULL tokens do not count */
 	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
 	{
@@ -250,9 +253,11 @@ PG_FUNCTION_INFO_V1(gibbs_nb_counts_state_combine);
 
 /*
  * gibbs_nb.gibbs_nb_class_counts_add(gibbs_nb.class_counts_state, text,
- * text[]) returns gibbs_nb.class_counts_state
+ * text[] [, bigint]) returns gibbs_nb.class_counts_state
  *
- * Transition function of gibbs_nb_class_counts over text[] tokens.
+ * Transition function of gibbs_nb_class_counts over text[] tokens, and of
+ * gibbs_nb.labelled_counts, whose fourth argument is the state's budget in
+ * kB (the training worker's; see CountsState.budget_kb).
  */
 Datum
 gibbs_nb_counts_state_add_text_array(PG_FUNCTION_ARGS)
@@ -260,7 +265,7 @@ gibbs_nb_counts_state_add_text_array(PG_FUNCTION_ARGS)
 	return class_counts_add(fcinfo, false);
 }
 
-/* gibbs_nb.gibbs_nb_class_counts_add(class_counts_state, text, tsvector): the tsvector one. */
+/* gibbs_nb.gibbs_nb_class_counts_add(class_counts_state, text, tsvector [, bigint]): the tsvector one. */
 Datum
 gibbs_nb_counts_state_add_tsvector(PG_FUNCTION_ARGS)
 {

@@ -198,7 +198,30 @@ typedef struct CountsState
 	int64		n_inline;		/* inline cells in use */
 	cells_hash *more;			/* the cells beyond each word's first two */
 	SortedPlan *plan;			/* how to write them sorted, once made */
+	/*
+	 * The budget its calls pass (gibbs_nb.labelled_counts's third argument,
+	 * kB; 0: none): a constant of the query's plan, which parallel workers
+	 * get with it and nothing the source runs can change (a RESET ALL resets
+	 * gibbs_nb.class_counts_budget, not this).
+	 */
+	int64		budget_kb;
 } CountsState;
+
+/*
+ * The bytes this process's states may take while st grows: the smaller of
+ * gibbs_nb.class_counts_budget and st's own budget, either one when the
+ * other is 0; 0 bounds nothing.
+ */
+static inline double
+counts_budget_bytes(const CountsState *st)
+{
+	int64		a = gnb_class_counts_budget_kb;
+	int64		b = st->budget_kb;
+
+	if (a <= 0 || (b > 0 && b < a))
+		a = b;
+	return a > 0 ? (double) a * 1024.0 : 0.0;
+}
 
 /* Up to LOOKUP_BLOCK tokens of a row, hashed, waiting to be counted. */
 typedef struct TokenBlock

@@ -181,9 +181,9 @@ counts_check_budget(CountsState *st, double more)
 	double		in_use = 0;
 	double		budget;
 
-	if (likely(gnb_class_counts_budget_kb <= 0))
+	budget = counts_budget_bytes(st);
+	if (likely(budget <= 0))
 		return;
-	budget = (double) gnb_class_counts_budget_kb * 1024.0;
 	for (LiveState *ls = live_states; ls != NULL; ls = ls->next)
 		in_use += (double) MemoryContextMemAllocated(ls->st->cxt, true);
 	if (in_use + more <= budget)
@@ -213,7 +213,7 @@ counts_budget_class(CountsState *st, double bytes)
 	StringSet  *set = &st->classes;
 	double		more;
 
-	if (likely(gnb_class_counts_budget_kb <= 0))
+	if (likely(counts_budget_bytes(st) <= 0))
 		return;
 	more = HASH_GROWTH(set->hash, 1, sizeof(VocabEntry)) + bytes + 16.0;
 	if (set->n + 1 > set->cap)
@@ -232,7 +232,7 @@ counts_budget_words(CountsState *st, int n, double bytes)
 {
 	double		more;
 
-	if (likely(gnb_class_counts_budget_kb <= 0))
+	if (likely(counts_budget_bytes(st) <= 0))
 		return;
 	more = bytes + 17.0 * n + ARENA_CHUNK +
 		HASH_GROWTH(st->more, (double) n, sizeof(CountCell));

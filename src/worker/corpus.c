@@ -341,24 +341,29 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	char		budget[32];
 	int			nestlevel;
 
-	sql = psprintf("SELECT gibbs_nb.labelled_counts(%s::pg_catalog.text, %s::pg_catalog.%s) "
+	/*
+	 * The aggregate's state, in this process and in each parallel worker, is
+	 * bounded by what is left of the job's budget: without it, millions of
+	 * distinct tokens would build a state of gigabytes before anything here
+	 * could check the value.  The budget is the aggregate's third argument,
+	 * a constant of the plan the parallel workers run: nothing the source
+	 * runs can lift it (a function of the source's view that ran RESET ALL
+	 * reset gibbs_nb.class_counts_budget, and the worker reached 2 GB under
+	 * a 64 MB cap).  The setting is set too, for the leader's combining; the
+	 * query's own GUC level restores it.
+	 */
+	budget_kb = Max((params->max_job_memory - (int64) MemoryContextMemAllocated(b->cxt, true)) / 1024, 1);
+	snprintf(budget, sizeof(budget), INT64_FORMAT "kB", budget_kb);
+	sql = psprintf("SELECT gibbs_nb.labelled_counts(%s::pg_catalog.text, %s::pg_catalog.%s, "
+				   "(" INT64_FORMAT ")::pg_catalog.int8) "
 				   "FROM %s WHERE %s IS NOT NULL%s%s",
 				   quote_identifier(src->label_column),
 				   quote_identifier(src->tokens_column),
 				   src->tokens_base == TSVECTOROID ? "tsvector" : "text[]",
+				   budget_kb,
 				   source_sql,
 				   quote_identifier(src->label_column),
 				   held_out ? " AND NOT " : "", held_out ? held_out : "");
-	/*
-	 * The aggregate's state, in this process and in each parallel worker
-	 * (which inherit the setting), is bounded by what is left of the job's
-	 * budget: without it, millions of distinct tokens would build a state of
-	 * gigabytes before anything here could check the value.  Superuser-only,
-	 * so nothing in the caller's source can raise it; the query's own GUC
-	 * level restores it.
-	 */
-	budget_kb = (params->max_job_memory - (int64) MemoryContextMemAllocated(b->cxt, true)) / 1024;
-	snprintf(budget, sizeof(budget), INT64_FORMAT "kB", Max(budget_kb, 1));
 	nestlevel = NewGUCNestLevel();
 	(void) set_config_option("gibbs_nb.class_counts_budget", budget,
 							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);

@@ -28,6 +28,18 @@ SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'wide';
 -- and so is this one
 SHOW gibbs_nb.class_counts_budget;
 
+-- a source whose view runs RESET ALL, as any role may write one: it reset
+-- the setting the count was bounded by (its worker reached 2 GB under a 64 MB
+-- cap); the job's budget is the aggregate's argument, which it cannot reset
+CREATE FUNCTION reset_all() RETURNS boolean LANGUAGE plpgsql AS
+$$ BEGIN RESET ALL; RETURN true; END $$;
+CREATE VIEW wide_reset AS SELECT * FROM wide WHERE reset_all();
+SET gibbs_nb.max_job_memory = '8MB';
+SELECT regexp_replace(try($$SELECT gibbs_nb_train('wide3', 'wide_reset', 'tokens', 'label', sweeps => 2)$$),
+                      '\d+ MB', 'N MB', 'g') AS refused;
+RESET gibbs_nb.max_job_memory;
+SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'wide3';
+
 -- the same under plans that count in parallel workers (the job's session
 -- takes the role's settings)
 DO $$ BEGIN
@@ -103,5 +115,7 @@ SELECT try($$SELECT set_config('gibbs_nb.class_counts_budget', '0', true)$$);
 RESET ROLE;
 DROP ROLE budget_user;
 
+DROP VIEW wide_reset;
+DROP FUNCTION reset_all();
 DROP TABLE wide;
 DROP EXTENSION gibbs_nb;
