@@ -308,7 +308,20 @@ read_job_corpus(GnbJobParams *p, MemoryContext job_cxt, GnbCorpus *corpus,
 	/* the lock first, then the snapshot: the read sees the source as locked */
 	source_sql = gnb_lock_source(&p->source, p->job_id);
 	PushActiveSnapshot(GetTransactionSnapshot());
-	gnb_read_corpus(p, source_sql, job_cxt, corpus);
+	gnb_watch_source_memory(p);
+	PG_TRY();
+	{
+		gnb_read_corpus(p, source_sql, job_cxt, corpus);
+	}
+	PG_CATCH();
+	{
+		gnb_unwatch_source_memory();
+		/* the watch's cancel, if it was one, as the 53200 it stands for */
+		gnb_source_memory_check(p);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	gnb_unwatch_source_memory();
 	/* the ids' text, for the check that a backup can hold the version */
 	*ids_dump_bytes = gnb_corpus_ids_dump_bytes(p, corpus);
 	if (p->warm_version_id != 0)

@@ -15,6 +15,9 @@
 /* job_memory.c: the job's memory budget */
 extern void gnb_check_job_memory(const GnbJobParams *params, double in_use, double more,
 								 const char *what);
+extern void gnb_watch_source_memory(const GnbJobParams *params);
+extern void gnb_unwatch_source_memory(void);
+extern void gnb_source_memory_check(const GnbJobParams *params);
 
 /* corpus.c: documents of the source, read once, as compressed sparse rows */
 extern char *gnb_holdout_condition(const GnbJobParams *params);

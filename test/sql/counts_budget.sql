@@ -40,6 +40,19 @@ SELECT regexp_replace(try($$SELECT gibbs_nb_train('wide3', 'wide_reset', 'tokens
 RESET gibbs_nb.max_job_memory;
 SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'wide3';
 
+-- a source whose query itself builds more than the job may hold before its
+-- one row is done (5 million tokens by array_agg): the worker watches its
+-- memory while it reads, and the job fails with 53200 as it passes the cap
+-- (and 64 MB); before, the worker built all of it first (a job of such a
+-- view reached 1.2 GB under a 32 MB cap) and failed only at its own check
+CREATE VIEW one_big_row AS
+SELECT 1 AS id, (SELECT array_agg('token' || i) FROM generate_series(1, 5000000) i) AS tokens;
+SET gibbs_nb.max_job_memory = '32MB';
+SELECT regexp_replace(try($$SELECT gibbs_nb_train('big_row', 'one_big_row', 'tokens', NULL, n_classes => 2,
+                                                 sweeps => 2)$$),
+                      'job \d+', 'job N', 'g') AS refused;
+RESET gibbs_nb.max_job_memory;
+
 -- the same under plans that count in parallel workers (the job's session
 -- takes the role's settings)
 DO $$ BEGIN
@@ -115,7 +128,7 @@ SELECT try($$SELECT set_config('gibbs_nb.class_counts_budget', '0', true)$$);
 RESET ROLE;
 DROP ROLE budget_user;
 
-DROP VIEW wide_reset;
+DROP VIEW wide_reset, one_big_row;
 DROP FUNCTION reset_all();
 DROP TABLE wide;
 DROP EXTENSION gibbs_nb;
