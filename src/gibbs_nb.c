@@ -38,6 +38,9 @@ int			gnb_job_retention_s = 7 * 24 * 3600;
 /* gibbs_nb.max_jobs_per_role: jobs one role may run at once, 0 for no bound */
 int			gnb_max_jobs_per_role = 2;
 
+/* gibbs_nb.max_jobs_per_login: jobs one login (session user) may run at once */
+int			gnb_max_jobs_per_login = 2;
+
 /* gibbs_nb.max_chain_workers: extra workers one job may run its chains in */
 int			gnb_max_chain_workers = 4;
 
@@ -74,6 +77,16 @@ _PG_init(void)
 							"So that one role cannot take every job slot; 0 means no bound "
 							"(gibbs_nb.max_jobs still applies).  Settable per role by a superuser.",
 							&gnb_max_jobs_per_role,
+							2, 0, 1024,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.max_jobs_per_login",
+							"Training jobs one login may run at the same time, whatever roles it sets.",
+							"Counted by session user, so that a member of several roles cannot "
+							"take a slot of each with SET ROLE; 0 means no bound.  Chain workers "
+							"count as gibbs_nb.max_jobs_per_role counts them.  Settable per role "
+							"by a superuser.",
+							&gnb_max_jobs_per_login,
 							2, 0, 1024,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);

@@ -70,6 +70,7 @@ extern int	gnb_progress_interval_ms;
 extern int	gnb_model_cache_kb;
 extern int	gnb_max_jobs;
 extern int	gnb_max_jobs_per_role;
+extern int	gnb_max_jobs_per_login;
 extern int	gnb_max_job_memory_kb;
 extern int	gnb_job_retention_s;
 extern int	gnb_class_counts_budget_kb;
@@ -131,6 +132,7 @@ typedef struct GnbJobParams
 	int32		max_chain_workers;	/* the caller's gibbs_nb.max_chain_workers */
 	int32		max_jobs;		/* ... gibbs_nb.max_jobs, for the chain slots */
 	int32		max_jobs_per_role;	/* ... gibbs_nb.max_jobs_per_role, the same */
+	int32		max_jobs_per_login;	/* ... gibbs_nb.max_jobs_per_login, the same */
 	int32		n_classes;		/* 0: from the labels */
 	double		holdout;		/* share of the labelled rows held out, [0, 1) */
 	int64		warm_version_id;	/* 0: a cold start; else the version whose

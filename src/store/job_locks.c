@@ -53,6 +53,10 @@
 #define ROLE_LOCK_CLASS 0x4751
 /* ... and of a chain worker's slot, held for it by its job's worker */
 #define CHAIN_LOCK_CLASS 0x4752
+/* ... and of the lock every worker of a login holds, in every database */
+#define LOGIN_LOCK_CLASS 0x4753
+/* ... and of a chain worker's slot, by the job's login */
+#define LOGIN_CHAIN_LOCK_CLASS 0x4754
 
 static void
 job_lock_tag(LOCKTAG *tag, int64 job_id)
@@ -70,6 +74,16 @@ static void
 role_lock_tag(LOCKTAG *tag, Oid role)
 {
 	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, role, 0, ROLE_LOCK_CLASS);
+}
+
+/*
+ * ... and the login's (the session user, which SET ROLE does not change):
+ * what gibbs_nb.max_jobs_per_login counts.
+ */
+static void
+login_lock_tag(LOCKTAG *tag, Oid login)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, login, 0, LOGIN_LOCK_CLASS);
 }
 
 /*
@@ -110,8 +124,9 @@ gnb_guard_job_locks(void)
 
 /* Whether this process holds its job's lock (it is a worker that does). */
 static bool job_lock_held = false;
-/* ... and the role lock of the role its job runs as */
+/* ... and the role lock of the role its job runs as, and its login's */
 static Oid	role_lock_role = InvalidOid;
+static Oid	login_lock_login = InvalidOid;
 
 /*
  * Called by a job's worker before it registers the job: session locks it
@@ -122,7 +137,7 @@ static Oid	role_lock_role = InvalidOid;
  * job runs as) is what the per-role limit counts.
  */
 void
-gnb_hold_job_lock(int64 job_id, Oid role)
+gnb_hold_job_lock(int64 job_id, Oid role, Oid login)
 {
 	LOCKTAG		tag;
 
@@ -132,6 +147,9 @@ gnb_hold_job_lock(int64 job_id, Oid role)
 	role_lock_tag(&tag, role);
 	(void) LockAcquire(&tag, ShareLock, true, false);
 	role_lock_role = role;
+	login_lock_tag(&tag, login);
+	(void) LockAcquire(&tag, ShareLock, true, false);
+	login_lock_login = login;
 }
 
 /*
@@ -149,6 +167,12 @@ gnb_release_job_lock(int64 job_id)
 		role_lock_tag(&tag, role_lock_role);
 		LockRelease(&tag, ShareLock, true);
 		role_lock_role = InvalidOid;
+	}
+	if (OidIsValid(login_lock_login))
+	{
+		login_lock_tag(&tag, login_lock_login);
+		LockRelease(&tag, ShareLock, true);
+		login_lock_login = InvalidOid;
 	}
 	if (!job_lock_held)
 		return;
@@ -370,6 +394,13 @@ chain_lock_tag(LOCKTAG *tag, Oid role, int32 chain)
 	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, role, (uint32) chain, CHAIN_LOCK_CLASS);
 }
 
+/* ... and the same slot by the job's login */
+static void
+login_chain_lock_tag(LOCKTAG *tag, Oid login, int32 chain)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, login, (uint32) chain, LOGIN_CHAIN_LOCK_CLASS);
+}
+
 /* The chain slots this worker holds (chain_lock_tag's 1 .. n) */
 static int32 chain_slots_held = 0;
 
@@ -389,7 +420,7 @@ static int32 chain_slots_held = 0;
  * exit.
  */
 int32
-gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role)
+gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role, int max_jobs_per_login)
 {
 	volatile int32 granted = wanted;
 	int			n;
@@ -411,11 +442,19 @@ gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role)
 				count_lock_holders(CHAIN_LOCK_CLASS, role_lock_role, ShareLock);
 			granted = Min(granted, Max(max_jobs_per_role - n, 0));
 		}
+		if (max_jobs_per_login > 0)
+		{
+			n = count_lock_holders(LOGIN_LOCK_CLASS, login_lock_login, ShareLock) +
+				count_lock_holders(LOGIN_CHAIN_LOCK_CLASS, login_lock_login, ShareLock);
+			granted = Min(granted, Max(max_jobs_per_login - n, 0));
+		}
 		for (int32 c = chain_slots_held + 1; c <= chain_slots_held + granted; c++)
 		{
 			LOCKTAG		tag;
 
 			chain_lock_tag(&tag, role_lock_role, c);
+			(void) LockAcquire(&tag, ShareLock, true, false);
+			login_chain_lock_tag(&tag, login_lock_login, c);
 			(void) LockAcquire(&tag, ShareLock, true, false);
 		}
 		chain_slots_held += granted;
@@ -437,6 +476,8 @@ gnb_release_chain_slots(void)
 		LOCKTAG		tag;
 
 		chain_lock_tag(&tag, role_lock_role, c);
+		LockRelease(&tag, ShareLock, true);
+		login_chain_lock_tag(&tag, login_lock_login, c);
 		LockRelease(&tag, ShareLock, true);
 	}
 	chain_slots_held = 0;
@@ -475,6 +516,13 @@ int
 gnb_count_role_jobs(Oid role)
 {
 	return count_lock_holders(ROLE_LOCK_CLASS, role, ShareLock);
+}
+
+/* Jobs whose worker runs for this login (session user), in every database. */
+int
+gnb_count_login_jobs(Oid login)
+{
+	return count_lock_holders(LOGIN_LOCK_CLASS, login, ShareLock);
 }
 
 /*

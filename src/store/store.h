@@ -15,9 +15,10 @@
 
 /* job_locks.c */
 extern void gnb_guard_job_locks(void);
-extern void gnb_hold_job_lock(int64 job_id, Oid role);
+extern void gnb_hold_job_lock(int64 job_id, Oid role, Oid login);
 extern void gnb_release_job_lock(int64 job_id);
-extern int32 gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role);
+extern int32 gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role,
+									 int max_jobs_per_login);
 extern void gnb_release_chain_slots(void);
 extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
@@ -26,6 +27,7 @@ extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);
 extern int	gnb_count_live_jobs(void);
 extern int	gnb_count_role_jobs(Oid role);
+extern int	gnb_count_login_jobs(Oid login);
 extern int64 gnb_count_running_jobs_here(void);
 extern void gnb_prune_jobs(void);
 

@@ -310,6 +310,16 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 }
 
 /*
+ * gibbs_nb.max_jobs_per_login, for this session's login; a superuser's
+ * login is not bounded by it (0), as connection limits do not bind one.
+ */
+static int
+login_bound(void)
+{
+	return superuser_arg(GetSessionUserId()) ? 0 : gnb_max_jobs_per_login;
+}
+
+/*
  * The sampler's arguments of gibbs_nb_train: sweeps, burn_in, lag, chains,
  * the sampler, the gammas, the start, unlabeled_weight and the seed, checked
  * (22023), and the caller's limits the worker keeps to.
@@ -395,6 +405,7 @@ resolve_sampler_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 	p->max_chain_workers = gnb_max_chain_workers;
 	p->max_jobs = gnb_max_jobs;
 	p->max_jobs_per_role = gnb_max_jobs_per_role;
+	p->max_jobs_per_login = login_bound();
 	if (PG_ARGISNULL(ARG_SEED))
 		sp->seed = pg_prng_uint64(&pg_global_prng_state) >> 1;	/* fits a bigint */
 	else
@@ -504,8 +515,9 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 
 /*
  * The bounds on running jobs: one job per model, gibbs_nb.max_jobs in the
- * cluster, gibbs_nb.max_jobs_per_role for the role the job runs as.  Called
- * under the launch lock.
+ * cluster, gibbs_nb.max_jobs_per_role for the role the job runs as,
+ * gibbs_nb.max_jobs_per_login for the login (session user) it runs for,
+ * which SET ROLE does not change.  Called under the launch lock.
  */
 static void
 check_job_limits(const GnbJobParams *p)
@@ -513,6 +525,7 @@ check_job_limits(const GnbJobParams *p)
 	int64		running;
 	int			n_running;
 	int			n_role;
+	int			n_login;
 	const char *role = gnb_current_role_name();
 
 	SPI_connect();
@@ -522,6 +535,7 @@ check_job_limits(const GnbJobParams *p)
 	SPI_finish();
 	/* the jobs the worker's role runs, in every database */
 	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(GetUserId()) : 0;
+	n_login = login_bound() > 0 ? gnb_count_login_jobs(GetSessionUserId()) : 0;
 	if (running != 0)
 		refuse_running_model(p->model_name, running);
 	n_running = gnb_count_live_jobs();
@@ -539,6 +553,15 @@ check_job_limits(const GnbJobParams *p)
 							   "role \"%s\" runs %lld gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
 							   (unsigned long) n_role, role, (long long) n_role),
 				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_role.")));
+	if (login_bound() > 0 && n_login >= login_bound())
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg_plural("login \"%s\" runs %d gibbs_nb job, the most gibbs_nb.max_jobs_per_login allows",
+							   "login \"%s\" runs %d gibbs_nb jobs, the most gibbs_nb.max_jobs_per_login allows",
+							   (unsigned long) n_login,
+							   GetUserNameFromId(GetSessionUserId(), false), n_login),
+				 errdetail("Jobs are counted by the role that logged in, whatever role it has set."),
+				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_login.")));
 }
 
 /*

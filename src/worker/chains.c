@@ -589,7 +589,8 @@ chains_launch(GnbChainsRun *run)
 
 		if (own_xact)
 			StartTransactionCommand();
-		workers = gnb_reserve_chain_slots(wanted, p->max_jobs, p->max_jobs_per_role);
+		workers = gnb_reserve_chain_slots(wanted, p->max_jobs, p->max_jobs_per_role,
+										  p->max_jobs_per_login);
 		if (own_xact)
 			CommitTransactionCommand();
 		MemoryContextSwitchTo(cxt);
@@ -598,8 +599,8 @@ chains_launch(GnbChainsRun *run)
 		ereport(LOG,
 				(errmsg("gibbs_nb job " INT64_FORMAT ": %d of %d chain workers granted; %d chains run in the job's worker",
 						p->job_id, workers, wanted, chains - workers),
-				 errdetail("The workers of gibbs_nb jobs and chains stay within gibbs_nb.max_jobs (%d) in the cluster and gibbs_nb.max_jobs_per_role (%d) for a role.",
-						   p->max_jobs, p->max_jobs_per_role)));
+				 errdetail("The workers of gibbs_nb jobs and chains stay within gibbs_nb.max_jobs (%d) in the cluster, gibbs_nb.max_jobs_per_role (%d) for a role and gibbs_nb.max_jobs_per_login (%d) for a login.",
+						   p->max_jobs, p->max_jobs_per_role, p->max_jobs_per_login)));
 	sh->slot[0].state = CHAIN_LOCAL;
 	for (int c = 1; c < chains; c++)
 	{

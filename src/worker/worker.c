@@ -673,7 +673,7 @@ gibbs_nb_worker_main(Datum main_arg)
 	gnb_become_caller(p, "gibbs_nb worker");
 	/* held until this process exits: what says the job's worker is alive */
 	gnb_guard_job_locks();
-	gnb_hold_job_lock(p->job_id, p->current_user_id);
+	gnb_hold_job_lock(p->job_id, p->current_user_id, p->session_user_id);
 
 #ifdef __GLIBC__
 

@@ -202,6 +202,43 @@ SELECT gibbs_nb_drop('o3');
 RESET ROLE;
 
 --
+-- 5b. Taking more job slots than a login should, through roles: a login that
+--    may SET ROLE to two groups took gibbs_nb.max_jobs_per_role's slots of
+--    each (4 of 4 under max_jobs = 4; other roles got 53400).  Jobs are
+--    counted by login too (session user: SET ROLE does not change it), under
+--    gibbs_nb.max_jobs_per_login (2): the third is refused, whatever role.
+--
+CREATE ROLE gnb_h_group_a;
+CREATE ROLE gnb_h_group_b;
+CREATE ROLE gnb_h_member IN ROLE gnb_h_group_a, gnb_h_group_b;
+CREATE SCHEMA hg;
+GRANT USAGE, CREATE ON SCHEMA hg TO gnb_h_group_a, gnb_h_group_b;
+CREATE TABLE hg.mail (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO hg.mail SELECT i, '{a,b}', CASE WHEN i <= 4 THEN (ARRAY['x', 'y'])[1 + i % 2] END
+FROM generate_series(1, 8) i;
+GRANT SELECT ON hg.mail TO gnb_h_group_a, gnb_h_group_b;
+SHOW gibbs_nb.max_jobs_per_login;
+SET SESSION AUTHORIZATION gnb_h_member;
+SET ROLE gnb_h_group_a;
+SELECT job_id AS group_job_1 FROM gibbs_nb_train('g1', 'hg.mail', 'tokens', 'label', sweeps => 10000000,
+                                                 seed => 1, labels_table => 'hg.g1', wait => false) \gset
+SET ROLE gnb_h_group_b;
+SELECT job_id AS group_job_2 FROM gibbs_nb_train('g2', 'hg.mail', 'tokens', 'label', sweeps => 10000000,
+                                                 seed => 1, labels_table => 'hg.g2', wait => false) \gset
+-- group_a runs one job of its max_jobs_per_role's 2: the login's third is refused
+SET ROLE gnb_h_group_a;
+SELECT try($$SELECT gibbs_nb_train('g3', 'hg.mail', 'tokens', 'label', sweeps => 5, seed => 1,
+                                    labels_table => 'hg.g3')$$);
+RESET ROLE;
+RESET SESSION AUTHORIZATION;
+SELECT gibbs_nb_cancel(:group_job_1), gibbs_nb_cancel(:group_job_2);
+SELECT status FROM gibbs_nb_wait(:group_job_1);
+SELECT status FROM gibbs_nb_wait(:group_job_2);
+DROP SCHEMA hg CASCADE;
+DROP OWNED BY gnb_h_group_a, gnb_h_group_b, gnb_h_member;
+DROP ROLE gnb_h_member, gnb_h_group_a, gnb_h_group_b;
+
+--
 -- 6. Learning another role's model names from pg_locks, which every role
 --    may read.  A lock whose tag is made from (owner, model name), such as
 --    an advisory lock on their hashes, shows the hashes to anyone who looks
