@@ -195,6 +195,29 @@ byte_order(const char *a, int32 alen, const char *b, int32 blen)
 }
 
 /*
+ * The value's last 4 bytes are the CRC-32C of the others (the caller checked
+ * there are 4 after the magic and the format): XX001 if not.
+ */
+static void
+check_checksum(const char *data, Size size)
+{
+	pg_crc32c	crc;
+	Reader		tail = {data + size - sizeof(uint32), data + size};
+	uint32		stated = get_u32(&tail, "too short");
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, size - sizeof(uint32));
+	FIN_CRC32C(crc);
+	if (crc != stated)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("gibbs_nb model value is corrupted: its checksum does not match"),
+				 errdetail("The CRC-32C of its first %zu bytes is %08X; the value says %08X.",
+						   (size_t) (size - sizeof(uint32)), crc, stated),
+				 errhint("The value was changed or cut short since it was exported: export it again.")));
+}
+
+/*
  * Parse value into img (pointers into value for the strings; the numbers
  * copied).  Any malformed value is an error, 22P03 or 22021; one whose
  * checksum does not match, XX001.
@@ -222,23 +245,8 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 						format, GNB_MODEL_FORMAT)));
 	/* the checksum before any field: the rest is read only from a whole value */
 	need(&r, sizeof(uint32), "too short");
-	{
-		pg_crc32c	crc;
-		Reader		tail = {data + size - sizeof(uint32), data + size};
-		uint32		stated = get_u32(&tail, "too short");
-
-		INIT_CRC32C(crc);
-		COMP_CRC32C(crc, data, size - sizeof(uint32));
-		FIN_CRC32C(crc);
-		if (crc != stated)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("gibbs_nb model value is corrupted: its checksum does not match"),
-					 errdetail("The CRC-32C of its first %zu bytes is %08X; the value says %08X.",
-							   (size_t) (size - sizeof(uint32)), crc, stated),
-					 errhint("The value was changed or cut short since it was exported: export it again.")));
-		r.end -= sizeof(uint32);
-	}
+	check_checksum(data, size);
+	r.end -= sizeof(uint32);
 	K = get_u32(&r, "too short");
 	V = get_u32(&r, "too short");
 	flags = get_u32(&r, "too short");
