@@ -107,7 +107,8 @@ _PG_init(void)
 							"nothing.  Superuser only, so that no role can raise it for a job.",
 							&gnb_class_counts_budget_kb,
 							0, 0, INT_MAX,
-							PGC_SUSET, GUC_UNIT_KB | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							PGC_SUSET, GUC_UNIT_KB | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE |
+							GUC_NO_RESET_ALL,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("gibbs_nb.job_retention",
 							"How long the rows of finished training jobs are kept.",

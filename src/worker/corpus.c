@@ -110,6 +110,7 @@ for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
 	RowReceiver r;
 	SPIExecuteOptions options;
 	int			rc;
+	int			nestlevel;
 
 	memset(&r, 0, sizeof(r));
 	r.pub.receiveSlot = row_receiver_receive;
@@ -127,8 +128,20 @@ for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
 	memset(&options, 0, sizeof(options));
 	options.read_only = true;
 	options.dest = &r.pub;
+
+	/*
+	 * In this process alone: it is the one whose memory is watched while it
+	 * reads (gnb_watch_source_memory), and a source's expressions in a
+	 * parallel worker (the role's settings can force a parallel plan) would
+	 * run unwatched.  Planner settings are read when the query is planned,
+	 * before any of the source's code runs.
+	 */
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("max_parallel_workers_per_gather", "0",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	/* a receiver that is not SPI's makes a SELECT return SPI_OK_UTILITY */
 	rc = SPI_execute_extended(sql, &options);
+	AtEOXact_GUC(true, nestlevel);
 	if (rc < 0)
 		elog(ERROR, "gibbs_nb: reading the source failed (%s): %s", SPI_result_code_string(rc), sql);
 	MemoryContextDelete(r.row_cxt);

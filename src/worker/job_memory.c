@@ -14,6 +14,7 @@
 
 #include "miscadmin.h"
 #include "storage/latch.h"
+#include "utils/memutils.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
@@ -50,6 +51,14 @@ gnb_check_job_memory(const GnbJobParams *params, double in_use, double more, con
 
 static TimeoutId source_watch_timeout = MAX_TIMEOUTS;
 static volatile sig_atomic_t source_memory_exceeded = false;
+/* looks past the limit since the first cancel */
+static volatile sig_atomic_t source_over_ticks = 0;
+/*
+ * Past the limit this many looks after the first cancel (1 s), the source
+ * has caught the cancel (PL/pgSQL can, by name) and goes on: the worker is
+ * terminated, as an administrator would, which nothing can catch.
+ */
+#define SOURCE_WATCH_TERMINATE_TICKS 50
 /* the process's private memory the watch allows, in pages; 0: not watching */
 static volatile long source_watch_limit_pages = 0;
 
@@ -102,7 +111,10 @@ source_watch_handler(void)
 	{
 		source_memory_exceeded = true;
 		InterruptPending = true;
-		QueryCancelPending = true;
+		if (++source_over_ticks > SOURCE_WATCH_TERMINATE_TICKS)
+			ProcDiePending = true;
+		else
+			QueryCancelPending = true;
 		SetLatch(MyLatch);
 	}
 }
@@ -129,6 +141,7 @@ gnb_watch_source_memory(const GnbJobParams *params)
 	if (source_watch_timeout == MAX_TIMEOUTS)
 		source_watch_timeout = RegisterTimeout(USER_TIMEOUT, source_watch_handler);
 	source_memory_exceeded = false;
+	source_over_ticks = 0;
 	source_watch_limit_pages = pages +
 		(long) ((params->max_job_memory + SOURCE_WATCH_SLACK) / page_size);
 	enable_timeout_every(source_watch_timeout,
@@ -146,15 +159,32 @@ gnb_unwatch_source_memory(void)
 }
 
 /*
- * In the reader's error path: if the watch cancelled the query, the error
- * is 53200, saying so, in place of the cancel.
+ * After the reading, the watch off: if the watch cancelled the query, the
+ * error is 53200, saying so.  In the reader's error path (in_error), in
+ * place of the cancel, and of nothing else (a source's own error stays its
+ * own); on its way out otherwise, for a source that caught the cancel and
+ * went on, which must not train (nor leave the cancel pending for a later
+ * step to take for the user's).
  */
 void
-gnb_source_memory_check(const GnbJobParams *params)
+gnb_source_memory_check(const GnbJobParams *params, bool in_error)
 {
 	if (!source_memory_exceeded)
 		return;
+	if (in_error)
+	{
+		/* (copied out of ErrorContext, where CopyErrorData may not run) */
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		ErrorData  *edata = CopyErrorData();
+		int			sqlerrcode = edata->sqlerrcode;
+
+		FreeErrorData(edata);
+		MemoryContextSwitchTo(old);
+		if (sqlerrcode != ERRCODE_QUERY_CANCELED)
+			return;
+	}
 	source_memory_exceeded = false;
+	QueryCancelPending = false;
 	FlushErrorState();
 	ereport(ERROR,
 			(errcode(ERRCODE_OUT_OF_MEMORY),

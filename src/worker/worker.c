@@ -317,11 +317,13 @@ read_job_corpus(GnbJobParams *p, MemoryContext job_cxt, GnbCorpus *corpus,
 	{
 		gnb_unwatch_source_memory();
 		/* the watch's cancel, if it was one, as the 53200 it stands for */
-		gnb_source_memory_check(p);
+		gnb_source_memory_check(p, true);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	gnb_unwatch_source_memory();
+	/* a source that caught the watch's cancel and went on does not train */
+	gnb_source_memory_check(p, false);
 	/* the ids' text, for the check that a backup can hold the version */
 	*ids_dump_bytes = gnb_corpus_ids_dump_bytes(p, corpus);
 	if (p->warm_version_id != 0)

@@ -17,7 +17,7 @@ extern void gnb_check_job_memory(const GnbJobParams *params, double in_use, doub
 								 const char *what);
 extern void gnb_watch_source_memory(const GnbJobParams *params);
 extern void gnb_unwatch_source_memory(void);
-extern void gnb_source_memory_check(const GnbJobParams *params);
+extern void gnb_source_memory_check(const GnbJobParams *params, bool in_error);
 
 /* corpus.c: documents of the source, read once, as compressed sparse rows */
 extern char *gnb_holdout_condition(const GnbJobParams *params);

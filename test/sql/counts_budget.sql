@@ -52,6 +52,36 @@ SELECT regexp_replace(try($$SELECT gibbs_nb_train('big_row', 'one_big_row', 'tok
                                                  sweeps => 2)$$),
                       'job \d+', 'job N', 'g') AS refused;
 RESET gibbs_nb.max_job_memory;
+-- and one that catches the cancel (by name: PL/pgSQL can) and goes on for
+-- ever, its memory held: a second later it is terminated, which nothing
+-- catches (the job fails, nothing published); before, it ran for ever
+CREATE FUNCTION stubborn_tokens() RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+  held text[] := '{}';
+BEGIN
+  -- (the caller's own checks read the source too: only the job's worker is held)
+  IF current_setting('application_name') <> 'gibbs_nb worker' THEN
+    RETURN ARRAY['a', 'b'];
+  END IF;
+  LOOP
+    BEGIN
+      IF cardinality(held) < 8 THEN
+        held := array_append(held, repeat('x', 16000000));  -- 16 MB more each time
+      END IF;
+      PERFORM pg_sleep(0.01);
+    EXCEPTION WHEN query_canceled THEN
+      NULL;
+    END;
+  END LOOP;
+END $$;
+CREATE VIEW stubborn AS SELECT 1 AS id, stubborn_tokens() AS tokens;
+SET gibbs_nb.max_job_memory = '32MB';
+SELECT regexp_replace(try($$SELECT gibbs_nb_train('stubborn', 'stubborn', 'tokens', NULL, n_classes => 2,
+                                                 sweeps => 2)$$),
+                      'job \d+', 'job N', 'g') AS terminated;
+RESET gibbs_nb.max_job_memory;
+SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'stubborn';
+SELECT status FROM gibbs_nb_jobs WHERE model_name = 'stubborn';
 
 -- the same under plans that count in parallel workers (the job's session
 -- takes the role's settings)
@@ -128,7 +158,8 @@ SELECT try($$SELECT set_config('gibbs_nb.class_counts_budget', '0', true)$$);
 RESET ROLE;
 DROP ROLE budget_user;
 
-DROP VIEW wide_reset, one_big_row;
+DROP VIEW wide_reset, one_big_row, stubborn;
+DROP FUNCTION stubborn_tokens();
 DROP FUNCTION reset_all();
 DROP TABLE wide;
 DROP EXTENSION gibbs_nb;
