@@ -85,6 +85,12 @@ SELECT try($$SELECT gibbs_nb_train('stubborn', 'stubborn', 'tokens', NULL, n_cla
 RESET gibbs_nb.max_job_memory;
 SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'stubborn';
 SELECT status FROM gibbs_nb_jobs WHERE model_name = 'stubborn';
+-- a terminated worker leaves the labels table it reserved (a known gap: a
+-- lost job's table is not yet dropped by reconciliation); dropped here, so
+-- that later tests see the same tables either way
+SET client_min_messages = warning;
+DROP TABLE IF EXISTS stubborn_labels;
+RESET client_min_messages;
 
 -- the same under plans that count in parallel workers (the job's session
 -- takes the role's settings)
