@@ -247,6 +247,20 @@ count_locked(chain_state *st, int32_t after)
 }
 
 /*
+ * The first theta of a sampler that draws it: from the clamped documents'
+ * counts alone, or with a warm start's labels in them too (the blocked
+ * sampler's keyed as sweep 0).
+ */
+static void
+first_theta(chain_state *st)
+{
+	if (st->sh->params->sampler == GNB_SAMPLER_PAPER)
+		gnb_theta_step(st, st->N);
+	else if (st->sh->params->sampler == GNB_SAMPLER_BLOCKED)
+		gnb_theta_step_blocked(st);
+}
+
+/*
  * Set a chain to its starting state and run all its sweeps.  The trace
  * arrays may be NULL (no_trace); sums gets the kept sweeps' log joints,
  * kept_trace (gnb_kept_series points long) the kept sweeps' log joints,
@@ -277,10 +291,12 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	st->g_theta_sum = 0.0;
 	st->g_pi_sum = 0.0;
 	st->kept_sweep = 0;
+	st->chain = chain;
+	st->sweep = 0;
 
 	/* the clamped documents' counts are in (gnb_start_counts) */
-	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && !c->init_label)
-		gnb_theta_step(st, st->N);
+	if (sh->n_unlabeled > 0 && !c->init_label)
+		first_theta(st);
 
 	/*
 	 * Unlabelled documents: with GNB_INIT_LABELS each label drawn from its
@@ -292,13 +308,16 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	 * one pi from Dir(g_pi) first would, for small g_pi, often put nearly
 	 * every document in one class, a state the collapsed sampler leaves only
 	 * very slowly when g_theta is small too.)  One uniform draw a document
-	 * either way.  A warm start gives the labels, and the first theta is
-	 * drawn given them.
+	 * either way (the blocked sampler's keyed by the document, so that
+	 * whoever draws it gets the same).  A warm start gives the labels, and
+	 * the first theta is drawn given them.
 	 */
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
-		double		u = gnb_rng_uniform(&st->rng);
+		double		u = params->sampler == GNB_SAMPLER_BLOCKED ?
+			gnb_keyed_uniform(params->seed, chain, 0, GNB_DRAW_START, (uint32_t) j) :
+			gnb_rng_uniform(&st->rng);
 		int32_t		k = (int32_t) (u * K);
 
 		if (sh->start_prob)
@@ -316,8 +335,8 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		else
 			add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 	}
-	if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0 && c->init_label)
-		gnb_theta_step(st, st->N);
+	if (sh->n_unlabeled > 0 && c->init_label)
+		first_theta(st);
 	compute_word_terms(V, K, st->g_theta, st->N, st->S);
 	for (int32_t k = 0; k < K; k++)
 		refresh_prior(st, k);
@@ -327,6 +346,7 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		int32_t		changed = 0;
 		gnb_sweep	info;
 
+		st->sweep = t;
 		st->kept_sweep = t > params->burn_in && (t - params->burn_in) % params->lag == 0;
 		if (t == params->burn_in + 1)
 			memset(st->moved, 0, (size_t) sh->D);
@@ -334,12 +354,16 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		{
 			if (params->sampler == GNB_SAMPLER_PAPER)
 				changed = gnb_label_step_paper(st);
+			else if (params->sampler == GNB_SAMPLER_BLOCKED)
+				changed = gnb_label_step_blocked(st);
 			else
 				changed = gnb_label_step_collapsed(st);
 		}
 		gnb_gamma_step(st);
 		if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0)
 			gnb_theta_step(st, st->N);
+		else if (params->sampler == GNB_SAMPLER_BLOCKED && sh->n_unlabeled > 0)
+			gnb_theta_step_blocked(st);
 		info.chain = chain;
 		info.sweep = t;
 		info.log_joint = gnb_log_joint_from_counts(K, V, st->g_theta, st->g_pi,

@@ -40,6 +40,13 @@
 #define GNB_DENSE_WBITS_MIN 1
 #endif
 
+/*
+ * The blocked sampler's theta draws: a class's words come in blocks of this
+ * many word ids, each block's draws from a stream of its own
+ * (gnb_label_blocked.c).
+ */
+#define GNB_BLOCKED_WORDS 256
+
 /* How many documents of a sweep between calls of hooks->check_interrupts. */
 #define GNB_INTERRUPT_EVERY 2048
 
@@ -261,6 +268,8 @@ typedef struct chain_state
 {
 	const run_shared *sh;
 	gnb_rng		rng;
+	int32_t		chain;			/* its index: part of the blocked sampler's keys */
+	int32_t		sweep;			/* the sweep under way, 0 before the first */
 	double		lambda;			/* unlabeled_weight */
 	double		g_theta;		/* the current gammas */
 	double		g_pi;
@@ -302,6 +311,14 @@ typedef struct chain_state
 	double	   *log_theta;
 	double	   *log_theta_1;
 	double		lz_diff;
+	/*
+	 * blocked only: its arrays (log_theta and N are the same as above),
+	 * shared with other processes (blocked_shared, by hooks->blocked_arrays)
+	 * or the chain's own, and the label draws' scratch (3 K).
+	 */
+	gnb_blocked_arrays blocked;
+	int			blocked_shared;
+	double	   *blocked_work;
 	/* paper, K = 2: Marsaglia and Tsang's c for integer shapes */
 	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
@@ -599,6 +616,10 @@ extern double gnb_r_hat(const chain_sums *sums, int32_t m);
 /* gnb_gamma_step.c */
 extern void gnb_gamma_step(chain_state *st);
 
+/* gnb_label_blocked.c */
+extern int32_t gnb_label_step_blocked(chain_state *st);
+extern void gnb_theta_step_blocked(chain_state *st);
+
 /* gnb_label_collapsed.c */
 extern void gnb_collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s);
 extern int32_t gnb_label_step_collapsed(chain_state *st);
@@ -613,7 +634,10 @@ extern double gnb_log_joint_from_counts(int32_t K, int32_t V, double g_theta, do
 /* gnb_memory.c */
 extern void *gnb_xalloc(const gnb_hooks *hooks, size_t n, size_t size);
 
-/* gnb_setup.c */
+/* gnb_setup.c: what gnb_setup_shared derives, by whom it is for */
+#define GNB_SETUP_COMBINE	0	/* combining chains: no active words' list */
+#define GNB_SETUP_CHAIN		1	/* a chain: everything */
+#define GNB_SETUP_HELPER	2	/* a blocked helper: the active words, no start */
 extern void gnb_restore_words(const run_shared *sh);
 extern void gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params, const gnb_hooks *hooks, int for_chain);
 extern void gnb_release_shared(run_shared *sh);

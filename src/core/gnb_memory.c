@@ -92,6 +92,13 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 		bytes += (GNB_MT_TABLE_MAX + 1) * sizeof(double);
 		bytes += V * sizeof(active_key) + V * K / 8 + 1;
 	}
+	/*
+	 * blocked: the labels drawn before they are applied, their predictive
+	 * probabilities, the blocks' sums (log theta is counted above; log pi
+	 * and the scratch are K-sized)
+	 */
+	if (params->sampler == GNB_SAMPLER_BLOCKED)
+		bytes += D * sizeof(int32_t) + (D * K + K * (V / GNB_BLOCKED_WORDS + 1)) * sizeof(double);
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
 }
@@ -110,10 +117,30 @@ gnb_kept_series(int64_t kept, int32_t *stride)
 	return (int32_t) ((kept + s - 1) / s);
 }
 
+static const char *const sampler_names[] = {"paper", "collapsed", "blocked"};
+
+const char *
+gnb_sampler_name(gnb_sampler_kind kind)
+{
+	if ((int) kind < 0 || (size_t) kind >= sizeof(sampler_names) / sizeof(sampler_names[0]))
+		return "unknown";
+	return sampler_names[kind];
+}
+
+int
+gnb_sampler_from_name(const char *name)
+{
+	for (size_t i = 0; i < sizeof(sampler_names) / sizeof(sampler_names[0]); i++)
+		if (strcmp(name, sampler_names[i]) == 0)
+			return (int) i;
+	return -1;
+}
+
 const char *
 gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 {
-	if (params->sampler != GNB_SAMPLER_PAPER && params->sampler != GNB_SAMPLER_COLLAPSED)
+	if (params->sampler != GNB_SAMPLER_PAPER && params->sampler != GNB_SAMPLER_COLLAPSED &&
+		params->sampler != GNB_SAMPLER_BLOCKED)
 		return "unknown sampler";
 	if (params->sweeps <= 0)
 		return "sweeps must be positive";

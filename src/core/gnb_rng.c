@@ -200,9 +200,14 @@ int
 gnb_rng_categorical_log(gnb_rng *rng, const double *scores, int k,
 						double *scratch)
 {
+	return gnb_categorical_log_u(scores, k, gnb_rng_uniform(rng), scratch);
+}
+
+int
+gnb_categorical_log_u(const double *scores, int k, double u, double *scratch)
+{
 	double		max = scores[0];
 	double		total = 0.0;
-	double		u;
 
 	for (int i = 1; i < k; i++)
 		if (scores[i] > max)
@@ -212,9 +217,83 @@ gnb_rng_categorical_log(gnb_rng *rng, const double *scores, int k,
 		total += exp(scores[i] - max);
 		scratch[i] = total;
 	}
-	u = gnb_rng_uniform(rng) * total;
+	u *= total;
 	for (int i = 0; i < k - 1; i++)
 		if (u < scratch[i])
 			return i;
 	return k - 1;
+}
+
+/*
+ * Philox4x32-10 (Salmon, Moraes, Dror & Shaw, "Parallel random numbers: as
+ * easy as 1, 2, 3", SC 2011): ten rounds of two 32 x 32 -> 64-bit products,
+ * the key bumped by the Weyl constants between rounds.
+ */
+void
+gnb_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4])
+{
+	uint32_t	k0 = key[0],
+				k1 = key[1];
+	uint32_t	c0 = ctr[0],
+				c1 = ctr[1],
+				c2 = ctr[2],
+				c3 = ctr[3];
+
+	for (int round = 0; round < 10; round++)
+	{
+		uint64_t	p0 = (uint64_t) 0xD2511F53U * c0;
+		uint64_t	p1 = (uint64_t) 0xCD9E8D57U * c2;
+		uint32_t	n0 = (uint32_t) (p1 >> 32) ^ c1 ^ k0;
+		uint32_t	n2 = (uint32_t) (p0 >> 32) ^ c3 ^ k1;
+
+		c1 = (uint32_t) p1;
+		c3 = (uint32_t) p0;
+		c0 = n0;
+		c2 = n2;
+		k0 += 0x9E3779B9U;
+		k1 += 0xBB67AE85U;
+	}
+	out[0] = c0;
+	out[1] = c1;
+	out[2] = c2;
+	out[3] = c3;
+}
+
+/* The counter of a keyed draw: see gnb_keyed_uniform. */
+static void
+keyed_block(uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
+			uint32_t item, uint32_t block, uint32_t out[4])
+{
+	uint32_t	key[2] = {(uint32_t) seed, (uint32_t) (seed >> 32)};
+	uint32_t	ctr[4] = {item, (uint32_t) sweep, (uint32_t) chain, what << 8 | block};
+
+	gnb_philox(key, ctr, out);
+}
+
+double
+gnb_keyed_uniform(uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
+				  uint32_t item)
+{
+	uint32_t	out[4];
+
+	keyed_block(seed, chain, sweep, what, item, 0, out);
+	return (double) ((((uint64_t) out[0] << 32) | out[1]) >> 11) * 0x1.0p-53;
+}
+
+void
+gnb_rng_keyed(gnb_rng *rng, uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
+			  uint32_t item)
+{
+	uint32_t	a[4],
+				b[4];
+
+	keyed_block(seed, chain, sweep, what, item, 0, a);
+	keyed_block(seed, chain, sweep, what, item, 1, b);
+	rng->s[0] = (uint64_t) a[0] << 32 | a[1];
+	rng->s[1] = (uint64_t) a[2] << 32 | a[3];
+	rng->s[2] = (uint64_t) b[0] << 32 | b[1];
+	rng->s[3] = (uint64_t) b[2] << 32 | b[3];
+	/* xoshiro's one bad state; Philox gives it with chance 2^-256 */
+	if ((rng->s[0] | rng->s[1] | rng->s[2] | rng->s[3]) == 0)
+		rng->s[0] = 1;
 }

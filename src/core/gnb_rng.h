@@ -345,4 +345,35 @@ extern void gnb_log_array_to(const double *x, double *y, int64_t n);
 extern int	gnb_rng_categorical_log(gnb_rng *rng, const double *scores, int k,
 									double *scratch);
 
+/* The same draw, given its uniform u in [0, 1). */
+extern int	gnb_categorical_log_u(const double *scores, int k, double u, double *scratch);
+
+/*
+ * Counter-based random numbers, for the blocked sampler (docs/model.md): a
+ * draw is a function of the seed and of a counter naming it (the chain, the
+ * sweep, what is drawn and for which item: a document, a block of words),
+ * not of the draws made before it, so it is the same whichever process makes
+ * it and in whatever order.  gnb_philox is Philox4x32-10 (Salmon et al.,
+ * SC 2011), checked against its authors' known answers in the unit tests.
+ * "what" is one of GNB_DRAW_* (below 2^24); item any 32 bits.
+ */
+#define GNB_DRAW_START	1		/* a document's starting label */
+#define GNB_DRAW_LABEL	2		/* a document's label in a sweep */
+#define GNB_DRAW_PI		3		/* pi in a sweep */
+#define GNB_DRAW_THETA	4		/* a class's theta over a block of words (+ class << 4) */
+
+extern void gnb_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
+
+/* One uniform on [0, 1) (53 bits) for the draw so named. */
+extern double gnb_keyed_uniform(uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
+								uint32_t item);
+
+/*
+ * A generator whose whole state comes from the draw so named (two Philox
+ * blocks), for a draw that needs an unknown number of random numbers (a
+ * Gamma's rejections): its stream is used for that draw alone.
+ */
+extern void gnb_rng_keyed(gnb_rng *rng, uint64_t seed, int32_t chain, int32_t sweep,
+						  uint32_t what, uint32_t item);
+
 #endif							/* GNB_RNG_H */

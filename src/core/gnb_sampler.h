@@ -16,7 +16,8 @@
 typedef enum gnb_sampler_kind
 {
 	GNB_SAMPLER_PAPER,			/* theta sampled, pi integrated out */
-	GNB_SAMPLER_COLLAPSED		/* theta and pi integrated out */
+	GNB_SAMPLER_COLLAPSED,		/* theta and pi integrated out */
+	GNB_SAMPLER_BLOCKED			/* theta and pi drawn; labels independent given them */
 } gnb_sampler_kind;
 
 /*
@@ -119,6 +120,13 @@ typedef struct gnb_params
 	int32_t		no_trace;
 } gnb_params;
 
+/*
+ * The samplers' names, as gibbs_nb_train takes them and models record them:
+ * gnb_sampler_from_name returns -1 for a name that is none of them.
+ */
+extern const char *gnb_sampler_name(gnb_sampler_kind kind);
+extern int	gnb_sampler_from_name(const char *name);
+
 /* The support of the continuous prior of a sampled gamma. */
 #define GNB_GAMMA_MIN 1e-3
 #define GNB_GAMMA_MAX 1e3
@@ -151,6 +159,50 @@ typedef struct gnb_sweep
  */
 #define GNB_LOCKED_CHANCE 1e-6
 
+/*
+ * The blocked sampler's sweeps split over processes.  Each sweep of a chain
+ * of the blocked sampler has two phases whose units are independent: the
+ * labels (a unit per unlabelled document, by position among them) and theta
+ * (a unit per class and block of GNB_BLOCKED_WORDS word ids, class-major).
+ * The chain runs in one process; with hooks->blocked_arrays its arrays below
+ * are in memory other processes see too, and with hooks->blocked_phase it
+ * hands each phase to the caller, who has every unit drawn (by any number of
+ * processes, each calling gnb_blocked_helper_run on a range of them) before
+ * it returns.  The draws are keyed by what they draw, so the chain is the
+ * same bit for bit however the units are split.
+ */
+typedef struct gnb_blocked_arrays
+{
+	double	   *log_theta;		/* V x K, word-major: read by labels, written by theta */
+	double	   *N;				/* V x K: the chain's counts, read by theta */
+	double	   *log_pi;			/* K: read by labels */
+	int32_t    *next_label;		/* by unlabelled position: written by labels */
+	double	   *pred;			/* by unlabelled position x K: written by labels when predictive */
+	double	   *block_lse;		/* K x blocks: written by theta */
+} gnb_blocked_arrays;
+
+/* gnb_blocked_sizes's indices: the bytes of each array above, in its order */
+#define GNB_BLOCKED_LOG_THETA	0
+#define GNB_BLOCKED_N			1
+#define GNB_BLOCKED_LOG_PI		2
+#define GNB_BLOCKED_NEXT_LABEL	3
+#define GNB_BLOCKED_PRED		4
+#define GNB_BLOCKED_BLOCK_LSE	5
+#define GNB_BLOCKED_N_ARRAYS	6
+
+#define GNB_PHASE_LABELS	1
+#define GNB_PHASE_THETA		2
+
+/* What a phase's draws depend on besides the arrays. */
+typedef struct gnb_blocked_step
+{
+	int32_t		chain;
+	int32_t		sweep;			/* 0: the first theta, before the first sweep */
+	int32_t		phase;			/* GNB_PHASE_* */
+	int32_t		predictive;		/* labels: write pred (a kept sweep with lambda < 1) */
+	double		g_theta;		/* theta: the current gamma_theta */
+} gnb_blocked_step;
+
 typedef struct gnb_hooks
 {
 	/* zero-filled allocation; must not return NULL (may longjmp instead) */
@@ -161,7 +213,33 @@ typedef struct gnb_hooks
 	/* every few thousand documents within a sweep; may longjmp */
 	void		(*check_interrupts) (void *arg);
 	void	   *arg;
+	/*
+	 * Optional, blocked sampler (see gnb_blocked_arrays): fill *arrays with
+	 * memory of gnb_blocked_sizes's sizes and return nonzero, or return 0
+	 * for private arrays; and have a phase's units drawn.  Either may
+	 * longjmp.
+	 */
+	int			(*blocked_arrays) (void *arg, gnb_blocked_arrays *arrays);
+	void		(*blocked_phase) (void *arg, const gnb_blocked_step *step);
 } gnb_hooks;
+
+/* The sizes in bytes of the arrays of gnb_blocked_arrays, by GNB_BLOCKED_*. */
+extern void gnb_blocked_sizes(int32_t n_docs, int32_t n_words, int32_t n_classes, size_t *sizes);
+
+/*
+ * A process that draws units of a chain's phases: what it derives once
+ * from the corpus and parameters (the chain's own), the number of units of
+ * a phase, and the drawing of units from..to-1 of a step into the arrays
+ * (mapped in this process).
+ */
+typedef struct gnb_blocked_helper gnb_blocked_helper;
+extern gnb_blocked_helper *gnb_blocked_helper_begin(const gnb_corpus *corpus,
+													const gnb_params *params,
+													const gnb_hooks *hooks);
+extern int64_t gnb_blocked_units(const gnb_blocked_helper *helper, int32_t phase);
+extern void gnb_blocked_helper_run(gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
+								   const gnb_blocked_step *step, int64_t from, int64_t to);
+extern void gnb_blocked_helper_end(gnb_blocked_helper *helper);
 
 typedef struct gnb_result
 {

@@ -281,7 +281,8 @@ gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *par
 	const int32_t K = corpus->n_classes;
 	const int32_t V = corpus->n_words;
 	const int32_t D = corpus->n_docs;
-	const int	packed = for_chain && params->sampler == GNB_SAMPLER_PAPER && K == 2;
+	const int	packed = for_chain == GNB_SETUP_CHAIN && params->sampler == GNB_SAMPLER_PAPER &&
+		K == 2;
 	char	   *is_active = gnb_xalloc(hooks, V > 0 ? V : 1, 1);
 	int			clamped_docs = 0;
 	double	   *clamped_count = NULL;
@@ -341,7 +342,7 @@ gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *par
 		if (!sh->class_clamped[k])
 			sh->all_classes_clamped = 0;
 	/* before the words are packed; a class with no label: a uniform start */
-	if (for_chain && params->init == GNB_INIT_LABELS && sh->n_unlabeled > 0 &&
+	if (for_chain == GNB_SETUP_CHAIN && params->init == GNB_INIT_LABELS && sh->n_unlabeled > 0 &&
 		sh->all_classes_clamped)
 		start_probabilities(sh, labelled_count);
 	for (int32_t w = 0; w < V; w++)

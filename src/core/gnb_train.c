@@ -64,8 +64,14 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 	st->z = out->last_labels;
 	st->moved = gnb_xalloc(hooks, D > 0 ? D : 1, 1);
 	st->C = gnb_xalloc(hooks, K, sizeof(double));
-	st->N_lent = gnb_lend_counts(corpus, params);
-	st->N = st->N_lent ? corpus->lent_extra_word_counts : gnb_xalloc(hooks, vk + 1, sizeof(double));
+	if (params->sampler == GNB_SAMPLER_BLOCKED && hooks->blocked_arrays)
+		st->blocked_shared = hooks->blocked_arrays(hooks->arg, &st->blocked);
+	st->N_lent = !st->blocked_shared && gnb_lend_counts(corpus, params);
+	if (st->blocked_shared)
+		st->N = st->blocked.N;
+	else
+		st->N = st->N_lent ? corpus->lent_extra_word_counts :
+			gnb_xalloc(hooks, vk + 1, sizeof(double));
 	st->Nk = gnb_xalloc(hooks, K, sizeof(double));
 	gnb_start_counts(st);
 	if (sh->dense)
@@ -84,6 +90,24 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 	if (params->sampler == GNB_SAMPLER_PAPER)
 		st->log_theta = gnb_xalloc(hooks, K != 2 ? vk + 1 : (size_t) sh->n_active + 1,
 							  sizeof(double));
+	if (params->sampler == GNB_SAMPLER_BLOCKED)
+	{
+		/* the arrays of gnb_blocked_arrays, unless the hooks gave them */
+		if (!st->blocked_shared)
+		{
+			size_t		sizes[GNB_BLOCKED_N_ARRAYS];
+
+			gnb_blocked_sizes(D, V, K, sizes);
+			st->blocked.log_theta = gnb_xalloc(hooks, sizes[GNB_BLOCKED_LOG_THETA], 1);
+			st->blocked.N = st->N;
+			st->blocked.log_pi = gnb_xalloc(hooks, sizes[GNB_BLOCKED_LOG_PI], 1);
+			st->blocked.next_label = gnb_xalloc(hooks, sizes[GNB_BLOCKED_NEXT_LABEL], 1);
+			st->blocked.pred = gnb_xalloc(hooks, sizes[GNB_BLOCKED_PRED], 1);
+			st->blocked.block_lse = gnb_xalloc(hooks, sizes[GNB_BLOCKED_BLOCK_LSE], 1);
+		}
+		st->log_theta = st->blocked.log_theta;
+		st->blocked_work = gnb_xalloc(hooks, 3 * (size_t) K, sizeof(double));
+	}
 	if (sh->dense)
 	{
 		st->mt_c = gnb_xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
@@ -135,10 +159,21 @@ chain_estimates(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 			flush_theta(st, (int64_t) (sh->dense ? i : sh->active[i]) * K + k,
 						(int64_t) i * K + k, k);
 	hooks->release(st->theta_mark, hooks->arg);
-	if (st->log_theta)
+	if (st->log_theta && !st->blocked_shared)
 		hooks->release(st->log_theta, hooks->arg);
 	if (st->log_theta_1)
 		hooks->release(st->log_theta_1, hooks->arg);
+	if (st->blocked_work)
+	{
+		if (!st->blocked_shared)
+		{
+			hooks->release(st->blocked.log_pi, hooks->arg);
+			hooks->release(st->blocked.next_label, hooks->arg);
+			hooks->release(st->blocked.pred, hooks->arg);
+			hooks->release(st->blocked.block_lse, hooks->arg);
+		}
+		hooks->release(st->blocked_work, hooks->arg);
+	}
 	if (sh->dense)
 	{
 		int32_t    *pos;
@@ -175,8 +210,9 @@ chain_estimates(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 		gnb_permute_rows(hooks, st->N, V, pos, 0);
 		hooks->release(pos, hooks->arg);
 	}
-	/* in N's own room, entry by entry, unless N is lent */
-	out->theta = st->N_lent ? gnb_xalloc(hooks, vk + 1, sizeof(double)) : st->N;
+	/* in N's own room, entry by entry, unless N is lent or shared */
+	out->theta = st->N_lent || st->blocked_shared ? gnb_xalloc(hooks, vk + 1, sizeof(double)) :
+		st->N;
 	for (int64_t idx = 0; idx < (int64_t) vk; idx++)
 	{
 		int32_t		k = (int32_t) (idx % K);
@@ -261,7 +297,7 @@ gnb_train_chain(const gnb_corpus *corpus, const gnb_params *params, int32_t chai
 
 	if (hooks == NULL)
 		hooks = &gnb_default_hooks;
-	gnb_setup_shared(&sh, corpus, params, hooks, 1);
+	gnb_setup_shared(&sh, corpus, params, hooks, GNB_SETUP_CHAIN);
 	chain_begin(&st, &sh, corpus, params, hooks, chain, out);
 	/* chain c's stream: the seed's, jumped c times */
 	gnb_rng_seed(&st.rng, params->seed);
@@ -322,7 +358,7 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 	cb->params = params;
 	cb->hooks = hooks;
 	cb->result = result;
-	gnb_setup_shared(&cb->sh, corpus, params, hooks, 0);
+	gnb_setup_shared(&cb->sh, corpus, params, hooks, GNB_SETUP_COMBINE);
 
 	memset(result, 0, sizeof(*result));
 	result->n_docs = D;

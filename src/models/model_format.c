@@ -256,7 +256,7 @@ gnb_model_image_parse(const char *data, Size size, GnbModelImage *img)
 		malformed("unknown flags");
 
 	img->sampler = get_cstring(&r, MAX_PARAM_STRING, "sampler");
-	if (strcmp(img->sampler, "paper") != 0 && strcmp(img->sampler, "collapsed") != 0)
+	if (gnb_sampler_from_name(img->sampler) < 0)
 		malformed("unknown sampler");
 	img->sweeps = get_i32(&r, "parameters");
 	img->burn_in = get_i32(&r, "parameters");

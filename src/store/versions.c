@@ -146,12 +146,6 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	pfree(log_theta);
 }
 
-static const char *
-sampler_name(gnb_sampler_kind kind)
-{
-	return kind == GNB_SAMPLER_COLLAPSED ? "collapsed" : "paper";
-}
-
 #define MODEL_COLUMNS 44
 
 static void
@@ -199,7 +193,7 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 	v[16] = Int32GetDatum(sp->burn_in);
 	v[17] = Int32GetDatum(sp->lag);
 	v[18] = Int32GetDatum(sp->chains);
-	v[19] = CStringGetTextDatum(sampler_name(sp->sampler));
+	v[19] = CStringGetTextDatum(gnb_sampler_name(sp->sampler));
 	/* a sampled gamma: its posterior mean */
 	v[20] = Float8GetDatum(sp->sample_gamma_pi ? result->gamma_pi : sp->gamma_pi);
 	v[21] = Float8GetDatum(sp->sample_gamma_theta ? result->gamma_theta : sp->gamma_theta);

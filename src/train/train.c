@@ -351,15 +351,12 @@ resolve_sampler_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 	if (sp->chains < 1 || sp->chains > GNB_MAX_CHAINS)
 		invalid_argument("chains must be between 1 and %d, not %d", GNB_MAX_CHAINS, sp->chains);
 	sampler = text_to_cstring(PG_GETARG_TEXT_PP(ARG_SAMPLER));
-	if (strcmp(sampler, "paper") == 0)
-		sp->sampler = GNB_SAMPLER_PAPER;
-	else if (strcmp(sampler, "collapsed") == 0)
-		sp->sampler = GNB_SAMPLER_COLLAPSED;
-	else
+	if (gnb_sampler_from_name(sampler) < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown sampler \"%s\"", sampler),
-				 errhint("The samplers are 'paper' and 'collapsed'.")));
+				 errhint("The samplers are 'paper', 'collapsed' and 'blocked'.")));
+	sp->sampler = (gnb_sampler_kind) gnb_sampler_from_name(sampler);
 	/*
 	 * A NULL gamma is sampled every sweep (docs/model.md), starting from 1;
 	 * the model row then records its posterior mean.

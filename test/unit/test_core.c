@@ -160,6 +160,70 @@ test_rng_streams(void)
 	CHECK(gnb_rng_next(&a) == UINT64_C(41943041), "xoshiro256++ reference value");
 }
 
+/*
+ * Philox4x32-10 against its authors' known answers (Random123's
+ * kat_vectors), and the keyed draws built on it: a function of their key
+ * alone, different for every part of it, uniform.
+ */
+static void
+test_keyed_rng(void)
+{
+	static const uint32_t kat[3][10] = {
+		{0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+		{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff,
+		0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+		{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0,
+		0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1},
+	};
+	enum
+	{
+	n = 200000};
+	double		sum = 0.0,
+				sum2 = 0.0;
+	int			distinct = 1;
+	gnb_rng		a,
+				b;
+
+	for (int i = 0; i < 3; i++)
+	{
+		uint32_t	out[4];
+
+		gnb_philox(kat[i] + 4, kat[i], out);
+		CHECK(memcmp(out, kat[i] + 6, sizeof(out)) == 0, "Philox4x32-10 known answer %d", i);
+	}
+	/* the same name, the same draw, whenever it is made */
+	CHECK(gnb_keyed_uniform(7, 1, 2, GNB_DRAW_LABEL, 3) ==
+		  gnb_keyed_uniform(7, 1, 2, GNB_DRAW_LABEL, 3), "a keyed draw is a function of its key");
+	{
+		double		base = gnb_keyed_uniform(7, 1, 2, GNB_DRAW_LABEL, 3);
+
+		distinct &= base != gnb_keyed_uniform(8, 1, 2, GNB_DRAW_LABEL, 3);
+		distinct &= base != gnb_keyed_uniform(7 + (UINT64_C(1) << 32), 1, 2, GNB_DRAW_LABEL, 3);
+		distinct &= base != gnb_keyed_uniform(7, 2, 2, GNB_DRAW_LABEL, 3);
+		distinct &= base != gnb_keyed_uniform(7, 1, 3, GNB_DRAW_LABEL, 3);
+		distinct &= base != gnb_keyed_uniform(7, 1, 2, GNB_DRAW_START, 3);
+		distinct &= base != gnb_keyed_uniform(7, 1, 2, GNB_DRAW_LABEL, 4);
+	}
+	CHECK(distinct, "every part of a key changes the draw");
+	gnb_rng_keyed(&a, 7, 0, 5, GNB_DRAW_THETA | 1 << 4, 9);
+	gnb_rng_keyed(&b, 7, 0, 5, GNB_DRAW_THETA | 1 << 4, 9);
+	CHECK(memcmp(&a, &b, sizeof(a)) == 0, "a keyed generator is a function of its key");
+	gnb_rng_keyed(&b, 7, 0, 5, GNB_DRAW_THETA | 2 << 4, 9);
+	CHECK(memcmp(&a, &b, sizeof(a)) != 0, "another class, another keyed generator");
+	/* draws over consecutive items: mean and variance of a uniform */
+	for (uint32_t i = 0; i < n; i++)
+	{
+		double		u = gnb_keyed_uniform(11, 0, 1, GNB_DRAW_LABEL, i);
+
+		sum += u;
+		sum2 += u * u;
+	}
+	sum /= n;
+	sum2 = sum2 / n - sum * sum;
+	CHECK(fabs(sum - 0.5) < Z_TOLERANCE * sqrt(1.0 / 12 / n), "keyed uniform mean %g", sum);
+	CHECK(fabs(sum2 - 1.0 / 12) < Z_TOLERANCE * sqrt(1.0 / 180 / n), "keyed uniform variance %g", sum2);
+}
+
 static void
 test_uniform_and_normal(void)
 {
@@ -874,6 +938,19 @@ check_against_exact(const char *name, const gnb_corpus *c, gnb_params params, in
 	printf("  %-44s %3d estimates, worst |z| = %.2f\n", name, checked, worst_z);
 }
 
+/* The samplers by number, for the tests that run each: 0 paper, 1 collapsed, 2 blocked. */
+static gnb_sampler_kind
+sampler_of(int s)
+{
+	return s == 0 ? GNB_SAMPLER_PAPER : s == 1 ? GNB_SAMPLER_COLLAPSED : GNB_SAMPLER_BLOCKED;
+}
+
+static const char *
+sampler_name(int s)
+{
+	return s == 0 ? "paper" : s == 1 ? "collapsed" : "blocked";
+}
+
 static void
 test_exactness(void)
 {
@@ -898,7 +975,7 @@ test_exactness(void)
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-		for (int s = 0; s < 2; s++)
+		for (int s = 0; s < 3; s++)
 		{
 			tiny_corpus t;
 			gnb_params	p = {0};
@@ -906,7 +983,7 @@ test_exactness(void)
 
 			make_tiny(&t, cases[i].seed, cases[i].docs, cases[i].V, cases[i].K,
 					  cases[i].labelled, cases[i].big);
-			p.sampler = s == 0 ? GNB_SAMPLER_PAPER : GNB_SAMPLER_COLLAPSED;
+			p.sampler = sampler_of(s);
 			p.sweeps = 6000;
 			p.burn_in = 200;
 			p.lag = 1;
@@ -914,7 +991,7 @@ test_exactness(void)
 			p.gamma_pi = cases[i].gpi;
 			p.gamma_theta = cases[i].gth;
 			p.unlabeled_weight = 1.0;
-			snprintf(name, sizeof(name), "%s %s", s == 0 ? "paper" : "collapsed", cases[i].name);
+			snprintf(name, sizeof(name), "%s %s", sampler_name(s), cases[i].name);
 			CHECK(gnb_check(&t.c, &p) == NULL, "%s: corpus rejected", name);
 			check_against_exact(name, &t.c, p, 30);
 		}
@@ -928,6 +1005,8 @@ test_exactness(void)
 		check_against_exact("collapsed K=3 2 chains lag 3", &t.c, p, 30);
 		p.sampler = GNB_SAMPLER_PAPER;
 		check_against_exact("paper K=3 2 chains lag 3", &t.c, p, 30);
+		p.sampler = GNB_SAMPLER_BLOCKED;
+		check_against_exact("blocked K=3 2 chains lag 3", &t.c, p, 30);
 	}
 }
 
@@ -948,8 +1027,8 @@ test_zero_unlabeled_weight(void)
 	{
 	K = 2, D = 12, V = 5, first_free = 6, reps = 20, ref_draws = 200000};
 	tiny_corpus t;
-	double		exact[2][D * K],
-				exact_se[2][D * K];
+	double		exact[3][D * K],
+				exact_se[3][D * K];
 	gnb_params	p = {GNB_SAMPLER_COLLAPSED, 4000, 100, 1, 1, 1.0, 0.5, 0.0, 0};
 	double		N[K][V],
 				C[K];
@@ -989,17 +1068,33 @@ test_zero_unlabeled_weight(void)
 		for (int k = 0; k < K; k++)
 			exact[1][j * K + k] = exp(lj[k] - max) / (exp(lj[0] - max) + exp(lj[1] - max));
 	}
-	/* paper: Monte-Carlo over theta, with its standard error */
+	/*
+	 * paper: Monte-Carlo over theta, with its standard error; blocked the
+	 * same over theta and pi, with log pi_k for the prior term
+	 */
 	gnb_rng_seed(&rng, 108);
+	for (int blocked = 0; blocked < 2; blocked++)
 	{
 		double		sum[D * K],
 					sum2[D * K];
+		const int	s_ref = blocked ? 2 : 0;
 
 		memset(sum, 0, sizeof(sum));
 		memset(sum2, 0, sizeof(sum2));
 		for (int m = 0; m < ref_draws; m++)
 		{
 			double		lt[K][V];
+			double		lpi[K];
+
+			if (blocked)
+			{
+				double		tot = 0;
+
+				for (int k = 0; k < K; k++)
+					tot += (lpi[k] = exp(gnb_rng_log_gamma(&rng, C[k] + p.gamma_pi)));
+				for (int k = 0; k < K; k++)
+					lpi[k] = log(lpi[k] / tot);
+			}
 
 			for (int k = 0; k < K; k++)
 			{
@@ -1017,7 +1112,7 @@ test_zero_unlabeled_weight(void)
 
 				for (int k = 0; k < K; k++)
 				{
-					s[k] = log(C[k] + p.gamma_pi);
+					s[k] = blocked ? lpi[k] : log(C[k] + p.gamma_pi);
 					for (int64_t q = t.doc_start[j]; q < t.doc_start[j + 1]; q++)
 						s[k] += t.count[q] * lt[k][t.word[q]];
 				}
@@ -1036,16 +1131,16 @@ test_zero_unlabeled_weight(void)
 		{
 			double		mean = sum[i] / ref_draws;
 
-			exact[0][i] = mean;
-			exact_se[0][i] = sqrt(fmax(sum2[i] / ref_draws - mean * mean, 0) / ref_draws);
+			exact[s_ref][i] = mean;
+			exact_se[s_ref][i] = sqrt(fmax(sum2[i] / ref_draws - mean * mean, 0) / ref_draws);
 		}
 	}
-	for (int s = 0; s < 2; s++)
+	for (int s = 0; s < 3; s++)
 	{
 		double		est[reps][D * K];
 		int			bad = 0;
 
-		p.sampler = s == 0 ? GNB_SAMPLER_PAPER : GNB_SAMPLER_COLLAPSED;
+		p.sampler = sampler_of(s);
 		for (int r = 0; r < reps; r++)
 		{
 			gnb_result	res;
@@ -1073,11 +1168,11 @@ test_zero_unlabeled_weight(void)
 			if (fabs(mean - exact[s][i]) > Z_TOLERANCE * se + 1e-12)
 			{
 				bad++;
-				printf("  lambda=0 %s: %d: %.4f vs exact %.4f\n", s ? "collapsed" : "paper",
+				printf("  lambda=0 %s: %d: %.4f vs exact %.4f\n", sampler_name(s),
 					   i, mean, exact[s][i]);
 			}
 		}
-		CHECK(bad == 0, "unlabeled_weight = 0 (%s): %d marginals off", s ? "collapsed" : "paper", bad);
+		CHECK(bad == 0, "unlabeled_weight = 0 (%s): %d marginals off", sampler_name(s), bad);
 	}
 }
 
@@ -1861,14 +1956,14 @@ test_issue11_exactness(void)
 {
 	static const double grid[] = {0.1, 0.5, 2.0};
 
-	for (int s = 0; s < 2; s++)
+	for (int s = 0; s < 3; s++)
 	{
-		const char *sn = s == 0 ? "paper" : "collapsed";
+		const char *sn = sampler_name(s);
 		gnb_params	p = {0};
 		tiny_corpus t;
 		char		name[128];
 
-		p.sampler = s == 0 ? GNB_SAMPLER_PAPER : GNB_SAMPLER_COLLAPSED;
+		p.sampler = sampler_of(s);
 		p.sweeps = 40;
 		p.burn_in = 39;
 		p.lag = 1;
@@ -1987,7 +2082,7 @@ test_issue11_exactness(void)
 	 * summed-shape draw.  The run-averaged estimates of check_against_exact
 	 * are sensitive to the mass that draw takes from the other words.
 	 */
-	for (int s = 0; s < 2; s++)
+	for (int s = 0; s < 3; s++)
 	{
 		tiny_corpus t;
 		gnb_params	p = {0};
@@ -1995,7 +2090,7 @@ test_issue11_exactness(void)
 
 		make_tiny(&t, 207, 10, 5, 2, 4, 0);
 		only_in_clamped(&t, 4);
-		p.sampler = s == 0 ? GNB_SAMPLER_PAPER : GNB_SAMPLER_COLLAPSED;
+		p.sampler = sampler_of(s);
 		p.sweeps = 3000;
 		p.burn_in = 100;
 		p.lag = 1;
@@ -2003,7 +2098,7 @@ test_issue11_exactness(void)
 		p.gamma_pi = 1.0;
 		p.gamma_theta = 0.2;
 		p.unlabeled_weight = 1.0;
-		snprintf(name, sizeof(name), "%s word only in clamped documents", s == 0 ? "paper" : "collapsed");
+		snprintf(name, sizeof(name), "%s word only in clamped documents", sampler_name(s));
 		check_against_exact(name, &t.c, p, 20);
 	}
 }
@@ -2527,6 +2622,101 @@ test_partial_alignment(void)
  * order (here the last first) and combined in index order give exactly
  * gnb_train's result.
  */
+/*
+ * The blocked sampler's phases split over "processes": its arrays handed
+ * out by the hooks (as shared memory would be), each phase's units cut
+ * into `pieces` ranges drawn last range first, each by a helper of its own
+ * (as a sweep worker would).  Every split gives the model of the unsplit
+ * chain bit for bit, with lambda < 1 (the predictive sums) and a sampled
+ * gamma_theta.
+ */
+typedef struct split_arg
+{
+	gnb_blocked_arrays arrays;
+	gnb_blocked_helper *helper[8];
+	int			pieces;
+	int64_t		phases;
+} split_arg;
+
+static int
+split_arrays(void *arg, gnb_blocked_arrays *a)
+{
+	*a = ((split_arg *) arg)->arrays;
+	return 1;
+}
+
+static void
+split_phase(void *arg, const gnb_blocked_step *step)
+{
+	split_arg  *sa = arg;
+	int64_t		units = gnb_blocked_units(sa->helper[0], step->phase);
+
+	for (int piece = sa->pieces - 1; piece >= 0; piece--)
+		gnb_blocked_helper_run(sa->helper[piece], &sa->arrays, step,
+							   units * piece / sa->pieces, units * (piece + 1) / sa->pieces);
+	sa->phases++;
+}
+
+static void
+test_blocked_split(void)
+{
+	synthetic	syn;
+	gnb_params	p = {GNB_SAMPLER_BLOCKED, 60, 20, 1, 2, 0.8, 0.3, 0.6, 91};
+	gnb_result	whole;
+	static const int pieces[] = {1, 2, 3, 7};
+
+	make_synthetic(&syn, 400, 700, 3, 20, 0.2, 43);
+	p.sample_gamma_theta = 1;
+	gnb_train(&syn.c, &p, NULL, &whole);
+	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++)
+	{
+		split_arg	sa;
+		size_t		sizes[GNB_BLOCKED_N_ARRAYS];
+		gnb_hooks	hooks = gnb_default_hooks;
+		gnb_result	split;
+		int			same = 1;
+
+		memset(&sa, 0, sizeof(sa));
+		gnb_blocked_sizes(syn.c.n_docs, syn.c.n_words, syn.c.n_classes, sizes);
+		sa.arrays.log_theta = calloc(1, sizes[GNB_BLOCKED_LOG_THETA]);
+		sa.arrays.N = calloc(1, sizes[GNB_BLOCKED_N]);
+		sa.arrays.log_pi = calloc(1, sizes[GNB_BLOCKED_LOG_PI]);
+		sa.arrays.next_label = calloc(1, sizes[GNB_BLOCKED_NEXT_LABEL]);
+		sa.arrays.pred = calloc(1, sizes[GNB_BLOCKED_PRED]);
+		sa.arrays.block_lse = calloc(1, sizes[GNB_BLOCKED_BLOCK_LSE]);
+		sa.pieces = pieces[i];
+		for (int h = 0; h < sa.pieces; h++)
+			sa.helper[h] = gnb_blocked_helper_begin(&syn.c, &p, &gnb_default_hooks);
+		hooks.blocked_arrays = split_arrays;
+		hooks.blocked_phase = split_phase;
+		hooks.arg = &sa;
+		gnb_train(&syn.c, &p, &hooks, &split);
+		for (int j = 0; j < syn.c.n_docs * 3; j++)
+			same &= whole.label_prob[j] == split.label_prob[j];
+		for (int j = 0; j < syn.c.n_words * 3; j++)
+			same &= whole.theta[j] == split.theta[j];
+		for (int j = 0; j < 2 * p.sweeps; j++)
+			same &= whole.log_joint[j] == split.log_joint[j];
+		same &= whole.gamma_theta == split.gamma_theta && whole.pi[0] == split.pi[0] &&
+			whole.final_log_joint == split.final_log_joint;
+		/* per chain: the first theta, then labels and theta every sweep */
+		CHECK(sa.phases == 2 * (1 + 2 * (int64_t) p.sweeps),
+			  "blocked split in %d: %lld phases handed out", sa.pieces, (long long) sa.phases);
+		CHECK(same, "blocked split in %d pieces: the model of the unsplit chain", sa.pieces);
+		gnb_result_free(&split, NULL);
+		for (int h = 0; h < sa.pieces; h++)
+			gnb_blocked_helper_end(sa.helper[h]);
+		free(sa.arrays.log_theta);
+		free(sa.arrays.N);
+		free(sa.arrays.log_pi);
+		free(sa.arrays.next_label);
+		free(sa.arrays.pred);
+		free(sa.arrays.block_lse);
+	}
+	gnb_result_free(&whole, NULL);
+	free_synthetic(&syn);
+}
+
 static void
 test_chains_apart(void)
 {
@@ -3200,6 +3390,7 @@ main(void)
 {
 	printf("rng streams\n");
 	test_rng_streams();
+	test_keyed_rng();
 	printf("uniform and normal\n");
 	test_uniform_and_normal();
 	printf("gamma distribution\n");
@@ -3250,6 +3441,7 @@ main(void)
 	test_partial_alignment();
 	printf("chains apart, combined afterwards\n");
 	test_chains_apart();
+	test_blocked_split();
 	printf("gamma_theta recovered\n");
 	test_gamma_recovery();
 	return check_report();
