@@ -46,6 +46,12 @@
  * (gnb_label_blocked.c).
  */
 #define GNB_BLOCKED_WORDS 256
+/* the draws of a block logged together, this many at a time (at least GNB_MAX_CLASSES) */
+#define GNB_BLOCKED_BUF 2048
+/* the doubles of a blocked draw's scratch for K classes */
+#define GNB_BLOCKED_WORK(K) (3 * (size_t) (K) + GNB_BLOCKED_BUF)
+/* two classes' integer shapes up to this sum share their exponentials (as theta_step2) */
+#define GNB_BLOCKED_PAIR_EXP_MAX 5
 
 /* How many documents of a sweep between calls of hooks->check_interrupts. */
 #define GNB_INTERRUPT_EVERY 2048
@@ -205,6 +211,14 @@ typedef struct run_shared
 	 * laid out so (NULL after).
 	 */
 	int32_t    *active_pos;
+	/*
+	 * blocked: the active words of word block b (GNB_BLOCKED_WORDS ids) are
+	 * active[block_active[b] .. block_active[b + 1]) (active is by word id),
+	 * and block_word has the same words in the order the theta step draws
+	 * them (sort_blocks)
+	 */
+	int32_t    *block_active;
+	int32_t    *block_word;
 	/*
 	 * paper, K = 2: the pairs of the unlabelled documents, the i-th
 	 * unlabelled document's from dense_start[i] to dense_end[i]: first its

@@ -26,7 +26,7 @@
 struct gnb_blocked_helper
 {
 	run_shared	sh;
-	double	   *work;			/* 3 K */
+	double	   *work;			/* GNB_BLOCKED_WORK(K) */
 };
 
 /* log(exp(a) + exp(b)), either may be -inf */
@@ -70,15 +70,46 @@ draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked
 		double		u;
 
 		maybe_check_interrupts(sh, (int32_t) i);
-		for (int32_t k = 0; k < K; k++)
-			loglik[k] = a->log_pi[k];
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+		if (K == 2)
 		{
-			const double *row = a->log_theta + (int64_t) c->word[p] * K;
-			const double cnt = c->count[p];
+			/* two classes: two sums in two lanes each (one addition's latency a pair is the pace otherwise) */
+			double		l0[2] = {0.0, 0.0},
+						l1[2] = {0.0, 0.0};
+			int64_t		p = c->doc_start[j];
+			const int64_t end = c->doc_start[j + 1];
 
+			for (; p + 2 <= end; p += 2)
+			{
+				const double *r0 = a->log_theta + 2 * (int64_t) c->word[p];
+				const double *r1 = a->log_theta + 2 * (int64_t) c->word[p + 1];
+				const double c0 = c->count[p];
+				const double c1 = c->count[p + 1];
+
+				l0[0] += c0 * r0[0];
+				l1[0] += c0 * r0[1];
+				l0[1] += c1 * r1[0];
+				l1[1] += c1 * r1[1];
+			}
+			if (p < end)
+			{
+				l0[0] += c->count[p] * a->log_theta[2 * (int64_t) c->word[p]];
+				l1[0] += c->count[p] * a->log_theta[2 * (int64_t) c->word[p] + 1];
+			}
+			loglik[0] = a->log_pi[0] + (l0[0] + l0[1]);
+			loglik[1] = a->log_pi[1] + (l1[0] + l1[1]);
+		}
+		else
+		{
 			for (int32_t k = 0; k < K; k++)
-				loglik[k] += cnt * row[k];
+				loglik[k] = a->log_pi[k];
+			for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+			{
+				const double *row = a->log_theta + (int64_t) c->word[p] * K;
+				const double cnt = c->count[p];
+
+				for (int32_t k = 0; k < K; k++)
+					loglik[k] += cnt * row[k];
+			}
 		}
 		for (int32_t k = 0; k < K; k++)
 			s[k] = lambda * loglik[k];
@@ -101,51 +132,111 @@ draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked
 }
 
 /*
- * Class k's theta over the word ids of block b: each word that occurs in an
- * unlabelled document drawn as log Gamma(N_kw + g) from the block's keyed
- * stream, in word order, into log_theta; the log of their sum (-inf for a
- * block without such a word) into block_lse.  Words of no unlabelled
- * document are never read: their summed mass is drawn once
- * (gnb_theta_step_blocked).
+ * Theta over the word ids of block b, every class: each word that occurs in
+ * an unlabelled document drawn, class after class, as Gamma(N_kw + g) from
+ * the block's keyed stream, in the block's order (block_word); their logs into log_theta, and
+ * per class the log of their sum (-inf for a block without such a word)
+ * into block_lse.  Words of no unlabelled document are never read: their
+ * summed mass is drawn once (gnb_theta_step_blocked).  work: K doubles and
+ * GNB_BLOCKED_BUF more.
  */
 static void
 draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
-				 const gnb_blocked_step *step, int32_t k, int32_t b)
+				 const gnb_blocked_step *step, int32_t b, double *work)
 {
 	const int32_t K = sh->K;
-	const int32_t first = b * GNB_BLOCKED_WORDS;
-	const int32_t last = first + GNB_BLOCKED_WORDS < sh->V ? first + GNB_BLOCKED_WORDS : sh->V;
+	const int32_t nb = n_word_blocks(sh);
+	const int32_t from = sh->block_active[b];
+	const int32_t to = sh->block_active[b + 1];
 	const double g = step->g_theta;
-	double		max = -INFINITY;
-	double		sum = 0.0;
-	int			any = 0;
+	double	   *lse = work;
+	double	   *buf = work + K;
+	const int32_t per_chunk = GNB_BLOCKED_BUF / K;
 	gnb_rng		rng;
 
-	for (int32_t w = first; w < last; w++)
-		if (sh->active_pos[w] >= 0)
-		{
-			double		ly;
-
-			if (!any)
-				gnb_rng_keyed(&rng, sh->params->seed, step->chain, step->sweep,
-							  GNB_DRAW_THETA | (uint32_t) k << 4, (uint32_t) b);
-			any = 1;
-			ly = gnb_rng_log_gamma(&rng, a->N[(int64_t) w * K + k] + g);
-			a->log_theta[(int64_t) w * K + k] = ly;
-			if (ly > max)
-				max = ly;
-		}
-	if (any)
+	for (int32_t k = 0; k < K; k++)
+		lse[k] = g >= 1.0 ? 0.0 : -INFINITY;
+	if (from < to)
+		gnb_rng_keyed(&rng, sh->params->seed, step->chain, step->sweep, GNB_DRAW_THETA,
+					  (uint32_t) b);
+	for (int32_t c0 = from; c0 < to; c0 += per_chunk)
 	{
-		for (int32_t w = first; w < last; w++)
-			if (sh->active_pos[w] >= 0)
-				sum += exp(a->log_theta[(int64_t) w * K + k] - max);
-		max += log(sum);
+		const int32_t c1 = c0 + per_chunk < to ? c0 + per_chunk : to;
+		const int64_t n = (int64_t) (c1 - c0) * K;
+
+		if (g >= 1.0)
+		{
+			/*
+			 * Every shape at least 1: no draw underflows, so they are summed
+			 * as they are (in lse, for now) and logged in one vectorised
+			 * pass.  Two classes of small integer shapes share their
+			 * exponentials (gnb_rng_gamma_pair_exp).
+			 */
+			for (int32_t i = c0; i < c1; i++)
+			{
+				const double *row = a->N + (int64_t) sh->block_word[i] * K;
+				double	   *y = buf + (int64_t) (i - c0) * K;
+
+				if (K == 2 && row[0] + row[1] + 2 * g <= GNB_BLOCKED_PAIR_EXP_MAX &&
+					row[0] + g == (double) (int) (row[0] + g) &&
+					row[1] + g == (double) (int) (row[1] + g))
+					gnb_rng_gamma_pair_exp(&rng, (int) (row[0] + g), (int) (row[1] + g),
+										   &y[0], &y[1]);
+				else
+					for (int32_t k = 0; k < K; k++)
+						y[k] = gnb_rng_gamma(&rng, row[k] + g);
+				for (int32_t k = 0; k < K; k++)
+					lse[k] += y[k];
+			}
+			gnb_log_array(buf, n);
+		}
+		else
+		{
+			/* logs of the draws; their sums after the block's largest is known */
+			for (int32_t i = c0; i < c1; i++)
+			{
+				const double *row = a->N + (int64_t) sh->block_word[i] * K;
+
+				for (int32_t k = 0; k < K; k++)
+				{
+					double		ly = gnb_rng_log_gamma(&rng, row[k] + g);
+
+					buf[(int64_t) (i - c0) * K + k] = ly;
+					lse[k] = ly > lse[k] ? ly : lse[k];
+				}
+			}
+		}
+		for (int32_t i = c0; i < c1; i++)
+		{
+			double	   *lt = a->log_theta + (int64_t) sh->block_word[i] * K;
+			const double *y = buf + (int64_t) (i - c0) * K;
+
+			for (int32_t k = 0; k < K; k++)
+				lt[k] = y[k];
+		}
 	}
-	a->block_lse[(int64_t) k * n_word_blocks(sh) + b] = max;
+	for (int32_t k = 0; k < K; k++)
+	{
+		double		x = lse[k];
+
+		if (from == to)
+			x = -INFINITY;
+		else if (g >= 1.0)
+			x = log(x);
+		else
+		{
+			/* lse[k] holds the largest log: the sum relative to it */
+			double		sum = 0.0;
+
+			for (int32_t i = from; i < to; i++)
+				sum += exp(a->log_theta[(int64_t) sh->block_word[i] * K + k] - x);
+			x += log(sum);
+		}
+		a->block_lse[(int64_t) k * nb + b] = x;
+	}
 }
 
-/* Units from..to of a phase: documents, or (class, block of words) pairs. */
+/* Units from..to of a phase: documents, or blocks of words. */
 static void
 run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step,
 		  int64_t from, int64_t to, double *work)
@@ -157,11 +248,9 @@ run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_s
 	}
 	for (int64_t u = from; u < to; u++)
 	{
-		int32_t		nb = n_word_blocks(sh);
-
 		if ((u - from) % 64 == 0)
 			maybe_check_interrupts(sh, 0);
-		draw_theta_block(sh, a, step, (int32_t) (u / nb), (int32_t) (u % nb));
+		draw_theta_block(sh, a, step, (int32_t) u, work);
 	}
 }
 
@@ -172,15 +261,14 @@ gnb_blocked_helper_begin(const gnb_corpus *corpus, const gnb_params *params,
 	gnb_blocked_helper *h = gnb_xalloc(hooks, 1, sizeof(gnb_blocked_helper));
 
 	gnb_setup_shared(&h->sh, corpus, params, hooks, GNB_SETUP_HELPER);
-	h->work = gnb_xalloc(hooks, 3 * (size_t) corpus->n_classes, sizeof(double));
+	h->work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(corpus->n_classes), sizeof(double));
 	return h;
 }
 
 int64_t
 gnb_blocked_units(const gnb_blocked_helper *h, int32_t phase)
 {
-	return phase == GNB_PHASE_LABELS ? h->sh.n_unlabeled :
-		(int64_t) h->sh.K * n_word_blocks(&h->sh);
+	return phase == GNB_PHASE_LABELS ? h->sh.n_unlabeled : n_word_blocks(&h->sh);
 }
 
 void
@@ -233,7 +321,7 @@ run_phase(chain_state *st, int32_t phase)
 		sh->hooks->blocked_phase(sh->hooks->arg, &step);
 	else
 		run_units(sh, &st->blocked, &step, 0,
-				  phase == GNB_PHASE_LABELS ? sh->n_unlabeled : (int64_t) sh->K * n_word_blocks(sh),
+				  phase == GNB_PHASE_LABELS ? sh->n_unlabeled : n_word_blocks(sh),
 				  st->blocked_work);
 }
 
@@ -321,8 +409,8 @@ gnb_theta_step_blocked(chain_state *st)
 		{
 			gnb_rng		rng;
 
-			gnb_rng_keyed(&rng, sh->params->seed, st->chain, st->sweep,
-						  GNB_DRAW_THETA | (uint32_t) k << 4, UINT32_MAX);
+			gnb_rng_keyed(&rng, sh->params->seed, st->chain, st->sweep, GNB_DRAW_THETA_REST,
+						  (uint32_t) k);
 			lz = log_add(lz, gnb_rng_log_gamma(&rng, rest));
 		}
 		for (int32_t i = 0; i < sh->n_active; i++)

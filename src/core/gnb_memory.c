@@ -152,6 +152,8 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 		return "lag must not exceed sweeps - burn_in: no sweep would be kept";
 	if (params->chains < 1)
 		return "chains must be at least 1";
+	if (params->sampler == GNB_SAMPLER_BLOCKED && corpus->n_classes > GNB_BLOCKED_BUF)
+		return "the blocked sampler takes at most 2048 classes";
 	if (!(params->gamma_pi > 0.0) || !isfinite(params->gamma_pi))
 		return "gamma_pi must be positive and finite";
 	if (!(params->gamma_theta > 0.0) || !isfinite(params->gamma_theta))

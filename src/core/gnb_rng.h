@@ -360,7 +360,8 @@ extern int	gnb_categorical_log_u(const double *scores, int k, double u, double *
 #define GNB_DRAW_START	1		/* a document's starting label */
 #define GNB_DRAW_LABEL	2		/* a document's label in a sweep */
 #define GNB_DRAW_PI		3		/* pi in a sweep */
-#define GNB_DRAW_THETA	4		/* a class's theta over a block of words (+ class << 4) */
+#define GNB_DRAW_THETA	4		/* theta over a block of words */
+#define GNB_DRAW_THETA_REST 5	/* a class's summed mass of the words no unlabelled document has */
 
 extern void gnb_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4]);
 

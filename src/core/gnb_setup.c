@@ -72,6 +72,49 @@ sort_active(run_shared *sh, const double *labelled_count)
 }
 
 /*
+ * blocked: each block's active words (block_active) in order of their total
+ * count over the classes, which moving documents never changes, ties by
+ * word id: as in sort_active, the theta step's draws of one method and
+ * number of exponentials then come one after another.  The order is a
+ * function of the corpus alone, so every process draws a block alike.
+ */
+static void
+sort_blocks(run_shared *sh, const double *labelled_count)
+{
+	const gnb_corpus *c = sh->corpus;
+	const int32_t K = sh->K;
+	const int32_t nb = (sh->V + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS;
+	const double lambda = sh->params->unlabeled_weight;
+	active_key *keys = gnb_xalloc(sh->hooks, sh->n_active > 0 ? sh->n_active : 1,
+								  sizeof(active_key));
+
+	for (int32_t i = 0; i < sh->n_active; i++)
+	{
+		int32_t		w = sh->active[i];
+
+		keys[i].total = 0.0;
+		if (labelled_count)
+			for (int32_t k = 0; k < K; k++)
+				keys[i].total += labelled_count[(int64_t) w * K + k];
+		keys[i].first = w;
+	}
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+			keys[sh->active_pos[c->word[p]]].total += lambda * c->count[p];
+	}
+	for (int32_t b = 0; b < nb; b++)
+		qsort(keys + sh->block_active[b], sh->block_active[b + 1] - sh->block_active[b],
+			  sizeof(active_key), cmp_active_key);
+	sh->block_word = gnb_xalloc(sh->hooks, sh->n_active > 0 ? sh->n_active : 1, sizeof(int32_t));
+	for (int32_t i = 0; i < sh->n_active; i++)
+		sh->block_word[i] = (int32_t) keys[i].first;
+	sh->hooks->release(keys, sh->hooks->arg);
+}
+
+/*
  * paper, K = 2: the unlabelled documents' pairs packed (run_shared.dense),
  * in place in the lent word array when it is there and no count needs an
  * escape, else into an array of their own.  index: each word's index in
@@ -369,6 +412,20 @@ gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *par
 			if (is_active[w])
 				sh->active[n++] = w;
 		}
+		if (params->sampler == GNB_SAMPLER_BLOCKED)
+		{
+			/* active is by word id: each block's words follow the last's */
+			int32_t		nb = (V + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS;
+
+			sh->block_active = gnb_xalloc(hooks, (size_t) nb + 1, sizeof(int32_t));
+			for (int32_t i = 0, b = 0; b <= nb; b++)
+			{
+				while (i < sh->n_active && sh->active[i] < b * GNB_BLOCKED_WORDS)
+					i++;
+				sh->block_active[b] = i;
+			}
+			sort_blocks(sh, labelled_count);
+		}
 		if (packed)
 		{
 			sort_active(sh, labelled_count);
@@ -399,6 +456,11 @@ gnb_release_shared(run_shared *sh)
 		hooks->release(sh->active, hooks->arg);
 	if (sh->active_pos)
 		hooks->release(sh->active_pos, hooks->arg);
+	if (sh->block_active)
+	{
+		hooks->release(sh->block_active, hooks->arg);
+		hooks->release(sh->block_word, hooks->arg);
+	}
 	if (sh->start_prob)
 		hooks->release(sh->start_prob, hooks->arg);
 	if (sh->dense)

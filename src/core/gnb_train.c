@@ -106,7 +106,7 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 			st->blocked.block_lse = gnb_xalloc(hooks, sizes[GNB_BLOCKED_BLOCK_LSE], 1);
 		}
 		st->log_theta = st->blocked.log_theta;
-		st->blocked_work = gnb_xalloc(hooks, 3 * (size_t) K, sizeof(double));
+		st->blocked_work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(K), sizeof(double));
 	}
 	if (sh->dense)
 	{

@@ -328,10 +328,8 @@ meter_progress(void *arg, const gnb_sweep *s)
 static gnb_sampler_kind
 parse_sampler(const char *s)
 {
-	if (strcmp(s, "paper") == 0)
-		return GNB_SAMPLER_PAPER;
-	if (strcmp(s, "collapsed") == 0)
-		return GNB_SAMPLER_COLLAPSED;
+	if (gnb_sampler_from_name(s) >= 0)
+		return (gnb_sampler_kind) gnb_sampler_from_name(s);
 	fprintf(stderr, "unknown sampler %s\n", s);
 	exit(2);
 }
