@@ -525,7 +525,8 @@ COMMENT ON FUNCTION gibbs_nb_trace_plot(bigint, int) IS 'a job''s chains drawn f
  * gibbs_nb.models.holdout), tokenizer (what gibbs_nb.models.tokenizer_stated
  * keeps), init (how the unlabelled labels start), and unlabeled_weight =>
  * NULL by default (chosen by the label check); gamma_pi or gamma_theta =>
- * NULL samples that gamma.
+ * NULL samples that gamma; sweep_workers (the blocked sampler's processes
+ * per chain; NULL: gibbs_nb.sweep_workers).
  */
 DROP FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
                              float8, float8, float8, bigint, text, boolean);
@@ -549,7 +550,8 @@ CREATE FUNCTION gibbs_nb_train(
     wait              boolean DEFAULT true,
     holdout           float8 DEFAULT 0,
     tokenizer         text DEFAULT NULL,
-    init              text DEFAULT 'labels')
+    init              text DEFAULT 'labels',
+    sweep_workers     int DEFAULT NULL)
 RETURNS TABLE (
     job_id          bigint,
     model_name      text,
@@ -561,7 +563,7 @@ RETURNS TABLE (
 AS 'MODULE_PATHNAME', 'gibbs_nb_train'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, int, int, int, text,
-                                   float8, float8, float8, bigint, text, boolean, float8, text, text)
+                                   float8, float8, float8, bigint, text, boolean, float8, text, text, int)
     IS 'train a version of one of your models in a background worker that runs as you';
 
 /*
@@ -570,14 +572,16 @@ COMMENT ON FUNCTION gibbs_nb_train(text, regclass, text, text, text, int, int, i
  * was trained on, followed by OID, never found again by name.  Meant for
  * pg_cron.  warm: start the chains from the serving version's labels (of the
  * documents still in the source) instead of the prior, so a nightly retrain
- * need not find its way from nothing again.
+ * need not find its way from nothing again.  sweep_workers: as gibbs_nb_train's
+ * (processes, not the model: not taken from the version).
  */
 DROP FUNCTION gibbs_nb_retrain(text, boolean);
-CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true, warm boolean DEFAULT false)
+CREATE FUNCTION gibbs_nb_retrain(model_name text, wait boolean DEFAULT true, warm boolean DEFAULT false,
+                                 sweep_workers int DEFAULT NULL)
 RETURNS SETOF gibbs_nb.train_result
 AS 'MODULE_PATHNAME', 'gibbs_nb_retrain'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION gibbs_nb_retrain(text, boolean, boolean)
+COMMENT ON FUNCTION gibbs_nb_retrain(text, boolean, boolean, int)
     IS 'train a model again with its latest version''s parameters, on its source (by OID); warm: from the serving version''s labels';
 
 --

@@ -44,6 +44,9 @@ int			gnb_max_jobs_per_login = 2;
 /* gibbs_nb.max_chain_workers: extra workers one job may run its chains in */
 int			gnb_max_chain_workers = 4;
 
+/* gibbs_nb.sweep_workers: sweep_workers when gibbs_nb_train is not given it */
+int			gnb_sweep_workers = 1;
+
 void		_PG_init(void);
 
 void
@@ -126,6 +129,16 @@ _PG_init(void)
 							&gnb_max_chain_workers,
 							4, 0, 63,
 							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.sweep_workers",
+							"Processes that share each chain's sweeps of the blocked sampler, when gibbs_nb_train is not told.",
+							"With sampler => 'blocked', a job's worker and up to n - 1 sweep workers "
+							"(within gibbs_nb.max_chain_workers and the job slots) draw each sweep "
+							"together; the chains then run one after another.  The model is the "
+							"same for every n.  Other samplers ignore it.",
+							&gnb_sweep_workers,
+							1, 1, 64,
+							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");
 }

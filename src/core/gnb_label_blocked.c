@@ -278,6 +278,25 @@ gnb_blocked_helper_run(gnb_blocked_helper *h, const gnb_blocked_arrays *a,
 	run_units(&h->sh, a, step, from, to, h->work);
 }
 
+uint64_t
+gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes)
+{
+	uint64_t	D = (uint64_t) (n_docs > 0 ? n_docs : 1);
+	uint64_t	V = (uint64_t) (n_words > 0 ? n_words : 1);
+	uint64_t	K = (uint64_t) n_classes;
+
+	/*
+	 * per document: its index if unlabelled, its length; per word: whether
+	 * it is active, its index, its place in active and in its block's
+	 * order, its sort key; the clamped counts while they are summed (V x
+	 * K); per block its first active word; the scratch; a header each
+	 */
+	return D * (sizeof(int32_t) + sizeof(double)) +
+		V * (1 + 3 * sizeof(int32_t) + sizeof(active_key)) + V * K * sizeof(double) +
+		(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + K * 2 +
+		GNB_BLOCKED_WORK(K) * sizeof(double) + sizeof(gnb_blocked_helper) + 16 * 64;
+}
+
 void
 gnb_blocked_helper_end(gnb_blocked_helper *h)
 {

@@ -240,6 +240,8 @@ extern int64_t gnb_blocked_units(const gnb_blocked_helper *helper, int32_t phase
 extern void gnb_blocked_helper_run(gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
 								   const gnb_blocked_step *step, int64_t from, int64_t to);
 extern void gnb_blocked_helper_end(gnb_blocked_helper *helper);
+/* An upper bound, in bytes, on what gnb_blocked_helper_begin allocates through hooks->alloc. */
+extern uint64_t gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes);
 
 typedef struct gnb_result
 {

@@ -46,14 +46,15 @@ enum
 	ARG_MODEL_NAME, ARG_SOURCE, ARG_TOKENS_COLUMN, ARG_LABEL_COLUMN, ARG_ID_COLUMN,
 	ARG_N_CLASSES, ARG_SWEEPS, ARG_BURN_IN, ARG_LAG, ARG_CHAINS, ARG_SAMPLER,
 	ARG_GAMMA_PI, ARG_GAMMA_THETA, ARG_UNLABELED_WEIGHT, ARG_SEED, ARG_LABELS_TABLE,
-	ARG_WAIT, ARG_HOLDOUT, ARG_TOKENIZER, ARG_INIT
+	ARG_WAIT, ARG_HOLDOUT, ARG_TOKENIZER, ARG_INIT, ARG_SWEEP_WORKERS
 };
+#define N_TRAIN_ARGS (ARG_SWEEP_WORKERS + 1)
 
 static const char *const arg_names[] = {
 	"model_name", "source", "tokens_column", "label_column", "id_column",
 	"n_classes", "sweeps", "burn_in", "lag", "chains", "sampler",
 	"gamma_pi", "gamma_theta", "unlabeled_weight", "seed", "labels_table", "wait", "holdout",
-	"tokenizer", "init"
+	"tokenizer", "init", "sweep_workers"
 };
 
 static void
@@ -400,6 +401,25 @@ resolve_sampler_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 	sp->no_trace = 1;
 	p->max_job_memory = (int64) gnb_max_job_memory_kb * 1024;
 	p->max_chain_workers = gnb_max_chain_workers;
+	/*
+	 * sweep_workers: the blocked sampler's; NULL takes gibbs_nb.sweep_workers,
+	 * which other samplers ignore, and is refused when said to one of them.
+	 */
+	if (PG_ARGISNULL(ARG_SWEEP_WORKERS))
+		p->sweep_workers = sp->sampler == GNB_SAMPLER_BLOCKED ? gnb_sweep_workers : 1;
+	else
+	{
+		p->sweep_workers = PG_GETARG_INT32(ARG_SWEEP_WORKERS);
+		if (p->sweep_workers < 1 || p->sweep_workers > GNB_MAX_CHAINS)
+			invalid_argument("sweep_workers must be between 1 and %d, not %d", GNB_MAX_CHAINS,
+							 p->sweep_workers);
+		if (p->sweep_workers > 1 && sp->sampler != GNB_SAMPLER_BLOCKED)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sweep_workers applies to the blocked sampler, not \"%s\"",
+							gnb_sampler_name(sp->sampler)),
+					 errhint("Use sampler => 'blocked', or chains => n to use more cores.")));
+	}
 	p->max_jobs = gnb_max_jobs;
 	p->max_jobs_per_role = gnb_max_jobs_per_role;
 	p->max_jobs_per_login = login_bound();
@@ -422,10 +442,11 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 	char	   *source_sql;
 
 	memset(p, 0, sizeof(*p));
-	for (int arg = 0; arg <= ARG_INIT; arg++)
+	for (int arg = 0; arg < N_TRAIN_ARGS; arg++)
 		if (arg != ARG_LABEL_COLUMN && arg != ARG_N_CLASSES && arg != ARG_BURN_IN &&
 			arg != ARG_SEED && arg != ARG_LABELS_TABLE && arg != ARG_GAMMA_PI &&
-			arg != ARG_GAMMA_THETA && arg != ARG_TOKENIZER && arg != ARG_UNLABELED_WEIGHT)
+			arg != ARG_GAMMA_THETA && arg != ARG_TOKENIZER && arg != ARG_UNLABELED_WEIGHT &&
+			arg != ARG_SWEEP_WORKERS)
 			require_not_null(fcinfo, arg);
 
 	/* the model */
@@ -626,7 +647,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_train);
  * gibbs_nb_train(model_name, source, tokens_column, label_column, id_column,
  *				  n_classes, sweeps, burn_in, lag, chains, sampler, gamma_pi,
  *				  gamma_theta, unlabeled_weight, seed, labels_table, wait, holdout,
- *				  tokenizer, init)
+ *				  tokenizer, init, sweep_workers)
  *
  * Trains a new version of the current role's model of that name in a
  * background worker that runs as the caller; see docs/reference.md for
@@ -640,11 +661,11 @@ gibbs_nb_train(PG_FUNCTION_ARGS)
 	 * EXTENSION not yet run) would read arguments the old declaration does
 	 * not pass.
 	 */
-	if (PG_NARGS() != ARG_INIT + 1)
+	if (PG_NARGS() != N_TRAIN_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("gibbs_nb_train of this library takes %d arguments, not %d",
-						ARG_INIT + 1, PG_NARGS()),
+						N_TRAIN_ARGS, PG_NARGS()),
 				 errhint("Run ALTER EXTENSION gibbs_nb UPDATE.")));
 	gnb_train_call(fcinfo, NULL, 0);
 	return (Datum) 0;
@@ -654,7 +675,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
 
 /*
  * gibbs_nb_retrain(model_name text, wait boolean DEFAULT true,
- *					warm boolean DEFAULT false)
+ *					warm boolean DEFAULT false, sweep_workers int DEFAULT NULL)
  *		returns setof gibbs_nb.train_result
  *
  * Trains a new version of a model with every parameter of its latest version
@@ -669,7 +690,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_retrain);
 Datum
 gibbs_nb_retrain(PG_FUNCTION_ARGS)
 {
-	LOCAL_FCINFO(call, ARG_INIT + 1);
+	LOCAL_FCINFO(call, N_TRAIN_ARGS);
 	char	   *model_name;
 	const char *owner;
 	HeapTuple	row;
@@ -725,7 +746,7 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	 * 16 arguments, in order (source_relid for source); its 18th is holdout,
 	 * its 19th the tokenizer the caller stated, its 20th init.
 	 */
-	InitFunctionCallInfoData(*call, fcinfo->flinfo, ARG_INIT + 1, InvalidOid, NULL,
+	InitFunctionCallInfoData(*call, fcinfo->flinfo, N_TRAIN_ARGS, InvalidOid, NULL,
 							 fcinfo->resultinfo);
 	for (int arg = 0; arg < ARG_WAIT; arg++)
 		call->args[arg].value = heap_getattr(row, arg + 1, desc, &call->args[arg].isnull);
@@ -735,6 +756,9 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	call->args[ARG_TOKENIZER].value = heap_getattr(row, 19, desc,
 												   &call->args[ARG_TOKENIZER].isnull);
 	call->args[ARG_INIT].value = heap_getattr(row, 20, desc, &call->args[ARG_INIT].isnull);
+	/* not the version's: it chooses processes, not the model */
+	call->args[ARG_SWEEP_WORKERS].value = PG_NARGS() > 3 ? PG_GETARG_DATUM(3) : (Datum) 0;
+	call->args[ARG_SWEEP_WORKERS].isnull = PG_NARGS() <= 3 || PG_ARGISNULL(3);
 	gnb_train_call(call, owner, warm_version_id);
 	return (Datum) 0;
 }

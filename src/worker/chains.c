@@ -59,8 +59,6 @@
 
 /* How often the job's worker looks at its chain workers while it waits. */
 #define CHAINS_POLL_MS 100
-/* How long a failing job's worker waits for its chain workers to exit. */
-#define CHAINS_STOP_WAIT_MS 10000
 
 /* The job's worker's view of its chains. */
 struct GnbChainsRun
@@ -77,6 +75,7 @@ struct GnbChainsRun
 	/* where a chain worker's error is raised from: chains_begin's caller's */
 	ErrorContextCallback *error_context_stack;
 	MemoryContext message_cxt;	/* what reading one message takes, reset after it */
+	char	  **worker_line;	/* chains entries: the context line of its worker's errors */
 };
 
 /* The job's worker's running chains: what gnb_chains_stop stops. */
@@ -113,38 +112,12 @@ void
 gnb_chains_stop(bool wait)
 {
 	GnbChainsRun *run = active_run;
-	TimestampTz start = GetCurrentTimestamp();
 
 	if (run == NULL)
 		return;
 	active_run = NULL;
-	for (int c = 0; c < run->chains; c++)
-		if (run->handle[c] != NULL)
-			TerminateBackgroundWorker(run->handle[c]);
-	while (wait)
-	{
-		bool		all_gone = true;
-
-		for (int c = 0; c < run->chains; c++)
-		{
-			pid_t		pid;
-
-			if (run->handle[c] != NULL &&
-				GetBackgroundWorkerPid(run->handle[c], &pid) != BGWH_STOPPED)
-				all_gone = false;
-		}
-		if (all_gone)
-			break;
-		if (TimestampDifferenceExceeds(start, GetCurrentTimestamp(), CHAINS_STOP_WAIT_MS))
-		{
-			elog(WARNING, "gibbs_nb job " INT64_FORMAT ": chain workers still running %d s after they were told to stop",
-				 run->sh->params.job_id, CHAINS_STOP_WAIT_MS / 1000);
-			break;
-		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
-						 PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
+	gnb_terminate_workers(run->handle, run->chains, wait, run->sh->params.job_id,
+						  "chain workers");
 	dsm_detach(run->seg);
 }
 
@@ -157,9 +130,8 @@ stop_chains_at_exit(int code, Datum arg)
 	if (run == NULL)
 		return;
 	active_run = NULL;
-	for (int c = 0; c < run->chains; c++)
-		if (run->handle[c] != NULL)
-			TerminateBackgroundWorker(run->handle[c]);
+	gnb_terminate_workers(run->handle, run->chains, false, run->sh->params.job_id,
+						  "chain workers");
 }
 
 /*
@@ -207,56 +179,13 @@ gnb_chains_position(GnbChainsRun *run, int32 *chain, int32 *sweep, double *log_j
 	*sweeps_done = done;
 }
 
-/*
- * Read what chain c's worker said.  Its error is raised here as it was
- * raised there (its SQLSTATE, message, detail, hint and context, and a line
- * naming the chain), from the error context the chains began in, as
- * parallel.c raises a parallel worker's ('E' is the protocol's
- * ErrorResponse).  Its notices and warnings ('N') are in its own log
- * already and go no further: the job's worker has no client to tell.  Each
- * message is read in a context reset after it.  A queue its worker has left
- * is let go of.
- */
+/* Read what chain c's worker said (gnb_read_worker_messages). */
 static void
 read_chain_messages(GnbChainsRun *run, int32 c)
 {
-	while (run->error_mqh[c] != NULL)
-	{
-		shm_mq_result res;
-		Size		nbytes;
-		void	   *data;
-		StringInfoData msg;
-		MemoryContext old;
-
-		res = shm_mq_receive(run->error_mqh[c], &nbytes, &data, true);
-		if (res == SHM_MQ_WOULD_BLOCK)
-			return;
-		if (res != SHM_MQ_SUCCESS)
-		{
-			shm_mq_detach(run->error_mqh[c]);
-			run->error_mqh[c] = NULL;
-			return;
-		}
-		old = MemoryContextSwitchTo(run->message_cxt);
-		initStringInfo(&msg);
-		appendBinaryStringInfo(&msg, data, nbytes);
-		if (pq_getmsgbyte(&msg) == 'E')
-		{
-			ErrorData	edata;
-			const char *chain_line = psprintf("chain %d/%d of gibbs_nb job " INT64_FORMAT ", in its own worker",
-											  c + 1, run->chains, run->sh->params.job_id);
-
-			pq_parse_errornotice(&msg, &edata);
-			/* a chain worker's FATAL ends the job, not its worker */
-			edata.elevel = ERROR;
-			edata.context = edata.context ? psprintf("%s\n%s", edata.context, chain_line)
-				: pstrdup(chain_line);
-			error_context_stack = run->error_context_stack;
-			ThrowErrorData(&edata);
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(run->message_cxt);
-	}
+	if (run->error_mqh[c] != NULL)
+		gnb_read_worker_messages(&run->error_mqh[c], run->message_cxt, run->error_context_stack,
+								 run->worker_line[c]);
 }
 
 /*
@@ -532,6 +461,10 @@ chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	run->arrays = palloc0(sizeof(GnbChainArrays) * chains);
 	run->handle = palloc0(sizeof(BackgroundWorkerHandle *) * chains);
 	run->error_mqh = palloc0(sizeof(shm_mq_handle *) * chains);
+	run->worker_line = palloc0(sizeof(char *) * chains);
+	for (int c = 0; c < chains; c++)
+		run->worker_line[c] = psprintf("chain %d/%d of gibbs_nb job " INT64_FORMAT ", in its own worker",
+									   c + 1, chains, p->job_id);
 	run->trace_read = palloc0(sizeof(int32) * chains);
 	run->hooks = hooks;
 	run->error_context_stack = error_context_stack;

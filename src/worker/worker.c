@@ -475,7 +475,10 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	job->sampling_started = GetCurrentTimestamp();
 	SpinLockRelease(&job->mutex);
 	ws->last_row_update = phase_start = GetCurrentTimestamp();
-	if (p->sampler.chains > 1 && p->max_chain_workers > 0)
+	if (p->sampler.sampler == GNB_SAMPLER_BLOCKED && p->sweep_workers > 1 &&
+		p->max_chain_workers > 0)
+		gnb_train_sweeps(job, &core, &hooks, committed, &result);
+	else if (p->sampler.chains > 1 && p->max_chain_workers > 0)
 		gnb_train_parallel(job, &core, &hooks, ws->trace_stride, committed, &ws->run, &result);
 	else
 		gnb_train(&core, &p->sampler, &hooks, &result);
@@ -558,10 +561,11 @@ record_failure(GnbJobShared *job, MemoryContext job_cxt)
 	FlushErrorState();
 	AbortOutOfAnyTransaction();
 	QueryCancelPending = false;
-	/* no chain outlives its job: stop them before the outcome is told */
+	/* no chain or sweep worker outlives its job: stop them before the outcome is told */
 	if (active_worker != NULL)
 		active_worker->run = NULL;
 	gnb_chains_stop(true);
+	gnb_sweeps_stop(true);
 
 	/*
 	 * A labels table it created and nothing holds goes (publish.c), before

@@ -63,4 +63,25 @@ extern void gnb_chains_position(GnbChainsRun *run, int32 *chain, int32 *sweep,
 								double *log_joint, int64 *sweeps_done);
 extern void gnb_chains_stop(bool wait);
 
+/*
+ * worker_queue.c: what a job's worker does with the workers it starts:
+ * raise what one said through its error queue, terminate them.
+ */
+struct BackgroundWorkerHandle;
+struct shm_mq_handle;
+extern void gnb_read_worker_messages(struct shm_mq_handle **mqh, MemoryContext message_cxt,
+									 ErrorContextCallback *context_stack,
+									 const char *worker_line);
+extern void gnb_terminate_workers(struct BackgroundWorkerHandle **handle, int n, bool wait,
+								  int64 job_id, const char *what);
+
+/*
+ * sweeps.c: one chain's sweeps of the blocked sampler shared with sweep
+ * workers (gibbs_nb_train's sweep_workers), the chains one after another;
+ * gnb_sweeps_stop terminates the sweep workers.
+ */
+extern void gnb_train_sweeps(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks *hooks,
+							 double memory_committed, gnb_result *result);
+extern void gnb_sweeps_stop(bool wait);
+
 #endif							/* GNB_WORKER_WORKER_H */

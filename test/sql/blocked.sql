@@ -54,6 +54,62 @@ SELECT sampler FROM gibbs_nb.models WHERE model_name = 'bl_copy';
 SELECT gibbs_nb_predict_proba('bl_seq', '{cheap,team}'::text[]) =
        gibbs_nb_predict_proba('bl_copy', '{cheap,team}'::text[]) AS same_prediction;
 
-DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels;
+-- sweep_workers (issue 27 item 2): one chain's sweeps shared by 1, 2 and 3
+-- processes, two chains one after another: the same model bit for bit;
+-- the setting gives the number when the call does not
+SET gibbs_nb.max_chain_workers = 4;
+SELECT w, (SELECT status FROM gibbs_nb_train('bl_sw' || w, 'blocked_mail', 'tokens', 'label',
+              sampler => 'blocked', sweeps => 60, burn_in => 20, chains => 2, seed => 33,
+              unlabeled_weight => 0.5, gamma_theta => NULL, sweep_workers => w))
+FROM generate_series(1, 3) w;
+SET gibbs_nb.sweep_workers = 2;
+SELECT status FROM gibbs_nb_train('bl_sw_setting', 'blocked_mail', 'tokens', 'label',
+    sampler => 'blocked', sweeps => 60, burn_in => 20, chains => 2, seed => 33,
+    unlabeled_weight => 0.5, gamma_theta => NULL);
+RESET gibbs_nb.sweep_workers;
+RESET gibbs_nb.max_chain_workers;
+SELECT p.model_name, p.log_theta = s.log_theta AS theta, p.log_pi = s.log_pi AS pi,
+       p.label_probabilities = s.label_probabilities AS labels
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name IN ('bl_sw2', 'bl_sw3', 'bl_sw_setting') AND s.model_name = 'bl_sw1'
+ORDER BY 1;
+SELECT p.model_name, p.log_likelihood = s.log_likelihood AND p.ess = s.ess
+       AND p.gamma_theta = s.gamma_theta AS figures
+FROM gibbs_nb.models p, gibbs_nb.models s
+WHERE p.model_name IN ('bl_sw2', 'bl_sw3', 'bl_sw_setting') AND s.model_name = 'bl_sw1'
+ORDER BY 1;
+-- the trace too: every sweep of both chains
+SELECT m.model_name, count(*) AS differing FROM gibbs_nb.models m
+JOIN gibbs_nb.trace t USING (job_id)
+WHERE m.model_name IN ('bl_sw2', 'bl_sw3')
+  AND NOT EXISTS (SELECT FROM gibbs_nb.trace t1 JOIN gibbs_nb.models s USING (job_id)
+                  WHERE s.model_name = 'bl_sw1' AND t1.chain = t.chain AND t1.sweep = t.sweep
+                    AND t1.log_likelihood = t.log_likelihood AND t1.changed = t.changed)
+GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS trace_rows FROM gibbs_nb.trace t JOIN gibbs_nb.models m USING (job_id)
+WHERE m.model_name = 'bl_sw3';
+-- retrain takes it too, and a warm start shares its sweeps alike
+SET gibbs_nb.max_chain_workers = 4;
+SELECT status FROM gibbs_nb_retrain('bl_sw1', warm => true, sweep_workers => 1);
+SELECT status FROM gibbs_nb_retrain('bl_sw3', warm => true, sweep_workers => 3);
+RESET gibbs_nb.max_chain_workers;
+SELECT p.log_theta = s.log_theta AND p.label_probabilities = s.label_probabilities AS warm_same
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_sw3' AND p.version = 2 AND s.model_name = 'bl_sw1' AND s.version = 2;
+-- refused: out of range, or said to a sampler that has no sweep workers
+SELECT try($$SELECT gibbs_nb_train('m', 'blocked_mail', 'tokens', 'label', sampler => 'blocked',
+                                   sweep_workers => 0)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'blocked_mail', 'tokens', 'label', sampler => 'blocked',
+                                   sweep_workers => 65)$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'blocked_mail', 'tokens', 'label', sweep_workers => 2)$$);
+SELECT try($$SELECT gibbs_nb_retrain('bl_paper', sweep_workers => 2)$$);
+-- the setting is only a default: other samplers ignore it
+SET gibbs_nb.sweep_workers = 3;
+SELECT status FROM gibbs_nb_train('bl_paper_setting', 'blocked_mail', 'tokens', 'label',
+    sweeps => 20, seed => 1);
+RESET gibbs_nb.sweep_workers;
+
+DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_labels,
+    bl_sw3_labels, bl_sw_setting_labels, bl_paper_setting_labels;
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE blocked_mail;

@@ -1,0 +1,218 @@
+/*
+ * sweep_worker.c
+ *	  A sweep worker: its share of every phase of the blocked sampler's
+ *	  sweeps of a training job (sweeps.c), over the corpus and arrays its job's
+ *	  worker put in shared memory.  It runs no SQL and connects to no
+ *	  database: it draws numbers into shared memory.  Its messages go,
+ *	  whole, through its error queue.
+ */
+#include "gibbs_nb.h"
+
+#include "worker/worker.h"
+#include "worker/sweeps_shm.h"
+
+#include "libpq/pqmq.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "storage/shm_mq.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+PGDLLEXPORT void gibbs_nb_sweep_worker_main(Datum main_arg);
+
+/* How long a sweep worker sleeps between looks at its job's worker. */
+#define SWEEP_WORKER_IDLE_MS 1000
+
+typedef struct SweepWorker
+{
+	GnbSweepsShared *sh;
+	MemoryContext cxt;
+} SweepWorker;
+
+static void *
+sweep_alloc(size_t size, void *arg)
+{
+	SweepWorker *sw = arg;
+
+	return MemoryContextAllocExtended(sw->cxt, size, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+static void
+sweep_release(void *ptr, void *arg)
+{
+	pfree(ptr);
+}
+
+/* Stop if told to, or if the job's worker is gone. */
+static void
+sweep_check_interrupts(void *arg)
+{
+	SweepWorker *sw = arg;
+
+	CHECK_FOR_INTERRUPTS();
+	if (BackendPidGetProc(sw->sh->job_pid) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("gibbs_nb job " INT64_FORMAT "'s worker has exited",
+						sw->sh->params.job_id)));
+}
+
+/* The corpus as the sweep worker reads it: the segment's entries. */
+static void
+sweep_corpus(shm_toc *toc, const GnbSweepsShared *sh, gnb_corpus *corpus)
+{
+	memset(corpus, 0, sizeof(*corpus));
+	corpus->n_docs = sh->n_docs;
+	corpus->n_words = sh->n_words;
+	corpus->n_classes = sh->n_classes;
+	corpus->doc_start = shm_toc_lookup(toc, SWEEPS_KEY_DOC_START, false);
+	corpus->word = shm_toc_lookup(toc, SWEEPS_KEY_WORD, false);
+	corpus->count = shm_toc_lookup(toc, SWEEPS_KEY_COUNT, false);
+	corpus->label = shm_toc_lookup(toc, SWEEPS_KEY_LABEL, false);
+	if (sh->has_extra_counts)
+	{
+		corpus->extra_word_counts = shm_toc_lookup(toc, SWEEPS_KEY_EXTRA_WORDS, false);
+		corpus->extra_doc_counts = shm_toc_lookup(toc, SWEEPS_KEY_EXTRA_DOCS, false);
+	}
+}
+
+/*
+ * Draw this worker's share of every step handed out, until told to stop:
+ * the step and its number read under the segment's lock (which orders the
+ * job's worker's writes to the arrays before them), the share drawn, the
+ * step marked done under the slot's lock, the job's worker woken.
+ */
+static void
+serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, gnb_blocked_helper *helper,
+			const gnb_blocked_arrays *arrays, const gnb_hooks *hooks)
+{
+	uint64		done = 0;
+
+	for (;;)
+	{
+		gnb_blocked_step step;
+		uint64		generation;
+		int32		parts;
+		bool		stop;
+
+		SpinLockAcquire(&sh->mutex);
+		generation = sh->generation;
+		step = sh->step;
+		parts = sh->n_parts;
+		stop = sh->stop;
+		SpinLockRelease(&sh->mutex);
+		if (stop)
+			return;
+		if (generation != done)
+		{
+			int64		units = gnb_blocked_units(helper, step.phase);
+
+			gnb_blocked_helper_run(helper, arrays, &step, units * slot->part / parts,
+								   units * (slot->part + 1) / parts);
+			SpinLockAcquire(&slot->mutex);
+			slot->done = done = generation;
+			SpinLockRelease(&slot->mutex);
+			SetLatch(sh->job_latch);
+			continue;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 SWEEP_WORKER_IDLE_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		hooks->check_interrupts(hooks->arg);
+	}
+}
+
+/*
+ * gibbs_nb_sweep_worker_main: entry point of a sweep worker.  main_arg is
+ * the handle of the job's sweeps segment, bgw_extra the worker's number
+ * (1 .. n_workers).
+ */
+void
+gibbs_nb_sweep_worker_main(Datum main_arg)
+{
+	dsm_segment *seg;
+	shm_toc    *toc;
+	GnbSweepsShared *sh;
+	GnbSweepSlot *slot;
+	shm_mq	   *mq;
+	int32		w;
+	SweepWorker sw;
+	gnb_corpus	corpus;
+	gnb_blocked_arrays arrays;
+	gnb_hooks	hooks = {sweep_alloc, sweep_release, NULL, sweep_check_interrupts, &sw};
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "gibbs_nb sweep worker");
+	seg = dsm_attach(DatumGetUInt32(main_arg));
+	if (seg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gibbs_nb sweep worker could not map its job's shared memory")));
+	toc = shm_toc_attach(SWEEPS_MAGIC, dsm_segment_address(seg));
+	if (toc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gibbs_nb sweep worker found no sweeps in its job's shared memory")));
+	sh = shm_toc_lookup(toc, SWEEPS_KEY_SHARED, false);
+	memcpy(&w, MyBgworkerEntry->bgw_extra, sizeof(int32));
+	if (w < 1 || w > sh->n_workers)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("gibbs_nb sweep worker started as number %d of %d", w, sh->n_workers)));
+	slot = &sh->slot[w];
+
+	/* from here on what it reports goes to the job's worker, whole */
+	mq = shm_toc_lookup(toc, SWEEPS_KEY_QUEUE(w), false);
+	shm_mq_set_sender(mq, MyProc);
+	pq_redirect_to_shm_mq(seg, shm_mq_attach(mq, seg, NULL));
+
+	memset(&sw, 0, sizeof(sw));
+	sw.sh = sh;
+	sw.cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb sweep worker",
+								   ALLOCSET_DEFAULT_SIZES);
+	sweep_corpus(toc, sh, &corpus);
+	arrays.log_theta = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_THETA), false);
+	arrays.N = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_N), false);
+	arrays.log_pi = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_PI), false);
+	arrays.next_label = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_NEXT_LABEL), false);
+	arrays.pred = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_PRED), false);
+	arrays.block_lse = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_BLOCK_LSE), false);
+	PG_TRY();
+	{
+		gnb_blocked_helper *helper = gnb_blocked_helper_begin(&corpus, &sh->params.sampler,
+															  &hooks);
+
+		SpinLockAcquire(&slot->mutex);
+		slot->latch = MyLatch;
+		slot->state = SWEEP_WORKER_READY;
+		SpinLockRelease(&slot->mutex);
+		SetLatch(sh->job_latch);
+		serve_steps(sh, slot, helper, &arrays, &hooks);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		/* to the log and, whole, through the queue: before FAILED is seen */
+		EmitErrorReport();
+		FlushErrorState();
+		SpinLockAcquire(&slot->mutex);
+		slot->sqlerrcode = edata->sqlerrcode;
+		slot->state = SWEEP_WORKER_FAILED;
+		SpinLockRelease(&slot->mutex);
+	}
+	PG_END_TRY();
+
+	SetLatch(sh->job_latch);
+	dsm_detach(seg);
+}

@@ -1,0 +1,546 @@
+/*
+ * sweeps.c
+ *	  One chain of the blocked sampler on several cores: its sweeps shared
+ *	  with sweep workers.
+ *
+ * With sampler => 'blocked' and sweep_workers => n the job's worker copies
+ * the corpus into a dynamic shared memory segment, with the blocked
+ * sampler's arrays (log theta, the counts, log pi, the labels drawn, their
+ * probabilities, the blocks' sums: gnb_blocked_arrays), and starts up to
+ * n - 1 sweep workers, within gibbs_nb.max_chain_workers and the job slots
+ * (gnb_reserve_chain_slots), as chains.c does.  The chains run one after
+ * another in the job's worker, the sampler's state in the segment; each
+ * phase of each sweep (the labels, theta) is handed to the sweep workers:
+ * the job's worker publishes the step, wakes them, draws its own share (the
+ * first of n_parts ranges of the phase's units), and waits until each has
+ * drawn its share.  Every draw is keyed by what it draws
+ * (gnb_label_blocked.c), so the model is the same bit for bit for any number
+ * of sweep workers, none included.
+ *
+ * The segment is laid out as chains.c lays out its own (shm_toc), and the
+ * set-up runs as parallel.c's does: sweeps_begin (estimate, create, fill),
+ * sweeps_launch (job slots, workers, wait until they are ready), the chains,
+ * sweeps_end.  A sweep worker connects to no database and runs no SQL.  Its
+ * errors come through its error queue (shm_mq) and fail the job as they
+ * are; one that exits without a word fails it with a message that says so.
+ * When the job fails or is cancelled its worker terminates the sweep
+ * workers (gnb_sweeps_stop); a sweep worker whose job's worker has gone
+ * stops by itself within a second.
+ */
+#include "gibbs_nb.h"
+
+#include "worker/worker.h"
+#include "worker/sweeps_shm.h"
+#include "store/store.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shm_mq.h"
+#include "storage/shm_toc.h"
+#include "utils/memutils.h"
+
+/* How often the job's worker looks at its sweep workers while it waits. */
+#define SWEEPS_POLL_MS 100
+
+/* The job's worker's view of its sweep workers. */
+typedef struct GnbSweepsRun
+{
+	dsm_segment *seg;
+	GnbSweepsShared *sh;
+	int32		n_workers;		/* asked for (slots 1 .. n_workers) */
+	BackgroundWorkerHandle **handle;	/* by slot; NULL: none */
+	shm_mq_handle **mqh;		/* by slot; NULL: none, or detached */
+	char	  **worker_line;	/* by slot: the context line of its errors */
+	gnb_blocked_arrays arrays;
+	gnb_blocked_helper *helper; /* the job's worker's own share */
+	const gnb_hooks *hooks;		/* the job's worker's */
+	ErrorContextCallback *error_context_stack;
+	MemoryContext message_cxt;
+} GnbSweepsRun;
+
+/* The running sweeps: what gnb_sweeps_stop stops. */
+static GnbSweepsRun *active_sweeps = NULL;
+static bool stop_callback_registered = false;
+
+static void *
+toc_put(shm_toc *toc, uint64 key, Size bytes)
+{
+	void	   *p = shm_toc_allocate(toc, bytes);
+
+	shm_toc_insert(toc, key, p);
+	return p;
+}
+
+/* Terminate the sweep workers; with wait, wait (boundedly) for them to exit. */
+void
+gnb_sweeps_stop(bool wait)
+{
+	GnbSweepsRun *run = active_sweeps;
+
+	if (run == NULL)
+		return;
+	active_sweeps = NULL;
+	gnb_terminate_workers(run->handle + 1, run->n_workers, wait, run->sh->params.job_id,
+						  "sweep workers");
+	dsm_detach(run->seg);
+}
+
+/* At the exit of the job's worker, however it exits: no orphaned workers. */
+static void
+stop_sweeps_at_exit(int code, Datum arg)
+{
+	GnbSweepsRun *run = active_sweeps;
+
+	if (run == NULL)
+		return;
+	active_sweeps = NULL;
+	gnb_terminate_workers(run->handle + 1, run->n_workers, false, run->sh->params.job_id,
+						  "sweep workers");
+}
+
+/*
+ * Begin: the segment's size from its entries, the memory check, the
+ * segment made and filled with the corpus.  NULL, after a LOG line, when
+ * the chains must run without sweep workers: the segment and the sweep
+ * workers' own memory, on top of memory_committed, would exceed
+ * gibbs_nb.max_job_memory, or no segment is free.
+ */
+static GnbSweepsRun *
+sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *hooks,
+			 int32 n_workers, double memory_committed)
+{
+	int32		D = corpus->n_docs;
+	int32		V = corpus->n_words;
+	int32		K = corpus->n_classes;
+	int64		nnz = corpus->doc_start[D];
+	Size		shared_size = add_size(offsetof(GnbSweepsShared, slot),
+									   mul_size(n_workers + 1, sizeof(GnbSweepSlot)));
+	size_t		array_size[GNB_BLOCKED_N_ARRAYS];
+	shm_toc_estimator e;
+	Size		size;
+	double		more;
+	dsm_segment *seg;
+	shm_toc    *toc;
+	GnbSweepsShared *sh;
+	GnbSweepsRun *run;
+
+	gnb_blocked_sizes(D, V, K, array_size);
+	shm_toc_initialize_estimator(&e);
+	shm_toc_estimate_chunk(&e, shared_size);
+	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int64)));
+	shm_toc_estimate_chunk(&e, mul_size(Max(nnz, 1), sizeof(int32)));
+	shm_toc_estimate_chunk(&e, mul_size(Max(nnz, 1), sizeof(int32)));
+	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int32)));
+	shm_toc_estimate_keys(&e, 5);
+	if (corpus->extra_word_counts)
+	{
+		shm_toc_estimate_chunk(&e, mul_size(mul_size(V, K), sizeof(double)));
+		shm_toc_estimate_chunk(&e, mul_size(K, sizeof(double)));
+		shm_toc_estimate_keys(&e, 2);
+	}
+	for (int i = 0; i < GNB_BLOCKED_N_ARRAYS; i++)
+		shm_toc_estimate_chunk(&e, array_size[i]);
+	shm_toc_estimate_keys(&e, GNB_BLOCKED_N_ARRAYS);
+	for (int w = 1; w <= n_workers; w++)
+		shm_toc_estimate_chunk(&e, SWEEPS_QUEUE_SIZE);
+	shm_toc_estimate_keys(&e, n_workers);
+	size = shm_toc_estimate(&e);
+
+	/* the segment, and every process's share's own memory (the job's worker's too) */
+	more = (double) size + (n_workers + 1) * (double) gnb_blocked_helper_memory(D, V, K);
+	if (memory_committed + more > (double) p->max_job_memory)
+	{
+		elog(LOG, "gibbs_nb job " INT64_FORMAT ": no sweep workers: they would need %.0f MB more than gibbs_nb.max_job_memory allows",
+			 p->job_id, (memory_committed + more - p->max_job_memory) / (1024.0 * 1024.0));
+		return NULL;
+	}
+	seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	if (seg == NULL)
+	{
+		elog(LOG, "gibbs_nb job " INT64_FORMAT ": no sweep workers: no dynamic shared memory segment is free",
+			 p->job_id);
+		return NULL;
+	}
+	toc = shm_toc_create(SWEEPS_MAGIC, dsm_segment_address(seg), size);
+
+	sh = toc_put(toc, SWEEPS_KEY_SHARED, shared_size);
+	memset(sh, 0, shared_size);
+	SpinLockInit(&sh->mutex);
+	sh->params = *p;
+	sh->job_pid = MyProcPid;
+	sh->job_latch = MyLatch;
+	sh->n_docs = D;
+	sh->n_words = V;
+	sh->n_classes = K;
+	sh->has_extra_counts = corpus->extra_word_counts != NULL;
+	sh->n_workers = n_workers;
+	sh->n_parts = 1;
+	memcpy(toc_put(toc, SWEEPS_KEY_DOC_START, sizeof(int64) * (D + 1)), corpus->doc_start,
+		   sizeof(int64) * (D + 1));
+	memcpy(toc_put(toc, SWEEPS_KEY_WORD, sizeof(int32) * Max(nnz, 1)), corpus->word,
+		   sizeof(int32) * nnz);
+	memcpy(toc_put(toc, SWEEPS_KEY_COUNT, sizeof(int32) * Max(nnz, 1)), corpus->count,
+		   sizeof(int32) * nnz);
+	memcpy(toc_put(toc, SWEEPS_KEY_LABEL, sizeof(int32) * (D + 1)), corpus->label,
+		   sizeof(int32) * D);
+	if (sh->has_extra_counts)
+	{
+		memcpy(toc_put(toc, SWEEPS_KEY_EXTRA_WORDS, sizeof(double) * V * K),
+			   corpus->extra_word_counts, sizeof(double) * V * K);
+		memcpy(toc_put(toc, SWEEPS_KEY_EXTRA_DOCS, sizeof(double) * K),
+			   corpus->extra_doc_counts, sizeof(double) * K);
+	}
+
+	run = palloc0(sizeof(GnbSweepsRun));
+	run->seg = seg;
+	run->sh = sh;
+	run->n_workers = n_workers;
+	run->handle = palloc0(sizeof(BackgroundWorkerHandle *) * (n_workers + 1));
+	run->mqh = palloc0(sizeof(shm_mq_handle *) * (n_workers + 1));
+	run->worker_line = palloc0(sizeof(char *) * (n_workers + 1));
+	run->hooks = hooks;
+	run->error_context_stack = error_context_stack;
+	run->message_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb sweep messages",
+											 ALLOCSET_SMALL_SIZES);
+	run->arrays.log_theta = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_THETA),
+									array_size[GNB_BLOCKED_LOG_THETA]);
+	run->arrays.N = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_N), array_size[GNB_BLOCKED_N]);
+	run->arrays.log_pi = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_PI),
+								 array_size[GNB_BLOCKED_LOG_PI]);
+	run->arrays.next_label = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_NEXT_LABEL),
+									 array_size[GNB_BLOCKED_NEXT_LABEL]);
+	run->arrays.pred = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_PRED),
+							   array_size[GNB_BLOCKED_PRED]);
+	run->arrays.block_lse = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_BLOCK_LSE),
+									array_size[GNB_BLOCKED_BLOCK_LSE]);
+	for (int w = 1; w <= n_workers; w++)
+	{
+		shm_mq	   *mq = shm_mq_create(toc_put(toc, SWEEPS_KEY_QUEUE(w), SWEEPS_QUEUE_SIZE),
+									   SWEEPS_QUEUE_SIZE);
+
+		SpinLockInit(&sh->slot[w].mutex);
+		shm_mq_set_receiver(mq, MyProc);
+		run->mqh[w] = shm_mq_attach(mq, seg, NULL);
+		run->worker_line[w] = psprintf("sweep worker %d of gibbs_nb job " INT64_FORMAT,
+									   w, p->job_id);
+	}
+	if (!stop_callback_registered)
+	{
+		before_shmem_exit(stop_sweeps_at_exit, (Datum) 0);
+		stop_callback_registered = true;
+	}
+	active_sweeps = run;
+	run->helper = gnb_blocked_helper_begin(corpus, &p->sampler, hooks);
+	return run;
+}
+
+/* A sweep worker no longer there: its queue let go of. */
+static void
+no_worker(GnbSweepsRun *run, int w)
+{
+	run->handle[w] = NULL;
+	if (run->mqh[w] != NULL)
+	{
+		shm_mq_detach(run->mqh[w]);
+		run->mqh[w] = NULL;
+	}
+}
+
+/*
+ * Raise what sweep worker w said, and fail the job if it failed or exited
+ * (stopped) without being asked to.
+ */
+static void
+check_worker(GnbSweepsRun *run, int w, GnbSweepWorkerState state, bool stopped)
+{
+	gnb_read_worker_messages(&run->mqh[w], run->message_cxt, run->error_context_stack,
+							 run->worker_line[w]);
+	if (state == SWEEP_WORKER_FAILED)
+		ereport(ERROR,
+				(errcode(run->sh->slot[w].sqlerrcode),
+				 errmsg("gibbs_nb sweep worker %d of job " INT64_FORMAT " failed",
+						w, run->sh->params.job_id),
+				 errhint("The server log has its error.")));
+	if (stopped)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("gibbs_nb sweep worker %d of job " INT64_FORMAT " exited before its job ended",
+						w, run->sh->params.job_id),
+				 errhint("It crashed; the server log has its messages.")));
+}
+
+/*
+ * Launch: sweep workers 1 .. n, as many as free job slots allow and
+ * background worker slots take; then wait until each is ready (or never
+ * started: the phases are split over the others), and number their parts.
+ */
+static void
+sweeps_launch(GnbSweepsRun *run)
+{
+	GnbSweepsShared *sh = run->sh;
+	const GnbJobParams *p = &sh->params;
+	int32		granted;
+	int32		started = 0;
+	int32		parts = 1;
+
+	{
+		/* as chains_launch: in a transaction of its own, the slots outlive it */
+		MemoryContext cxt = CurrentMemoryContext;
+		bool		own_xact = !IsTransactionState();
+
+		if (own_xact)
+			StartTransactionCommand();
+		granted = gnb_reserve_chain_slots(run->n_workers, p->max_jobs, p->max_jobs_per_role,
+										  p->max_jobs_per_login);
+		if (own_xact)
+			CommitTransactionCommand();
+		MemoryContextSwitchTo(cxt);
+	}
+	for (int w = 1; w <= run->n_workers; w++)
+	{
+		BackgroundWorker worker;
+
+		if (w > granted)
+		{
+			no_worker(run, w);
+			continue;
+		}
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		worker.bgw_restart_time = BGW_NEVER_RESTART;
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "gibbs_nb");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "gibbs_nb_sweep_worker_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "gibbs_nb job " INT64_FORMAT " sweep worker %d",
+				 p->job_id, w);
+		snprintf(worker.bgw_type, BGW_MAXLEN, "gibbs_nb sweep worker");
+		worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(run->seg));
+		memcpy(worker.bgw_extra, &w, sizeof(int32));
+		worker.bgw_notify_pid = MyProcPid;
+		if (RegisterDynamicBackgroundWorker(&worker, &run->handle[w]))
+		{
+			/* a worker that dies before it attaches detaches its queue */
+			shm_mq_set_handle(run->mqh[w], run->handle[w]);
+			started++;
+		}
+		else
+			no_worker(run, w);
+	}
+	if (started < run->n_workers)
+		ereport(LOG,
+				(errmsg("gibbs_nb job " INT64_FORMAT ": %d of %d sweep workers started",
+						p->job_id, started, run->n_workers),
+				 errdetail("The workers of gibbs_nb jobs stay within gibbs_nb.max_jobs (%d) in the cluster, gibbs_nb.max_jobs_per_role (%d) for a role and gibbs_nb.max_jobs_per_login (%d) for a login, and max_worker_processes (%d).",
+						   p->max_jobs, p->max_jobs_per_role, p->max_jobs_per_login,
+						   max_worker_processes)));
+
+	/* ready, or gone before it was: bounded by each worker's start */
+	for (;;)
+	{
+		bool		waiting = false;
+
+		for (int w = 1; w <= run->n_workers; w++)
+		{
+			GnbSweepWorkerState state;
+			pid_t		pid;
+			bool		stopped;
+
+			if (run->handle[w] == NULL)
+				continue;
+			stopped = GetBackgroundWorkerPid(run->handle[w], &pid) == BGWH_STOPPED;
+			SpinLockAcquire(&sh->slot[w].mutex);
+			state = sh->slot[w].state;
+			SpinLockRelease(&sh->slot[w].mutex);
+			if (state == SWEEP_WORKER_FAILED)
+				check_worker(run, w, state, false);
+			if (state == SWEEP_WORKER_PENDING && stopped)
+			{
+				ereport(LOG,
+						(errmsg("gibbs_nb job " INT64_FORMAT ": sweep worker %d exited before it was ready; the others share its part",
+								p->job_id, w),
+						 errhint("The server log has its messages.")));
+				no_worker(run, w);
+			}
+			else if (state == SWEEP_WORKER_PENDING)
+				waiting = true;
+		}
+		if (!waiting)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 SWEEPS_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	for (int w = 1; w <= run->n_workers; w++)
+		if (run->handle[w] != NULL)
+			sh->slot[w].part = parts++;
+	SpinLockAcquire(&sh->mutex);
+	sh->n_parts = parts;
+	SpinLockRelease(&sh->mutex);
+	elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": every phase in %d parts", p->job_id, parts);
+}
+
+/* Wait until every sweep worker has drawn its share of step `generation`. */
+static void
+wait_for_step(GnbSweepsRun *run, uint64 generation)
+{
+	GnbSweepsShared *sh = run->sh;
+
+	for (;;)
+	{
+		bool		all_done = true;
+
+		for (int w = 1; w <= run->n_workers; w++)
+		{
+			GnbSweepSlot *s = &sh->slot[w];
+			GnbSweepWorkerState state;
+			uint64		done;
+			pid_t		pid;
+			bool		stopped;
+
+			if (run->handle[w] == NULL)
+				continue;
+			/* liveness first, then the state: a worker that drew its share leaves it done */
+			stopped = GetBackgroundWorkerPid(run->handle[w], &pid) == BGWH_STOPPED;
+			SpinLockAcquire(&s->mutex);
+			state = s->state;
+			done = s->done;
+			SpinLockRelease(&s->mutex);
+			if (done == generation)
+				continue;
+			all_done = false;
+			if (state == SWEEP_WORKER_FAILED || stopped)
+				check_worker(run, w, state, stopped);
+		}
+		if (all_done)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 SWEEPS_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		run->hooks->check_interrupts(run->hooks->arg);
+	}
+}
+
+/*
+ * The core's blocked_phase hook: the step published and the sweep workers
+ * woken, the job's worker's own share (the first) drawn, theirs waited for.
+ */
+static void
+sweeps_phase(void *arg, const gnb_blocked_step *step)
+{
+	GnbSweepsRun *run = arg;
+	GnbSweepsShared *sh = run->sh;
+	uint64		generation;
+	int32		parts;
+	int64		units = gnb_blocked_units(run->helper, step->phase);
+
+	SpinLockAcquire(&sh->mutex);
+	sh->step = *step;
+	generation = ++sh->generation;
+	parts = sh->n_parts;
+	SpinLockRelease(&sh->mutex);
+	for (int w = 1; w <= run->n_workers; w++)
+		if (run->handle[w] != NULL)
+			SetLatch(sh->slot[w].latch);
+	gnb_blocked_helper_run(run->helper, &run->arrays, step, 0, units / parts);
+	if (parts > 1)
+		wait_for_step(run, generation);
+}
+
+static int
+sweeps_arrays(void *arg, gnb_blocked_arrays *arrays)
+{
+	GnbSweepsRun *run = arg;
+
+	*arrays = run->arrays;
+	return 1;
+}
+
+/* The job's worker's own hooks, passed through. */
+static void *
+sweeps_alloc(size_t size, void *arg)
+{
+	GnbSweepsRun *run = arg;
+
+	return run->hooks->alloc(size, run->hooks->arg);
+}
+
+static void
+sweeps_release(void *ptr, void *arg)
+{
+	GnbSweepsRun *run = arg;
+
+	run->hooks->release(ptr, run->hooks->arg);
+}
+
+static void
+sweeps_progress(void *arg, const gnb_sweep *sweep)
+{
+	GnbSweepsRun *run = arg;
+
+	run->hooks->progress(run->hooks->arg, sweep);
+}
+
+static void
+sweeps_check_interrupts(void *arg)
+{
+	GnbSweepsRun *run = arg;
+
+	run->hooks->check_interrupts(run->hooks->arg);
+}
+
+/* End: the sweep workers told to stop, their job slots given back, the segment let go of. */
+static void
+sweeps_end(GnbSweepsRun *run)
+{
+	GnbSweepsShared *sh = run->sh;
+
+	SpinLockAcquire(&sh->mutex);
+	sh->stop = true;
+	SpinLockRelease(&sh->mutex);
+	for (int w = 1; w <= run->n_workers; w++)
+		if (run->handle[w] != NULL)
+			SetLatch(sh->slot[w].latch);
+	gnb_release_chain_slots();
+	gnb_blocked_helper_end(run->helper);
+	active_sweeps = NULL;
+	dsm_detach(run->seg);
+}
+
+/*
+ * Train the job's chains, one after another, each sweep's phases shared
+ * with the sweep workers (see the file's comment); without them, the same
+ * model, when sweeps_begin says they cannot run.
+ */
+void
+gnb_train_sweeps(GnbJobShared *job, const gnb_corpus *corpus, const gnb_hooks *hooks,
+				 double memory_committed, gnb_result *result)
+{
+	const GnbJobParams *p = &job->params;
+	int32		n_workers = Min(p->sweep_workers - 1, p->max_chain_workers);
+	GnbSweepsRun *run = n_workers > 0 ?
+		sweeps_begin(p, corpus, hooks, n_workers, memory_committed) : NULL;
+	gnb_hooks	shared;
+
+	if (run == NULL)
+	{
+		gnb_train(corpus, &p->sampler, hooks, result);
+		return;
+	}
+	sweeps_launch(run);
+	memset(&shared, 0, sizeof(shared));
+	shared.alloc = sweeps_alloc;
+	shared.release = sweeps_release;
+	shared.progress = hooks->progress ? sweeps_progress : NULL;
+	shared.check_interrupts = sweeps_check_interrupts;
+	shared.arg = run;
+	shared.blocked_arrays = sweeps_arrays;
+	shared.blocked_phase = sweeps_phase;
+	gnb_train(corpus, &p->sampler, &shared, result);
+	sweeps_end(run);
+}

@@ -1,0 +1,67 @@
+/*
+ * sweeps_shm.h
+ *	  The shared memory of a job's sweep workers, as the job's worker
+ *	  (sweeps.c) and its sweep workers (sweep_worker.c) both see it: the
+ *	  segment's table of contents, the step under way, a slot per sweep
+ *	  worker, the corpus and the blocked sampler's arrays.
+ */
+#ifndef GNB_WORKER_SWEEPS_SHM_H
+#define GNB_WORKER_SWEEPS_SHM_H
+
+#include "gibbs_nb.h"
+
+#include "storage/shm_toc.h"
+#include "storage/spin.h"
+
+#define SWEEPS_MAGIC			UINT64CONST(0x474E425357454550)
+#define SWEEPS_KEY_SHARED		1	/* GnbSweepsShared */
+#define SWEEPS_KEY_DOC_START	2	/* the corpus, as gnb_corpus has it */
+#define SWEEPS_KEY_WORD			3
+#define SWEEPS_KEY_COUNT		4
+#define SWEEPS_KEY_LABEL		5
+#define SWEEPS_KEY_EXTRA_WORDS	6	/* the clamped documents' counts, if any */
+#define SWEEPS_KEY_EXTRA_DOCS	7
+/* the blocked sampler's arrays, by GNB_BLOCKED_* */
+#define SWEEPS_KEY_ARRAY(i)		(UINT64CONST(100) + (uint64) (i))
+/* sweep worker w's error queue, w = 1 .. n_workers */
+#define SWEEPS_KEY_QUEUE(w)		(UINT64CONST(1000) + (uint64) (w))
+
+/* A sweep worker's error queue: parallel.c's size for a parallel worker's. */
+#define SWEEPS_QUEUE_SIZE		16384
+
+typedef enum GnbSweepWorkerState
+{
+	SWEEP_WORKER_PENDING = 0,	/* asked for; not yet ready */
+	SWEEP_WORKER_READY,			/* takes part in the phases from `part` on */
+	SWEEP_WORKER_FAILED			/* its error went through its queue */
+} GnbSweepWorkerState;
+
+typedef struct GnbSweepSlot
+{
+	slock_t		mutex;			/* protects all of it */
+	GnbSweepWorkerState state;
+	struct Latch *latch;		/* the sweep worker's, once ready */
+	int32		part;			/* its share of every phase (1 .. n_parts - 1) */
+	uint64		done;			/* the last step it drew its share of */
+	int			sqlerrcode;		/* FAILED: the error's */
+} GnbSweepSlot;
+
+typedef struct GnbSweepsShared
+{
+	slock_t		mutex;			/* protects step, generation, n_parts, stop */
+	uint64		generation;		/* counts the steps handed out */
+	gnb_blocked_step step;		/* the one under way */
+	int32		n_parts;		/* processes a phase is split over (ready workers + 1) */
+	bool		stop;			/* the job's worker is done with them */
+	GnbJobParams params;		/* the sampler's parameters, the job */
+	int			job_pid;
+	struct Latch *job_latch;
+	int32		n_docs;
+	int32		n_words;
+	int32		n_classes;
+	bool		has_extra_counts;
+	int32		n_workers;
+	GnbSweepSlot slot[FLEXIBLE_ARRAY_MEMBER];	/* 1 .. n_workers; slot[0] unused */
+} GnbSweepsShared;
+
+#endif							/* GNB_WORKER_SWEEPS_SHM_H */
