@@ -84,7 +84,7 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck schemacheck
+.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-sweeps bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck schemacheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -146,6 +146,10 @@ bench-versions:
 # another, on SpamAssassin (not in the test command; about 10 minutes)
 bench-chains:
 	test/bench/run-chains.sh
+
+# the blocked sampler with 1 and 2 sweep workers against paper (medians of 3)
+bench-sweeps:
+	test/bench/run-sweeps.sh
 
 # accuracy, NMI and the closed-form check on SpamAssassin (not in the test
 # command; about 10 minutes)

@@ -27,6 +27,8 @@ struct gnb_blocked_helper
 {
 	run_shared	sh;
 	double	   *work;			/* GNB_BLOCKED_WORK(K) */
+	/* the pairs of the unlabelled documents before the i-th (n_unlabeled + 1) */
+	int64_t    *pairs_before;
 };
 
 /* log(exp(a) + exp(b)), either may be -inf */
@@ -262,6 +264,14 @@ gnb_blocked_helper_begin(const gnb_corpus *corpus, const gnb_params *params,
 
 	gnb_setup_shared(&h->sh, corpus, params, hooks, GNB_SETUP_HELPER);
 	h->work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(corpus->n_classes), sizeof(double));
+	h->pairs_before = gnb_xalloc(hooks, (size_t) h->sh.n_unlabeled + 1, sizeof(int64_t));
+	for (int32_t i = 0; i < h->sh.n_unlabeled; i++)
+	{
+		int32_t		j = h->sh.unlabeled[i];
+
+		h->pairs_before[i + 1] = h->pairs_before[i] + corpus->doc_start[j + 1] -
+			corpus->doc_start[j];
+	}
 	return h;
 }
 
@@ -269,6 +279,43 @@ int64_t
 gnb_blocked_units(const gnb_blocked_helper *h, int32_t phase)
 {
 	return phase == GNB_PHASE_LABELS ? h->sh.n_unlabeled : n_word_blocks(&h->sh);
+}
+
+/* The first index i of cum[0 .. n] (increasing) with cum[i] >= x. */
+static int64_t
+first_at_least(const int64_t *cum32, const int32_t *cum, int64_t n, double x)
+{
+	int64_t		lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+		double		v = cum32 ? (double) cum32[mid] : (double) cum[mid];
+
+		if (v >= x)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+void
+gnb_blocked_part(const gnb_blocked_helper *h, int32_t phase, int32_t part, int32_t parts,
+				 int64_t *from, int64_t *to)
+{
+	/*
+	 * Equal work, not equal units: documents by their pairs, blocks by their
+	 * active words (the corpus alone decides, so every process agrees)
+	 */
+	const int64_t *pairs = phase == GNB_PHASE_LABELS ? h->pairs_before : NULL;
+	const int32_t *words = phase == GNB_PHASE_LABELS ? NULL : h->sh.block_active;
+	int64_t		n = gnb_blocked_units(h, phase);
+	double		total = pairs ? (double) pairs[n] : (double) words[n];
+
+	*from = part == 0 ? 0 : first_at_least(pairs, words, n, total * part / parts);
+	*to = part == parts - 1 ? n : first_at_least(pairs, words, n, total * (part + 1) / parts);
 }
 
 void
@@ -286,12 +333,13 @@ gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes)
 	uint64_t	K = (uint64_t) n_classes;
 
 	/*
-	 * per document: its index if unlabelled, its length; per word: whether
+	 * per document: its index if unlabelled, its length, the pairs before
+	 * it; per word: whether
 	 * it is active, its index, its place in active and in its block's
 	 * order, its sort key; the clamped counts while they are summed (V x
 	 * K); per block its first active word; the scratch; a header each
 	 */
-	return D * (sizeof(int32_t) + sizeof(double)) +
+	return D * (sizeof(int32_t) + sizeof(double) + sizeof(int64_t)) +
 		V * (1 + 3 * sizeof(int32_t) + sizeof(active_key)) + V * K * sizeof(double) +
 		(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + K * 2 +
 		GNB_BLOCKED_WORK(K) * sizeof(double) + sizeof(gnb_blocked_helper) + 16 * 64;
@@ -304,6 +352,7 @@ gnb_blocked_helper_end(gnb_blocked_helper *h)
 
 	gnb_release_shared(&h->sh);
 	hooks->release(h->work, hooks->arg);
+	hooks->release(h->pairs_before, hooks->arg);
 	hooks->release(h, hooks->arg);
 }
 

@@ -237,6 +237,13 @@ extern gnb_blocked_helper *gnb_blocked_helper_begin(const gnb_corpus *corpus,
 													const gnb_params *params,
 													const gnb_hooks *hooks);
 extern int64_t gnb_blocked_units(const gnb_blocked_helper *helper, int32_t phase);
+/*
+ * The units from..to-1 of part `part` of a phase split in `parts`: about
+ * equal work each (documents by their pairs, blocks by their words), the
+ * parts in order and covering every unit once.
+ */
+extern void gnb_blocked_part(const gnb_blocked_helper *helper, int32_t phase, int32_t part,
+							 int32_t parts, int64_t *from, int64_t *to);
 extern void gnb_blocked_helper_run(gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
 								   const gnb_blocked_step *step, int64_t from, int64_t to);
 extern void gnb_blocked_helper_end(gnb_blocked_helper *helper);

@@ -84,9 +84,10 @@ sweep_corpus(shm_toc *toc, const GnbSweepsShared *sh, gnb_corpus *corpus)
 
 /*
  * Draw this worker's share of every step handed out, until told to stop:
- * the step and its number read under the segment's lock (which orders the
- * job's worker's writes to the arrays before them), the share drawn, the
- * step marked done under the slot's lock, the job's worker woken.
+ * the step's number watched (gnb_sweeps_spin) and then slept on, the step
+ * read under the segment's lock once its number changed, the share drawn,
+ * the number written to the slot after a write barrier (which orders the
+ * draws before it), the job's worker woken.
  */
 static void
 serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, gnb_blocked_helper *helper,
@@ -100,31 +101,31 @@ serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, gnb_blocked_helper *helper,
 		uint64		generation;
 		int32		parts;
 		bool		stop;
+		int64		from,
+					to;
 
+		if (!gnb_sweeps_spin(&sh->generation, done))
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 SWEEP_WORKER_IDLE_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			hooks->check_interrupts(hooks->arg);
+			continue;
+		}
+		generation = pg_atomic_read_u64(&sh->generation);
 		SpinLockAcquire(&sh->mutex);
-		generation = sh->generation;
 		step = sh->step;
 		parts = sh->n_parts;
 		stop = sh->stop;
 		SpinLockRelease(&sh->mutex);
 		if (stop)
 			return;
-		if (generation != done)
-		{
-			int64		units = gnb_blocked_units(helper, step.phase);
-
-			gnb_blocked_helper_run(helper, arrays, &step, units * slot->part / parts,
-								   units * (slot->part + 1) / parts);
-			SpinLockAcquire(&slot->mutex);
-			slot->done = done = generation;
-			SpinLockRelease(&slot->mutex);
-			SetLatch(sh->job_latch);
-			continue;
-		}
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 SWEEP_WORKER_IDLE_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		hooks->check_interrupts(hooks->arg);
+		gnb_blocked_part(helper, step.phase, slot->part, parts, &from, &to);
+		gnb_blocked_helper_run(helper, arrays, &step, from, to);
+		pg_write_barrier();
+		pg_atomic_write_u64(&slot->done, generation);
+		done = generation;
+		SetLatch(sh->job_latch);
 	}
 }
 

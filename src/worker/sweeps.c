@@ -171,6 +171,7 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	sh = toc_put(toc, SWEEPS_KEY_SHARED, shared_size);
 	memset(sh, 0, shared_size);
 	SpinLockInit(&sh->mutex);
+	pg_atomic_init_u64(&sh->generation, 0);
 	sh->params = *p;
 	sh->job_pid = MyProcPid;
 	sh->job_latch = MyLatch;
@@ -224,6 +225,7 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 									   SWEEPS_QUEUE_SIZE);
 
 		SpinLockInit(&sh->slot[w].mutex);
+		pg_atomic_init_u64(&sh->slot[w].done, 0);
 		shm_mq_set_receiver(mq, MyProc);
 		run->mqh[w] = shm_mq_attach(mq, seg, NULL);
 		run->worker_line[w] = psprintf("sweep worker %d of gibbs_nb job " INT64_FORMAT,
@@ -385,7 +387,11 @@ sweeps_launch(GnbSweepsRun *run)
 	elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": every phase in %d parts", p->job_id, parts);
 }
 
-/* Wait until every sweep worker has drawn its share of step `generation`. */
+/*
+ * Wait until every sweep worker has drawn its share of step `generation`:
+ * each one's step number watched (gnb_sweeps_spin), then slept on with the
+ * workers' liveness checked.
+ */
 static void
 wait_for_step(GnbSweepsRun *run, uint64 generation)
 {
@@ -399,20 +405,23 @@ wait_for_step(GnbSweepsRun *run, uint64 generation)
 		{
 			GnbSweepSlot *s = &sh->slot[w];
 			GnbSweepWorkerState state;
-			uint64		done;
 			pid_t		pid;
 			bool		stopped;
 
 			if (run->handle[w] == NULL)
 				continue;
-			/* liveness first, then the state: a worker that drew its share leaves it done */
+			if (gnb_sweeps_spin(&s->done, generation - 1))
+				continue;
+			/* liveness first, then the state: a worker that drew its share says so */
 			stopped = GetBackgroundWorkerPid(run->handle[w], &pid) == BGWH_STOPPED;
 			SpinLockAcquire(&s->mutex);
 			state = s->state;
-			done = s->done;
 			SpinLockRelease(&s->mutex);
-			if (done == generation)
+			if (pg_atomic_read_u64(&s->done) == generation)
+			{
+				pg_read_barrier();
 				continue;
+			}
 			all_done = false;
 			if (state == SWEEP_WORKER_FAILED || stopped)
 				check_worker(run, w, state, stopped);
@@ -437,17 +446,22 @@ sweeps_phase(void *arg, const gnb_blocked_step *step)
 	GnbSweepsShared *sh = run->sh;
 	uint64		generation;
 	int32		parts;
-	int64		units = gnb_blocked_units(run->helper, step->phase);
+	int64		from,
+				to;
 
 	SpinLockAcquire(&sh->mutex);
 	sh->step = *step;
-	generation = ++sh->generation;
 	parts = sh->n_parts;
 	SpinLockRelease(&sh->mutex);
+	/* the step, and the arrays the chain wrote, before its number */
+	generation = pg_atomic_read_u64(&sh->generation) + 1;
+	pg_write_barrier();
+	pg_atomic_write_u64(&sh->generation, generation);
 	for (int w = 1; w <= run->n_workers; w++)
 		if (run->handle[w] != NULL)
 			SetLatch(sh->slot[w].latch);
-	gnb_blocked_helper_run(run->helper, &run->arrays, step, 0, units / parts);
+	gnb_blocked_part(run->helper, step->phase, 0, parts, &from, &to);
+	gnb_blocked_helper_run(run->helper, &run->arrays, step, from, to);
 	if (parts > 1)
 		wait_for_step(run, generation);
 }
@@ -503,6 +517,9 @@ sweeps_end(GnbSweepsRun *run)
 	SpinLockAcquire(&sh->mutex);
 	sh->stop = true;
 	SpinLockRelease(&sh->mutex);
+	/* a new number, so that a watching worker reads stop */
+	pg_write_barrier();
+	pg_atomic_add_fetch_u64(&sh->generation, 1);
 	for (int w = 1; w <= run->n_workers; w++)
 		if (run->handle[w] != NULL)
 			SetLatch(sh->slot[w].latch);

@@ -10,8 +10,18 @@
 
 #include "gibbs_nb.h"
 
+#include "port/atomics.h"
+#include "portability/instr_time.h"
 #include "storage/shm_toc.h"
 #include "storage/spin.h"
+
+/*
+ * How long a process waiting for the next step (a sweep worker) or for the
+ * others' shares (the job's worker) watches the step numbers before it
+ * sleeps on its latch: a latch's wake-up took 0.5 to 1 ms here, as long as
+ * a phase's share of the SpamAssassin corpus (see sweeps.c).
+ */
+#define SWEEPS_SPIN_US			2000
 
 #define SWEEPS_MAGIC			UINT64CONST(0x474E425357454550)
 #define SWEEPS_KEY_SHARED		1	/* GnbSweepsShared */
@@ -42,14 +52,15 @@ typedef struct GnbSweepSlot
 	GnbSweepWorkerState state;
 	struct Latch *latch;		/* the sweep worker's, once ready */
 	int32		part;			/* its share of every phase (1 .. n_parts - 1) */
-	uint64		done;			/* the last step it drew its share of */
 	int			sqlerrcode;		/* FAILED: the error's */
+	pg_atomic_uint64 done;		/* the last step it drew its share of (no lock) */
 } GnbSweepSlot;
 
 typedef struct GnbSweepsShared
 {
-	slock_t		mutex;			/* protects step, generation, n_parts, stop */
-	uint64		generation;		/* counts the steps handed out */
+	slock_t		mutex;			/* protects step, n_parts, stop */
+	/* counts the steps handed out: written after the step, with a barrier */
+	pg_atomic_uint64 generation;
 	gnb_blocked_step step;		/* the one under way */
 	int32		n_parts;		/* processes a phase is split over (ready workers + 1) */
 	bool		stop;			/* the job's worker is done with them */
@@ -63,5 +74,35 @@ typedef struct GnbSweepsShared
 	int32		n_workers;
 	GnbSweepSlot slot[FLEXIBLE_ARRAY_MEMBER];	/* 1 .. n_workers; slot[0] unused */
 } GnbSweepsShared;
+
+/*
+ * Watch *value for up to SWEEPS_SPIN_US while it equals `unchanged`
+ * (sweeps.c): true when it changed (a read barrier follows, so what was
+ * written before it can be read), false when the time ran out.
+ */
+static inline bool
+gnb_sweeps_spin(pg_atomic_uint64 *value, uint64 unchanged)
+{
+	instr_time	start,
+				now;
+
+	INSTR_TIME_SET_CURRENT(start);
+	for (int i = 1;; i++)
+	{
+		if (pg_atomic_read_u64(value) != unchanged)
+		{
+			pg_read_barrier();
+			return true;
+		}
+		pg_spin_delay();
+		if (i % 256 == 0)
+		{
+			INSTR_TIME_SET_CURRENT(now);
+			INSTR_TIME_SUBTRACT(now, start);
+			if (INSTR_TIME_GET_MICROSEC(now) >= SWEEPS_SPIN_US)
+				return false;
+		}
+	}
+}
 
 #endif							/* GNB_WORKER_SWEEPS_SHM_H */

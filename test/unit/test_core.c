@@ -2649,6 +2649,7 @@ typedef struct split_arg
 	gnb_blocked_helper *helper[8];
 	int			pieces;
 	int64_t		phases;
+	int64_t		uncovered;		/* phases whose parts did not add up to the units */
 } split_arg;
 
 static int
@@ -2663,10 +2664,18 @@ split_phase(void *arg, const gnb_blocked_step *step)
 {
 	split_arg  *sa = arg;
 	int64_t		units = gnb_blocked_units(sa->helper[0], step->phase);
+	int64_t		covered = 0;
 
 	for (int piece = sa->pieces - 1; piece >= 0; piece--)
-		gnb_blocked_helper_run(sa->helper[piece], &sa->arrays, step,
-							   units * piece / sa->pieces, units * (piece + 1) / sa->pieces);
+	{
+		int64_t		from,
+					to;
+
+		gnb_blocked_part(sa->helper[piece], step->phase, piece, sa->pieces, &from, &to);
+		gnb_blocked_helper_run(sa->helper[piece], &sa->arrays, step, from, to);
+		covered += to - from;
+	}
+	sa->uncovered += covered != units;
 	sa->phases++;
 }
 
@@ -2716,6 +2725,8 @@ test_blocked_split(void)
 		CHECK(sa.phases == 2 * (1 + 2 * (int64_t) p.sweeps),
 			  "blocked split in %d: %lld phases handed out", sa.pieces, (long long) sa.phases);
 		CHECK(same, "blocked split in %d pieces: the model of the unsplit chain", sa.pieces);
+		CHECK(sa.uncovered == 0, "blocked split in %d pieces: %lld phases' parts missed units",
+			  sa.pieces, (long long) sa.uncovered);
 		gnb_result_free(&split, NULL);
 		for (int h = 0; h < sa.pieces; h++)
 			gnb_blocked_helper_end(sa.helper[h]);

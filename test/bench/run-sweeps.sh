@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Sweep workers benchmark on the SpamAssassin corpus (`make bench-sweeps`).
+#
+# The corpus of test/bench/run-bench.sh (6,046 e-mails, the labels of the
+# even ids hidden).  Each round trains, in this order, sampler => 'paper',
+# sampler => 'blocked' with sweep_workers => 1, and 'blocked' with
+# sweep_workers => 2 (gibbs_nb.max_chain_workers = 4), one chain of SWEEPS
+# sweeps each (default 400), seed 7, for ROUNDS rounds (default 3): they run
+# side by side in time, so that the load of the machine weighs on each alike.
+# Prints per round the sampling seconds, ms per sweep and the ESS of the log
+# joint per sampling second, and the ratios of the same round: blocked (1) /
+# paper and blocked (2) / blocked (1) per sweep, ESS/s of blocked (2) / paper;
+# then their medians.  Also checks that the 1- and 2-process blocked models
+# are the same bit for bit.  Runs on a throwaway cluster.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+SWEEPS=${SWEEPS:-400}
+ROUNDS=${ROUNDS:-3}
+
+scripts/install-deps.sh
+make -s >/dev/null && make -s install >/dev/null
+corpus=$(test/bench/fetch-corpus.sh)
+
+# shellcheck source=../cluster.sh
+source test/cluster.sh
+# shellcheck source=corpus.sh
+source test/bench/corpus.sh
+export PGOPTIONS="-c client_min_messages=warning"
+cluster_start "$(mktemp -d /tmp/gibbs_nb_bench.XXXXXX)" "shared_buffers = 256MB"
+
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+psql_q -c "CREATE EXTENSION gibbs_nb"
+load_mail "$corpus"
+
+# train: name sampler sweep_workers -> "sample_seconds ess"
+train() {
+  psql_q -At -F ' ' <<SQL
+SET gibbs_nb.max_chain_workers = 4;
+SELECT t.job_id FROM gibbs_nb_train('$1', 'mail', 'tokens', 'label', sampler => '$2',
+                                    sweeps => $SWEEPS, seed => 7, unlabeled_weight => 1
+                                    $( [ "$2" = blocked ] && echo ", sweep_workers => $3" )) t \gset
+SELECT j.sample_seconds, m.ess FROM gibbs_nb.jobs j
+JOIN gibbs_nb.models m ON m.job_id = j.job_id WHERE j.job_id = :job_id;
+SQL
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+printf '\n%5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %12s %12s %12s\n' round paper_s bl1_s bl2_s \
+  paper_ms bl1_ms bl2_ms paper_e/s bl1_e/s bl2_e/s bl1/paper bl2/bl1 bl2/paper_ess
+rows=()
+for round in $(seq 1 "$ROUNDS"); do
+  read -r sp ep <<<"$(train paper paper 1)"
+  read -r s1 e1 <<<"$(train blocked1 blocked 1)"
+  read -r s2 e2 <<<"$(train blocked2 blocked 2)"
+  row=$(awk -v sp="$sp" -v s1="$s1" -v s2="$s2" -v ep="$ep" -v e1="$e1" -v e2="$e2" -v n="$SWEEPS" \
+    'BEGIN { printf "%.3f %.3f %.3f %.3f %.3f %.3f %.1f %.1f %.1f %.3f %.3f %.3f", sp, s1, s2,
+             1000 * sp / n, 1000 * s1 / n, 1000 * s2 / n, ep / sp, e1 / s1, e2 / s2,
+             s1 / sp, s2 / s1, (e2 / s2) / (ep / sp) }')
+  rows+=("$row")
+  printf '%5d %9s %9s %9s %9s %9s %9s %9s %9s %9s %12s %12s %12s\n' "$round" $row
+done
+meds=()
+for col in $(seq 1 12); do
+  meds+=("$(printf '%s\n' "${rows[@]}" | cut -d' ' -f"$col" | median)")
+done
+printf '%5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %12s %12s %12s\n' med "${meds[@]}"
+same=$(psql_q -At -c "SELECT count(*) FROM gibbs_nb.packed p JOIN gibbs_nb.packed s
+         ON s.model_name = 'blocked1' AND s.version = p.version
+        WHERE p.model_name = 'blocked2' AND p.log_theta = s.log_theta AND p.log_pi = s.log_pi
+          AND p.label_probabilities = s.label_probabilities")
+echo "blocked models with 1 and 2 processes equal bit for bit: $same of $ROUNDS rounds"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
