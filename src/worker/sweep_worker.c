@@ -2,14 +2,17 @@
  * sweep_worker.c
  *	  A sweep worker: its share of every phase of the blocked sampler's
  *	  sweeps of a training job (sweeps.c), over the corpus and arrays its job's
- *	  worker put in shared memory.  It runs no SQL and connects to no
- *	  database: it draws numbers into shared memory.  Its messages go,
- *	  whole, through its error queue.
+ *	  worker put in shared memory.  It runs no SQL: it draws numbers into
+ *	  shared memory.  It connects as the caller all the same, as a chain
+ *	  worker does, so that pg_stat_activity shows it, under the caller's
+ *	  name, and pg_terminate_backend reaches it.  Its messages go, whole,
+ *	  through its error queue.
  */
 #include "gibbs_nb.h"
 
 #include "worker/worker.h"
 #include "worker/sweeps_shm.h"
+#include "security/security.h"
 
 #include "libpq/pqmq.h"
 #include "miscadmin.h"
@@ -170,6 +173,20 @@ gibbs_nb_sweep_worker_main(Datum main_arg)
 				 errmsg("gibbs_nb sweep worker started as number %d of %d", w, sh->n_workers)));
 	slot = &sh->slot[w];
 
+	/*
+	 * The caller's identity, as the job's worker has it.  Before the error
+	 * queue: a worker refused at connection leaves its part to the others
+	 * (sweeps_launch), its refusal in the log.
+	 */
+	gnb_become_caller(&sh->params, "gibbs_nb sweep worker");
+	{
+		char		activity[128];
+
+		snprintf(activity, sizeof(activity), "gibbs_nb job " INT64_FORMAT ": sweep worker %d",
+				 sh->params.job_id, w);
+		pgstat_report_activity(STATE_RUNNING, activity);
+	}
+
 	/* from here on what it reports goes to the job's worker, whole */
 	mq = shm_toc_lookup(toc, SWEEPS_KEY_QUEUE(w), false);
 	shm_mq_set_sender(mq, MyProc);
@@ -215,5 +232,6 @@ gibbs_nb_sweep_worker_main(Datum main_arg)
 	PG_END_TRY();
 
 	SetLatch(sh->job_latch);
+	pgstat_report_activity(STATE_IDLE, NULL);
 	dsm_detach(seg);
 }

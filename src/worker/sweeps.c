@@ -20,7 +20,8 @@
  * The segment is laid out as chains.c lays out its own (shm_toc), and the
  * set-up runs as parallel.c's does: sweeps_begin (estimate, create, fill),
  * sweeps_launch (job slots, workers, wait until they are ready), the chains,
- * sweeps_end.  A sweep worker connects to no database and runs no SQL.  Its
+ * sweeps_end.  A sweep worker runs no SQL (it connects as the caller, as a
+ * chain worker does, to be seen in pg_stat_activity).  Its
  * errors come through its error queue (shm_mq) and fail the job as they
  * are; one that exits without a word fails it with a message that says so.
  * When the job fails or is cancelled its worker terminates the sweep
@@ -313,7 +314,7 @@ sweeps_launch(GnbSweepsRun *run)
 			continue;
 		}
 		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 		worker.bgw_restart_time = BGW_NEVER_RESTART;
 		snprintf(worker.bgw_library_name, BGW_MAXLEN, "gibbs_nb");
@@ -384,7 +385,9 @@ sweeps_launch(GnbSweepsRun *run)
 	SpinLockAcquire(&sh->mutex);
 	sh->n_parts = parts;
 	SpinLockRelease(&sh->mutex);
-	elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": every phase in %d parts", p->job_id, parts);
+	ereport(LOG,
+			(errmsg("gibbs_nb job " INT64_FORMAT ": its sweeps are shared by %d processes",
+					p->job_id, parts)));
 }
 
 /*
