@@ -306,7 +306,12 @@ UPDATE gibbs_nb.jobs SET status = 'failed' WHERE status OPERATOR(pg_catalog.=) '
 -- rows counted from 0.
 UPDATE gibbs_nb.jobs SET chain = chain OPERATOR(pg_catalog.+) 1
  WHERE sweep OPERATOR(pg_catalog.>) 0 OR status OPERATOR(pg_catalog.=) 'succeeded';
+-- labels_reserved: the labels table a job created before it read (a model's
+-- first training), until the job publishes into it or drops it; a job whose
+-- worker was lost (a crash) leaves it, and the next job's worker drops it if
+-- it is still the model's owner's, empty and no version's.
 ALTER TABLE gibbs_nb.jobs
+    ADD COLUMN labels_reserved oid,
     ALTER COLUMN owner TYPE text USING pg_catalog.pg_get_userbyid(owner),
     DROP CONSTRAINT jobs_status_check,
     ADD CONSTRAINT jobs_status_check

@@ -74,7 +74,10 @@ draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked
 		maybe_check_interrupts(sh, (int32_t) i);
 		if (K == 2)
 		{
-			/* two classes: two sums in two lanes each (one addition's latency a pair is the pace otherwise) */
+			/*
+			 * two classes: two sums in two lanes each (one addition's
+			 * latency a pair would be the pace otherwise)
+			 */
 			double		l0[2] = {0.0, 0.0},
 						l1[2] = {0.0, 0.0};
 			int64_t		p = c->doc_start[j];

@@ -92,6 +92,70 @@ gnb_store_job_started(const GnbJobParams *p, int pid)
 }
 
 /*
+ * The labels table a job created before it read (gnb_reserve_labels_table),
+ * or InvalidOid once it is no longer the job's to drop: in the transaction
+ * that created or dropped it, so that a worker lost after either finds the
+ * row saying so.
+ */
+void
+gnb_store_job_labels_reserved(int64 job_id, Oid relid)
+{
+	Oid			types[2] = {INT8OID, OIDOID};
+	Datum		values[2] = {Int64GetDatum(job_id), ObjectIdGetDatum(relid)};
+	char		nulls[2] = {' ', OidIsValid(relid) ? ' ' : 'n'};
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	gnb_execute("UPDATE gibbs_nb.jobs SET labels_reserved = $2 "
+				"WHERE job_id OPERATOR(pg_catalog.=) $1",
+				2, types, values, nulls, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+	SPI_finish();
+	PopActiveSnapshot();
+}
+
+/*
+ * The labels tables reserved by jobs that ended without publishing and
+ * still hold one (their worker was lost, or could not drop it): up to
+ * `max` of them, oldest first.  Their rows are neither locked nor changed:
+ * the caller that is waiting for this job may hold their locks (its launch
+ * put the lost jobs' rows right).  Returns how many; *jobs, *owners,
+ * *models and *relids get them, in the caller's memory context.  SPI
+ * connected.
+ */
+int
+gnb_store_lost_reservations(int max, int64 **jobs, char ***owners, char ***models, Oid **relids)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(max)};
+	int			n;
+
+	gnb_execute("SELECT j.job_id, j.owner, j.model_name, j.labels_reserved FROM gibbs_nb.jobs j "
+				"WHERE j.labels_reserved IS NOT NULL "
+				"AND (j.status OPERATOR(pg_catalog.<>) 'running' "
+				"OR gibbs_nb.job_worker_lost(j.job_id)) "
+				"ORDER BY j.job_id LIMIT $1",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	n = (int) SPI_processed;
+	*jobs = MemoryContextAlloc(cxt, sizeof(int64) * Max(n, 1));
+	*owners = MemoryContextAlloc(cxt, sizeof(char *) * Max(n, 1));
+	*models = MemoryContextAlloc(cxt, sizeof(char *) * Max(n, 1));
+	*relids = MemoryContextAlloc(cxt, sizeof(Oid) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		HeapTuple	row = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+
+		(*jobs)[i] = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+		(*owners)[i] = MemoryContextStrdup(cxt, SPI_getvalue(row, desc, 2));
+		(*models)[i] = MemoryContextStrdup(cxt, SPI_getvalue(row, desc, 3));
+		(*relids)[i] = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
+	}
+	return n;
+}
+
+/*
  * Where a running job is (chain, 0-based here; the row counts chains from 1,
  * as gibbs_nb.trace and pg_stat_activity do) and its log joint.
  */
@@ -123,8 +187,9 @@ gnb_store_job_succeeded(const GnbJobParams *p, int32 version, double log_likelih
 	values[5] = Float8GetDatum(read_seconds);
 	values[6] = Float8GetDatum(sample_seconds);
 	values[7] = Float8GetDatum(publish_seconds);
+	/* its labels table is the version's now (labels_reserved: no job's to drop) */
 	job_row_statement("UPDATE gibbs_nb.jobs SET status = 'succeeded', version = $2, "
-					  "log_likelihood = $3, sweep = $4, chain = $5, read_seconds = $6, "
+					  "labels_reserved = NULL, log_likelihood = $3, sweep = $4, chain = $5, read_seconds = $6, "
 					  "sample_seconds = $7, publish_seconds = $8, "
 					  "finished_at = pg_catalog.clock_timestamp() WHERE job_id OPERATOR(pg_catalog.=) $1",
 					  8, types, values, SPI_OK_UPDATE);

@@ -22,6 +22,9 @@ extern int32 gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_pe
 extern void gnb_release_chain_slots(void);
 extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
+extern void gnb_store_job_labels_reserved(int64 job_id, Oid relid);
+extern int	gnb_store_lost_reservations(int max, int64 **jobs, char ***owners, char ***models,
+										Oid **relids);
 extern int64 gnb_running_job(const char *owner, const char *model_name);
 extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);

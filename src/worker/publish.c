@@ -25,6 +25,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/comment.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
@@ -38,6 +39,13 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 #include "storage/lmgr.h"
+
+/*
+ * The comment of every labels table training creates: without the model's
+ * name (pg_description is every role's to read); what tells a lost job's
+ * table from a table that took its OID since.
+ */
+#define LABELS_TABLE_COMMENT "labels of a gibbs_nb model"
 
 /* Rows of the labels table per INSERT statement. */
 #define PUBLISH_BATCH 50000
@@ -119,7 +127,7 @@ create_labels_table(const GnbJobParams *params, Oid nspid, const char *qualified
 	 * role reads (gibbs_nb.models.labels_table tells the owner whose it is).
 	 */
 	gnb_execute(psprintf("COMMENT ON TABLE %s IS %s", qualified,
-						 quote_literal_cstr("labels of a gibbs_nb model")),
+						 quote_literal_cstr(LABELS_TABLE_COMMENT)),
 				0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
 	gnb_restore_user(&priv);
 	AtEOXact_GUC(true, guc_level);
@@ -219,6 +227,8 @@ gnb_reserve_labels_table(GnbJobParams *params)
 	{
 		relid = create_labels_table(params, nspid, qualified);
 		params->labels_reserved = relid;
+		/* committed with it: a worker lost from here on leaves it to the next job */
+		gnb_store_job_labels_reserved(params->job_id, relid);
 	}
 	SPI_finish();
 	PopActiveSnapshot();
@@ -244,19 +254,101 @@ relation_is_empty(Oid relid)
 #define LABELS_RELEASE_WAIT_MS 1000
 
 /*
+ * A labels table reserved by a job (gnb_reserve_labels_table) that will not
+ * publish into it: dropped if nothing else came to hold it: still an
+ * ordinary table of the model's owner (under the name it was made with, when
+ * schema and name are given), no version of the model registered it, and it
+ * has no rows.  By OID (performDeletion, RESTRICT: an object made on it since
+ * keeps it), so that no name is looked up: the caller may be waiting for this
+ * job in a transaction that altered the schema (its row is locked then; the
+ * job failed for it).  A Citus distributed table is dropped by its DROP
+ * TABLE (Citus drops its shards then), as model.c drops one: named from the
+ * catalogs under the schema's lock, which it does not wait for.  No lock is
+ * waited for: 55P03 if one is held (anyone may hold one on an object that
+ * depends on the table, a table of its row type).  Returns whether the
+ * reservation is settled: the table dropped, gone, or no longer one a job may
+ * drop; false if the drop was refused (an object depends on it).  In the
+ * caller's transaction, with a snapshot, SPI connected.
+ */
+static bool
+drop_reserved_labels_table(Oid relid, const char *model_owner, const char *model_name,
+						   const char *schema, const char *name)
+{
+	char	   *comment;
+
+	if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("another transaction holds a lock on it")));
+	/* a snapshot after the lock: it sees every row committed before */
+	PushActiveSnapshot(GetTransactionSnapshot());
+	/*
+	 * Still the table it made: by name too (renamed since: left alone),
+	 * an ordinary table (its owner may have made it a view), the model's
+	 * owner's (not one given away since).
+	 */
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) ||
+		get_rel_relkind(relid) != RELKIND_RELATION ||
+		(schema != NULL &&
+		 (get_rel_namespace(relid) != get_namespace_oid(schema, true) ||
+		  strcmp(get_rel_name(relid), name) != 0)) ||
+		/* (it exists: checked above, and locked) */
+		gnb_relation_owner(relid) != gnb_owner_role(model_owner) ||
+		gnb_labels_table_registered(model_owner, model_name, relid))
+	{
+		PopActiveSnapshot();
+		return true;
+	}
+	/* without its name: still with the comment it was made with (create_labels_table) */
+	comment = schema == NULL ? GetComment(relid, RelationRelationId, 0) : NULL;
+	if (schema == NULL && (comment == NULL || strcmp(comment, LABELS_TABLE_COMMENT) != 0))
+	{
+		PopActiveSnapshot();
+		return true;
+	}
+	if (!gnb_citus_is_distributed(relid))
+	{
+		if (relation_is_empty(relid))
+		{
+			ObjectAddress table;
+
+			ObjectAddressSet(table, RelationRelationId, relid);
+			performDeletion(&table, DROP_RESTRICT, 0);
+		}
+	}
+	else
+	{
+		Oid			table_owner;
+
+		gnb_lock_namespace_name(get_rel_namespace(relid), true);
+		table_owner = gnb_labels_table_owner(relid, model_owner, model_name, WARNING);
+		if (OidIsValid(table_owner))
+		{
+			char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+															   get_rel_name(relid));
+			GnbPrivilegeState priv;
+			bool		isnull;
+
+			gnb_become_role(table_owner, &priv);
+			gnb_execute(psprintf("SELECT EXISTS (SELECT FROM %s)", qualified),
+						0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 0);
+			if (!DatumGetBool(gnb_result_value(1, &isnull)))
+				gnb_execute(psprintf("DROP TABLE %s", qualified), 0, NULL, NULL, NULL,
+							GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+			gnb_restore_user(&priv);
+		}
+	}
+	PopActiveSnapshot();
+	return true;
+}
+
+/*
  * A job that failed drops the labels table it created (gnb_reserve_labels_table)
- * if nothing else came to hold it: still an ordinary table of the model's
- * owner under the name it was made with, no version of the model registered
- * it, and it has no rows.  By OID (performDeletion, RESTRICT: an object made
- * on it since keeps it), so that no name is looked up: the caller may be
- * waiting for this job in a transaction that altered the schema (its row is
- * locked then; the job failed for it).  A Citus distributed table is dropped
- * by its DROP TABLE (Citus drops its shards then), as model.c drops one:
- * named from the catalogs under the schema's lock, which it does not wait
- * for.  Best effort, before the job's outcome is written: no lock is waited
- * for longer than LABELS_RELEASE_WAIT_MS (anyone may hold one on an object
- * that depends on the table, a table of its row type), and a failure here is
- * a WARNING and the table is left.
+ * if nothing else came to hold it (drop_reserved_labels_table), and says so in
+ * its row.  Best effort, before the job's outcome is written: no lock is
+ * waited for longer than LABELS_RELEASE_WAIT_MS, and a failure here is a
+ * WARNING and the table is left, still reserved in the job's row (a later
+ * job's worker drops it: gnb_release_lost_labels_tables).
  */
 void
 gnb_release_labels_table(const GnbJobParams *params)
@@ -274,62 +366,11 @@ gnb_release_labels_table(const GnbJobParams *params)
 		snprintf(wait_ms, sizeof(wait_ms), "%d", LABELS_RELEASE_WAIT_MS);
 		(void) set_config_option("lock_timeout", wait_ms, PGC_SUSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
-		if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("another transaction holds a lock on it")));
-		/* the snapshot after the lock: it sees every row committed before */
-		PushActiveSnapshot(GetTransactionSnapshot());
 		SPI_connect();
-		/*
-		 * Still the table it made: by name too (renamed since: left alone),
-		 * an ordinary table (its owner may have made it a view), the model's
-		 * owner's (not one given away since).
-		 */
-		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
-			get_rel_relkind(relid) == RELKIND_RELATION &&
-			get_rel_namespace(relid) == get_namespace_oid(params->labels_schema, true) &&
-			strcmp(get_rel_name(relid), params->labels_table) == 0 &&
-			/* (it exists: checked above, and locked) */
-			gnb_relation_owner(relid) == gnb_owner_role(params->model_owner) &&
-			!gnb_labels_table_registered(params->model_owner, params->model_name, relid))
-		{
-			if (!gnb_citus_is_distributed(relid))
-			{
-				if (relation_is_empty(relid))
-				{
-					ObjectAddress table;
-
-					ObjectAddressSet(table, RelationRelationId, relid);
-					performDeletion(&table, DROP_RESTRICT, 0);
-				}
-			}
-			else
-			{
-				Oid			table_owner;
-
-				gnb_lock_namespace_name(get_rel_namespace(relid), true);
-				table_owner = gnb_labels_table_owner(relid, params->model_owner,
-													 params->model_name, WARNING);
-				if (OidIsValid(table_owner))
-				{
-					char	   *qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-																	   get_rel_name(relid));
-					GnbPrivilegeState priv;
-					bool		isnull;
-
-					gnb_become_role(table_owner, &priv);
-					gnb_execute(psprintf("SELECT EXISTS (SELECT FROM %s)", qualified),
-								0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 0);
-					if (!DatumGetBool(gnb_result_value(1, &isnull)))
-						gnb_execute(psprintf("DROP TABLE %s", qualified), 0, NULL, NULL, NULL,
-									GNB_AS_CALLER, SPI_OK_UTILITY, 0);
-					gnb_restore_user(&priv);
-				}
-			}
-		}
+		if (drop_reserved_labels_table(relid, params->model_owner, params->model_name,
+									   params->labels_schema, params->labels_table))
+			gnb_store_job_labels_reserved(params->job_id, InvalidOid);
 		SPI_finish();
-		PopActiveSnapshot();
 		CommitTransactionCommand();
 	}
 	PG_CATCH();
@@ -346,6 +387,72 @@ gnb_release_labels_table(const GnbJobParams *params)
 				 errdetail("Dropping it failed: %s", edata->message)));
 	}
 	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+}
+
+/* At most this many lost jobs' labels tables are dropped by one job's worker. */
+#define LOST_RESERVATIONS_MAX 16
+
+/*
+ * The labels tables that jobs reserved and left (their worker was lost: a
+ * crash, a restart; or it could not drop its own), dropped by the next job's
+ * worker before it reserves its own, each if nothing else came to hold it
+ * (drop_reserved_labels_table: known by its OID and the comment it was made
+ * with, as its name is not in the job's row).  A lost model's first training
+ * left an empty table of the model's labels table's name, which refused the
+ * model's next training (42P07) until someone dropped it by hand.  The jobs'
+ * rows are read, not changed (the caller waiting for this job may hold their
+ * locks): a table gone is passed over by the next job.  Each in a
+ * subtransaction: one that cannot be dropped now (a lock is held on it) is a
+ * LOG line and left for a later job.  In a transaction of its own, as the
+ * extension (the jobs' rows); no lock is waited for.
+ */
+void
+gnb_release_lost_labels_tables(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	int64	   *jobs;
+	char	  **owners;
+	char	  **models;
+	Oid		   *relids;
+	int			n;
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	n = gnb_store_lost_reservations(LOST_RESERVATIONS_MAX, &jobs, &owners, &models, &relids);
+	for (int i = 0; i < n; i++)
+	{
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+		PG_TRY();
+		{
+			(void) drop_reserved_labels_table(relids[i], owners[i], models[i], NULL, NULL);
+			ReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			ereport(LOG,
+					(errmsg("gibbs_nb: the labels table (OID %u) that job " INT64_FORMAT " left is left for now",
+							relids[i], jobs[i]),
+					 errdetail("Dropping it failed: %s", edata->message)));
+		}
+		PG_END_TRY();
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 }
 

@@ -447,7 +447,11 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	MemoryContextSwitchTo(job_cxt);
 	set_phase(job, GNB_PHASE_RUNNING);
 	register_owner(job);
-	/* the labels table's name, taken now, not after the sweeps (publish.c) */
+	/*
+	 * what lost jobs left, then the labels table's name, taken now, not
+	 * after the sweeps (publish.c)
+	 */
+	gnb_release_lost_labels_tables();
 	gnb_reserve_labels_table(p);
 	MemoryContextSwitchTo(job_cxt);
 

@@ -67,6 +67,49 @@ is($row, '2', 'the model can be trained again (the stale job does not block it)'
 is($node->safe_psql('postgres', "SELECT status, sqlstate FROM gibbs_nb.jobs WHERE job_id = $job"),
 	'failed|57P01', 'and the stale job row has been put right');
 
+# --- an immediate shutdown in a model's first training (issue 29 item 5) ---
+# The job created its labels table before it read; lost, it leaves it empty
+# and reserved in its row.  The next job's worker drops it, so the model
+# trains again (before, its next training failed: 42P07, the table "was not
+# created for model").
+$job = start_long_job('first');
+ok(wait_for_sweeps($job), 'a first training runs');
+is($node->safe_psql('postgres', qq{
+     SELECT labels_reserved = 'public.first_labels'::regclass FROM gibbs_nb.jobs WHERE job_id = $job}),
+	't', 'its row holds the labels table it reserved');
+$node->stop('immediate');
+$node->start;
+is($node->safe_psql('postgres', q{SELECT count(*) FROM first_labels}), '0',
+	'the lost job left its labels table, empty');
+$row = $node->safe_psql('postgres', q{
+  SET gibbs_nb.progress_interval = 0;
+  SELECT status FROM gibbs_nb_train('other', 'docs', 'tokens', 'label', sweeps => 5, seed => 2)});
+is($row, 'succeeded', 'another model trains');
+is($node->safe_psql('postgres', q{SELECT to_regclass('public.first_labels') IS NULL}), 't',
+	'its worker dropped the table the lost job left');
+$row = $node->safe_psql('postgres', q{
+  SET gibbs_nb.progress_interval = 0;
+  SELECT status FROM gibbs_nb_train('first', 'docs', 'tokens', 'label', sweeps => 5, seed => 2)});
+is($row, 'succeeded', 'the model whose first training was lost trains');
+is($node->safe_psql('postgres', q{
+     SELECT count(*) > 0 AND bool_and(version = 1) FROM first_labels}), 't',
+	'into a labels table of its own');
+is($node->safe_psql('postgres', q{
+     SELECT count(*) FROM gibbs_nb.jobs WHERE labels_reserved IS NOT NULL AND status = 'succeeded'}),
+	'0', 'no job holds a reservation once its version is published');
+# a lost job's table that someone wrote into is not dropped
+$job = start_long_job('kept');
+ok(wait_for_sweeps($job), 'a first training runs');
+$node->stop('immediate');
+$node->start;
+$node->safe_psql('postgres', q{INSERT INTO kept_labels (id, version) VALUES (1, 0)});
+$node->safe_psql('postgres', q{
+  SET gibbs_nb.progress_interval = 0;
+  SELECT status FROM gibbs_nb_train('other', 'docs', 'tokens', 'label', sweeps => 5, seed => 3)});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM kept_labels}), '1',
+	'a lost job\'s table with a row in it is left');
+$node->safe_psql('postgres', q{DROP TABLE kept_labels, other_labels});
+
 # --- different models at once; the bound on concurrent jobs ---
 my $a = start_long_job('a');
 my $b = start_long_job('b');

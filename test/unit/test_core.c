@@ -24,7 +24,7 @@
 
 /* How many standard errors an estimate may be from the exact value. */
 #define Z_TOLERANCE 5.0
-/* check_against_exact: a marginal below RARE has its error floor from draws RARE_RUN sweeps apart */
+/* check_against_exact: a marginal below RARE: its error floor from draws RARE_RUN sweeps apart */
 #define RARE 0.01
 #define RARE_RUN 20.0
 
