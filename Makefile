@@ -216,8 +216,8 @@ FUZZ_HDR = $(wildcard src/*.h src/*/*.h) $(FUZZ_DIR)/shim.h
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_OWN_OBJS = $(FUZZ_BUILD)/shim.o $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.o)
 # the server code under test, compiled unchanged: the count aggregate and the
-# export format
-FUZZ_SERVER_SRC = $(sort $(wildcard src/counts/*.c)) src/models/model_format.c
+# export format (with the samplers' names)
+FUZZ_SERVER_SRC = $(sort $(wildcard src/counts/*.c)) src/models/model_format.c src/core/gnb_names.c
 FUZZ_SERVER_OBJS = $(FUZZ_SERVER_SRC:src/%.c=$(FUZZ_BUILD)/server/%.o)
 
 $(FUZZ_SERVER_OBJS): $(FUZZ_BUILD)/server/%.o: src/%.c $(FUZZ_HDR)

@@ -344,7 +344,7 @@ gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes)
 	 */
 	return D * (sizeof(int32_t) + sizeof(double) + sizeof(int64_t)) +
 		V * (1 + 3 * sizeof(int32_t) + sizeof(active_key)) + V * K * sizeof(double) +
-		(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + K * 2 +
+		(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + K * (sizeof(double) + 1) +
 		GNB_BLOCKED_WORK(K) * sizeof(double) + sizeof(gnb_blocked_helper) + 16 * 64;
 }
 
@@ -360,7 +360,8 @@ gnb_blocked_helper_end(gnb_blocked_helper *h)
 }
 
 void
-gnb_blocked_sizes(int32_t n_docs, int32_t n_words, int32_t n_classes, size_t *sizes)
+gnb_blocked_sizes(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_params *params,
+				  size_t *sizes)
 {
 	size_t		vk = (size_t) n_words * n_classes + 1;
 	size_t		blocks = (size_t) (n_words + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS;
@@ -369,7 +370,8 @@ gnb_blocked_sizes(int32_t n_docs, int32_t n_words, int32_t n_classes, size_t *si
 	sizes[GNB_BLOCKED_N] = vk * sizeof(double);
 	sizes[GNB_BLOCKED_LOG_PI] = (size_t) n_classes * sizeof(double);
 	sizes[GNB_BLOCKED_NEXT_LABEL] = ((size_t) n_docs + 1) * sizeof(int32_t);
-	sizes[GNB_BLOCKED_PRED] = ((size_t) n_docs * n_classes + 1) * sizeof(double);
+	sizes[GNB_BLOCKED_PRED] = ((params->unlabeled_weight != 1.0 ? (size_t) n_docs * n_classes : 0) +
+							   1) * sizeof(double);
 	sizes[GNB_BLOCKED_BLOCK_LSE] = ((size_t) n_classes * blocks + 1) * sizeof(double);
 }
 

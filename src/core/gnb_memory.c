@@ -94,11 +94,16 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	}
 	/*
 	 * blocked: the labels drawn before they are applied, their predictive
-	 * probabilities, the blocks' sums (log theta is counted above; log pi
-	 * and the scratch are K-sized)
+	 * probabilities (lambda < 1), the blocks' sums, each block's first word
+	 * and its words' order with their sort keys (log theta is counted
+	 * above; log pi is K-sized), the scratch
 	 */
 	if (params->sampler == GNB_SAMPLER_BLOCKED)
-		bytes += D * sizeof(int32_t) + (D * K + K * (V / GNB_BLOCKED_WORDS + 1)) * sizeof(double);
+		bytes += D * sizeof(int32_t) +
+			((params->unlabeled_weight != 1.0 ? D * K : 0) + K * (V / GNB_BLOCKED_WORDS + 1)) *
+			sizeof(double) +
+			(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + V * (sizeof(int32_t) + sizeof(active_key)) +
+			GNB_BLOCKED_WORK(K) * sizeof(double);
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;
 }
@@ -115,25 +120,6 @@ gnb_kept_series(int64_t kept, int32_t *stride)
 	if (stride)
 		*stride = (int32_t) s;
 	return (int32_t) ((kept + s - 1) / s);
-}
-
-static const char *const sampler_names[] = {"paper", "collapsed", "blocked"};
-
-const char *
-gnb_sampler_name(gnb_sampler_kind kind)
-{
-	if ((int) kind < 0 || (size_t) kind >= sizeof(sampler_names) / sizeof(sampler_names[0]))
-		return "unknown";
-	return sampler_names[kind];
-}
-
-int
-gnb_sampler_from_name(const char *name)
-{
-	for (size_t i = 0; i < sizeof(sampler_names) / sizeof(sampler_names[0]); i++)
-		if (strcmp(name, sampler_names[i]) == 0)
-			return (int) i;
-	return -1;
 }
 
 const char *

@@ -223,8 +223,12 @@ typedef struct gnb_hooks
 	void		(*blocked_phase) (void *arg, const gnb_blocked_step *step);
 } gnb_hooks;
 
-/* The sizes in bytes of the arrays of gnb_blocked_arrays, by GNB_BLOCKED_*. */
-extern void gnb_blocked_sizes(int32_t n_docs, int32_t n_words, int32_t n_classes, size_t *sizes);
+/*
+ * The sizes in bytes of the arrays of gnb_blocked_arrays, by GNB_BLOCKED_*
+ * (pred is written only with unlabeled_weight < 1: one element otherwise).
+ */
+extern void gnb_blocked_sizes(int32_t n_docs, int32_t n_words, int32_t n_classes,
+							  const gnb_params *params, size_t *sizes);
 
 /*
  * A process that draws units of a chain's phases: what it derives once

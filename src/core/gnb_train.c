@@ -97,7 +97,7 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 		{
 			size_t		sizes[GNB_BLOCKED_N_ARRAYS];
 
-			gnb_blocked_sizes(D, V, K, sizes);
+			gnb_blocked_sizes(D, V, K, params, sizes);
 			st->blocked.log_theta = gnb_xalloc(hooks, sizes[GNB_BLOCKED_LOG_THETA], 1);
 			st->blocked.N = st->N;
 			st->blocked.log_pi = gnb_xalloc(hooks, sizes[GNB_BLOCKED_LOG_PI], 1);

@@ -115,27 +115,32 @@ gnb_store_job_labels_reserved(int64 job_id, Oid relid)
 
 /*
  * The labels tables reserved by jobs that ended without publishing and
- * still hold one (their worker was lost, or could not drop it): up to
- * `max` of them, oldest first.  Their rows are neither locked nor changed:
- * the caller that is waiting for this job may hold their locks (its launch
- * put the lost jobs' rows right).  Returns how many; *jobs, *owners,
- * *models and *relids get them, in the caller's memory context.  SPI
- * connected.
+ * still hold one that exists (their worker was lost, or could not drop it):
+ * up to `max` of them, this model's first, then the oldest.  Their rows are
+ * not locked: the caller that is waiting for this job may hold their locks
+ * (its launch put the lost jobs' rows right).  Returns how many; *jobs,
+ * *owners, *models and *relids get them, in the caller's memory context.
+ * SPI connected.
  */
 int
-gnb_store_lost_reservations(int max, int64 **jobs, char ***owners, char ***models, Oid **relids)
+gnb_store_lost_reservations(const char *owner, const char *model_name, int max, int64 **jobs,
+							char ***owners, char ***models, Oid **relids)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(max)};
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+	Int32GetDatum(max)};
 	int			n;
 
 	gnb_execute("SELECT j.job_id, j.owner, j.model_name, j.labels_reserved FROM gibbs_nb.jobs j "
 				"WHERE j.labels_reserved IS NOT NULL "
+				"AND EXISTS (SELECT FROM pg_catalog.pg_class c "
+				"WHERE c.oid OPERATOR(pg_catalog.=) j.labels_reserved) "
 				"AND (j.status OPERATOR(pg_catalog.<>) 'running' "
 				"OR gibbs_nb.job_worker_lost(j.job_id)) "
-				"ORDER BY j.job_id LIMIT $1",
-				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+				"ORDER BY j.owner OPERATOR(pg_catalog.=) $1 "
+				"AND j.model_name OPERATOR(pg_catalog.=) $2 DESC, j.job_id LIMIT $3",
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
 	n = (int) SPI_processed;
 	*jobs = MemoryContextAlloc(cxt, sizeof(int64) * Max(n, 1));
 	*owners = MemoryContextAlloc(cxt, sizeof(char *) * Max(n, 1));
@@ -153,6 +158,45 @@ gnb_store_lost_reservations(int max, int64 **jobs, char ***owners, char ***model
 		(*relids)[i] = DatumGetObjectId(SPI_getbinval(row, desc, 4, &isnull));
 	}
 	return n;
+}
+
+/*
+ * A reservation settled by a later job's worker (gnb_release_lost_labels_tables):
+ * its row cleared, unless another transaction holds it (the caller waiting
+ * for this job, say): a later job clears it then.  SPI connected.
+ */
+void
+gnb_store_lost_reservation_settled(int64 job_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(job_id)};
+
+	gnb_execute("UPDATE gibbs_nb.jobs SET labels_reserved = NULL "
+				"WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+				"SELECT l.job_id FROM gibbs_nb.jobs l WHERE l.job_id OPERATOR(pg_catalog.=) $1 "
+				"FOR UPDATE SKIP LOCKED))",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
+}
+
+/*
+ * Whether relid is the labels table a lost job of this model left
+ * (gnb_release_lost_labels_tables drops it before the model's next job
+ * reserves its own).  SPI connected.
+ */
+bool
+gnb_store_left_by_lost_job(const char *owner, const char *model_name, Oid relid)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, OIDOID};
+	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
+	ObjectIdGetDatum(relid)};
+
+	gnb_execute("SELECT 1 FROM gibbs_nb.jobs j WHERE j.owner OPERATOR(pg_catalog.=) $1 "
+				"AND j.model_name OPERATOR(pg_catalog.=) $2 "
+				"AND j.labels_reserved OPERATOR(pg_catalog.=) $3 "
+				"AND (j.status OPERATOR(pg_catalog.<>) 'running' "
+				"OR gibbs_nb.job_worker_lost(j.job_id)) LIMIT 1",
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	return SPI_processed > 0;
 }
 
 /*

@@ -23,8 +23,11 @@ extern void gnb_release_chain_slots(void);
 extern bool gnb_job_worker_alive(int64 job_id);
 extern void gnb_reconcile_jobs(void);
 extern void gnb_store_job_labels_reserved(int64 job_id, Oid relid);
-extern int	gnb_store_lost_reservations(int max, int64 **jobs, char ***owners, char ***models,
+extern int	gnb_store_lost_reservations(const char *owner, const char *model_name, int max,
+										int64 **jobs, char ***owners, char ***models,
 										Oid **relids);
+extern void gnb_store_lost_reservation_settled(int64 job_id);
+extern bool gnb_store_left_by_lost_job(const char *owner, const char *model_name, Oid relid);
 extern int64 gnb_running_job(const char *owner, const char *model_name);
 extern void gnb_launch_lock_acquire(void);
 extern void gnb_launch_lock_release(void);

@@ -269,6 +269,7 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 	if (OidIsValid(relid))
 	{
 		bool		registered;
+		bool		left = false;
 		int64		running = 0;
 
 		SPI_connect();
@@ -276,9 +277,20 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 		/* the running job's own (publish.c, gnb_reserve_labels_table) */
 		if (!registered)
 			running = gnb_running_job(p->model_owner, p->model_name);
+		/* a lost job's, which the job's worker drops before it makes its own */
+		if (!registered && running == 0)
+			left = gnb_store_left_by_lost_job(p->model_owner, p->model_name, relid);
 		SPI_finish();
 		if (running != 0)
 			refuse_running_model(p->model_name, running);
+		if (left)
+		{
+			/* made again as the model's owner, who needs CREATE there */
+			if (gnb_namespace_aclcheck(nspid, gnb_owner_role_required(p->model_owner),
+									   ACL_CREATE) != ACLCHECK_OK)
+				aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_SCHEMA, schema);
+			return;
+		}
 		if (!registered)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_TABLE),

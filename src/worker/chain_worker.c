@@ -196,16 +196,7 @@ gibbs_nb_chain_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	CurrentResourceOwner = ResourceOwnerCreate(NULL, "gibbs_nb chain worker");
-	seg = dsm_attach(DatumGetUInt32(main_arg));
-	if (seg == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gibbs_nb chain worker could not map its job's shared memory")));
-	toc = shm_toc_attach(CHAINS_MAGIC, dsm_segment_address(seg));
-	if (toc == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gibbs_nb chain worker found no chains in its job's shared memory")));
+	toc = gnb_attach_job_segment(main_arg, CHAINS_MAGIC, "gibbs_nb chain worker", &seg);
 	sh = shm_toc_lookup(toc, CHAINS_KEY_SHARED, false);
 	memcpy(&chain, MyBgworkerEntry->bgw_extra, sizeof(int32));
 	if (chain < 1 || chain >= sh->params.sampler.chains)

@@ -116,7 +116,7 @@ gnb_chains_stop(bool wait)
 	if (run == NULL)
 		return;
 	active_run = NULL;
-	gnb_terminate_workers(run->handle, run->chains, wait, run->sh->params.job_id,
+	gnb_terminate_workers(run->handle, run->chains, true, wait, run->sh->params.job_id,
 						  "chain workers");
 	dsm_detach(run->seg);
 }
@@ -130,7 +130,7 @@ stop_chains_at_exit(int code, Datum arg)
 	if (run == NULL)
 		return;
 	active_run = NULL;
-	gnb_terminate_workers(run->handle, run->chains, false, run->sh->params.job_id,
+	gnb_terminate_workers(run->handle, run->chains, true, false, run->sh->params.job_id,
 						  "chain workers");
 }
 
@@ -511,23 +511,7 @@ chains_launch(GnbChainsRun *run)
 	int32		workers;
 	int32		started = 0;
 
-	{
-		/*
-		 * In a transaction of its own: an error while it waits for the
-		 * launch lock (a cancel) is then cleaned up by the abort, wait
-		 * queue and all.  The slots are session locks: they outlive it.
-		 */
-		MemoryContext cxt = CurrentMemoryContext;
-		bool		own_xact = !IsTransactionState();
-
-		if (own_xact)
-			StartTransactionCommand();
-		workers = gnb_reserve_chain_slots(wanted, p->max_jobs, p->max_jobs_per_role,
-										  p->max_jobs_per_login);
-		if (own_xact)
-			CommitTransactionCommand();
-		MemoryContextSwitchTo(cxt);
-	}
+	workers = gnb_reserve_worker_slots(p, wanted);
 	if (workers < wanted)
 		ereport(LOG,
 				(errmsg("gibbs_nb job " INT64_FORMAT ": %d of %d chain workers granted; %d chains run in the job's worker",
@@ -537,8 +521,6 @@ chains_launch(GnbChainsRun *run)
 	sh->slot[0].state = CHAIN_LOCAL;
 	for (int c = 1; c < chains; c++)
 	{
-		BackgroundWorker worker;
-
 		if (c > workers || started < c - 1)
 		{
 			/* beyond the limit, or a slot was refused before: run it here */
@@ -547,20 +529,9 @@ chains_launch(GnbChainsRun *run)
 			run->error_mqh[c] = NULL;
 			continue;
 		}
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "gibbs_nb");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "gibbs_nb_chain_worker_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "gibbs_nb job " INT64_FORMAT " chain %d",
-				 p->job_id, c + 1);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "gibbs_nb chain worker");
-		worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(run->seg));
-		memcpy(worker.bgw_extra, &c, sizeof(int32));
-		worker.bgw_notify_pid = MyProcPid;
 		sh->slot[c].state = CHAIN_PENDING;
-		if (RegisterDynamicBackgroundWorker(&worker, &run->handle[c]))
+		if (gnb_start_worker(p, "gibbs_nb_chain_worker_main", "gibbs_nb chain worker",
+							 psprintf("chain %d", c + 1), c, run->seg, &run->handle[c]))
 		{
 			/* a worker that dies before it attaches detaches its queue */
 			shm_mq_set_handle(run->error_mqh[c], run->handle[c]);

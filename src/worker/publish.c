@@ -38,6 +38,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 
 /*
@@ -235,80 +236,103 @@ gnb_reserve_labels_table(GnbJobParams *params)
 	CommitTransactionCommand();
 }
 
-/* relid, an ordinary table locked by the caller, has no row (whatever row security would show). */
+/*
+ * relid, an ordinary table locked by the caller, has no row (whatever row
+ * security would show) in at most max_blocks blocks: a longer one counts as
+ * not empty, unscanned (anyone could make a lost job's table long with dead
+ * rows, and stall the job that looks).
+ */
 static bool
-relation_is_empty(Oid relid)
+relation_is_empty(Oid relid, BlockNumber max_blocks)
 {
 	Relation	rel = table_open(relid, NoLock);
-	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	TableScanDesc scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
-	bool		empty = !table_scan_getnextslot(scan, ForwardScanDirection, slot);
+	bool		empty = false;
 
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
+	if (RelationGetNumberOfBlocks(rel) <= max_blocks)
+	{
+		TupleTableSlot *slot = table_slot_create(rel, NULL);
+		TableScanDesc scan = table_beginscan(rel, GetActiveSnapshot(), 0, NULL);
+
+		empty = !table_scan_getnextslot(scan, ForwardScanDirection, slot);
+		table_endscan(scan);
+		ExecDropSingleTupleTableSlot(slot);
+	}
 	table_close(rel, NoLock);
 	return empty;
 }
 
+/* The most blocks of a lost job's labels table scanned for a row. */
+#define LOST_TABLE_MAX_BLOCKS 128
+
 /* How long dropping a failed job's labels table waits for a lock (ms). */
 #define LABELS_RELEASE_WAIT_MS 1000
+
+/* relid has the comment create_labels_table gives a labels table. */
+static bool
+made_by_training(Oid relid)
+{
+	char	   *comment = GetComment(relid, RelationRelationId, 0);
+
+	return comment != NULL && strcmp(comment, LABELS_TABLE_COMMENT) == 0;
+}
 
 /*
  * A labels table reserved by a job (gnb_reserve_labels_table) that will not
  * publish into it: dropped if nothing else came to hold it: still an
  * ordinary table of the model's owner (under the name it was made with, when
- * schema and name are given), no version of the model registered it, and it
- * has no rows.  By OID (performDeletion, RESTRICT: an object made on it since
- * keeps it), so that no name is looked up: the caller may be waiting for this
- * job in a transaction that altered the schema (its row is locked then; the
- * job failed for it).  A Citus distributed table is dropped by its DROP
- * TABLE (Citus drops its shards then), as model.c drops one: named from the
- * catalogs under the schema's lock, which it does not wait for.  No lock is
- * waited for: 55P03 if one is held (anyone may hold one on an object that
- * depends on the table, a table of its row type).  Returns whether the
- * reservation is settled: the table dropped, gone, or no longer one a job may
- * drop; false if the drop was refused (an object depends on it).  In the
- * caller's transaction, with a snapshot, SPI connected.
+ * schema and name are given; else with the comment it was made with), no
+ * version of the model registered it, and it has no rows (a lost job's: in
+ * at most LOST_TABLE_MAX_BLOCKS blocks).
+ * The owner and kind are checked before it is locked (a table that took a
+ * lost job's OID is not locked), and again after.  By OID (performDeletion,
+ * RESTRICT: an object made on it since keeps it), so that no name is looked
+ * up: the caller may be waiting for this job in a transaction that altered
+ * the schema (its row is locked then; the job failed for it).  A Citus
+ * distributed table is dropped by its own job's worker only (by its DROP
+ * TABLE, as model.c drops one: named from the catalogs under the schema's
+ * lock), never a lost job's (that would run as its owner, whose policies
+ * may run anything).  The table's own lock is not waited for; the locks
+ * performDeletion takes on what depends on it wait at most the caller's
+ * lock_timeout.  Returns whether the reservation is settled: the table
+ * dropped, gone, or no longer one a job may drop.  In the caller's
+ * transaction, SPI connected.
  */
 static bool
 drop_reserved_labels_table(Oid relid, const char *model_owner, const char *model_name,
 						   const char *schema, const char *name)
 {
-	char	   *comment;
+	Oid			owner_role = gnb_owner_role(model_owner);
+	bool		settled = true;
 
+	/* before the lock, from the catalogs: not another role's table */
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) ||
+		get_rel_relkind(relid) != RELKIND_RELATION ||
+		gnb_relation_owner(relid) != owner_role)
+		return true;
 	if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("another transaction holds a lock on it")));
-	/* a snapshot after the lock: it sees every row committed before */
+	/* a snapshot after the lock: it sees every version committed before */
 	PushActiveSnapshot(GetTransactionSnapshot());
 	/*
-	 * Still the table it made: by name too (renamed since: left alone),
-	 * an ordinary table (its owner may have made it a view), the model's
-	 * owner's (not one given away since).
+	 * Still the table it made: by name too (renamed since: left alone) or
+	 * by its comment, an ordinary table (its owner may have made it a view),
+	 * the model's owner's (not one given away since), no version's.
 	 */
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) ||
 		get_rel_relkind(relid) != RELKIND_RELATION ||
+		gnb_relation_owner(relid) != owner_role ||
 		(schema != NULL &&
 		 (get_rel_namespace(relid) != get_namespace_oid(schema, true) ||
 		  strcmp(get_rel_name(relid), name) != 0)) ||
-		/* (it exists: checked above, and locked) */
-		gnb_relation_owner(relid) != gnb_owner_role(model_owner) ||
+		(schema == NULL && !made_by_training(relid)) ||
 		gnb_labels_table_registered(model_owner, model_name, relid))
+		;
+	else if (!gnb_citus_is_distributed(relid))
 	{
-		PopActiveSnapshot();
-		return true;
-	}
-	/* without its name: still with the comment it was made with (create_labels_table) */
-	comment = schema == NULL ? GetComment(relid, RelationRelationId, 0) : NULL;
-	if (schema == NULL && (comment == NULL || strcmp(comment, LABELS_TABLE_COMMENT) != 0))
-	{
-		PopActiveSnapshot();
-		return true;
-	}
-	if (!gnb_citus_is_distributed(relid))
-	{
-		if (relation_is_empty(relid))
+		/* a lost job's only if short: see relation_is_empty */
+		if (relation_is_empty(relid, schema != NULL ? MaxBlockNumber : LOST_TABLE_MAX_BLOCKS))
 		{
 			ObjectAddress table;
 
@@ -316,7 +340,7 @@ drop_reserved_labels_table(Oid relid, const char *model_owner, const char *model
 			performDeletion(&table, DROP_RESTRICT, 0);
 		}
 	}
-	else
+	else if (schema != NULL)
 	{
 		Oid			table_owner;
 
@@ -338,8 +362,10 @@ drop_reserved_labels_table(Oid relid, const char *model_owner, const char *model
 			gnb_restore_user(&priv);
 		}
 	}
+	else
+		settled = false;		/* a lost job's distributed table: left, and said */
 	PopActiveSnapshot();
-	return true;
+	return settled;
 }
 
 /*
@@ -398,37 +424,53 @@ gnb_release_labels_table(const GnbJobParams *params)
  * crash, a restart; or it could not drop its own), dropped by the next job's
  * worker before it reserves its own, each if nothing else came to hold it
  * (drop_reserved_labels_table: known by its OID and the comment it was made
- * with, as its name is not in the job's row).  A lost model's first training
- * left an empty table of the model's labels table's name, which refused the
- * model's next training (42P07) until someone dropped it by hand.  The jobs'
- * rows are read, not changed (the caller waiting for this job may hold their
- * locks): a table gone is passed over by the next job.  Each in a
- * subtransaction: one that cannot be dropped now (a lock is held on it) is a
- * LOG line and left for a later job.  In a transaction of its own, as the
- * extension (the jobs' rows); no lock is waited for.
+ * with, as its name is not in the job's row), this model's first.  A lost
+ * model's first training left an empty table of the model's labels table's
+ * name, which refused the model's next training (42P07) until someone dropped
+ * it by hand.  A settled job's row is cleared, unless another transaction
+ * holds it (the caller waiting for this job may: its launch put the lost
+ * jobs' rows right); a later job clears it.  Each in a subtransaction: one
+ * that cannot be dropped now (a lock is held on it or on what depends on it,
+ * past LABELS_RELEASE_WAIT_MS) is a LOG line and left for a later job.  In a
+ * transaction of its own, as the extension (the jobs' rows).
  */
 void
-gnb_release_lost_labels_tables(void)
+gnb_release_lost_labels_tables(const GnbJobParams *params)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
+	ResourceOwner owner;
 	int64	   *jobs;
 	char	  **owners;
 	char	  **models;
 	Oid		   *relids;
 	int			n;
+	char		wait_ms[16];
 
 	StartTransactionCommand();
+	owner = CurrentResourceOwner;
+	/* what depends on a table is locked by its drop: waited for this long at most */
+	snprintf(wait_ms, sizeof(wait_ms), "%d", LABELS_RELEASE_WAIT_MS);
+	(void) set_config_option("lock_timeout", wait_ms, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	n = gnb_store_lost_reservations(LOST_RESERVATIONS_MAX, &jobs, &owners, &models, &relids);
+	n = gnb_store_lost_reservations(params->model_owner, params->model_name,
+									LOST_RESERVATIONS_MAX, &jobs, &owners, &models, &relids);
 	for (int i = 0; i < n; i++)
 	{
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(cxt);
 		PG_TRY();
 		{
-			(void) drop_reserved_labels_table(relids[i], owners[i], models[i], NULL, NULL);
+			bool		settled = drop_reserved_labels_table(relids[i], owners[i], models[i],
+															 NULL, NULL);
+
+			if (settled)
+				gnb_store_lost_reservation_settled(jobs[i]);
+			else
+				ereport(LOG,
+						(errmsg("gibbs_nb: the labels table (OID %u) that job " INT64_FORMAT " left is distributed: drop it with gibbs_nb_drop or DROP TABLE",
+								relids[i], jobs[i])));
 			ReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(cxt);
 			CurrentResourceOwner = owner;

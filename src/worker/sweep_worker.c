@@ -89,8 +89,8 @@ sweep_corpus(shm_toc *toc, const GnbSweepsShared *sh, gnb_corpus *corpus)
  * Draw this worker's share of every step handed out, until told to stop:
  * the step's number watched (gnb_sweeps_spin) and then slept on, the step
  * read under the segment's lock once its number changed, the share drawn,
- * the number written to the slot after a write barrier (which orders the
- * draws before it), the job's worker woken.
+ * the number written to the slot after a full barrier (which orders the
+ * share's reads and writes before it), the job's worker woken.
  */
 static void
 serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, gnb_blocked_helper *helper,
@@ -125,7 +125,8 @@ serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, gnb_blocked_helper *helper,
 			return;
 		gnb_blocked_part(helper, step.phase, slot->part, parts, &from, &to);
 		gnb_blocked_helper_run(helper, arrays, &step, from, to);
-		pg_write_barrier();
+		/* its reads and writes of the arrays before the number (loads too: a full barrier) */
+		pg_memory_barrier();
 		pg_atomic_write_u64(&slot->done, generation);
 		done = generation;
 		SetLatch(sh->job_latch);
@@ -155,16 +156,7 @@ gibbs_nb_sweep_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	CurrentResourceOwner = ResourceOwnerCreate(NULL, "gibbs_nb sweep worker");
-	seg = dsm_attach(DatumGetUInt32(main_arg));
-	if (seg == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gibbs_nb sweep worker could not map its job's shared memory")));
-	toc = shm_toc_attach(SWEEPS_MAGIC, dsm_segment_address(seg));
-	if (toc == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gibbs_nb sweep worker found no sweeps in its job's shared memory")));
+	toc = gnb_attach_job_segment(main_arg, SWEEPS_MAGIC, "gibbs_nb sweep worker", &seg);
 	sh = shm_toc_lookup(toc, SWEEPS_KEY_SHARED, false);
 	memcpy(&w, MyBgworkerEntry->bgw_extra, sizeof(int32));
 	if (w < 1 || w > sh->n_workers)

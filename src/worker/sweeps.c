@@ -86,7 +86,7 @@ gnb_sweeps_stop(bool wait)
 	if (run == NULL)
 		return;
 	active_sweeps = NULL;
-	gnb_terminate_workers(run->handle + 1, run->n_workers, wait, run->sh->params.job_id,
+	gnb_terminate_workers(run->handle + 1, run->n_workers, true, wait, run->sh->params.job_id,
 						  "sweep workers");
 	dsm_detach(run->seg);
 }
@@ -100,7 +100,7 @@ stop_sweeps_at_exit(int code, Datum arg)
 	if (run == NULL)
 		return;
 	active_sweeps = NULL;
-	gnb_terminate_workers(run->handle + 1, run->n_workers, false, run->sh->params.job_id,
+	gnb_terminate_workers(run->handle + 1, run->n_workers, true, false, run->sh->params.job_id,
 						  "sweep workers");
 }
 
@@ -130,7 +130,7 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	GnbSweepsShared *sh;
 	GnbSweepsRun *run;
 
-	gnb_blocked_sizes(D, V, K, array_size);
+	gnb_blocked_sizes(D, V, K, &p->sampler, array_size);
 	shm_toc_initialize_estimator(&e);
 	shm_toc_estimate_chunk(&e, shared_size);
 	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int64)));
@@ -291,41 +291,16 @@ sweeps_launch(GnbSweepsRun *run)
 	int32		started = 0;
 	int32		parts = 1;
 
-	{
-		/* as chains_launch: in a transaction of its own, the slots outlive it */
-		MemoryContext cxt = CurrentMemoryContext;
-		bool		own_xact = !IsTransactionState();
-
-		if (own_xact)
-			StartTransactionCommand();
-		granted = gnb_reserve_chain_slots(run->n_workers, p->max_jobs, p->max_jobs_per_role,
-										  p->max_jobs_per_login);
-		if (own_xact)
-			CommitTransactionCommand();
-		MemoryContextSwitchTo(cxt);
-	}
+	granted = gnb_reserve_worker_slots(p, run->n_workers);
 	for (int w = 1; w <= run->n_workers; w++)
 	{
-		BackgroundWorker worker;
-
 		if (w > granted)
 		{
 			no_worker(run, w);
 			continue;
 		}
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "gibbs_nb");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "gibbs_nb_sweep_worker_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "gibbs_nb job " INT64_FORMAT " sweep worker %d",
-				 p->job_id, w);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "gibbs_nb sweep worker");
-		worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(run->seg));
-		memcpy(worker.bgw_extra, &w, sizeof(int32));
-		worker.bgw_notify_pid = MyProcPid;
-		if (RegisterDynamicBackgroundWorker(&worker, &run->handle[w]))
+		if (gnb_start_worker(p, "gibbs_nb_sweep_worker_main", "gibbs_nb sweep worker",
+							 psprintf("sweep worker %d", w), w, run->seg, &run->handle[w]))
 		{
 			/* a worker that dies before it attaches detaches its queue */
 			shm_mq_set_handle(run->mqh[w], run->handle[w]);
@@ -526,6 +501,9 @@ sweeps_end(GnbSweepsRun *run)
 	for (int w = 1; w <= run->n_workers; w++)
 		if (run->handle[w] != NULL)
 			SetLatch(sh->slot[w].latch);
+	/* gone before their slots are given back: they see stop at once */
+	gnb_terminate_workers(run->handle + 1, run->n_workers, false, true, sh->params.job_id,
+						  "sweep workers");
 	gnb_release_chain_slots();
 	gnb_blocked_helper_end(run->helper);
 	active_sweeps = NULL;

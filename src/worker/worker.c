@@ -451,7 +451,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	 * what lost jobs left, then the labels table's name, taken now, not
 	 * after the sweeps (publish.c)
 	 */
-	gnb_release_lost_labels_tables();
+	gnb_release_lost_labels_tables(p);
 	gnb_reserve_labels_table(p);
 	MemoryContextSwitchTo(job_cxt);
 

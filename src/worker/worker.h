@@ -32,7 +32,7 @@ extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *m
 extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
 extern void gnb_reserve_labels_table(GnbJobParams *params);
 extern void gnb_release_labels_table(const GnbJobParams *params);
-extern void gnb_release_lost_labels_tables(void);
+extern void gnb_release_lost_labels_tables(const GnbJobParams *params);
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 						 gnb_result *result, double seconds_so_far);
 
@@ -73,8 +73,16 @@ struct shm_mq_handle;
 extern void gnb_read_worker_messages(struct shm_mq_handle **mqh, MemoryContext message_cxt,
 									 ErrorContextCallback *context_stack,
 									 const char *worker_line);
-extern void gnb_terminate_workers(struct BackgroundWorkerHandle **handle, int n, bool wait,
-								  int64 job_id, const char *what);
+extern void gnb_terminate_workers(struct BackgroundWorkerHandle **handle, int n, bool terminate,
+								  bool wait, int64 job_id, const char *what);
+extern int32 gnb_reserve_worker_slots(const GnbJobParams *p, int32 wanted);
+struct shm_toc;
+extern struct shm_toc *gnb_attach_job_segment(Datum main_arg, uint64 magic, const char *type,
+											  struct dsm_segment **seg);
+struct dsm_segment;
+extern bool gnb_start_worker(const GnbJobParams *p, const char *function, const char *type,
+							 const char *name, int32 number, struct dsm_segment *seg,
+							 struct BackgroundWorkerHandle **handle);
 
 /*
  * sweeps.c: one chain's sweeps of the blocked sampler shared with sweep

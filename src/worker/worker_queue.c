@@ -1,13 +1,15 @@
 /*
  * worker_queue.c
  *	  What a job's worker does with the workers it starts (chain workers,
- *	  sweep workers): read what they said through their error queues, and
- *	  terminate them.
+ *	  sweep workers): reserve their job slots, start them, read what they
+ *	  said through their error queues, and terminate them.
  */
 #include "gibbs_nb.h"
 
 #include "worker/worker.h"
+#include "store/store.h"
 
+#include "access/xact.h"
 #include "libpq/pqformat.h"
 #include "libpq/pqmq.h"
 #include "miscadmin.h"
@@ -15,6 +17,7 @@
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
 #include "storage/shm_mq.h"
+#include "storage/shm_toc.h"
 #include "utils/memutils.h"
 
 /* How long a failing job's worker waits for its workers to exit. */
@@ -72,16 +75,17 @@ gnb_read_worker_messages(shm_mq_handle **mqh, MemoryContext message_cxt,
 }
 
 /*
- * Terminate the n workers of handle[] (NULL entries: none); with wait, wait
- * (boundedly) for them to exit, saying in the log if they did not.
+ * Terminate the n workers of handle[] (NULL entries: none), unless told only
+ * to wait; with wait, wait (boundedly) for them to exit, saying in the log if
+ * they did not.
  */
 void
-gnb_terminate_workers(BackgroundWorkerHandle **handle, int n, bool wait, int64 job_id,
-					  const char *what)
+gnb_terminate_workers(BackgroundWorkerHandle **handle, int n, bool terminate, bool wait,
+					  int64 job_id, const char *what)
 {
 	TimestampTz start = GetCurrentTimestamp();
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; terminate && i < n; i++)
 		if (handle[i] != NULL)
 			TerminateBackgroundWorker(handle[i]);
 	while (wait)
@@ -107,4 +111,80 @@ gnb_terminate_workers(BackgroundWorkerHandle **handle, int n, bool wait, int64 j
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
+}
+
+/*
+ * Job slots for up to `wanted` workers of this job (gnb_reserve_chain_slots),
+ * in a transaction of its own: an error while it waits for the launch lock
+ * (a cancel) is then cleaned up by the abort, wait queue and all.  The
+ * slots are session locks: they outlive it.  Returns how many were granted.
+ */
+int32
+gnb_reserve_worker_slots(const GnbJobParams *p, int32 wanted)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		own_xact = !IsTransactionState();
+	int32		granted;
+
+	if (own_xact)
+		StartTransactionCommand();
+	granted = gnb_reserve_chain_slots(wanted, p->max_jobs, p->max_jobs_per_role,
+									  p->max_jobs_per_login);
+	if (own_xact)
+		CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+	return granted;
+}
+
+/*
+ * Start a worker of this job: function (in this library) with the
+ * segment's handle as its argument and `number` in bgw_extra, its process
+ * named "gibbs_nb job N <name>", connected as the caller by itself, never
+ * restarted, telling this process of its start and exit.  False if no
+ * background worker slot was free.
+ */
+bool
+gnb_start_worker(const GnbJobParams *p, const char *function, const char *type, const char *name,
+				 int32 number, dsm_segment *seg, BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "gibbs_nb");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "gibbs_nb job " INT64_FORMAT " %s", p->job_id, name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
+	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+	memcpy(worker.bgw_extra, &number, sizeof(int32));
+	worker.bgw_notify_pid = MyProcPid;
+	if (RegisterDynamicBackgroundWorker(&worker, handle))
+		return true;
+	*handle = NULL;
+	return false;
+}
+
+/*
+ * In a worker a job's worker started: its job's segment (main_arg, its
+ * handle) mapped and its table of contents found, or an error that names
+ * the worker (`type`).
+ */
+shm_toc *
+gnb_attach_job_segment(Datum main_arg, uint64 magic, const char *type, dsm_segment **seg)
+{
+	shm_toc    *toc;
+
+	*seg = dsm_attach(DatumGetUInt32(main_arg));
+	if (*seg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s could not map its job's shared memory", type)));
+	toc = shm_toc_attach(magic, dsm_segment_address(*seg));
+	if (toc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s found nothing of its job in the shared memory it mapped", type)));
+	return toc;
 }

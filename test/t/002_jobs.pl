@@ -69,9 +69,9 @@ is($node->safe_psql('postgres', "SELECT status, sqlstate FROM gibbs_nb.jobs WHER
 
 # --- an immediate shutdown in a model's first training (issue 29 item 5) ---
 # The job created its labels table before it read; lost, it leaves it empty
-# and reserved in its row.  The next job's worker drops it, so the model
-# trains again (before, its next training failed: 42P07, the table "was not
-# created for model").
+# and reserved in its row.  The model's next training is not refused for it
+# and its worker drops it first (before, that training failed: 42P07, the
+# table "was not created for model"); another model's job drops one too.
 $job = start_long_job('first');
 ok(wait_for_sweeps($job), 'a first training runs');
 is($node->safe_psql('postgres', qq{
@@ -81,12 +81,7 @@ $node->stop('immediate');
 $node->start;
 is($node->safe_psql('postgres', q{SELECT count(*) FROM first_labels}), '0',
 	'the lost job left its labels table, empty');
-$row = $node->safe_psql('postgres', q{
-  SET gibbs_nb.progress_interval = 0;
-  SELECT status FROM gibbs_nb_train('other', 'docs', 'tokens', 'label', sweeps => 5, seed => 2)});
-is($row, 'succeeded', 'another model trains');
-is($node->safe_psql('postgres', q{SELECT to_regclass('public.first_labels') IS NULL}), 't',
-	'its worker dropped the table the lost job left');
+my $old_relid = $node->safe_psql('postgres', q{SELECT 'public.first_labels'::regclass::oid});
 $row = $node->safe_psql('postgres', q{
   SET gibbs_nb.progress_interval = 0;
   SELECT status FROM gibbs_nb_train('first', 'docs', 'tokens', 'label', sweeps => 5, seed => 2)});
@@ -94,6 +89,21 @@ is($row, 'succeeded', 'the model whose first training was lost trains');
 is($node->safe_psql('postgres', q{
      SELECT count(*) > 0 AND bool_and(version = 1) FROM first_labels}), 't',
 	'into a labels table of its own');
+isnt($node->safe_psql('postgres', q{SELECT 'public.first_labels'::regclass::oid}), $old_relid,
+	'made again: its worker dropped the one the lost job left');
+is($node->safe_psql('postgres', "SELECT labels_reserved IS NULL FROM gibbs_nb.jobs WHERE job_id = $job"),
+	't', 'and cleared the lost job\'s row');
+# another model's job drops a lost job's table too
+$job = start_long_job('second');
+ok(wait_for_sweeps($job), 'another first training runs');
+$node->stop('immediate');
+$node->start;
+$row = $node->safe_psql('postgres', q{
+  SET gibbs_nb.progress_interval = 0;
+  SELECT status FROM gibbs_nb_train('other', 'docs', 'tokens', 'label', sweeps => 5, seed => 2)});
+is($row, 'succeeded', 'another model trains');
+is($node->safe_psql('postgres', q{SELECT to_regclass('public.second_labels') IS NULL}), 't',
+	'its worker dropped the table the lost job left');
 is($node->safe_psql('postgres', q{
      SELECT count(*) FROM gibbs_nb.jobs WHERE labels_reserved IS NOT NULL AND status = 'succeeded'}),
 	'0', 'no job holds a reservation once its version is published');
@@ -108,7 +118,7 @@ $node->safe_psql('postgres', q{
   SELECT status FROM gibbs_nb_train('other', 'docs', 'tokens', 'label', sweeps => 5, seed => 3)});
 is($node->safe_psql('postgres', q{SELECT count(*) FROM kept_labels}), '1',
 	'a lost job\'s table with a row in it is left');
-$node->safe_psql('postgres', q{DROP TABLE kept_labels, other_labels});
+$node->safe_psql('postgres', q{DROP TABLE kept_labels, other_labels, first_labels});
 
 # --- different models at once; the bound on concurrent jobs ---
 my $a = start_long_job('a');

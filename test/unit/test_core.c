@@ -2699,7 +2699,7 @@ test_blocked_split(void)
 		int			same = 1;
 
 		memset(&sa, 0, sizeof(sa));
-		gnb_blocked_sizes(syn.c.n_docs, syn.c.n_words, syn.c.n_classes, sizes);
+		gnb_blocked_sizes(syn.c.n_docs, syn.c.n_words, syn.c.n_classes, &p, sizes);
 		sa.arrays.log_theta = calloc(1, sizes[GNB_BLOCKED_LOG_THETA]);
 		sa.arrays.N = calloc(1, sizes[GNB_BLOCKED_N]);
 		sa.arrays.log_pi = calloc(1, sizes[GNB_BLOCKED_LOG_PI]);
