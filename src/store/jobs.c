@@ -132,6 +132,15 @@ gnb_store_lost_reservations(const char *owner, const char *model_name, int max, 
 	Int32GetDatum(max)};
 	int			n;
 
+	/* first the rows of ended jobs whose table is gone (those nobody holds) */
+	gnb_execute("UPDATE gibbs_nb.jobs SET labels_reserved = NULL "
+				"WHERE job_id OPERATOR(pg_catalog.=) ANY (ARRAY("
+				"SELECT l.job_id FROM gibbs_nb.jobs l WHERE l.labels_reserved IS NOT NULL "
+				"AND l.status OPERATOR(pg_catalog.<>) 'running' "
+				"AND NOT EXISTS (SELECT FROM pg_catalog.pg_class c "
+				"WHERE c.oid OPERATOR(pg_catalog.=) l.labels_reserved) "
+				"FOR UPDATE SKIP LOCKED))",
+				0, NULL, NULL, NULL, GNB_AS_INTERNAL, SPI_OK_UPDATE, 0);
 	gnb_execute("SELECT j.job_id, j.owner, j.model_name, j.labels_reserved FROM gibbs_nb.jobs j "
 				"WHERE j.labels_reserved IS NOT NULL "
 				"AND EXISTS (SELECT FROM pg_catalog.pg_class c "
