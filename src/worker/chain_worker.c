@@ -154,27 +154,6 @@ chain_progress(void *arg, const gnb_sweep *sw)
 	chain_check_interrupts(arg);
 }
 
-/* The corpus as the chain worker reads it: the segment's entries. */
-static void
-chain_corpus(shm_toc *toc, const GnbChainsShared *sh, gnb_corpus *corpus)
-{
-	memset(corpus, 0, sizeof(*corpus));
-	corpus->n_docs = sh->n_docs;
-	corpus->n_words = sh->n_words;
-	corpus->n_classes = sh->n_classes;
-	corpus->doc_start = shm_toc_lookup(toc, CHAINS_KEY_DOC_START, false);
-	corpus->word = shm_toc_lookup(toc, CHAINS_KEY_WORD, false);
-	corpus->count = shm_toc_lookup(toc, CHAINS_KEY_COUNT, false);
-	corpus->label = shm_toc_lookup(toc, CHAINS_KEY_LABEL, false);
-	if (sh->has_extra_counts)
-	{
-		corpus->extra_word_counts = shm_toc_lookup(toc, CHAINS_KEY_EXTRA_WORDS, false);
-		corpus->extra_doc_counts = shm_toc_lookup(toc, CHAINS_KEY_EXTRA_DOCS, false);
-	}
-	if (sh->has_init_label)
-		corpus->init_label = shm_toc_lookup(toc, CHAINS_KEY_INIT_LABEL, false);
-}
-
 /*
  * gibbs_nb_chain_worker_main: entry point of a chain worker.  main_arg is
  * the handle of the job's chains segment, bgw_extra the chain's index.
@@ -223,7 +202,8 @@ gibbs_nb_chain_worker_main(Datum main_arg)
 	cw.chain = chain;
 	cw.cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb chain", ALLOCSET_DEFAULT_SIZES);
 	gnb_chain_arrays(toc, chain, &cw.arrays);
-	chain_corpus(toc, sh, &corpus);
+	gnb_corpus_shm_get(toc, sh->n_docs, sh->n_words, sh->n_classes, sh->has_extra_counts,
+					   sh->has_init_label, &corpus);
 
 	SpinLockAcquire(&s->mutex);
 	s->state = CHAIN_RUNNING;

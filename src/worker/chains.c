@@ -82,16 +82,6 @@ struct GnbChainsRun
 static GnbChainsRun *active_run = NULL;
 static bool stop_callback_registered = false;
 
-/* Allocate and name an entry of the segment. */
-static void *
-toc_put(shm_toc *toc, uint64 key, Size bytes)
-{
-	void	   *p = shm_toc_allocate(toc, bytes);
-
-	shm_toc_insert(toc, key, p);
-	return p;
-}
-
 /* The sizes of chain c's entries, by GnbChainEntry. */
 static void
 chain_entry_sizes(const GnbChainsShared *sh, const gnb_params *sp, Size *sizes)
@@ -381,22 +371,8 @@ chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 
 	shm_toc_initialize_estimator(&e);
 	shm_toc_estimate_chunk(&e, shared_size);
-	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int64)));
-	shm_toc_estimate_chunk(&e, mul_size(Max(nnz, 1), sizeof(int32)));
-	shm_toc_estimate_chunk(&e, mul_size(Max(nnz, 1), sizeof(int32)));
-	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int32)));
-	shm_toc_estimate_keys(&e, 5);
-	if (corpus->extra_word_counts)
-	{
-		shm_toc_estimate_chunk(&e, mul_size(mul_size(V, K), sizeof(double)));
-		shm_toc_estimate_chunk(&e, mul_size(K, sizeof(double)));
-		shm_toc_estimate_keys(&e, 2);
-	}
-	if (corpus->init_label)
-	{
-		shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int32)));
-		shm_toc_estimate_keys(&e, 1);
-	}
+	shm_toc_estimate_keys(&e, 1);
+	gnb_corpus_shm_estimate(&e, corpus, true);
 	for (int c = 0; c < chains; c++)
 		for (int i = 0; i < CHAIN_N_ENTRIES; i++)
 			shm_toc_estimate_chunk(&e, entry[i]);
@@ -425,7 +401,7 @@ chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	}
 	toc = shm_toc_create(CHAINS_MAGIC, dsm_segment_address(seg), size);
 
-	sh = toc_put(toc, CHAINS_KEY_SHARED, shared_size);
+	sh = gnb_toc_put(toc, CHAINS_KEY_SHARED, shared_size);
 	memset(sh, 0, shared_size);
 	memcpy(sh, &head, offsetof(GnbChainsShared, slot));
 	sh->params = *p;
@@ -434,24 +410,7 @@ chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	sh->trace_stride = trace_stride;
 	sh->has_extra_counts = corpus->extra_word_counts != NULL;
 	sh->has_init_label = corpus->init_label != NULL;
-	memcpy(toc_put(toc, CHAINS_KEY_DOC_START, sizeof(int64) * (D + 1)), corpus->doc_start,
-		   sizeof(int64) * (D + 1));
-	memcpy(toc_put(toc, CHAINS_KEY_WORD, sizeof(int32) * Max(nnz, 1)), corpus->word,
-		   sizeof(int32) * nnz);
-	memcpy(toc_put(toc, CHAINS_KEY_COUNT, sizeof(int32) * Max(nnz, 1)), corpus->count,
-		   sizeof(int32) * nnz);
-	memcpy(toc_put(toc, CHAINS_KEY_LABEL, sizeof(int32) * (D + 1)), corpus->label,
-		   sizeof(int32) * D);
-	if (sh->has_extra_counts)
-	{
-		memcpy(toc_put(toc, CHAINS_KEY_EXTRA_WORDS, sizeof(double) * V * K),
-			   corpus->extra_word_counts, sizeof(double) * V * K);
-		memcpy(toc_put(toc, CHAINS_KEY_EXTRA_DOCS, sizeof(double) * K),
-			   corpus->extra_doc_counts, sizeof(double) * K);
-	}
-	if (sh->has_init_label)
-		memcpy(toc_put(toc, CHAINS_KEY_INIT_LABEL, sizeof(int32) * (D + 1)),
-			   corpus->init_label, sizeof(int32) * D);
+	gnb_corpus_shm_put(toc, corpus, true);
 
 	run = palloc0(sizeof(GnbChainsRun));
 	run->seg = seg;
@@ -473,12 +432,12 @@ chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	for (int c = 0; c < chains; c++)
 	{
 		for (int i = 0; i < CHAIN_ERROR_QUEUE; i++)
-			toc_put(toc, CHAIN_KEY(c, i), entry[i]);
+			gnb_toc_put(toc, CHAIN_KEY(c, i), entry[i]);
 		gnb_chain_arrays(toc, c, &run->arrays[c]);
 		SpinLockInit(&sh->slot[c].mutex);
 		/* chain 0 is the job's worker's own: its queue stays unused */
 		{
-			shm_mq	   *mq = shm_mq_create(toc_put(toc, CHAIN_KEY(c, CHAIN_ERROR_QUEUE),
+			shm_mq	   *mq = shm_mq_create(gnb_toc_put(toc, CHAIN_KEY(c, CHAIN_ERROR_QUEUE),
 												   CHAIN_ERROR_QUEUE_SIZE),
 										   CHAIN_ERROR_QUEUE_SIZE);
 

@@ -15,13 +15,7 @@
 /* The segment's table of contents: its magic number and keys. */
 #define CHAINS_MAGIC			UINT64CONST(0x474E42434841494E)
 #define CHAINS_KEY_SHARED		1	/* GnbChainsShared: parameters, a slot per chain */
-#define CHAINS_KEY_DOC_START	2	/* the corpus, as gnb_corpus has it */
-#define CHAINS_KEY_WORD			3
-#define CHAINS_KEY_COUNT		4
-#define CHAINS_KEY_LABEL		5
-#define CHAINS_KEY_EXTRA_WORDS	6	/* the clamped documents' counts, if any */
-#define CHAINS_KEY_EXTRA_DOCS	7
-#define CHAINS_KEY_INIT_LABEL	8	/* a warm start's labels, if any */
+/* 2 .. 8: the corpus (GNB_CORPUS_KEY_*, corpus_shm.c), a warm start's labels included */
 
 /* Chain c's own entries: CHAIN_KEY(c, CHAIN_THETA) and so on. */
 typedef enum GnbChainEntry

@@ -66,25 +66,6 @@ sweep_check_interrupts(void *arg)
 						sw->sh->params.job_id)));
 }
 
-/* The corpus as the sweep worker reads it: the segment's entries. */
-static void
-sweep_corpus(shm_toc *toc, const GnbSweepsShared *sh, gnb_corpus *corpus)
-{
-	memset(corpus, 0, sizeof(*corpus));
-	corpus->n_docs = sh->n_docs;
-	corpus->n_words = sh->n_words;
-	corpus->n_classes = sh->n_classes;
-	corpus->doc_start = shm_toc_lookup(toc, SWEEPS_KEY_DOC_START, false);
-	corpus->word = shm_toc_lookup(toc, SWEEPS_KEY_WORD, false);
-	corpus->count = shm_toc_lookup(toc, SWEEPS_KEY_COUNT, false);
-	corpus->label = shm_toc_lookup(toc, SWEEPS_KEY_LABEL, false);
-	if (sh->has_extra_counts)
-	{
-		corpus->extra_word_counts = shm_toc_lookup(toc, SWEEPS_KEY_EXTRA_WORDS, false);
-		corpus->extra_doc_counts = shm_toc_lookup(toc, SWEEPS_KEY_EXTRA_DOCS, false);
-	}
-}
-
 /*
  * Draw this worker's share of every step handed out, until told to stop:
  * the step's number watched (gnb_sweeps_spin) and then slept on, the step
@@ -188,7 +169,8 @@ gibbs_nb_sweep_worker_main(Datum main_arg)
 	sw.sh = sh;
 	sw.cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb sweep worker",
 								   ALLOCSET_DEFAULT_SIZES);
-	sweep_corpus(toc, sh, &corpus);
+	gnb_corpus_shm_get(toc, sh->n_docs, sh->n_words, sh->n_classes, sh->has_extra_counts, false,
+					   &corpus);
 	arrays.log_theta = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_THETA), false);
 	arrays.N = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_N), false);
 	arrays.log_pi = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_PI), false);

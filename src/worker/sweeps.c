@@ -68,15 +68,6 @@ typedef struct GnbSweepsRun
 static GnbSweepsRun *active_sweeps = NULL;
 static bool stop_callback_registered = false;
 
-static void *
-toc_put(shm_toc *toc, uint64 key, Size bytes)
-{
-	void	   *p = shm_toc_allocate(toc, bytes);
-
-	shm_toc_insert(toc, key, p);
-	return p;
-}
-
 /* Terminate the sweep workers; with wait, wait (boundedly) for them to exit. */
 void
 gnb_sweeps_stop(bool wait)
@@ -118,7 +109,6 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	int32		D = corpus->n_docs;
 	int32		V = corpus->n_words;
 	int32		K = corpus->n_classes;
-	int64		nnz = corpus->doc_start[D];
 	Size		shared_size = add_size(offsetof(GnbSweepsShared, slot),
 									   mul_size(n_workers + 1, sizeof(GnbSweepSlot)));
 	size_t		array_size[GNB_BLOCKED_N_ARRAYS];
@@ -133,17 +123,8 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	gnb_blocked_sizes(D, V, K, &p->sampler, array_size);
 	shm_toc_initialize_estimator(&e);
 	shm_toc_estimate_chunk(&e, shared_size);
-	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int64)));
-	shm_toc_estimate_chunk(&e, mul_size(Max(nnz, 1), sizeof(int32)));
-	shm_toc_estimate_chunk(&e, mul_size(Max(nnz, 1), sizeof(int32)));
-	shm_toc_estimate_chunk(&e, mul_size(D + 1, sizeof(int32)));
-	shm_toc_estimate_keys(&e, 5);
-	if (corpus->extra_word_counts)
-	{
-		shm_toc_estimate_chunk(&e, mul_size(mul_size(V, K), sizeof(double)));
-		shm_toc_estimate_chunk(&e, mul_size(K, sizeof(double)));
-		shm_toc_estimate_keys(&e, 2);
-	}
+	shm_toc_estimate_keys(&e, 1);
+	gnb_corpus_shm_estimate(&e, corpus, false);
 	for (int i = 0; i < GNB_BLOCKED_N_ARRAYS; i++)
 		shm_toc_estimate_chunk(&e, array_size[i]);
 	shm_toc_estimate_keys(&e, GNB_BLOCKED_N_ARRAYS);
@@ -169,7 +150,7 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	}
 	toc = shm_toc_create(SWEEPS_MAGIC, dsm_segment_address(seg), size);
 
-	sh = toc_put(toc, SWEEPS_KEY_SHARED, shared_size);
+	sh = gnb_toc_put(toc, SWEEPS_KEY_SHARED, shared_size);
 	memset(sh, 0, shared_size);
 	SpinLockInit(&sh->mutex);
 	pg_atomic_init_u64(&sh->generation, 0);
@@ -182,21 +163,7 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	sh->has_extra_counts = corpus->extra_word_counts != NULL;
 	sh->n_workers = n_workers;
 	sh->n_parts = 1;
-	memcpy(toc_put(toc, SWEEPS_KEY_DOC_START, sizeof(int64) * (D + 1)), corpus->doc_start,
-		   sizeof(int64) * (D + 1));
-	memcpy(toc_put(toc, SWEEPS_KEY_WORD, sizeof(int32) * Max(nnz, 1)), corpus->word,
-		   sizeof(int32) * nnz);
-	memcpy(toc_put(toc, SWEEPS_KEY_COUNT, sizeof(int32) * Max(nnz, 1)), corpus->count,
-		   sizeof(int32) * nnz);
-	memcpy(toc_put(toc, SWEEPS_KEY_LABEL, sizeof(int32) * (D + 1)), corpus->label,
-		   sizeof(int32) * D);
-	if (sh->has_extra_counts)
-	{
-		memcpy(toc_put(toc, SWEEPS_KEY_EXTRA_WORDS, sizeof(double) * V * K),
-			   corpus->extra_word_counts, sizeof(double) * V * K);
-		memcpy(toc_put(toc, SWEEPS_KEY_EXTRA_DOCS, sizeof(double) * K),
-			   corpus->extra_doc_counts, sizeof(double) * K);
-	}
+	gnb_corpus_shm_put(toc, corpus, false);
 
 	run = palloc0(sizeof(GnbSweepsRun));
 	run->seg = seg;
@@ -209,20 +176,20 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	run->error_context_stack = error_context_stack;
 	run->message_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb sweep messages",
 											 ALLOCSET_SMALL_SIZES);
-	run->arrays.log_theta = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_THETA),
+	run->arrays.log_theta = gnb_toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_THETA),
 									array_size[GNB_BLOCKED_LOG_THETA]);
-	run->arrays.N = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_N), array_size[GNB_BLOCKED_N]);
-	run->arrays.log_pi = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_PI),
+	run->arrays.N = gnb_toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_N), array_size[GNB_BLOCKED_N]);
+	run->arrays.log_pi = gnb_toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_PI),
 								 array_size[GNB_BLOCKED_LOG_PI]);
-	run->arrays.next_label = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_NEXT_LABEL),
+	run->arrays.next_label = gnb_toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_NEXT_LABEL),
 									 array_size[GNB_BLOCKED_NEXT_LABEL]);
-	run->arrays.pred = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_PRED),
+	run->arrays.pred = gnb_toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_PRED),
 							   array_size[GNB_BLOCKED_PRED]);
-	run->arrays.block_lse = toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_BLOCK_LSE),
+	run->arrays.block_lse = gnb_toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_BLOCK_LSE),
 									array_size[GNB_BLOCKED_BLOCK_LSE]);
 	for (int w = 1; w <= n_workers; w++)
 	{
-		shm_mq	   *mq = shm_mq_create(toc_put(toc, SWEEPS_KEY_QUEUE(w), SWEEPS_QUEUE_SIZE),
+		shm_mq	   *mq = shm_mq_create(gnb_toc_put(toc, SWEEPS_KEY_QUEUE(w), SWEEPS_QUEUE_SIZE),
 									   SWEEPS_QUEUE_SIZE);
 
 		SpinLockInit(&sh->slot[w].mutex);

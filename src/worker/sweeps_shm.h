@@ -25,12 +25,7 @@
 
 #define SWEEPS_MAGIC			UINT64CONST(0x474E425357454550)
 #define SWEEPS_KEY_SHARED		1	/* GnbSweepsShared */
-#define SWEEPS_KEY_DOC_START	2	/* the corpus, as gnb_corpus has it */
-#define SWEEPS_KEY_WORD			3
-#define SWEEPS_KEY_COUNT		4
-#define SWEEPS_KEY_LABEL		5
-#define SWEEPS_KEY_EXTRA_WORDS	6	/* the clamped documents' counts, if any */
-#define SWEEPS_KEY_EXTRA_DOCS	7
+/* 2 .. 7: the corpus (GNB_CORPUS_KEY_*, corpus_shm.c), no warm start's labels */
 /* the blocked sampler's arrays, by GNB_BLOCKED_* */
 #define SWEEPS_KEY_ARRAY(i)		(UINT64CONST(100) + (uint64) (i))
 /* sweep worker w's error queue, w = 1 .. n_workers */

@@ -12,6 +12,8 @@
 
 #include "gibbs_nb.h"
 
+#include "storage/shm_toc.h"
+
 /* job_memory.c: the job's memory budget */
 extern void gnb_check_job_memory(const GnbJobParams *params, double in_use, double more,
 								 const char *what);
@@ -76,13 +78,30 @@ extern void gnb_read_worker_messages(struct shm_mq_handle **mqh, MemoryContext m
 extern void gnb_terminate_workers(struct BackgroundWorkerHandle **handle, int n, bool terminate,
 								  bool wait, int64 job_id, const char *what);
 extern int32 gnb_reserve_worker_slots(const GnbJobParams *p, int32 wanted);
-struct shm_toc;
-extern struct shm_toc *gnb_attach_job_segment(Datum main_arg, uint64 magic, const char *type,
-											  struct dsm_segment **seg);
+extern shm_toc *gnb_attach_job_segment(Datum main_arg, uint64 magic, const char *type,
+									   struct dsm_segment **seg);
 struct dsm_segment;
 extern bool gnb_start_worker(const GnbJobParams *p, const char *function, const char *type,
 							 const char *name, int32 number, struct dsm_segment *seg,
 							 struct BackgroundWorkerHandle **handle);
+
+/*
+ * corpus_shm.c: a job's corpus in a segment its workers map, under these
+ * keys of the segment's shm_toc (key 1 is the segment's own shared struct).
+ */
+#define GNB_CORPUS_KEY_DOC_START	2
+#define GNB_CORPUS_KEY_WORD			3
+#define GNB_CORPUS_KEY_COUNT		4
+#define GNB_CORPUS_KEY_LABEL		5
+#define GNB_CORPUS_KEY_EXTRA_WORDS	6	/* the clamped documents' counts, if any */
+#define GNB_CORPUS_KEY_EXTRA_DOCS	7
+#define GNB_CORPUS_KEY_INIT_LABEL	8	/* a warm start's labels, if put in */
+extern void *gnb_toc_put(shm_toc *toc, uint64 key, Size bytes);
+extern void gnb_corpus_shm_estimate(shm_toc_estimator *e, const gnb_corpus *corpus,
+									bool with_init);
+extern void gnb_corpus_shm_put(shm_toc *toc, const gnb_corpus *corpus, bool with_init);
+extern void gnb_corpus_shm_get(shm_toc *toc, int32 n_docs, int32 n_words, int32 n_classes,
+							   bool has_extra, bool has_init, gnb_corpus *corpus);
 
 /*
  * sweeps.c: one chain's sweeps of the blocked sampler shared with sweep
