@@ -291,7 +291,8 @@ made_by_training(Oid relid)
  * distributed table is dropped by its own job's worker only (by its DROP
  * TABLE, as model.c drops one: named from the catalogs under the schema's
  * lock), never a lost job's (that would run as its owner, whose policies
- * may run anything).  The table's own lock is not waited for; the locks
+ * may run anything; false then).  A table locked and then found not to be
+ * dropped is let go of at once.  The table's own lock is not waited for; the locks
  * performDeletion takes on what depends on it wait at most the caller's
  * lock_timeout.  Returns whether the reservation is settled: the table
  * dropped, gone, or no longer one a job may drop.  In the caller's
@@ -304,11 +305,18 @@ drop_reserved_labels_table(Oid relid, const char *model_owner, const char *model
 	Oid			owner_role = gnb_owner_role(model_owner);
 	bool		settled = true;
 
-	/* before the lock, from the catalogs: not another role's table */
+	/*
+	 * Before the lock, from the catalogs: not another role's table, nor (a
+	 * lost job's) one without training's comment; a lost job's distributed
+	 * table is left unlocked
+	 */
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) ||
 		get_rel_relkind(relid) != RELKIND_RELATION ||
-		gnb_relation_owner(relid) != owner_role)
+		gnb_relation_owner(relid) != owner_role ||
+		(schema == NULL && !made_by_training(relid)))
 		return true;
+	if (schema == NULL && gnb_citus_is_distributed(relid))
+		return false;
 	if (!ConditionalLockRelationOid(relid, AccessExclusiveLock))
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -328,7 +336,7 @@ drop_reserved_labels_table(Oid relid, const char *model_owner, const char *model
 		  strcmp(get_rel_name(relid), name) != 0)) ||
 		(schema == NULL && !made_by_training(relid)) ||
 		gnb_labels_table_registered(model_owner, model_name, relid))
-		;
+		UnlockRelationOid(relid, AccessExclusiveLock);	/* not ours to drop: let go */
 	else if (!gnb_citus_is_distributed(relid))
 	{
 		/* a lost job's only if short: see relation_is_empty */
@@ -339,6 +347,8 @@ drop_reserved_labels_table(Oid relid, const char *model_owner, const char *model
 			ObjectAddressSet(table, RelationRelationId, relid);
 			performDeletion(&table, DROP_RESTRICT, 0);
 		}
+		else
+			UnlockRelationOid(relid, AccessExclusiveLock);
 	}
 	else if (schema != NULL)
 	{
@@ -363,7 +373,11 @@ drop_reserved_labels_table(Oid relid, const char *model_owner, const char *model
 		}
 	}
 	else
-		settled = false;		/* a lost job's distributed table: left, and said */
+	{
+		/* a lost job's distributed table (distributed since the check above): left */
+		UnlockRelationOid(relid, AccessExclusiveLock);
+		settled = false;
+	}
 	PopActiveSnapshot();
 	return settled;
 }
@@ -416,8 +430,15 @@ gnb_release_labels_table(const GnbJobParams *params)
 	MemoryContextSwitchTo(cxt);
 }
 
-/* At most this many lost jobs' labels tables are dropped by one job's worker. */
-#define LOST_RESERVATIONS_MAX 16
+/*
+ * At most this many lost jobs' labels tables are looked at by one job's
+ * worker, for at most LOST_TOTAL_MS in all, each drop waiting at most
+ * LOST_WAIT_MS for what depends on its table: a role that keeps its own lost
+ * tables' dependents locked delays every job's start by this much at most.
+ */
+#define LOST_RESERVATIONS_MAX 4
+#define LOST_WAIT_MS 50
+#define LOST_TOTAL_MS 500
 
 /*
  * The labels tables that jobs reserved and left (their worker was lost: a
@@ -430,9 +451,10 @@ gnb_release_labels_table(const GnbJobParams *params)
  * it by hand.  A settled job's row is cleared, unless another transaction
  * holds it (the caller waiting for this job may: its launch put the lost
  * jobs' rows right); a later job clears it.  Each in a subtransaction: one
- * that cannot be dropped now (a lock is held on it or on what depends on it,
- * past LABELS_RELEASE_WAIT_MS) is a LOG line and left for a later job.  In a
- * transaction of its own, as the extension (the jobs' rows).
+ * that cannot be dropped now (a lock is held on it, or on what depends on it
+ * past LOST_WAIT_MS) is a LOG line and left for a later job.  A cancel (the
+ * job's, or a shutdown's) is not caught: it stops the job.  In a transaction
+ * of its own, as the extension (the jobs' rows).
  */
 void
 gnb_release_lost_labels_tables(const GnbJobParams *params)
@@ -445,18 +467,20 @@ gnb_release_lost_labels_tables(const GnbJobParams *params)
 	Oid		   *relids;
 	int			n;
 	char		wait_ms[16];
+	TimestampTz start = GetCurrentTimestamp();
 
 	StartTransactionCommand();
 	owner = CurrentResourceOwner;
 	/* what depends on a table is locked by its drop: waited for this long at most */
-	snprintf(wait_ms, sizeof(wait_ms), "%d", LABELS_RELEASE_WAIT_MS);
+	snprintf(wait_ms, sizeof(wait_ms), "%d", LOST_WAIT_MS);
 	(void) set_config_option("lock_timeout", wait_ms, PGC_SUSET, PGC_S_SESSION,
 							 GUC_ACTION_LOCAL, true, 0, false);
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
 	n = gnb_store_lost_reservations(params->model_owner, params->model_name,
 									LOST_RESERVATIONS_MAX, &jobs, &owners, &models, &relids);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n && !TimestampDifferenceExceeds(start, GetCurrentTimestamp(),
+														 LOST_TOTAL_MS); i++)
 	{
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(cxt);
@@ -485,6 +509,9 @@ gnb_release_lost_labels_tables(const GnbJobParams *params)
 			RollbackAndReleaseCurrentSubTransaction();
 			MemoryContextSwitchTo(cxt);
 			CurrentResourceOwner = owner;
+			/* a cancel stops the job: record_failure says so */
+			if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED)
+				ReThrowError(edata);
 			ereport(LOG,
 					(errmsg("gibbs_nb: the labels table (OID %u) that job " INT64_FORMAT " left is left for now",
 							relids[i], jobs[i]),
