@@ -2948,6 +2948,8 @@ test_memory_estimate(void)
 		{500, 2000, 5, 0.2, GNB_SAMPLER_COLLAPSED, 10, 2},
 		{50, 100, 8, 0.0, GNB_SAMPLER_COLLAPSED, 5000, 4},
 		{20, 30, 2, 0.5, GNB_SAMPLER_COLLAPSED, 20000, 2},
+		{2000, 3000, 2, 0.3, GNB_SAMPLER_BLOCKED, 20, 1},
+		{500, 2000, 5, 0.0, GNB_SAMPLER_BLOCKED, 10, 2},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
