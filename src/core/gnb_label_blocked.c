@@ -27,8 +27,13 @@ struct gnb_blocked_helper
 {
 	run_shared	sh;
 	double	   *work;			/* GNB_BLOCKED_WORK(K) */
-	/* the pairs of the unlabelled documents before the i-th (n_unlabeled + 1) */
+	/*
+	 * The work before each unit of a phase: the pairs of the unlabelled
+	 * documents before the i-th (n_unlabeled + 1), the active words of the
+	 * blocks before the b-th (blocks + 1)
+	 */
 	int64_t    *pairs_before;
+	int64_t    *words_before;
 };
 
 /* log(exp(a) + exp(b)), either may be -inf */
@@ -275,6 +280,9 @@ gnb_blocked_helper_begin(const gnb_corpus *corpus, const gnb_params *params,
 		h->pairs_before[i + 1] = h->pairs_before[i] + corpus->doc_start[j + 1] -
 			corpus->doc_start[j];
 	}
+	h->words_before = gnb_xalloc(hooks, (size_t) n_word_blocks(&h->sh) + 1, sizeof(int64_t));
+	for (int32_t b = 0; b <= n_word_blocks(&h->sh); b++)
+		h->words_before[b] = h->sh.block_active[b];
 	return h;
 }
 
@@ -286,7 +294,7 @@ gnb_blocked_units(const gnb_blocked_helper *h, int32_t phase)
 
 /* The first index i of cum[0 .. n] (increasing) with cum[i] >= x. */
 static int64_t
-first_at_least(const int64_t *cum32, const int32_t *cum, int64_t n, double x)
+first_at_least(const int64_t *cum, int64_t n, double x)
 {
 	int64_t		lo = 0,
 				hi = n;
@@ -294,9 +302,8 @@ first_at_least(const int64_t *cum32, const int32_t *cum, int64_t n, double x)
 	while (lo < hi)
 	{
 		int64_t		mid = lo + (hi - lo) / 2;
-		double		v = cum32 ? (double) cum32[mid] : (double) cum[mid];
 
-		if (v >= x)
+		if ((double) cum[mid] >= x)
 			hi = mid;
 		else
 			lo = mid + 1;
@@ -312,13 +319,12 @@ gnb_blocked_part(const gnb_blocked_helper *h, int32_t phase, int32_t part, int32
 	 * Equal work, not equal units: documents by their pairs, blocks by their
 	 * active words (the corpus alone decides, so every process agrees)
 	 */
-	const int64_t *pairs = phase == GNB_PHASE_LABELS ? h->pairs_before : NULL;
-	const int32_t *words = phase == GNB_PHASE_LABELS ? NULL : h->sh.block_active;
+	const int64_t *before = phase == GNB_PHASE_LABELS ? h->pairs_before : h->words_before;
 	int64_t		n = gnb_blocked_units(h, phase);
-	double		total = pairs ? (double) pairs[n] : (double) words[n];
+	double		total = (double) before[n];
 
-	*from = part == 0 ? 0 : first_at_least(pairs, words, n, total * part / parts);
-	*to = part == parts - 1 ? n : first_at_least(pairs, words, n, total * (part + 1) / parts);
+	*from = part == 0 ? 0 : first_at_least(before, n, total * part / parts);
+	*to = part == parts - 1 ? n : first_at_least(before, n, total * (part + 1) / parts);
 }
 
 void
@@ -337,14 +343,15 @@ gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes)
 
 	/*
 	 * per document: its index if unlabelled, its length, the pairs before
-	 * it; per word: whether
-	 * it is active, its index, its place in active and in its block's
-	 * order, its sort key; the clamped counts while they are summed (V x
-	 * K); per block its first active word; the scratch; a header each
+	 * it; per word: whether it is active, its index, its place in active
+	 * and in its block's order, its sort key; the clamped counts while they
+	 * are summed (V x K); per block its first active word and the words
+	 * before it; the scratch; a header each
 	 */
 	return D * (sizeof(int32_t) + sizeof(double) + sizeof(int64_t)) +
 		V * (1 + 3 * sizeof(int32_t) + sizeof(active_key)) + V * K * sizeof(double) +
-		(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + K * (sizeof(double) + 1) +
+		(V / GNB_BLOCKED_WORDS + 2) * (sizeof(int32_t) + sizeof(int64_t)) +
+		K * (sizeof(double) + 1) +
 		GNB_BLOCKED_WORK(K) * sizeof(double) + sizeof(gnb_blocked_helper) + 16 * 64;
 }
 
@@ -356,6 +363,7 @@ gnb_blocked_helper_end(gnb_blocked_helper *h)
 	gnb_release_shared(&h->sh);
 	hooks->release(h->work, hooks->arg);
 	hooks->release(h->pairs_before, hooks->arg);
+	hooks->release(h->words_before, hooks->arg);
 	hooks->release(h, hooks->arg);
 }
 

@@ -218,15 +218,10 @@ gibbs_nb_chain_worker_main(Datum main_arg)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		int			sqlerrcode = gnb_report_worker_error();
 
-		MemoryContextSwitchTo(TopMemoryContext);
-		edata = CopyErrorData();
-		/* to the log and, whole, through the queue: before FAILED is seen */
-		EmitErrorReport();
-		FlushErrorState();
 		SpinLockAcquire(&s->mutex);
-		s->sqlerrcode = edata->sqlerrcode;
+		s->sqlerrcode = sqlerrcode;
 		s->state = CHAIN_FAILED;
 		SpinLockRelease(&s->mutex);
 	}

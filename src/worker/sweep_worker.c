@@ -191,15 +191,10 @@ gibbs_nb_sweep_worker_main(Datum main_arg)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		int			sqlerrcode = gnb_report_worker_error();
 
-		MemoryContextSwitchTo(TopMemoryContext);
-		edata = CopyErrorData();
-		/* to the log and, whole, through the queue: before FAILED is seen */
-		EmitErrorReport();
-		FlushErrorState();
 		SpinLockAcquire(&slot->mutex);
-		slot->sqlerrcode = edata->sqlerrcode;
+		slot->sqlerrcode = sqlerrcode;
 		slot->state = SWEEP_WORKER_FAILED;
 		SpinLockRelease(&slot->mutex);
 	}

@@ -78,6 +78,7 @@ extern void gnb_read_worker_messages(struct shm_mq_handle **mqh, MemoryContext m
 extern void gnb_terminate_workers(struct BackgroundWorkerHandle **handle, int n, bool terminate,
 								  bool wait, int64 job_id, const char *what);
 extern int32 gnb_reserve_worker_slots(const GnbJobParams *p, int32 wanted);
+extern int	gnb_report_worker_error(void);
 extern shm_toc *gnb_attach_job_segment(Datum main_arg, uint64 magic, const char *type,
 									   struct dsm_segment **seg);
 struct dsm_segment;

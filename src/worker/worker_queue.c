@@ -188,3 +188,20 @@ gnb_attach_job_segment(Datum main_arg, uint64 magic, const char *type, dsm_segme
 				 errmsg("%s found nothing of its job in the shared memory it mapped", type)));
 	return toc;
 }
+
+/*
+ * In a worker a job's worker started, in PG_CATCH: the error reported (to
+ * the log and, whole, through the worker's error queue: before its slot
+ * says it failed) and cleared; returns its SQLSTATE for the slot.
+ */
+int
+gnb_report_worker_error(void)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	EmitErrorReport();
+	FlushErrorState();
+	return edata->sqlerrcode;
+}
