@@ -4,6 +4,8 @@
  */
 #include "gibbs_nb.h"
 
+#include "security/security.h"
+
 #include "fmgr.h"
 #include "utils/guc.h"
 
@@ -40,6 +42,7 @@ int			gnb_max_jobs_per_role = 2;
 
 /* gibbs_nb.max_jobs_per_login: jobs one login (session user) may run at once */
 int			gnb_max_jobs_per_login = 2;
+int			gnb_lock_timeout_ms = 10000;
 
 /* gibbs_nb.max_chain_workers: extra workers one job may run its chains in */
 int			gnb_max_chain_workers = 4;
@@ -93,6 +96,18 @@ _PG_init(void)
 							2, 0, 1024,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.lock_timeout",
+							"The longest gibbs_nb waits for a lock another session holds or is queued for.",
+							"Bounds every lock wait of gibbs_nb's own statements, of prediction's "
+							"reads and of a job's worker (the session's lock_timeout, where shorter, "
+							"bounds them instead); a wait that reaches it fails with 55P03.  Another "
+							"role can hold a table's lock, or queue for one that later readers wait "
+							"behind, for as long as it keeps a transaction open.  0 leaves the waits "
+							"to lock_timeout alone.  Settable per role by a superuser.",
+							&gnb_lock_timeout_ms,
+							10000, 0, INT_MAX,
+							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("gibbs_nb.max_job_memory",
 							"Memory one training job may use.",
 							"The worker estimates what a job needs from the corpus it read and "
@@ -141,4 +156,6 @@ _PG_init(void)
 							PGC_USERSET, 0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");
+	/* labels tables are written by name only where the name leads to them */
+	gnb_install_statement_target_check();
 }

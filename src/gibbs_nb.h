@@ -71,6 +71,7 @@ extern int	gnb_model_cache_kb;
 extern int	gnb_max_jobs;
 extern int	gnb_max_jobs_per_role;
 extern int	gnb_max_jobs_per_login;
+extern int	gnb_lock_timeout_ms;
 extern int	gnb_max_job_memory_kb;
 extern int	gnb_job_retention_s;
 extern int	gnb_class_counts_budget_kb;
@@ -135,6 +136,7 @@ typedef struct GnbJobParams
 	int32		max_jobs;		/* ... gibbs_nb.max_jobs, for the chain slots */
 	int32		max_jobs_per_role;	/* ... gibbs_nb.max_jobs_per_role, the same */
 	int32		max_jobs_per_login;	/* ... gibbs_nb.max_jobs_per_login, the same */
+	int32		lock_timeout_ms;	/* the caller's bound on lock waits (gnb_lock_wait_bound_ms) */
 	int32		n_classes;		/* 0: from the labels */
 	double		holdout;		/* share of the labelled rows held out, [0, 1) */
 	int64		warm_version_id;	/* 0: a cold start; else the version whose
@@ -160,7 +162,8 @@ typedef struct GnbJobParams
 /* Where a job is; the worker moves it forward, the caller reads it. */
 typedef enum GnbJobPhase
 {
-	GNB_PHASE_STARTING = 0,		/* worker launched, job row not yet written */
+	GNB_PHASE_STARTING = 0,		/* worker launched, its locks not yet taken */
+	GNB_PHASE_ADMITTED,			/* its job locks taken: the job limits count it */
 	GNB_PHASE_RUNNING,			/* job row committed: visible to others */
 	GNB_PHASE_SUCCEEDED,
 	GNB_PHASE_FAILED

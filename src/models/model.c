@@ -10,7 +10,9 @@
 #include "store/store.h"
 #include "security/security.h"
 
+#include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -23,6 +25,30 @@
 
 PG_FUNCTION_INFO_V1(gibbs_nb_drop);
 PG_FUNCTION_INFO_V1(gibbs_nb_set_retention);
+
+/*
+ * Drop a labels table, locked by the caller: by OID (RESTRICT, as DROP
+ * TABLE: what another role built on it keeps it), or, distributed by Citus,
+ * by Citus's DROP TABLE (its shards go with it only through the utility
+ * command), named from the catalogs under the schema's row lock.
+ */
+static void
+drop_labels_table(Oid relid)
+{
+	ObjectAddress table;
+
+	if (gnb_citus_is_distributed(relid))
+	{
+		gnb_lock_namespace_name(get_rel_namespace(relid), false);
+		gnb_execute(psprintf("DROP TABLE %s",
+							 quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+														get_rel_name(relid))),
+					0, NULL, NULL, NULL, GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+		return;
+	}
+	ObjectAddressSet(table, RelationRelationId, relid);
+	performDeletion(&table, DROP_RESTRICT, 0);
+}
 
 /*
  * gibbs_nb_drop(model_name text, version int DEFAULT NULL) returns int
@@ -71,9 +97,12 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 
 	/*
 	 * The labels tables are the model owner's: drop or clean them as the
-	 * owner (gnb_labels_table_owner), by OID, locked first and named from the
-	 * catalogs under the lock.  One that was dropped since, or that belongs
-	 * to someone else now (a WARNING), is left alone.
+	 * owner (gnb_labels_table_owner), by OID, locked first (waiting at most
+	 * gibbs_nb.lock_timeout) and named from the catalogs under the lock.  One
+	 * that was dropped since, or that belongs to someone else now (a
+	 * WARNING), is left alone.  The schema's row is not locked (a GRANT on
+	 * the schema would wait for this transaction): a table is dropped by OID,
+	 * and rows deleted by a name checked to lead to it.
 	 */
 	foreach(lc, labels_tables)
 	{
@@ -84,23 +113,20 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 		Oid			table_owner;
 		GnbPrivilegeState priv;
 
-		LockRelationOid(relid, all_versions ? AccessExclusiveLock : RowExclusiveLock);
-		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		qualified = gnb_lock_labels_table(relid, all_versions ? AccessExclusiveLock : RowExclusiveLock);
+		if (qualified == NULL)
 			continue;
-		gnb_lock_namespace_name(get_rel_namespace(relid), false);
-		qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											   get_rel_name(relid));
 		table_owner = gnb_labels_table_owner(relid, owner, model_name, WARNING);
 		if (!OidIsValid(table_owner))
 			continue;
 		gnb_become_role(table_owner, &priv);
 		if (all_versions)
-			gnb_execute(psprintf("DROP TABLE %s", qualified), 0, NULL, NULL, NULL,
-						GNB_AS_CALLER, SPI_OK_UTILITY, 0);
+			drop_labels_table(relid);
 		else
-			gnb_execute(psprintf("DELETE FROM %s WHERE version OPERATOR(pg_catalog.=) $1",
-								 qualified),
-						1, vtype, vvalue, NULL, GNB_AS_CALLER, SPI_OK_DELETE, 0);
+			gnb_execute_on_relation(relid,
+									psprintf("DELETE FROM %s WHERE version OPERATOR(pg_catalog.=) $1",
+											 qualified),
+									1, vtype, vvalue, SPI_OK_DELETE);
 		gnb_restore_user(&priv);
 	}
 	SPI_finish();

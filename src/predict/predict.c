@@ -25,6 +25,7 @@
 
 #include "predict/predict.h"
 #include "store/store.h"
+#include "security/security.h"
 #include "predict/vocab_index.h"
 #include "compat.h"
 
@@ -325,6 +326,7 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 	TransactionId row_xmin;
 	const char *owner;
 	Oid			packed_relid;
+	GnbLockWait wait;
 
 	if (len >= NAMEDATALEN)
 		ereport(ERROR,
@@ -359,6 +361,8 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 			evict(dlist_container(GnbModel, lru, dlist_head_node(&model_lru)));
 		cache_packed_relid = packed_relid;
 	}
+	/* a role's queued lock on gibbs_nb.packed or owners stalls no one's predictions for long */
+	gnb_lock_wait_begin(&wait);
 	SPI_connect();
 	version_id = gnb_store_current_version_id(name, &row_xmin, &owner);
 	m = hash_search(model_cache, &version_id, HASH_FIND, NULL);
@@ -383,6 +387,7 @@ get_model(FunctionCallInfo fcinfo, text *name_text)
 		evict_other_versions(m);
 	}
 	SPI_finish();
+	gnb_lock_wait_end(&wait);
 	dlist_move_head(&model_lru, &m->lru);
 	enforce_cache_bound(m);
 

@@ -20,6 +20,8 @@
 void
 gnb_become_caller(const GnbJobParams *p, const char *application_name)
 {
+	char		ms[16];
+
 	BackgroundWorkerInitializeConnectionByOid(p->database_id, p->authenticated_user_id, 0);
 	if (p->session_user_id != p->authenticated_user_id)
 		SetSessionAuthorization(p->session_user_id, p->session_user_is_superuser);
@@ -32,8 +34,7 @@ gnb_become_caller(const GnbJobParams *p, const char *application_name)
 	 * whatever the role's or database's settings for new sessions say (they
 	 * apply to a worker as to a session): a role that made its default
 	 * serializable, deferrable and read only kept its worker waiting for a
-	 * safe snapshot before it registered the job, while its caller held the
-	 * launch lock every role's next training waits for.
+	 * safe snapshot before it registered the job.
 	 */
 	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
@@ -41,4 +42,14 @@ gnb_become_caller(const GnbJobParams *p, const char *application_name)
 	/* an error is recorded as the job's outcome, not turned into an exit */
 	SetConfigOption("exit_on_error", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("application_name", application_name, PGC_USERSET, PGC_S_SESSION);
+
+	/*
+	 * Every lock wait bounded as its caller's are (gibbs_nb.lock_timeout):
+	 * the source's, the labels table's, the job rows' (another role can
+	 * queue a lock on gibbs_nb.jobs that every insert waits behind).
+	 */
+	snprintf(ms, sizeof(ms), "%d", p->lock_timeout_ms);
+	SetConfigOption("gibbs_nb.lock_timeout", ms, PGC_SUSET, PGC_S_SESSION);
+	if (p->lock_timeout_ms > 0)
+		SetConfigOption("lock_timeout", ms, PGC_SUSET, PGC_S_SESSION);
 }

@@ -124,7 +124,9 @@ registered_owner_role(const char *owner, Oid *role)
 	/* none while the update script that makes it runs: names alone then */
 	if (!OidIsValid(relid) || !OidIsValid(indexid))
 		return false;
-	rel = table_open(relid, AccessShareLock);
+	/* a queued CREATE RULE on the table holds every reader for at most the bound */
+	gnb_lock_relation_bounded(relid, AccessShareLock);
+	rel = table_open(relid, NoLock);
 	snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot());
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, CStringGetTextDatum(owner));
 	/* the index's collation, not ScanKeyInit's C: the descent must follow its order */

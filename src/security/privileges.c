@@ -30,7 +30,11 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "parser/analyze.h"
+#include "parser/parsetree.h"
+#include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -60,6 +64,95 @@ gnb_internal_owner(void)
 }
 
 /*
+ * Bounded lock waits.  PostgreSQL takes a table's lock before it checks the
+ * privileges of the statement that asks for it: any role can queue an
+ * AccessExclusiveLock on gibbs_nb.jobs or gibbs_nb.owners (CREATE RULE)
+ * behind a lock its own open transaction holds, and every later statement on
+ * the table waits behind the queue for as long as that transaction stays
+ * open.  Every lock gibbs_nb waits for is therefore waited for at most
+ * gibbs_nb.lock_timeout (or the session's lock_timeout, where shorter), and
+ * the wait then fails with 55P03.
+ */
+
+/* The bound in milliseconds, 0 for none: what lock_timeout is set to. */
+int
+gnb_lock_wait_bound_ms(void)
+{
+	if (gnb_lock_timeout_ms <= 0)
+		return LockTimeout;
+	if (LockTimeout > 0 && LockTimeout < gnb_lock_timeout_ms)
+		return LockTimeout;
+	return gnb_lock_timeout_ms;
+}
+
+/* Set lock_timeout to the bound in the current GUC nest level. */
+static void
+set_lock_wait_bound(void)
+{
+	int			bound = gnb_lock_wait_bound_ms();
+	char		ms[16];
+
+	if (bound == LockTimeout)
+		return;
+	snprintf(ms, sizeof(ms), "%d", bound);
+	(void) set_config_option("lock_timeout", ms, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/* What a lock wait that failed under the bound says of it. */
+static void
+lock_wait_context(void *arg)
+{
+	if (geterrcode() != ERRCODE_LOCK_NOT_AVAILABLE)
+		return;
+	errdetail("gibbs_nb waits at most %d ms (gibbs_nb.lock_timeout, or lock_timeout where "
+			  "shorter) for a lock that another session holds or is queued for.",
+			  gnb_lock_wait_bound_ms());
+	errhint("pg_blocking_pids() of the waiting process names the sessions in the way: "
+			"end their open transactions, then try again.");
+}
+
+/*
+ * From here to gnb_lock_wait_end, every lock wait is bounded, and one that
+ * fails says why.  Strictly nested within the caller's function.
+ */
+void
+gnb_lock_wait_begin(GnbLockWait *wait)
+{
+	wait->nest_level = NewGUCNestLevel();
+	set_lock_wait_bound();
+	wait->callback.callback = lock_wait_context;
+	wait->callback.arg = NULL;
+	wait->callback.previous = error_context_stack;
+	error_context_stack = &wait->callback;
+}
+
+void
+gnb_lock_wait_end(GnbLockWait *wait)
+{
+	Assert(error_context_stack == &wait->callback);
+	error_context_stack = wait->callback.previous;
+	AtEOXact_GUC(true, wait->nest_level);
+}
+
+/*
+ * Lock a relation by OID, waiting at most the bound: at once when nobody
+ * holds or waits for a conflicting lock, and without touching a setting then
+ * (row security calls this per row).
+ */
+void
+gnb_lock_relation_bounded(Oid relid, LOCKMODE mode)
+{
+	GnbLockWait wait;
+
+	if (ConditionalLockRelationOid(relid, mode))
+		return;
+	gnb_lock_wait_begin(&wait);
+	LockRelationOid(relid, mode);
+	gnb_lock_wait_end(&wait);
+}
+
+/*
  * Act as the extension's owner until gnb_restore_user, as a SECURITY DEFINER
  * function would: restricted operation, search_path = pg_catalog, pg_temp.
  * An error in between is safe: transaction abort restores both.
@@ -74,7 +167,7 @@ gnb_become_internal(GnbPrivilegeState *state)
  * As role, in a security-restricted operation, with search_path pinned to
  * pg_catalog, pg_temp, until gnb_restore_user: as PostgreSQL runs its
  * maintenance commands (REFRESH MATERIALIZED VIEW, CREATE INDEX) as a
- * table's owner.
+ * table's owner.  Lock waits are bounded meanwhile (gnb_lock_wait_begin).
  */
 void
 gnb_become_role(Oid role, GnbPrivilegeState *state)
@@ -84,6 +177,7 @@ gnb_become_role(Oid role, GnbPrivilegeState *state)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
+	set_lock_wait_bound();
 	SetUserIdAndSecContext(role,
 						   state->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE |
@@ -110,6 +204,7 @@ gnb_pin_search_path(GnbPrivilegeState *state)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
+	set_lock_wait_bound();
 }
 
 /*
@@ -125,8 +220,10 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 			GnbRunAs as, int expected, long limit)
 {
 	GnbPrivilegeState priv;
+	GnbLockWait wait;
 	int			rc;
 
+	gnb_lock_wait_begin(&wait);
 	if (as == GNB_AS_INTERNAL)
 		gnb_become_internal(&priv);
 	else
@@ -136,6 +233,7 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 	if (rc != expected)
 		elog(ERROR, "gibbs_nb: statement failed (%s): %s", SPI_result_code_string(rc), sql);
 	gnb_restore_user(&priv);
+	gnb_lock_wait_end(&wait);
 }
 
 /*
@@ -153,6 +251,7 @@ gnb_execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, cons
 	GnbPrivilegeState priv;
 	ParamListInfo params = makeParamList(nargs);
 	SPIExecuteOptions options;
+	GnbLockWait wait;
 	int			rc;
 
 	for (int i = 0; i < nargs; i++)
@@ -165,6 +264,7 @@ gnb_execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, cons
 	memset(&options, 0, sizeof(options));
 	options.params = params;
 	options.read_only = false;
+	gnb_lock_wait_begin(&wait);
 	if (as == GNB_AS_INTERNAL)
 		gnb_become_internal(&priv);
 	else
@@ -173,6 +273,7 @@ gnb_execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, cons
 	if (rc != expected)
 		elog(ERROR, "gibbs_nb: statement failed (%s): %s", SPI_result_code_string(rc), sql);
 	gnb_restore_user(&priv);
+	gnb_lock_wait_end(&wait);
 	pfree(params);
 }
 
@@ -216,6 +317,74 @@ gnb_lock_namespace_name(Oid nspid, bool nowait)
 						get_namespace_name(nspid)),
 				 errdetail("A gibbs_nb job does not wait for a schema whose relations it names."),
 				 errhint("Commit the transaction that altered the schema (ALTER SCHEMA, GRANT ... ON SCHEMA), then train again.")));
+}
+
+/*
+ * Statements that write a relation locked by OID, by a name made from the
+ * catalogs under that lock (a labels table).  The name is checked as the
+ * statement is analysed: the relation it reaches must be the one locked.
+ * Between the naming and the analysis, the schema's owner could rename the
+ * schema and create another of that name holding a look-alike table, whose
+ * triggers and rules would then run as the labels table's owner; checked
+ * this way, nothing needs the schema's row lock (gnb_lock_namespace_name),
+ * which a deploy or a drop would otherwise hold, keeping every GRANT on the
+ * schema waiting, until its transaction ends.  SPI_execute's plans are
+ * one-shot: analysed once, never again for the execution.
+ */
+static post_parse_analyze_hook_type prev_post_parse_analyze_hook = NULL;
+/* armed for the next statement analysed: the relation it must write */
+static Oid	statement_target = InvalidOid;
+static bool statement_target_checked = false;
+
+static void
+check_statement_target(ParseState *pstate, Query *query, JumbleState *jstate)
+{
+	Oid			target = statement_target;
+
+	if (prev_post_parse_analyze_hook)
+		prev_post_parse_analyze_hook(pstate, query, jstate);
+	if (!OidIsValid(target))
+		return;
+	/* the first statement only: the target's triggers analyse their own */
+	statement_target = InvalidOid;
+	if (query->resultRelation <= 0 ||
+		rt_fetch(query->resultRelation, query->rtable)->relid != target)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the name of relation %u no longer leads to it", target),
+				 errdetail("Its schema was renamed, and another made under the old name, while gibbs_nb wrote to it.")));
+	statement_target_checked = true;
+}
+
+/* Called once per process (_PG_init). */
+void
+gnb_install_statement_target_check(void)
+{
+	prev_post_parse_analyze_hook = post_parse_analyze_hook;
+	post_parse_analyze_hook = check_statement_target;
+}
+
+/*
+ * gnb_execute as the current user of a statement that writes relid, named
+ * (qualified) in sql from the catalogs under relid's lock.  SPI connected.
+ */
+void
+gnb_execute_on_relation(Oid relid, const char *sql, int nargs, Oid *types, Datum *values,
+						int expected)
+{
+	statement_target = relid;
+	statement_target_checked = false;
+	PG_TRY();
+	{
+		gnb_execute(sql, nargs, types, values, NULL, GNB_AS_CALLER, expected, 0);
+	}
+	PG_FINALLY();
+	{
+		statement_target = InvalidOid;
+	}
+	PG_END_TRY();
+	if (!statement_target_checked)
+		elog(ERROR, "gibbs_nb: statement on relation %u was not checked: %s", relid, sql);
 }
 
 /* The first column of the first row of the last gnb_execute, or *isnull. */

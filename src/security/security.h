@@ -18,6 +18,8 @@
 
 #include "gibbs_nb.h"
 
+#include "storage/lockdefs.h"
+
 /* privileges.c: switching roles, and running statements as one */
 typedef struct GnbPrivilegeState
 {
@@ -25,6 +27,13 @@ typedef struct GnbPrivilegeState
 	int			save_sec_context;
 	int			save_nestlevel;
 } GnbPrivilegeState;
+
+/* privileges.c: a region whose lock waits are bounded (gibbs_nb.lock_timeout) */
+typedef struct GnbLockWait
+{
+	int			nest_level;
+	ErrorContextCallback callback;
+} GnbLockWait;
 
 typedef enum GnbRunAs
 {
@@ -38,10 +47,17 @@ extern void gnb_become_internal(GnbPrivilegeState *state);
 extern void gnb_become_role(Oid role, GnbPrivilegeState *state);
 extern void gnb_restore_user(GnbPrivilegeState *state);
 extern void gnb_pin_search_path(GnbPrivilegeState *state);
+extern int	gnb_lock_wait_bound_ms(void);
+extern void gnb_lock_wait_begin(GnbLockWait *wait);
+extern void gnb_lock_wait_end(GnbLockWait *wait);
+extern void gnb_lock_relation_bounded(Oid relid, LOCKMODE mode);
 extern void gnb_execute(const char *sql, int nargs, Oid *types, Datum *values,
 						const char *nulls, GnbRunAs as, int expected, long limit);
 extern void gnb_execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values,
 								 const char *nulls, GnbRunAs as, int expected);
+extern void gnb_install_statement_target_check(void);
+extern void gnb_execute_on_relation(Oid relid, const char *sql, int nargs, Oid *types,
+									Datum *values, int expected);
 extern Datum gnb_result_value(int col, bool *isnull);
 extern void gnb_lock_namespace_name(Oid nspid, bool nowait);
 extern char *gnb_current_role_name(void);

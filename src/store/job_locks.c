@@ -57,6 +57,8 @@
 #define LOGIN_LOCK_CLASS 0x4753
 /* ... and of a chain worker's slot, by the job's login */
 #define LOGIN_CHAIN_LOCK_CLASS 0x4754
+/* ... and of the lock that makes registering a model's job one step */
+#define MODEL_LOCK_CLASS 0x4755
 
 static void
 job_lock_tag(LOCKTAG *tag, int64 job_id)
@@ -150,6 +152,62 @@ gnb_hold_job_lock(int64 job_id, Oid role, Oid login)
 	login_lock_tag(&tag, login);
 	(void) LockAcquire(&tag, ShareLock, true, false);
 	login_lock_login = login;
+}
+
+/*
+ * The bounds on running jobs, counted from the lock table (no statement):
+ * gibbs_nb.max_jobs in the cluster, gibbs_nb.max_jobs_per_role for the role
+ * the job runs as, gibbs_nb.max_jobs_per_login for the login (session user)
+ * it runs for, which SET ROLE does not change; each 0 for no bound.  An
+ * error if one is reached.  Under the launch lock.
+ */
+void
+gnb_check_job_limits(int max_jobs, int max_jobs_per_role, int max_jobs_per_login,
+					 Oid role, Oid login)
+{
+	int			n;
+
+	if (max_jobs > 0 && (n = gnb_count_live_jobs()) >= max_jobs)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg_plural("%d gibbs_nb job is running, the most gibbs_nb.max_jobs allows",
+							   "%d gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
+							   n, n),
+				 errhint("Wait for a job to end, or raise gibbs_nb.max_jobs.")));
+	if (max_jobs_per_role > 0 && (n = gnb_count_role_jobs(role)) >= max_jobs_per_role)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg_plural("role \"%s\" runs %d gibbs_nb job, the most gibbs_nb.max_jobs_per_role allows",
+							   "role \"%s\" runs %d gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
+							   n, GetUserNameFromId(role, false), n),
+				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_role.")));
+	if (max_jobs_per_login > 0 && (n = gnb_count_login_jobs(login)) >= max_jobs_per_login)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg_plural("login \"%s\" runs %d gibbs_nb job, the most gibbs_nb.max_jobs_per_login allows",
+							   "login \"%s\" runs %d gibbs_nb jobs, the most gibbs_nb.max_jobs_per_login allows",
+							   n, GetUserNameFromId(login, false), n),
+				 errdetail("Jobs are counted by the role that logged in, whatever role it has set."),
+				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_login.")));
+}
+
+/*
+ * Registering a job of a model is one step per model: a lock on (database,
+ * owner, model name), hashed, held by the registering worker until its
+ * transaction ends, while it looks for a running job of the model and
+ * writes its own row.  Only workers take it, each for milliseconds; two
+ * models whose names hash alike register one after the other.  The wait is
+ * bounded by lock_timeout (gibbs_nb.lock_timeout in a worker).
+ */
+void
+gnb_lock_model_registration(const char *owner, const char *model_name)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, hash_bytes((const unsigned char *) owner, strlen(owner)),
+						 hash_bytes((const unsigned char *) model_name, strlen(model_name)),
+						 MODEL_LOCK_CLASS);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 /*
@@ -320,11 +378,15 @@ gnb_running_job(const char *owner, const char *model_name)
 }
 
 /*
- * The launch lock: one cluster-wide lock that a caller holds from checking
- * the job limits until its worker has registered its job (or failed to
- * start), so that two calls at the same instant cannot both pass a bound
- * that has room for one.  A session lock, because the caller's transaction
- * may go on waiting for the job; released explicitly, on errors too.
+ * The launch lock: one cluster-wide lock that a caller holds from counting
+ * the jobs until its worker has taken its job's locks (or failed to start),
+ * and a job's worker while it counts and takes chain slots, so that two at
+ * the same instant cannot both pass a bound that has room for one.  Nothing
+ * is done under it that waits for a lock another role can hold or queue
+ * for: no statement (the counts are read from the lock table), and a
+ * worker takes its locks before it runs any.  A session lock, because the
+ * caller's transaction may go on waiting for the job; released explicitly,
+ * on errors too.
  */
 static bool launch_lock_held = false;
 
@@ -334,13 +396,17 @@ launch_lock_tag(LOCKTAG *tag)
 	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, 0, 0, LAUNCH_LOCK_CLASS);
 }
 
+/* Held for moments by whoever holds it; still, waited for at most the bound. */
 void
 gnb_launch_lock_acquire(void)
 {
 	LOCKTAG		tag;
+	GnbLockWait wait;
 
 	launch_lock_tag(&tag);
+	gnb_lock_wait_begin(&wait);
 	(void) LockAcquire(&tag, ExclusiveLock, true, false);
+	gnb_lock_wait_end(&wait);
 	launch_lock_held = true;
 }
 

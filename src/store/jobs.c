@@ -377,3 +377,13 @@ gnb_store_trace_rows(const GnbJobParams *params, int n, const int32 *chain, cons
 					  "AS u(c, s, l, x, gt, gp)",
 					  10, types, values, SPI_OK_INSERT);
 }
+
+/* A model's training refused: another job trains it now. */
+void
+gnb_refuse_running_model(const char *model_name, int64 running)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_IN_USE),
+			 errmsg("model \"%s\" is being trained by job " INT64_FORMAT, model_name, running),
+			 errhint("Wait for that job to end (gibbs_nb_wait), or cancel it (gibbs_nb_cancel).")));
+}

@@ -16,6 +16,10 @@
 /* job_locks.c */
 extern void gnb_guard_job_locks(void);
 extern void gnb_hold_job_lock(int64 job_id, Oid role, Oid login);
+extern void gnb_check_job_limits(int max_jobs, int max_jobs_per_role, int max_jobs_per_login,
+								 Oid role, Oid login);
+extern void gnb_lock_model_registration(const char *owner, const char *model_name);
+extern void gnb_refuse_running_model(const char *model_name, int64 running);
 extern void gnb_release_job_lock(int64 job_id);
 extern int32 gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role,
 									 int max_jobs_per_login);

@@ -37,6 +37,13 @@ extern bool pq_check_connection(void);
 
 /* How often the caller looks at its worker when nothing wakes it. */
 #define FOLLOW_POLL_MS 100
+/*
+ * The longest a caller waits, holding the launch lock, for its worker to
+ * take its job's locks: the worker does nothing else before (it connects,
+ * and runs no statement), so only a server too busy to start a process
+ * takes this long.
+ */
+#define WORKER_ADMIT_WAIT_MS 30000
 
 /* Copy of the shared state taken under the spinlock. */
 static void
@@ -133,6 +140,7 @@ follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
 {
 	TimestampTz last_notice = GetCurrentTimestamp();
 	TimestampTz last_blockers = last_notice;
+	TimestampTz launched = last_notice;
 
 	for (;;)
 	{
@@ -146,9 +154,16 @@ follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
 		if (status != BGWH_STARTED)
 			pid = 0;
 		snapshot_job(job, state);
-		/* registered (or failed): the next launch may count it */
+		/* its locks taken (or failed): the next launch may count it */
 		if (state->phase != GNB_PHASE_STARTING)
 			gnb_launch_lock_release();
+		else if (TimestampDifferenceExceeds(launched, GetCurrentTimestamp(), WORKER_ADMIT_WAIT_MS))
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("gibbs_nb worker of job " INT64_FORMAT " did not start within %d s",
+							job->params.job_id, WORKER_ADMIT_WAIT_MS / 1000),
+					 errdetail("Every role's next training waits while a job's worker starts."),
+					 errhint("The server log may tell what held the worker.")));
 		if (state->phase == GNB_PHASE_FAILED || state->phase == GNB_PHASE_SUCCEEDED ||
 			(state->phase == GNB_PHASE_RUNNING && !wait))
 			return;

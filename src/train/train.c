@@ -215,15 +215,6 @@ check_source_data_locked(GnbJobParams *p)
 	CurrentResourceOwner = owner;
 }
 
-/* One job per model: another training of a model being trained is an error. */
-static void
-refuse_running_model(const char *model_name, int64 running)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_IN_USE),
-			 errmsg("model \"%s\" is being trained by job " INT64_FORMAT, model_name, running),
-			 errhint("Wait for that job to end (gibbs_nb_wait), or cancel it (gibbs_nb_cancel).")));
-}
 
 /*
  * The labels table: a name, qualified or not (then in the source's schema),
@@ -282,7 +273,7 @@ resolve_labels_table(FunctionCallInfo fcinfo, GnbJobParams *p)
 			left = gnb_store_left_by_lost_job(p->model_owner, p->model_name, relid);
 		SPI_finish();
 		if (running != 0)
-			refuse_running_model(p->model_name, running);
+			gnb_refuse_running_model(p->model_name, running);
 		if (left)
 		{
 			/* made again as the model's owner, who needs CREATE there */
@@ -435,6 +426,7 @@ resolve_sampler_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 	p->max_jobs = gnb_max_jobs;
 	p->max_jobs_per_role = gnb_max_jobs_per_role;
 	p->max_jobs_per_login = login_bound();
+	p->lock_timeout_ms = gnb_lock_wait_bound_ms();
 	if (PG_ARGISNULL(ARG_SEED))
 		sp->seed = pg_prng_uint64(&pg_global_prng_state) >> 1;	/* fits a bigint */
 	else
@@ -544,54 +536,25 @@ resolve_arguments(FunctionCallInfo fcinfo, GnbJobParams *p, const char *model_ow
 }
 
 /*
- * The bounds on running jobs: one job per model, gibbs_nb.max_jobs in the
- * cluster, gibbs_nb.max_jobs_per_role for the role the job runs as,
- * gibbs_nb.max_jobs_per_login for the login (session user) it runs for,
- * which SET ROLE does not change.  Called under the launch lock.
+ * One job per model, looked at before the launch: the job rows put right
+ * (lost jobs, old rows), and a running job of the model refused.  No lock
+ * is held meanwhile, and each statement waits at most gibbs_nb.lock_timeout:
+ * another role's lock queued on gibbs_nb.jobs holds this training only, for
+ * that long.  The worker looks again as it registers the job, under the
+ * model's registration lock (two calls at the same instant).
  */
 static void
-check_job_limits(const GnbJobParams *p)
+check_model_not_running(const GnbJobParams *p)
 {
 	int64		running;
-	int			n_running;
-	int			n_role;
-	int			n_login;
-	const char *role = gnb_current_role_name();
 
 	SPI_connect();
 	gnb_reconcile_jobs();
 	gnb_prune_jobs();
 	running = gnb_running_job(p->model_owner, p->model_name);
 	SPI_finish();
-	/* the jobs the worker's role runs, in every database */
-	n_role = gnb_max_jobs_per_role > 0 ? gnb_count_role_jobs(GetUserId()) : 0;
-	n_login = login_bound() > 0 ? gnb_count_login_jobs(GetSessionUserId()) : 0;
 	if (running != 0)
-		refuse_running_model(p->model_name, running);
-	n_running = gnb_count_live_jobs();
-	if (gnb_max_jobs > 0 && n_running >= gnb_max_jobs)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg_plural("%d gibbs_nb job is running, the most gibbs_nb.max_jobs allows",
-							   "%d gibbs_nb jobs are running, the most gibbs_nb.max_jobs allows",
-							   n_running, n_running),
-				 errhint("Wait for a job to end, or raise gibbs_nb.max_jobs.")));
-	if (gnb_max_jobs_per_role > 0 && n_role >= gnb_max_jobs_per_role)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg_plural("role \"%s\" runs %lld gibbs_nb job, the most gibbs_nb.max_jobs_per_role allows",
-							   "role \"%s\" runs %lld gibbs_nb jobs, the most gibbs_nb.max_jobs_per_role allows",
-							   (unsigned long) n_role, role, (long long) n_role),
-				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_role.")));
-	if (login_bound() > 0 && n_login >= login_bound())
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg_plural("login \"%s\" runs %d gibbs_nb job, the most gibbs_nb.max_jobs_per_login allows",
-							   "login \"%s\" runs %d gibbs_nb jobs, the most gibbs_nb.max_jobs_per_login allows",
-							   (unsigned long) n_login,
-							   GetUserNameFromId(GetSessionUserId(), false), n_login),
-				 errdetail("Jobs are counted by the role that logged in, whatever role it has set."),
-				 errhint("Wait for one of your jobs to end, or have a superuser raise gibbs_nb.max_jobs_per_login.")));
+		gnb_refuse_running_model(p->model_name, running);
 }
 
 /*
@@ -615,16 +578,19 @@ gnb_train_call(FunctionCallInfo fcinfo, const char *model_owner, int64 warm_vers
 	wait = PG_GETARG_BOOL(ARG_WAIT);
 	params.job_id = gnb_store_next_job_id();
 
+	check_model_not_running(&params);
+
 	/*
-	 * The limits are checked, and the job launched, under the launch lock,
-	 * which gnb_run_job releases as soon as the worker has registered the
-	 * job: the next caller's count includes it.
+	 * The counts (from the lock table) and the launch under the launch
+	 * lock, which gnb_run_job lets go of as soon as the worker has taken
+	 * its job's locks: the next caller's count includes it.
 	 */
 	memset(&outcome, 0, sizeof(outcome));
 	gnb_launch_lock_acquire();
 	PG_TRY();
 	{
-		check_job_limits(&params);
+		gnb_check_job_limits(params.max_jobs, params.max_jobs_per_role, params.max_jobs_per_login,
+							 GetUserId(), GetSessionUserId());
 		gnb_run_job(&params, wait, &outcome);
 	}
 	PG_FINALLY();

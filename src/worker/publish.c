@@ -560,16 +560,17 @@ doc_labels(const GnbCorpus *corpus, const gnb_result *result, const double *hold
 }
 
 /*
- * Lock a labels table by OID and name it from the catalogs under the lock;
- * NULL if it is gone.
+ * Lock a labels table by OID, waiting at most gibbs_nb.lock_timeout, and
+ * name it from the catalogs under the lock; NULL if it is gone.  Statements
+ * by that name go through gnb_execute_on_relation, which checks that the
+ * name still leads to it: the schema's row is not locked.
  */
 char *
 gnb_lock_labels_table(Oid relid, LOCKMODE mode)
 {
-	LockRelationOid(relid, mode);
+	gnb_lock_relation_bounded(relid, mode);
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		return NULL;
-	gnb_lock_namespace_name(get_rel_namespace(relid), false);
 	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 									  get_rel_name(relid));
 }
@@ -601,8 +602,8 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 
 	get_typlenbyvalalign(id_type, &typlen, &typbyval, &typalign);
 	gnb_become_role(gnb_labels_table_owner(relid, model_owner, model_name, ERROR), &priv);
-	gnb_execute(psprintf("DELETE FROM %s", qualified), 0, NULL, NULL, NULL,
-				GNB_AS_CALLER, SPI_OK_DELETE, 0);
+	gnb_execute_on_relation(relid, psprintf("DELETE FROM %s", qualified), 0, NULL, NULL,
+							SPI_OK_DELETE);
 	insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
 					  "SELECT u.id, u.label, u.p, "
 					  "$4[((u.o OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) $6 "
@@ -640,7 +641,7 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 		values[4] = Int32GetDatum(version);
 		values[5] = Int64GetDatum(K);
 		MemoryContextSwitchTo(old);
-		gnb_execute(insert, 6, types, values, NULL, GNB_AS_CALLER, SPI_OK_INSERT, 0);
+		gnb_execute_on_relation(relid, insert, 6, types, values, SPI_OK_INSERT);
 		MemoryContextReset(batch_cxt);
 		CHECK_FOR_INTERRUPTS();
 	}

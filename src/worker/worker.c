@@ -139,22 +139,35 @@ seconds_since(TimestampTz start)
 	return secs + usecs / 1e6;
 }
 
+/*
+ * The job's row, written once no other job of the model runs: under the
+ * model's registration lock (taken before the snapshot, so that a job
+ * registered just before is seen), committed before the lock goes.
+ */
 static void
 register_job(GnbJobShared *job)
 {
+	const GnbJobParams *p = &job->params;
+	int64		running;
+
 	StartTransactionCommand();
+	gnb_lock_model_registration(p->model_owner, p->model_name);
 	PushActiveSnapshot(GetTransactionSnapshot());
-	gnb_store_job_started(&job->params, MyProcPid);
+	SPI_connect();
+	running = gnb_running_job(p->model_owner, p->model_name);
+	SPI_finish();
+	if (running != 0)
+		gnb_refuse_running_model(p->model_name, running);
+	gnb_store_job_started(p, MyProcPid);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
 
 /*
  * Register the model owner's name (gnb_register_owner), in a transaction of
- * its own, once the job is running: the caller has let go of the launch
- * lock by then.  The insert may wait for another transaction inserting the
- * same name (the owner's import, left open); only this job waits for it,
- * not every role's next training.
+ * its own, once the job is running.  The insert may wait for another
+ * transaction inserting the same name (the owner's import, left open); only
+ * this job waits for it, at most gibbs_nb.lock_timeout.
  */
 static void
 register_owner(GnbJobShared *job)
@@ -684,6 +697,8 @@ gibbs_nb_worker_main(Datum main_arg)
 	/* held until this process exits: what says the job's worker is alive */
 	gnb_guard_job_locks();
 	gnb_hold_job_lock(p->job_id, p->current_user_id, p->session_user_id);
+	/* counted by the job limits now: the caller lets go of the launch lock */
+	set_phase(job, GNB_PHASE_ADMITTED);
 
 #ifdef __GLIBC__
 
