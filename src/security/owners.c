@@ -126,6 +126,7 @@ registered_owner_role(const char *owner, Oid *role)
 		return false;
 	/* a queued CREATE RULE on the table holds every reader for at most the bound */
 	gnb_lock_relation_bounded(relid, AccessShareLock);
+	gnb_lock_relation_bounded(indexid, AccessShareLock);	/* its index's too */
 	rel = table_open(relid, NoLock);
 	snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot());
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_TEXTEQ, CStringGetTextDatum(owner));

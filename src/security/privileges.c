@@ -99,17 +99,20 @@ set_lock_wait_bound(void)
 							 GUC_ACTION_SAVE, true, 0, false);
 }
 
-/* What a lock wait that failed under the bound says of it. */
+/*
+ * What a lock wait that failed under the bound says of it: a line of
+ * context, which adds to the error and replaces none of its own detail (a
+ * NOWAIT's 55P03 passes here too).
+ */
 static void
 lock_wait_context(void *arg)
 {
 	if (geterrcode() != ERRCODE_LOCK_NOT_AVAILABLE)
 		return;
-	errdetail("gibbs_nb waits at most %d ms (gibbs_nb.lock_timeout, or lock_timeout where "
-			  "shorter) for a lock that another session holds or is queued for.",
-			  gnb_lock_wait_bound_ms());
-	errhint("pg_blocking_pids() of the waiting process names the sessions in the way: "
-			"end their open transactions, then try again.");
+	errcontext("gibbs_nb waits at most %d ms (gibbs_nb.lock_timeout, or lock_timeout where "
+			   "shorter) for a lock that another session holds or is queued for; "
+			   "pg_blocking_pids() of the waiting process names the sessions in the way",
+			   gnb_lock_wait_bound_ms());
 }
 
 /*
@@ -334,26 +337,30 @@ gnb_lock_namespace_name(Oid nspid, bool nowait)
 static post_parse_analyze_hook_type prev_post_parse_analyze_hook = NULL;
 /* armed for the next statement analysed: the relation it must write */
 static Oid	statement_target = InvalidOid;
-static bool statement_target_checked = false;
+/* statements checked so far (nested calls count too; only "more" is read) */
+static uint64 statement_targets_checked = 0;
 
 static void
 check_statement_target(ParseState *pstate, Query *query, JumbleState *jstate)
 {
 	Oid			target = statement_target;
 
+	/*
+	 * The first statement only, taken before anything else analyses one
+	 * (a hook that prepares a statement of its own; the target's triggers)
+	 */
+	statement_target = InvalidOid;
 	if (prev_post_parse_analyze_hook)
 		prev_post_parse_analyze_hook(pstate, query, jstate);
 	if (!OidIsValid(target))
 		return;
-	/* the first statement only: the target's triggers analyse their own */
-	statement_target = InvalidOid;
 	if (query->resultRelation <= 0 ||
 		rt_fetch(query->resultRelation, query->rtable)->relid != target)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the name of relation %u no longer leads to it", target),
 				 errdetail("Its schema was renamed, and another made under the old name, while gibbs_nb wrote to it.")));
-	statement_target_checked = true;
+	statement_targets_checked++;
 }
 
 /* Called once per process (_PG_init). */
@@ -372,8 +379,9 @@ void
 gnb_execute_on_relation(Oid relid, const char *sql, int nargs, Oid *types, Datum *values,
 						int expected)
 {
+	uint64		checked_before = statement_targets_checked;
+
 	statement_target = relid;
-	statement_target_checked = false;
 	PG_TRY();
 	{
 		gnb_execute(sql, nargs, types, values, NULL, GNB_AS_CALLER, expected, 0);
@@ -383,7 +391,7 @@ gnb_execute_on_relation(Oid relid, const char *sql, int nargs, Oid *types, Datum
 		statement_target = InvalidOid;
 	}
 	PG_END_TRY();
-	if (!statement_target_checked)
+	if (statement_targets_checked == checked_before)
 		elog(ERROR, "gibbs_nb: statement on relation %u was not checked: %s", relid, sql);
 }
 

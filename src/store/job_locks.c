@@ -30,6 +30,9 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/timestamp.h"
+#include "pgstat.h"
+#include "storage/latch.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -410,6 +413,35 @@ gnb_launch_lock_acquire(void)
 	launch_lock_held = true;
 }
 
+/*
+ * The launch lock, waited for at most the bound, or false: for a running
+ * job's worker, which does without what it would have taken under it
+ * rather than fail.  Asked for again every 10 ms.
+ */
+static bool
+launch_lock_try(void)
+{
+	LOCKTAG		tag;
+	TimestampTz start = GetCurrentTimestamp();
+	int			bound = gnb_lock_wait_bound_ms();
+
+	launch_lock_tag(&tag);
+	for (;;)
+	{
+		if (LockAcquire(&tag, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL)
+		{
+			launch_lock_held = true;
+			return true;
+		}
+		if (bound > 0 && TimestampDifferenceExceeds(start, GetCurrentTimestamp(), bound))
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 void
 gnb_launch_lock_release(void)
 {
@@ -493,7 +525,13 @@ gnb_reserve_chain_slots(int32 wanted, int max_jobs, int max_jobs_per_role, int m
 
 	if (wanted <= 0 || !OidIsValid(role_lock_role))
 		return 0;
-	gnb_launch_lock_acquire();
+	if (!launch_lock_try())
+	{
+		ereport(LOG,
+				(errmsg("gibbs_nb: no chain or sweep worker for this job: the launch lock stayed busy for %d ms",
+						gnb_lock_wait_bound_ms())));
+		return 0;
+	}
 	PG_TRY();
 	{
 		if (max_jobs > 0)

@@ -173,7 +173,8 @@ follow_job(GnbJobShared *job, BackgroundWorkerHandle *handle, bool wait,
 					 errmsg("gibbs_nb worker of job " INT64_FORMAT " exited before the job ended",
 							job->params.job_id),
 					 errhint("The server log has the worker's messages.")));
-		if (wait && gnb_progress_interval_ms > 0 &&
+		/* (not before the worker is admitted: no client write under the launch lock) */
+		if (wait && state->phase != GNB_PHASE_STARTING && gnb_progress_interval_ms > 0 &&
 			TimestampDifferenceExceeds(last_notice, GetCurrentTimestamp(),
 									   gnb_progress_interval_ms))
 		{
