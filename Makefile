@@ -84,7 +84,7 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-sweeps bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck schemacheck
+.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-sweeps soak bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck schemacheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -150,6 +150,14 @@ bench-chains:
 # the blocked sampler with 1 and 2 sweep workers against paper (medians of 3)
 bench-sweeps:
 	test/bench/run-sweeps.sh
+
+# the soak: prediction load while roles train, cancel, deploy, drop, export
+# and import and workers are killed and the server restarted mid-publish,
+# then every invariant checked (test/t/012_soak.pl; the test command runs it
+# for 20 s): make soak [SOAK_SECONDS=300]
+SOAK_SECONDS ?= 300
+soak:
+	PG_CONFIG='$(PG_CONFIG)' test/soak.sh $(SOAK_SECONDS)
 
 # accuracy, NMI and the closed-form check on SpamAssassin (not in the test
 # command; about 10 minutes)
