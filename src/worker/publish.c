@@ -163,7 +163,8 @@ static bool
 check_existing_labels_table(const GnbJobParams *params, Oid nspid, Oid relid,
 							const char *qualified)
 {
-	LockRelationOid(relid, ShareRowExclusiveLock);
+	/* another role may hold it (PREPARE of a DELETE): at most the bound */
+	gnb_lock_relation_bounded(relid, ShareRowExclusiveLock);
 	if (get_relname_relid(params->labels_table, nspid) != relid)
 	{
 		UnlockRelationOid(relid, ShareRowExclusiveLock);
