@@ -51,6 +51,63 @@ drop_labels_table(Oid relid)
 }
 
 /*
+ * Serve `version` of a model (0: none pinned, the latest serves) and rewrite
+ * its labels table with that version's labels.  Returns the version that
+ * serves.  With `required`, a version that does not exist or keeps no labels
+ * is an error; without (a drop moved the serving version), nothing is pinned
+ * then and the labels table is left as it is.  The model locked
+ * (gnb_store_lock_model); SPI connected.
+ */
+static int32
+serve_version(const char *owner, const char *model_name, int32 version, bool required)
+{
+	int32		serving;
+	GnbDocLabels labels;
+	char	  **classes;
+	Oid			labels_relid;
+	Oid			id_type;
+	char	   *qualified;
+	GnbPrivilegeState priv;
+	bool		found;
+
+	serving = gnb_store_pin(owner, model_name, version);
+	if (serving == 0)
+	{
+		if (!required)
+			return 0;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("model \"%s\" has no version %d", model_name, version)));
+	}
+	/*
+	 * The ids are made of the labels table's id column type as the table's
+	 * owner would make them, the model's (gnb_labels_table_owner): that type's
+	 * input (a domain's CHECK, say, that another member of a group put on the
+	 * group's table) never runs with the caller's privileges.
+	 */
+	gnb_become_role(gnb_owner_role_required(owner), &priv);
+	found = gnb_store_version_labels(owner, model_name, serving, &labels, &classes,
+									 &labels_relid, &id_type);
+	gnb_restore_user(&priv);
+	if (!found)
+	{
+		if (!required)
+			return serving;
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("version %d of model \"%s\" keeps no labels to deploy", serving, model_name),
+				 errdetail("It was trained before gibbs_nb 0.2.0, or its labels table is gone."),
+				 errhint("Retrain the model, then deploy a version trained since.")));
+	}
+	/* the labels table is the model owner's: rewritten as the owner, by OID */
+	qualified = gnb_lock_labels_table(labels_relid, ShareRowExclusiveLock);
+	if (qualified != NULL)
+		gnb_write_label_rows(labels_relid, qualified, owner, model_name, id_type, classes,
+							 &labels, serving);
+	return serving;
+}
+
+/*
  * gibbs_nb_drop(model_name text, version int DEFAULT NULL) returns int
  *
  * Drops one version of a model (its models, pi, packed (theta-hat) and trace
@@ -69,6 +126,7 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 	int32		version = all_versions ? 0 : PG_GETARG_INT32(1);
 	List	   *labels_tables = NIL;
 	int			dropped;
+	int32		serving_before;
 	ListCell   *lc;
 
 	if (PG_ARGISNULL(0))
@@ -80,6 +138,7 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
 	gnb_store_lock_model(owner, model_name);
+	serving_before = gnb_store_serving_version(owner, model_name);
 	dropped = gnb_delete_versions(owner, model_name, all_versions ?
 								  "owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 AND $3 IS NOT NULL" :
 								  "owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2 "
@@ -129,6 +188,14 @@ gibbs_nb_drop(PG_FUNCTION_ARGS)
 									1, vtype, vvalue, SPI_OK_DELETE);
 		gnb_restore_user(&priv);
 	}
+
+	/*
+	 * The version that served is gone, the model is not: the latest serves
+	 * now (nothing pinned), and its labels fill the labels table, whose
+	 * rows of the dropped version went above.
+	 */
+	if (!all_versions && version == serving_before)
+		(void) serve_version(owner, model_name, 0, false);
 	SPI_finish();
 	PG_RETURN_INT32(dropped);
 }
@@ -189,13 +256,6 @@ gibbs_nb_deploy(PG_FUNCTION_ARGS)
 	const char *owner;
 	int32		version;
 	int32		serving;
-	GnbDocLabels labels;
-	char	  **classes;
-	Oid			labels_relid;
-	Oid			id_type;
-	char	   *qualified;
-	GnbPrivilegeState priv;
-	bool		found;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -207,32 +267,7 @@ gibbs_nb_deploy(PG_FUNCTION_ARGS)
 	SPI_connect();
 	owner = gnb_resolve_model_owner(model_name, false);
 	gnb_store_lock_model(owner, model_name);
-	serving = gnb_store_pin(owner, model_name, version);
-	if (serving == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("model \"%s\" has no version %d", model_name, version)));
-	/*
-	 * The ids are made of the labels table's id column type as the table's
-	 * owner would make them, the model's (gnb_labels_table_owner): that type's
-	 * input (a domain's CHECK, say, that another member of a group put on the
-	 * group's table) never runs with the caller's privileges.
-	 */
-	gnb_become_role(gnb_owner_role_required(owner), &priv);
-	found = gnb_store_version_labels(owner, model_name, serving, &labels, &classes,
-									 &labels_relid, &id_type);
-	gnb_restore_user(&priv);
-	if (!found)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("version %d of model \"%s\" keeps no labels to deploy", serving, model_name),
-				 errdetail("It was trained before gibbs_nb 0.2.0, or its labels table is gone."),
-				 errhint("Retrain the model, then deploy a version trained since.")));
-	/* the labels table is the model owner's: rewritten as the owner, by OID */
-	qualified = gnb_lock_labels_table(labels_relid, ShareRowExclusiveLock);
-	if (qualified != NULL)
-		gnb_write_label_rows(labels_relid, qualified, owner, model_name, id_type, classes,
-							 &labels, serving);
+	serving = serve_version(owner, model_name, version, true);
 	SPI_finish();
 	PG_RETURN_INT32(serving);
 }

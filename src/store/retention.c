@@ -198,6 +198,20 @@ gnb_store_pinned(const char *owner, const char *model_name)
 	return SPI_processed > 0;
 }
 
+/* The version that serves: the deployed one, else the newest; 0 if none.  SPI connected. */
+int32
+gnb_store_serving_version(const char *owner, const char *model_name)
+{
+	bool		isnull;
+	Datum		version;
+
+	gnb_model_statement("SELECT version FROM gibbs_nb.packed WHERE owner OPERATOR(pg_catalog.=) $1 "
+					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY pinned DESC, version DESC LIMIT 1",
+					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	version = gnb_result_value(1, &isnull);
+	return isnull ? 0 : DatumGetInt32(version);
+}
+
 /*
  * Deploy `version` of the model (0: none, the latest serves): returns the
  * version that serves now, or 0 if the model has no such version.  SPI

@@ -121,6 +121,7 @@ extern HeapTuple gnb_store_latest_version(const char *owner, const char *model_n
 extern struct ArrayType *gnb_store_version_warnings(const char *owner, const char *model_name,
 													int32 version);
 extern bool gnb_store_pinned(const char *owner, const char *model_name);
+extern int32 gnb_store_serving_version(const char *owner, const char *model_name);
 extern int32 gnb_store_pin(const char *owner, const char *model_name, int32 version);
 extern bool gnb_store_version_labels(const char *owner, const char *model_name, int32 version,
 									 GnbDocLabels *labels, char ***classes, Oid *labels_relid,

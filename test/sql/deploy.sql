@@ -37,6 +37,24 @@ SELECT gibbs_nb_deploy('dm', NULL);
 SELECT gibbs_nb_predict('dm', '{cheap}'::text[]) AS latest_says;
 SELECT DISTINCT version FROM dm_labels;
 
+-- dropping the version that serves: the one that serves next fills the
+-- labels table (it was left empty: its rows went with the dropped version)
+SELECT gibbs_nb_set_retention('dm', 5) AS dropped;
+SELECT gibbs_nb_deploy('dm', 1);
+SELECT gibbs_nb_drop('dm', 1);
+SELECT serving_version, deployed FROM gibbs_nb_models WHERE model_name = 'dm';
+SELECT version, count(*) FROM dm_labels GROUP BY version;
+-- the same for the latest, nothing deployed
+SELECT version FROM gibbs_nb_retrain('dm');
+SELECT gibbs_nb_drop('dm', 4);
+SELECT serving_version, deployed FROM gibbs_nb_models WHERE model_name = 'dm';
+SELECT version, count(*) FROM dm_labels GROUP BY version;
+-- a version that does not serve goes alone: the labels table stays
+SELECT version FROM gibbs_nb_retrain('dm');
+SELECT gibbs_nb_drop('dm', 3);
+SELECT serving_version, deployed FROM gibbs_nb_models WHERE model_name = 'dm';
+SELECT version, count(*) FROM dm_labels GROUP BY version;
+
 -- ids cross versions as text: a date id written under the DateStyle of the
 -- job's role and read back under the deploying session's lands on its own
 -- row (13/01/2024, written under 'SQL, DMY', did not read under 'ISO, MDY';
