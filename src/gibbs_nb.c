@@ -42,6 +42,8 @@ int			gnb_max_jobs_per_role = 2;
 
 /* gibbs_nb.max_jobs_per_login: jobs one login (session user) may run at once */
 int			gnb_max_jobs_per_login = 2;
+
+/* gibbs_nb.lock_timeout: the longest gibbs_nb waits for another session's lock */
 int			gnb_lock_timeout_ms = 10000;
 
 /* gibbs_nb.max_chain_workers: extra workers one job may run its chains in */

@@ -29,10 +29,9 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/lock.h"
-#include "utils/timestamp.h"
 #include "pgstat.h"
 #include "storage/latch.h"
+#include "storage/lock.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -44,6 +43,7 @@
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 /*
  * locktag_field4 of a job's liveness lock: user advisory locks use 1 and 2,

@@ -215,7 +215,6 @@ check_source_data_locked(GnbJobParams *p)
 	CurrentResourceOwner = owner;
 }
 
-
 /*
  * The labels table: a name, qualified or not (then in the source's schema),
  * default <model_name>_labels.  A table of that name must be the one training
