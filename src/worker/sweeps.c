@@ -30,6 +30,8 @@
  */
 #include "gibbs_nb.h"
 
+#include <math.h>
+
 #include "worker/worker.h"
 #include "worker/sweeps_shm.h"
 #include "store/store.h"
@@ -137,8 +139,8 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	more = (double) size + (n_workers + 1) * (double) gnb_blocked_helper_memory(D, V, K);
 	if (memory_committed + more > (double) p->max_job_memory)
 	{
-		elog(LOG, "gibbs_nb job " INT64_FORMAT ": no sweep workers: they would need %.0f MB more than gibbs_nb.max_job_memory allows",
-			 p->job_id, (memory_committed + more - p->max_job_memory) / (1024.0 * 1024.0));
+		elog(LOG, "gibbs_nb job " INT64_FORMAT ": no sweep workers: they would need %.0f kB more than gibbs_nb.max_job_memory allows",
+			 p->job_id, ceil((memory_committed + more - p->max_job_memory) / 1024.0));
 		return NULL;
 	}
 	seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);

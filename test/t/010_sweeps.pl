@@ -5,7 +5,8 @@
 # (gibbs_nb_cancel, the waiting caller's statement_timeout); a sweep worker
 # that is terminated fails the job with its own error, whole, and nothing is
 # published; and with fewer free slots than asked for the others share the
-# sweeps, to the same model.  Polls are bounded (poll_query_until,
+# sweeps, to the same model, as they do when gibbs_nb.max_job_memory leaves
+# no room for sweep workers.  Polls are bounded (poll_query_until,
 # wait_for_log); no fixed sleeps.
 use strict;
 use warnings;
@@ -127,6 +128,32 @@ is($node->safe_psql('postgres', q{
             AND p.label_probabilities = s.label_probabilities
      FROM gibbs_nb.packed p, gibbs_nb.packed s
      WHERE p.model_name = 'limited' AND s.model_name = 'alone'}),
+	't', 'the same model as one process alone');
+
+# --- no room for sweep workers within gibbs_nb.max_job_memory: one process sweeps ---
+# The smallest cap, in 100 kB steps, under which the job runs at all leaves
+# no room for the segment and the sweep worker's memory (more than 100 kB
+# here): the job's worker sweeps alone, says so, and makes the same model.
+my ($cap, $cap_offset);
+for (my $kb = 1024; $kb <= 32768 && !defined $cap; $kb += 100)
+{
+	$cap_offset = -s $node->logfile;
+	my ($ret, $out) = $node->psql('postgres', qq{
+	  SET gibbs_nb.max_job_memory = '${kb}kB';
+	  SELECT status FROM gibbs_nb_train('capped', 'docs', 'tokens', 'label', sampler => 'blocked',
+	                                    sweeps => 30, seed => 5, sweep_workers => 2)});
+	$cap = $kb if $out eq 'succeeded';
+}
+ok(defined $cap, 'a cap under which the job runs');
+ok($node->log_contains(qr/no sweep workers: they would need \d+ kB more than gibbs_nb.max_job_memory allows/,
+		$cap_offset),
+	'under the smallest cap the log says there is no room for sweep workers');
+ok(!$node->log_contains(qr/its sweeps are shared by/, $cap_offset), 'and no process shares the sweeps');
+is($node->safe_psql('postgres', q{
+     SELECT p.log_theta = s.log_theta AND p.log_pi = s.log_pi
+            AND p.label_probabilities = s.label_probabilities
+     FROM gibbs_nb.packed p, gibbs_nb.packed s
+     WHERE p.model_name = 'capped' AND s.model_name = 'alone'}),
 	't', 'the same model as one process alone');
 
 $node->stop;
