@@ -52,6 +52,17 @@ sub start_sweeps_job
 	return $job;
 }
 
+# Whether two models' packed rows are the same, bit for bit
+sub same_model
+{
+	my ($first, $second) = @_;
+	return $node->safe_psql('postgres', qq{
+	  SELECT p.log_theta = s.log_theta AND p.log_pi = s.log_pi
+	         AND p.label_probabilities = s.label_probabilities
+	  FROM gibbs_nb.packed p, gibbs_nb.packed s
+	  WHERE p.model_name = '$first' AND s.model_name = '$second'});
+}
+
 # --- gibbs_nb_cancel stops the sweep workers ---
 my $job = start_sweeps_job('cancel', 3);
 is($node->safe_psql('postgres', "SELECT gibbs_nb_cancel($job)"), 't', 'gibbs_nb_cancel');
@@ -123,12 +134,7 @@ ok($node->log_contains(qr/its sweeps are shared by 2 processes/, $offset), 'and 
 $node->safe_psql('postgres', q{
   SELECT status FROM gibbs_nb_train('alone', 'docs', 'tokens', 'label', sampler => 'blocked',
                                     sweeps => 30, seed => 5, sweep_workers => 1)});
-is($node->safe_psql('postgres', q{
-     SELECT p.log_theta = s.log_theta AND p.log_pi = s.log_pi
-            AND p.label_probabilities = s.label_probabilities
-     FROM gibbs_nb.packed p, gibbs_nb.packed s
-     WHERE p.model_name = 'limited' AND s.model_name = 'alone'}),
-	't', 'the same model as one process alone');
+is(same_model('limited', 'alone'), 't', 'the same model as one process alone');
 
 # --- no room for sweep workers within gibbs_nb.max_job_memory: one process sweeps ---
 # The smallest cap, in 100 kB steps, under which the job runs at all leaves
@@ -149,12 +155,7 @@ ok($node->log_contains(qr/no sweep workers: they would need \d+ kB more than gib
 		$cap_offset),
 	'under the smallest cap the log says there is no room for sweep workers');
 ok(!$node->log_contains(qr/its sweeps are shared by/, $cap_offset), 'and no process shares the sweeps');
-is($node->safe_psql('postgres', q{
-     SELECT p.log_theta = s.log_theta AND p.log_pi = s.log_pi
-            AND p.label_probabilities = s.label_probabilities
-     FROM gibbs_nb.packed p, gibbs_nb.packed s
-     WHERE p.model_name = 'capped' AND s.model_name = 'alone'}),
-	't', 'the same model as one process alone');
+is(same_model('capped', 'alone'), 't', 'the same model as one process alone');
 
 $node->stop;
 done_testing();
