@@ -197,7 +197,8 @@ typedef struct run_shared
 	/*
 	 * Words that occur in an unlabelled document, by increasing word id;
 	 * for the paper sampler with K = 2 by increasing total count instead
-	 * (see sort_active).
+	 * (see sort_active), for the blocked sampler block by block (see
+	 * sort_blocks).
 	 */
 	int32_t    *active;
 	int32_t		n_active;
@@ -213,14 +214,12 @@ typedef struct run_shared
 	int32_t    *active_pos;
 	/*
 	 * blocked: the active words of word block b (GNB_BLOCKED_WORDS ids) are
-	 * active[block_active[b] .. block_active[b + 1]) (active is by word id),
-	 * and block_word has the same words in the order the theta step draws
-	 * them (sort_blocks)
+	 * active[block_active[b] .. block_active[b + 1]), in the order the
+	 * theta step draws them (sort_blocks)
 	 */
 	int32_t    *block_active;
-	int32_t    *block_word;
 	/*
-	 * paper, K = 2: the pairs of the unlabelled documents, the i-th
+	 * paper and blocked, K = 2: the pairs of the unlabelled documents, the i-th
 	 * unlabelled document's from dense_start[i] to dense_end[i]: first its
 	 * dense_ones[i] words of count 1, as the index in active of the word
 	 * (the label step reads the log-odds of the active words only, from a
@@ -316,7 +315,7 @@ typedef struct chain_state
 	double	   *log_pred;		/* K */
 	double	   *log_pred_own;	/* K */
 	/*
-	 * V x K, paper sampler only: log theta, word-major; with K = 2 instead
+	 * V x K, paper and blocked: log theta, word-major; with K = 2 instead
 	 * log_theta[i] = log y_1w - log y_0w for the unnormalised draws y of the
 	 * i-th active word w (n_active), and lz_diff = log z_1 - log z_0 for
 	 * their normalisers (theta_step2).  log_theta_1: the class 1 draws'
@@ -333,7 +332,7 @@ typedef struct chain_state
 	gnb_blocked_arrays blocked;
 	int			blocked_shared;
 	double	   *blocked_work;
-	/* paper, K = 2: Marsaglia and Tsang's c for integer shapes */
+	/* paper and blocked, K = 2: Marsaglia and Tsang's c for integer shapes */
 	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
 	double	   *pred;			/* K scratch */
@@ -579,16 +578,83 @@ packed_pair(const run_shared *sh, const uint32_t *pr, int64_t n_ones, int64_t *p
  * 2^57) is more than 1, class 1.
  */
 static inline int32_t
-categorical2(gnb_rng *rng, double s0, double s1)
+categorical2_u(double u, double d)
 {
-	double		u = gnb_rng_uniform(rng);
-	double		d = s1 - s0;
-
 	if (d < -40.0)
 		return 0;
 	if (d > 40.0 && u != 0.0)
 		return 1;
 	return u * (1.0 + exp(d)) < 1.0 ? 0 : 1;
+}
+
+/* categorical2_u from the stream, d = s1 - s0 */
+static inline int32_t
+categorical2(gnb_rng *rng, double s0, double s1)
+{
+	return categorical2_u(gnb_rng_uniform(rng), s1 - s0);
+}
+
+/*
+ * sum_w W_jw lt[w] over the i-th unlabelled document's packed pairs
+ * (run_shared.dense): the K = 2 label steps' log-odds of the words.  In
+ * four partial sums, not one: one addition's latency per pair would be the
+ * loop's pace.
+ */
+static inline double
+packed_log_odds(const run_shared *sh, const double *lt, int32_t i)
+{
+	const uint32_t *pr = sh->dense + sh->dense_start[i];
+	const int64_t n = sh->dense_end[i] - sh->dense_start[i];
+	const int64_t n_ones = sh->dense_ones[i];
+	const int	wbits = sh->dense_wbits;
+	const uint32_t wmask = sh->dense_wmask;
+	double		l4[4] = {0.0, 0.0, 0.0, 0.0};
+	int64_t		p;
+
+	for (p = 0; p + 4 <= n_ones; p += 4)
+	{
+		l4[0] += lt[pr[p]];
+		l4[1] += lt[pr[p + 1]];
+		l4[2] += lt[pr[p + 2]];
+		l4[3] += lt[pr[p + 3]];
+	}
+	for (; p < n_ones; p++)
+		l4[0] += lt[pr[p]];
+	if (GNB_LIKELY(!sh->dense_escape[i]))
+	{
+		for (; p + 4 <= n; p += 4)
+		{
+			l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
+			l4[1] += (int32_t) (pr[p + 1] >> wbits) * lt[pr[p + 1] & wmask];
+			l4[2] += (int32_t) (pr[p + 2] >> wbits) * lt[pr[p + 2] & wmask];
+			l4[3] += (int32_t) (pr[p + 3] >> wbits) * lt[pr[p + 3] & wmask];
+		}
+		for (; p < n; p++)
+			l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
+	}
+	else
+	{
+		/* a count too large for its bits follows in the next element */
+		for (; p < n; p++)
+		{
+			uint32_t	cnt = pr[p] >> wbits;
+			double		x = lt[pr[p] & wmask];
+
+			if (cnt == sh->dense_cmax)
+				cnt = pr[++p];
+			l4[0] += (int32_t) cnt * x;
+		}
+	}
+	return (l4[0] + l4[1]) + (l4[2] + l4[3]);
+}
+
+/* Marsaglia and Tsang's c for a shape, from the table when it has it */
+static inline double
+mt_c_of(const double *table, double shape)
+{
+	if (shape <= GNB_MT_TABLE_MAX && shape == (double) (int) shape)
+		return table[(int) shape];
+	return gnb_rng_mt_c(shape);
 }
 
 static inline void
@@ -640,6 +706,7 @@ extern int32_t gnb_label_step_collapsed(chain_state *st);
 
 /* gnb_label_paper.c */
 extern void gnb_add_doc_packed(chain_state *st, int32_t i, int32_t k, double weight);
+extern void gnb_move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b);
 extern int32_t gnb_label_step_paper(chain_state *st);
 
 /* gnb_log_joint.c */

@@ -15,6 +15,13 @@
  * blocks' sums in block order.  So a phase's units (documents, or a class's
  * blocks of words) can be drawn by any number of processes, each taking a
  * range of them, and the chain is the same bit for bit.
+ *
+ * With two classes the sampler keeps the paper sampler's layout (sh->dense,
+ * theta_step2): the active words numbered block by block, N by their rows,
+ * the unlabelled documents as packed pairs, and log_theta[i] the log-odds
+ * log y_1 - log y_0 of the i-th active word's unnormalised draws, their
+ * normalisers' difference in log_pi[2]: one sum a document in the label
+ * phase, one logarithm a word in the theta phase.
  */
 #include "gnb_internal.h"
 
@@ -27,6 +34,7 @@ struct gnb_blocked_helper
 {
 	run_shared	sh;
 	double	   *work;			/* GNB_BLOCKED_WORK(K) */
+	double	   *mt_c;			/* K = 2: GNB_MT_TABLE_MAX + 1 */
 	/*
 	 * The work before each unit of a phase: the pairs of the unlabelled
 	 * documents before the i-th (n_unlabeled + 1), the active words of the
@@ -54,6 +62,41 @@ n_word_blocks(const run_shared *sh)
 }
 
 /*
+ * draw_labels for K = 2 (sh->dense): d, the full-weight log-odds of class 1,
+ * from the document's packed pairs and log_pi's three entries; class 1 with
+ * chance 1 / (1 + exp(-lambda d)).
+ */
+static void
+draw_labels2(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step,
+			 int64_t from, int64_t to)
+{
+	const double lambda = sh->params->unlabeled_weight;
+	const uint64_t seed = sh->params->seed;
+	const double prior = a->log_pi[1] - a->log_pi[0];
+	const double lz_diff = a->log_pi[2];
+
+	for (int64_t i = from; i < to; i++)
+	{
+		int32_t		j = sh->unlabeled[i];
+		double		d = prior + (packed_log_odds(sh, a->log_theta, (int32_t) i) -
+								 sh->doc_length[j] * lz_diff);
+		double		u;
+
+		maybe_check_interrupts(sh, (int32_t) i);
+		if (step->predictive)
+		{
+			/* softmax of (0, d), without overflow either way */
+			double		e = exp(-fabs(d));
+
+			a->pred[2 * i + (d >= 0.0)] = 1.0 / (1.0 + e);
+			a->pred[2 * i + (d < 0.0)] = e / (1.0 + e);
+		}
+		u = gnb_keyed_uniform(seed, step->chain, step->sweep, GNB_DRAW_LABEL, (uint32_t) j);
+		a->next_label[i] = categorical2_u(u, lambda * d);
+	}
+}
+
+/*
  * Draw the labels of the unlabelled documents from..to-1 (by position in
  * sh->unlabeled) given log theta and log pi, into next_label; with
  * step->predictive, each one's full-weight conditional (softmax of log pi_k
@@ -77,49 +120,15 @@ draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked
 		double		u;
 
 		maybe_check_interrupts(sh, (int32_t) i);
-		if (K == 2)
+		for (int32_t k = 0; k < K; k++)
+			loglik[k] = a->log_pi[k];
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
 		{
-			/*
-			 * two classes: two sums in two lanes each (one addition's
-			 * latency a pair would be the pace otherwise)
-			 */
-			double		l0[2] = {0.0, 0.0},
-						l1[2] = {0.0, 0.0};
-			int64_t		p = c->doc_start[j];
-			const int64_t end = c->doc_start[j + 1];
+			const double *row = a->log_theta + (int64_t) c->word[p] * K;
+			const double cnt = c->count[p];
 
-			for (; p + 2 <= end; p += 2)
-			{
-				const double *r0 = a->log_theta + 2 * (int64_t) c->word[p];
-				const double *r1 = a->log_theta + 2 * (int64_t) c->word[p + 1];
-				const double c0 = c->count[p];
-				const double c1 = c->count[p + 1];
-
-				l0[0] += c0 * r0[0];
-				l1[0] += c0 * r0[1];
-				l0[1] += c1 * r1[0];
-				l1[1] += c1 * r1[1];
-			}
-			if (p < end)
-			{
-				l0[0] += c->count[p] * a->log_theta[2 * (int64_t) c->word[p]];
-				l1[0] += c->count[p] * a->log_theta[2 * (int64_t) c->word[p] + 1];
-			}
-			loglik[0] = a->log_pi[0] + (l0[0] + l0[1]);
-			loglik[1] = a->log_pi[1] + (l1[0] + l1[1]);
-		}
-		else
-		{
 			for (int32_t k = 0; k < K; k++)
-				loglik[k] = a->log_pi[k];
-			for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
-			{
-				const double *row = a->log_theta + (int64_t) c->word[p] * K;
-				const double cnt = c->count[p];
-
-				for (int32_t k = 0; k < K; k++)
-					loglik[k] += cnt * row[k];
-			}
+				loglik[k] += cnt * row[k];
 		}
 		for (int32_t k = 0; k < K; k++)
 			s[k] = lambda * loglik[k];
@@ -142,9 +151,135 @@ draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked
 }
 
 /*
+ * draw_theta_block for K = 2 (sh->dense): the block's words are the rows
+ * from..to-1 of N; both classes' draws of a word together, as theta_step2
+ * does (sums of exponentials for small integer shapes, else Marsaglia and
+ * Tsang with c from mt_c), their log-odds into log_theta and the log of
+ * each class's sum into block_lse.  work: GNB_BLOCKED_WORDS doubles.
+ */
+static void
+draw_theta_block2(const run_shared *sh, const gnb_blocked_arrays *a,
+				  const gnb_blocked_step *step, int32_t b, const double *mt_c, double *work)
+{
+	const int32_t nb = n_word_blocks(sh);
+	const int32_t from = sh->block_active[b];
+	const int32_t n = sh->block_active[b + 1] - from;
+	const double g = step->g_theta;
+	const double *N = a->N + 2 * (int64_t) from;
+	double	   *lt = a->log_theta + from;
+	double	   *y0 = work;
+	double		lse0,
+				lse1;
+	gnb_rng		rng;
+
+	if (n == 0)
+	{
+		a->block_lse[b] = a->block_lse[nb + b] = -INFINITY;
+		return;
+	}
+	gnb_rng_keyed(&rng, sh->params->seed, step->chain, step->sweep, GNB_DRAW_THETA,
+				  (uint32_t) b);
+	if (g >= 1.0)
+	{
+		/*
+		 * no draw underflows: the draws summed as they are (even and odd
+		 * words in two lanes), the ratios logged in one pass
+		 */
+		double		s0[2] = {0.0, 0.0},
+					s1[2] = {0.0, 0.0};
+		int32_t		i;
+
+		for (i = 0; i < n; i++)
+		{
+			const double a0 = N[2 * i] + g;
+			const double a1 = N[2 * i + 1] + g;
+
+			if (a0 + a1 <= GNB_BLOCKED_PAIR_EXP_MAX &&
+				a0 == (double) (int) a0 && a1 == (double) (int) a1)
+				gnb_rng_gamma_pair_exp(&rng, (int) a0, (int) a1, &y0[i], &lt[i]);
+			else
+			{
+				y0[i] = gnb_rng_gamma_mt_c(&rng, a0, mt_c_of(mt_c, a0));
+				lt[i] = gnb_rng_gamma_mt_c(&rng, a1, mt_c_of(mt_c, a1));
+			}
+		}
+#if defined(__GNUC__) || defined(__clang__)
+		{
+			/* the same operations, lane by lane, in SSE2 registers (as theta_step2) */
+			typedef double v2d __attribute__((vector_size(16)));
+			v2d			v0 = {0.0, 0.0},
+						v1 = {0.0, 0.0};
+
+			for (i = 0; i + 2 <= n; i += 2)
+			{
+				v2d			x,
+							y;
+
+				memcpy(&x, y0 + i, sizeof(x));
+				memcpy(&y, lt + i, sizeof(y));
+				v0 += x;
+				v1 += y;
+				y /= x;
+				memcpy(y0 + i, &y, sizeof(y));
+			}
+			s0[0] = v0[0];
+			s0[1] = v0[1];
+			s1[0] = v1[0];
+			s1[1] = v1[1];
+		}
+#else
+		for (i = 0; i + 2 <= n; i += 2)
+		{
+			s0[0] += y0[i];
+			s0[1] += y0[i + 1];
+			s1[0] += lt[i];
+			s1[1] += lt[i + 1];
+			y0[i] = lt[i] / y0[i];
+			y0[i + 1] = lt[i + 1] / y0[i + 1];
+		}
+#endif
+		if (i < n)
+		{
+			s0[0] += y0[i];
+			s1[0] += lt[i];
+			y0[i] = lt[i] / y0[i];
+		}
+		gnb_log_array_to(y0, lt, n);
+		lse0 = log(s0[0] + s0[1]);
+		lse1 = log(s1[0] + s1[1]);
+	}
+	else
+	{
+		/* logs of the draws: class 0's in work, class 1's in log_theta, then their difference */
+		double		m0 = -INFINITY,
+					m1 = -INFINITY,
+					s0 = 0.0,
+					s1 = 0.0;
+
+		for (int32_t i = 0; i < n; i++)
+		{
+			y0[i] = gnb_rng_log_gamma(&rng, N[2 * i] + g);
+			lt[i] = gnb_rng_log_gamma(&rng, N[2 * i + 1] + g);
+			m0 = y0[i] > m0 ? y0[i] : m0;
+			m1 = lt[i] > m1 ? lt[i] : m1;
+		}
+		for (int32_t i = 0; i < n; i++)
+		{
+			s0 += exp(y0[i] - m0);
+			s1 += exp(lt[i] - m1);
+			lt[i] -= y0[i];
+		}
+		lse0 = m0 + log(s0);
+		lse1 = m1 + log(s1);
+	}
+	a->block_lse[b] = lse0;
+	a->block_lse[nb + b] = lse1;
+}
+
+/*
  * Theta over the word ids of block b, every class: each word that occurs in
  * an unlabelled document drawn, class after class, as Gamma(N_kw + g) from
- * the block's keyed stream, in the block's order (block_word); their logs into log_theta, and
+ * the block's keyed stream, in the block's order (sh->active); their logs into log_theta, and
  * per class the log of their sum (-inf for a block without such a word)
  * into block_lse.  Words of no unlabelled document are never read: their
  * summed mass is drawn once (gnb_theta_step_blocked).  work: K doubles and
@@ -184,7 +319,7 @@ draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
 			 */
 			for (int32_t i = c0; i < c1; i++)
 			{
-				const double *row = a->N + (int64_t) sh->block_word[i] * K;
+				const double *row = a->N + (int64_t) sh->active[i] * K;
 				double	   *y = buf + (int64_t) (i - c0) * K;
 
 				if (K == 2 && row[0] + row[1] + 2 * g <= GNB_BLOCKED_PAIR_EXP_MAX &&
@@ -205,7 +340,7 @@ draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
 			/* logs of the draws; their sums after the block's largest is known */
 			for (int32_t i = c0; i < c1; i++)
 			{
-				const double *row = a->N + (int64_t) sh->block_word[i] * K;
+				const double *row = a->N + (int64_t) sh->active[i] * K;
 
 				for (int32_t k = 0; k < K; k++)
 				{
@@ -218,7 +353,7 @@ draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
 		}
 		for (int32_t i = c0; i < c1; i++)
 		{
-			double	   *lt = a->log_theta + (int64_t) sh->block_word[i] * K;
+			double	   *lt = a->log_theta + (int64_t) sh->active[i] * K;
 			const double *y = buf + (int64_t) (i - c0) * K;
 
 			for (int32_t k = 0; k < K; k++)
@@ -239,28 +374,37 @@ draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
 			double		sum = 0.0;
 
 			for (int32_t i = from; i < to; i++)
-				sum += exp(a->log_theta[(int64_t) sh->block_word[i] * K + k] - x);
+				sum += exp(a->log_theta[(int64_t) sh->active[i] * K + k] - x);
 			x += log(sum);
 		}
 		a->block_lse[(int64_t) k * nb + b] = x;
 	}
 }
 
-/* Units from..to of a phase: documents, or blocks of words. */
+/*
+ * Units from..to of a phase: documents, or blocks of words.  mt_c: with
+ * K = 2, the table of Marsaglia and Tsang's c.
+ */
 static void
 run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step,
-		  int64_t from, int64_t to, double *work)
+		  int64_t from, int64_t to, const double *mt_c, double *work)
 {
 	if (step->phase == GNB_PHASE_LABELS)
 	{
-		draw_labels(sh, a, step, from, to, work);
+		if (sh->dense)
+			draw_labels2(sh, a, step, from, to);
+		else
+			draw_labels(sh, a, step, from, to, work);
 		return;
 	}
 	for (int64_t u = from; u < to; u++)
 	{
 		if ((u - from) % 64 == 0)
 			maybe_check_interrupts(sh, 0);
-		draw_theta_block(sh, a, step, (int32_t) u, work);
+		if (sh->dense)
+			draw_theta_block2(sh, a, step, (int32_t) u, mt_c, work);
+		else
+			draw_theta_block(sh, a, step, (int32_t) u, work);
 	}
 }
 
@@ -272,6 +416,11 @@ gnb_blocked_helper_begin(const gnb_corpus *corpus, const gnb_params *params,
 
 	gnb_setup_shared(&h->sh, corpus, params, hooks, GNB_SETUP_HELPER);
 	h->work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(corpus->n_classes), sizeof(double));
+	if (h->sh.dense)
+	{
+		h->mt_c = gnb_xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
+		gnb_mt_c_table(h->mt_c);
+	}
 	h->pairs_before = gnb_xalloc(hooks, (size_t) h->sh.n_unlabeled + 1, sizeof(int64_t));
 	for (int32_t i = 0; i < h->sh.n_unlabeled; i++)
 	{
@@ -331,28 +480,38 @@ void
 gnb_blocked_helper_run(gnb_blocked_helper *h, const gnb_blocked_arrays *a,
 					   const gnb_blocked_step *step, int64_t from, int64_t to)
 {
-	run_units(&h->sh, a, step, from, to, h->work);
+	run_units(&h->sh, a, step, from, to, h->mt_c, h->work);
 }
 
 uint64_t
-gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes)
+gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_pairs)
 {
 	uint64_t	D = (uint64_t) (n_docs > 0 ? n_docs : 1);
 	uint64_t	V = (uint64_t) (n_words > 0 ? n_words : 1);
 	uint64_t	K = (uint64_t) n_classes;
+	uint64_t	bytes;
 
 	/*
 	 * per document: its index if unlabelled, its length, the pairs before
-	 * it; per word: whether it is active, its index, its place in active
-	 * and in its block's order, its sort key; the clamped counts while they
-	 * are summed (V x K); per block its first active word and the words
-	 * before it; the scratch; a header each
+	 * it; per word: whether it is active, its index, its place in active,
+	 * its sort key; the clamped counts while they are summed (V x K); per
+	 * block its first active word and the words before it; the scratch; a
+	 * header each
 	 */
-	return D * (sizeof(int32_t) + sizeof(double) + sizeof(int64_t)) +
-		V * (1 + 3 * sizeof(int32_t) + sizeof(active_key)) + V * K * sizeof(double) +
+	bytes = D * (sizeof(int32_t) + sizeof(double) + sizeof(int64_t)) +
+		V * (1 + 2 * sizeof(int32_t) + sizeof(active_key)) + V * K * sizeof(double) +
 		(V / GNB_BLOCKED_WORDS + 2) * (sizeof(int32_t) + sizeof(int64_t)) +
 		K * (sizeof(double) + 1) +
 		GNB_BLOCKED_WORK(K) * sizeof(double) + sizeof(gnb_blocked_helper) + 16 * 64;
+	/*
+	 * K = 2: the packed pairs (at most two elements a pair), their offsets,
+	 * the table of c
+	 */
+	if (K == 2)
+		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * 2 * sizeof(uint32_t) +
+			(D + 1) * (2 * sizeof(int64_t) + sizeof(int32_t) + 1) +
+			(GNB_MT_TABLE_MAX + 1) * sizeof(double);
+	return bytes;
 }
 
 void
@@ -362,6 +521,8 @@ gnb_blocked_helper_end(gnb_blocked_helper *h)
 
 	gnb_release_shared(&h->sh);
 	hooks->release(h->work, hooks->arg);
+	if (h->mt_c)
+		hooks->release(h->mt_c, hooks->arg);
 	hooks->release(h->pairs_before, hooks->arg);
 	hooks->release(h->words_before, hooks->arg);
 	hooks->release(h, hooks->arg);
@@ -376,7 +537,8 @@ gnb_blocked_sizes(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 
 	sizes[GNB_BLOCKED_LOG_THETA] = vk * sizeof(double);
 	sizes[GNB_BLOCKED_N] = vk * sizeof(double);
-	sizes[GNB_BLOCKED_LOG_PI] = (size_t) n_classes * sizeof(double);
+	/* K = 2: and theta's normalisers' difference (gnb_theta_step_blocked) */
+	sizes[GNB_BLOCKED_LOG_PI] = (size_t) (n_classes + 1) * sizeof(double);
 	sizes[GNB_BLOCKED_NEXT_LABEL] = ((size_t) n_docs + 1) * sizeof(int32_t);
 	sizes[GNB_BLOCKED_PRED] = ((params->unlabeled_weight != 1.0 ? (size_t) n_docs * n_classes : 0) +
 							   1) * sizeof(double);
@@ -403,7 +565,7 @@ run_phase(chain_state *st, int32_t phase)
 	else
 		run_units(sh, &st->blocked, &step, 0,
 				  phase == GNB_PHASE_LABELS ? sh->n_unlabeled : n_word_blocks(sh),
-				  st->blocked_work);
+				  st->mt_c, st->blocked_work);
 }
 
 /* pi ~ Dirichlet(C + g_pi), as log pi, from this sweep's keyed stream. */
@@ -455,7 +617,10 @@ gnb_label_step_blocked(chain_state *st)
 				st->prob_sum[(int64_t) j * K + k] += a->pred[(int64_t) i * K + k];
 		if (to != from)
 		{
-			move_doc(st, j, from, to);
+			if (sh->dense)
+				gnb_move_doc_packed(st, i, from, to);
+			else
+				move_doc(st, j, from, to);
 			st->moved[j] = 1;
 			changed++;
 		}
@@ -477,15 +642,26 @@ gnb_theta_step_blocked(chain_state *st)
 	const int32_t K = sh->K;
 	const int32_t nb = n_word_blocks(sh);
 	const gnb_blocked_arrays *a = &st->blocked;
+	double		lz_k[2] = {0.0, 0.0};
 
 	run_phase(st, GNB_PHASE_THETA);
 	for (int32_t k = 0; k < K; k++)
 	{
+		const double *lse = a->block_lse + (int64_t) k * nb;
 		double		lz = -INFINITY;
 		double		rest = sh->inactive_count[k] + sh->n_inactive * st->g_theta;
 
+		/* the blocks' sums relative to the largest: one exp a block */
 		for (int32_t b = 0; b < nb; b++)
-			lz = log_add(lz, a->block_lse[(int64_t) k * nb + b]);
+			lz = lse[b] > lz ? lse[b] : lz;
+		if (lz > -INFINITY)
+		{
+			double		sum = 0.0;
+
+			for (int32_t b = 0; b < nb; b++)
+				sum += exp(lse[b] - lz);
+			lz += log(sum);
+		}
 		if (rest > 0.0)
 		{
 			gnb_rng		rng;
@@ -494,7 +670,13 @@ gnb_theta_step_blocked(chain_state *st)
 						  (uint32_t) k);
 			lz = log_add(lz, gnb_rng_log_gamma(&rng, rest));
 		}
-		for (int32_t i = 0; i < sh->n_active; i++)
-			a->log_theta[(int64_t) sh->active[i] * K + k] -= lz;
+		if (sh->dense)
+			lz_k[k] = lz;
+		else
+			for (int32_t i = 0; i < sh->n_active; i++)
+				a->log_theta[(int64_t) sh->active[i] * K + k] -= lz;
 	}
+	/* K = 2: the log-odds stay unnormalised, their correction per token is here */
+	if (sh->dense)
+		a->log_pi[2] = lz_k[1] - lz_k[0];
 }

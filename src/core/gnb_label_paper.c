@@ -10,14 +10,14 @@
 #include <string.h>
 
 /*
- * move_doc for the paper sampler with K = 2, the i-th unlabelled document,
+ * move_doc for the paper and blocked samplers with K = 2, the i-th unlabelled document,
  * from its packed pairs: a word's index in active is its row of N and of
  * theta_sum (see chain_state.N).  Each entry of N changes by the same
  * operations as in move_doc; S's running products take the words in the
  * pairs' order (count 1 first).
  */
-static void
-move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
+void
+gnb_move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
 {
 	const run_shared *sh = st->sh;
 	const uint32_t *pr = sh->dense + sh->dense_start[i];
@@ -99,8 +99,6 @@ label_step_paper2(chain_state *st)
 	const double lambda = st->lambda;
 	const int	predictive = st->kept_sweep && lambda != 1.0;
 	const double *lt = st->log_theta;
-	const int	wbits = sh->dense_wbits;
-	const uint32_t wmask = sh->dense_wmask;
 	int32_t		changed = 0;
 
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -108,59 +106,13 @@ label_step_paper2(chain_state *st)
 		int32_t		j = sh->unlabeled[i];
 		int32_t		a = st->z[j];
 		int32_t		b;
-		const uint32_t *pr = sh->dense + sh->dense_start[i];
-		const int64_t n = sh->dense_end[i] - sh->dense_start[i];
-		const int64_t n_ones = sh->dense_ones[i];
-		double		l = 0.0;
+		double		l;
 		double		s0,
 					s1;
 
 		maybe_check_interrupts(sh, i);
-		/*
-		 * l: sum_w W_jw (log theta_1w - log theta_0w), see theta_step2; in
-		 * four partial sums, not one: one addition's latency per pair would
-		 * be the loop's pace
-		 */
-		{
-			double		l4[4] = {0.0, 0.0, 0.0, 0.0};
-			int64_t		p;
-
-			for (p = 0; p + 4 <= n_ones; p += 4)
-			{
-				l4[0] += lt[pr[p]];
-				l4[1] += lt[pr[p + 1]];
-				l4[2] += lt[pr[p + 2]];
-				l4[3] += lt[pr[p + 3]];
-			}
-			for (; p < n_ones; p++)
-				l4[0] += lt[pr[p]];
-			if (GNB_LIKELY(!sh->dense_escape[i]))
-			{
-				for (; p + 4 <= n; p += 4)
-				{
-					l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
-					l4[1] += (int32_t) (pr[p + 1] >> wbits) * lt[pr[p + 1] & wmask];
-					l4[2] += (int32_t) (pr[p + 2] >> wbits) * lt[pr[p + 2] & wmask];
-					l4[3] += (int32_t) (pr[p + 3] >> wbits) * lt[pr[p + 3] & wmask];
-				}
-				for (; p < n; p++)
-					l4[0] += (int32_t) (pr[p] >> wbits) * lt[pr[p] & wmask];
-			}
-			else
-			{
-				/* a count too large for its bits follows in the next element */
-				for (; p < n; p++)
-				{
-					uint32_t	cnt = pr[p] >> wbits;
-					double		x = lt[pr[p] & wmask];
-
-					if (cnt == sh->dense_cmax)
-						cnt = pr[++p];
-					l4[0] += (int32_t) cnt * x;
-				}
-			}
-			l = (l4[0] + l4[1]) + (l4[2] + l4[3]);
-		}
+		/* sum_w W_jw (log theta_1w - log theta_0w), see theta_step2 */
+		l = packed_log_odds(sh, lt, i);
 		l -= sh->doc_length[j] * st->lz_diff;
 		/* the scores up to a shift common to both classes */
 		s0 = a == 0 ? st->log_prior_own[0] : st->log_prior[0];
@@ -174,7 +126,7 @@ label_step_paper2(chain_state *st)
 		b = categorical2(&st->rng, s0, s1);
 		if (b != a)
 		{
-			move_doc_packed(st, i, a, b);
+			gnb_move_doc_packed(st, i, a, b);
 			st->moved[j] = 1;
 			changed++;
 		}

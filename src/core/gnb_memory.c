@@ -79,13 +79,13 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	bytes += D;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/*
-	 * paper, K = 2: the unlabelled documents' pairs (active word index and
+	 * paper and blocked, K = 2: the unlabelled documents' pairs (active word index and
 	 * count; a copy unless they are packed in the lent words, at most two
 	 * elements a pair), their offsets, the table of Marsaglia and Tsang's c,
 	 * the bits that say which rows of N or theta-hat are moved; while the
 	 * shared state is set up, the active words' sort keys
 	 */
-	if (params->sampler == GNB_SAMPLER_PAPER && K == 2)
+	if ((params->sampler == GNB_SAMPLER_PAPER || params->sampler == GNB_SAMPLER_BLOCKED) && K == 2)
 	{
 		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * 2 * sizeof(uint32_t) + sizeof(uint32_t);
 		bytes += (D + 1) * (2 * sizeof(int64_t) + sizeof(int32_t) + 1);
@@ -95,14 +95,14 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	/*
 	 * blocked: the labels drawn before they are applied, their predictive
 	 * probabilities (lambda < 1), the blocks' sums, each block's first word
-	 * and its words' order with their sort keys (log theta is counted
-	 * above; log pi is K-sized), the scratch
+	 * and its words' sort keys (log theta is counted above; log pi is
+	 * K-sized), the scratch
 	 */
 	if (params->sampler == GNB_SAMPLER_BLOCKED)
 		bytes += D * sizeof(int32_t) +
 			((params->unlabeled_weight != 1.0 ? D * K : 0) + K * (V / GNB_BLOCKED_WORDS + 1)) *
 			sizeof(double) +
-			(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + V * (sizeof(int32_t) + sizeof(active_key)) +
+			(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + V * sizeof(active_key) +
 			GNB_BLOCKED_WORK(K) * sizeof(double);
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;

@@ -173,9 +173,14 @@ typedef struct gnb_sweep
  */
 typedef struct gnb_blocked_arrays
 {
-	double	   *log_theta;		/* V x K, word-major: read by labels, written by theta */
+	/*
+	 * V x K, word-major: read by labels, written by theta; with K = 2 the
+	 * active words' unnormalised log-odds instead, by their rows of N
+	 */
+	double	   *log_theta;
 	double	   *N;				/* V x K: the chain's counts, read by theta */
-	double	   *log_pi;			/* K: read by labels */
+	/* K: read by labels; K = 2: then log z_1 - log z_0 of theta's normalisers */
+	double	   *log_pi;
 	int32_t    *next_label;		/* by unlabelled position: written by labels */
 	double	   *pred;			/* by unlabelled position x K: written by labels when predictive */
 	double	   *block_lse;		/* K x blocks: written by theta */
@@ -252,7 +257,8 @@ extern void gnb_blocked_helper_run(gnb_blocked_helper *helper, const gnb_blocked
 								   const gnb_blocked_step *step, int64_t from, int64_t to);
 extern void gnb_blocked_helper_end(gnb_blocked_helper *helper);
 /* An upper bound, in bytes, on what gnb_blocked_helper_begin allocates through hooks->alloc. */
-extern uint64_t gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes);
+extern uint64_t gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes,
+										  int64_t n_pairs);
 
 typedef struct gnb_result
 {

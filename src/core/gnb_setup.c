@@ -77,6 +77,8 @@ sort_active(run_shared *sh, const double *labelled_count)
  * word id: as in sort_active, the theta step's draws of one method and
  * number of exponentials then come one after another.  The order is a
  * function of the corpus alone, so every process draws a block alike.
+ * active takes that order (the blocks stay where they were) and active_pos
+ * follows it.
  */
 static void
 sort_blocks(run_shared *sh, const double *labelled_count)
@@ -108,17 +110,21 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 	for (int32_t b = 0; b < nb; b++)
 		qsort(keys + sh->block_active[b], sh->block_active[b + 1] - sh->block_active[b],
 			  sizeof(active_key), cmp_active_key);
-	sh->block_word = gnb_xalloc(sh->hooks, sh->n_active > 0 ? sh->n_active : 1, sizeof(int32_t));
 	for (int32_t i = 0; i < sh->n_active; i++)
-		sh->block_word[i] = (int32_t) keys[i].first;
+	{
+		sh->active[i] = (int32_t) keys[i].first;
+		sh->active_pos[sh->active[i]] = i;
+	}
 	sh->hooks->release(keys, sh->hooks->arg);
 }
 
 /*
- * paper, K = 2: the unlabelled documents' pairs packed (run_shared.dense),
- * in place in the lent word array when it is there and no count needs an
- * escape, else into an array of their own.  index: each word's index in
- * active.
+ * paper and blocked, K = 2: the unlabelled documents' pairs packed
+ * (run_shared.dense), in place in the lent word array when it is there, no
+ * count needs an escape and the sampler is paper, else into an array of
+ * their own (the blocked sampler's helpers read the same corpus, maybe the
+ * same memory, while the chain's process sets up).  index: each word's
+ * index in active.
  */
 static void
 pack_pairs(run_shared *sh, const int32_t *index)
@@ -144,7 +150,8 @@ pack_pairs(run_shared *sh, const int32_t *index)
 		if (len > sh->max_doc_pairs)
 			sh->max_doc_pairs = len;
 	}
-	sh->dense_in_place = corpus->lent_word != NULL && corpus->lent_word == corpus->word &&
+	sh->dense_in_place = sh->params->sampler == GNB_SAMPLER_PAPER &&
+		corpus->lent_word != NULL && corpus->lent_word == corpus->word &&
 		sh->n_dense == n_pairs;
 	sh->dense_start = gnb_xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int64_t));
 	sh->dense_ones = gnb_xalloc(hooks, (size_t) sh->n_unlabeled + 1, sizeof(int32_t));
@@ -315,7 +322,9 @@ start_probabilities(run_shared *sh, const double *labelled_count)
 
 /*
  * Derive what all chains share: unlabelled documents, active words, shapes;
- * for a chain to run (for_chain) the paper sampler's dense pairs too.
+ * for a chain to run (for_chain) the paper sampler's dense pairs too, and
+ * for a chain or a helper of the blocked sampler its blocks' order and,
+ * with K = 2, its dense pairs.
  */
 void
 gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *params,
@@ -324,8 +333,9 @@ gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *par
 	const int32_t K = corpus->n_classes;
 	const int32_t V = corpus->n_words;
 	const int32_t D = corpus->n_docs;
-	const int	packed = for_chain == GNB_SETUP_CHAIN && params->sampler == GNB_SAMPLER_PAPER &&
-		K == 2;
+	const int	packed = K == 2 &&
+		((for_chain == GNB_SETUP_CHAIN && params->sampler == GNB_SAMPLER_PAPER) ||
+		 (for_chain != GNB_SETUP_COMBINE && params->sampler == GNB_SAMPLER_BLOCKED));
 	char	   *is_active = gnb_xalloc(hooks, V > 0 ? V : 1, 1);
 	int			clamped_docs = 0;
 	double	   *clamped_count = NULL;
@@ -428,9 +438,12 @@ gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *par
 		}
 		if (packed)
 		{
-			sort_active(sh, labelled_count);
-			for (int32_t i = 0; i < sh->n_active; i++)
-				sh->active_pos[sh->active[i]] = i;
+			if (params->sampler == GNB_SAMPLER_PAPER)
+			{
+				sort_active(sh, labelled_count);
+				for (int32_t i = 0; i < sh->n_active; i++)
+					sh->active_pos[sh->active[i]] = i;
+			}
 			pack_pairs(sh, sh->active_pos);
 			/* the inactive words' rows of N after the active words' */
 			for (int32_t w = 0, r = sh->n_active; w < V; w++)
@@ -457,10 +470,7 @@ gnb_release_shared(run_shared *sh)
 	if (sh->active_pos)
 		hooks->release(sh->active_pos, hooks->arg);
 	if (sh->block_active)
-	{
 		hooks->release(sh->block_active, hooks->arg);
-		hooks->release(sh->block_word, hooks->arg);
-	}
 	if (sh->start_prob)
 		hooks->release(sh->start_prob, hooks->arg);
 	if (sh->dense)

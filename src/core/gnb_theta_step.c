@@ -53,14 +53,6 @@
 #error "GNB_THETA_BLOCK must be even"
 #endif
 
-static inline double
-mt_c_of(const double *table, double shape)
-{
-	if (shape <= GNB_MT_TABLE_MAX && shape == (double) (int) shape)
-		return table[(int) shape];
-	return gnb_rng_mt_c(shape);
-}
-
 static void
 theta_step2(chain_state *st)
 {

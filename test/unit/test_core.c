@@ -2680,15 +2680,15 @@ split_phase(void *arg, const gnb_blocked_step *step)
 }
 
 static void
-test_blocked_split(void)
+check_blocked_split(int32_t K, double gamma_theta, int sample_gamma, double lambda)
 {
 	synthetic	syn;
-	gnb_params	p = {GNB_SAMPLER_BLOCKED, 60, 20, 1, 2, 0.8, 0.3, 0.6, 91};
+	gnb_params	p = {GNB_SAMPLER_BLOCKED, 60, 20, 1, 2, 0.8, gamma_theta, lambda, 91};
 	gnb_result	whole;
 	static const int pieces[] = {1, 2, 3, 7};
 
-	make_synthetic(&syn, 400, 700, 3, 20, 0.2, 43);
-	p.sample_gamma_theta = 1;
+	make_synthetic(&syn, 400, 700, K, 20, 0.2, 43);
+	p.sample_gamma_theta = sample_gamma;
 	gnb_train(&syn.c, &p, NULL, &whole);
 	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++)
 	{
@@ -2713,9 +2713,9 @@ test_blocked_split(void)
 		hooks.blocked_phase = split_phase;
 		hooks.arg = &sa;
 		gnb_train(&syn.c, &p, &hooks, &split);
-		for (int j = 0; j < syn.c.n_docs * 3; j++)
+		for (int j = 0; j < syn.c.n_docs * K; j++)
 			same &= whole.label_prob[j] == split.label_prob[j];
-		for (int j = 0; j < syn.c.n_words * 3; j++)
+		for (int j = 0; j < syn.c.n_words * K; j++)
 			same &= whole.theta[j] == split.theta[j];
 		for (int j = 0; j < 2 * p.sweeps; j++)
 			same &= whole.log_joint[j] == split.log_joint[j];
@@ -2723,10 +2723,13 @@ test_blocked_split(void)
 			whole.final_log_joint == split.final_log_joint;
 		/* per chain: the first theta, then labels and theta every sweep */
 		CHECK(sa.phases == 2 * (1 + 2 * (int64_t) p.sweeps),
-			  "blocked split in %d: %lld phases handed out", sa.pieces, (long long) sa.phases);
-		CHECK(same, "blocked split in %d pieces: the model of the unsplit chain", sa.pieces);
-		CHECK(sa.uncovered == 0, "blocked split in %d pieces: %lld phases' parts missed units",
-			  sa.pieces, (long long) sa.uncovered);
+			  "blocked split in %d, K = %d: %lld phases handed out", sa.pieces, K,
+			  (long long) sa.phases);
+		CHECK(same, "blocked split in %d pieces, K = %d, gamma_theta %g%s, lambda %g: "
+			  "the model of the unsplit chain", sa.pieces, K, gamma_theta,
+			  sample_gamma ? " sampled" : "", lambda);
+		CHECK(sa.uncovered == 0, "blocked split in %d pieces, K = %d: %lld phases' parts missed units",
+			  sa.pieces, K, (long long) sa.uncovered);
 		gnb_result_free(&split, NULL);
 		for (int h = 0; h < sa.pieces; h++)
 			gnb_blocked_helper_end(sa.helper[h]);
@@ -2739,6 +2742,19 @@ test_blocked_split(void)
 	}
 	gnb_result_free(&whole, NULL);
 	free_synthetic(&syn);
+}
+
+/*
+ * Three classes (the general layout), and two (the packed pairs and
+ * log-odds): with gamma_theta sampled from below 1 and lambda < 1, and
+ * fixed at 1.5 (the theta draws' summed branch) with lambda = 1.
+ */
+static void
+test_blocked_split(void)
+{
+	check_blocked_split(3, 0.3, 1, 0.6);
+	check_blocked_split(2, 0.3, 1, 0.6);
+	check_blocked_split(2, 1.5, 0, 1.0);
 }
 
 static void
