@@ -429,7 +429,9 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	double		t0,
 				t1,
 				per_sweep,
-				cpu_per_sweep;
+				cpu_per_sweep,
+				ess;
+	int32_t		moves;
 	size_t		corpus_bytes;
 	struct rusage ru;
 
@@ -477,6 +479,8 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 				best = k;
 		correct += best == served.truth[j];
 	}
+	ess = result.ess_total;
+	moves = result.changed_after_burn_in ? result.changed_after_burn_in[0] : 0;
 	gnb_result_free(&result, &hooks);
 	getrusage(RUSAGE_SELF, &ru);
 
@@ -490,12 +494,13 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	printf("docs=%d unlabelled=%d words=%d classes=%d pairs=%lld tokens=%lld active_words=%d "
 		   "sweeps=%d ms_per_sweep=%.4f ns_per_pair_class=%.4f "
 		   "gamma_draws_per_sweep=%lld total_s=%.3f accuracy=%.4f "
-		   "core_peak_bytes=%zu corpus_bytes=%zu maxrss_kb=%ld cpu_ms_per_sweep=%.4f\n",
+		   "core_peak_bytes=%zu corpus_bytes=%zu maxrss_kb=%ld cpu_ms_per_sweep=%.4f "
+		   "ess=%.1f moves_after_burn_in=%d\n",
 		   c->D, unlabelled, c->V, c->K, (long long) pairs, (long long) tokens, n_active,
 		   sweeps, per_sweep * 1e3, per_sweep * 1e9 / ((double) pairs * c->K),
 		   (long long) n_active * c->K + c->K, t1 - t0,
 		   unlabelled ? (double) correct / unlabelled : 0.0,
-		   meter.peak, corpus_bytes, ru.ru_maxrss, cpu_per_sweep * 1e3);
+		   meter.peak, corpus_bytes, ru.ru_maxrss, cpu_per_sweep * 1e3, ess, (int) moves);
 	free_served(&served);
 }
 
