@@ -126,7 +126,7 @@ unit-valgrind: test/unit/test_core
 # the server builds it) against numpy versions of both samplers, scaling,
 # memory, prediction and counting.  See test/bench/run-bench.sh.
 test/bench/bench_core: test/bench/bench_core.c $(CORE_SRC) $(CORE_HDR)
-	$(CC) $(CORE_CFLAGS) -D_POSIX_C_SOURCE=200809L -O2 -g -o $@ test/bench/bench_core.c $(CORE_SRC) -lm
+	$(CC) $(CORE_CFLAGS) -D_POSIX_C_SOURCE=200809L -O2 -g -pthread -o $@ test/bench/bench_core.c $(CORE_SRC) -lm
 
 bench:
 	test/bench/run-bench.sh

@@ -52,6 +52,16 @@
 #define GNB_BLOCKED_WORK(K) (3 * (size_t) (K) + GNB_BLOCKED_BUF)
 /* two classes' integer shapes up to this sum share their exponentials (as theta_step2) */
 #define GNB_BLOCKED_PAIR_EXP_MAX 5
+/*
+ * The relative work of a word's theta draws, K = 2, for splitting the theta
+ * phase: shared exponentials, or Marsaglia and Tsang for each class.  With
+ * every word 1, the half of the low word ids (the frequent words) took 1.4x
+ * the time of the other; 2 and 5 split the SpamAssassin corpus's sweeps
+ * over two threads best of (2, 2), (2, 3), (2, 5) (bench_core with
+ * BENCH_THREADS=2; the machine's noise is large: see docs/performance.md).
+ */
+#define GNB_BLOCKED_PAIR_WORK	2
+#define GNB_BLOCKED_MT_WORK		5
 
 /* How many documents of a sweep between calls of hooks->check_interrupts. */
 #define GNB_INTERRUPT_EVERY 2048
@@ -218,6 +228,12 @@ typedef struct run_shared
 	 * theta step draws them (sort_blocks)
 	 */
 	int32_t    *block_active;
+	/*
+	 * blocked, for a helper: the theta phase's estimated work before each
+	 * block (nb + 1), by the draws its words take (sort_blocks): the split
+	 * of a phase (gnb_blocked_part) gives each process about equal work
+	 */
+	int64_t    *block_work;
 	/*
 	 * paper and blocked, K = 2: the pairs of the unlabelled documents, the i-th
 	 * unlabelled document's from dense_start[i] to dense_end[i]: first its

@@ -36,12 +36,10 @@ struct gnb_blocked_helper
 	double	   *work;			/* GNB_BLOCKED_WORK(K) */
 	double	   *mt_c;			/* K = 2: GNB_MT_TABLE_MAX + 1 */
 	/*
-	 * The work before each unit of a phase: the pairs of the unlabelled
-	 * documents before the i-th (n_unlabeled + 1), the active words of the
-	 * blocks before the b-th (blocks + 1)
+	 * The work before each unlabelled document: the pairs of the documents
+	 * before the i-th (n_unlabeled + 1); a block's is sh.block_work
 	 */
 	int64_t    *pairs_before;
-	int64_t    *words_before;
 };
 
 /* log(exp(a) + exp(b)), either may be -inf */
@@ -429,9 +427,6 @@ gnb_blocked_helper_begin(const gnb_corpus *corpus, const gnb_params *params,
 		h->pairs_before[i + 1] = h->pairs_before[i] + corpus->doc_start[j + 1] -
 			corpus->doc_start[j];
 	}
-	h->words_before = gnb_xalloc(hooks, (size_t) n_word_blocks(&h->sh) + 1, sizeof(int64_t));
-	for (int32_t b = 0; b <= n_word_blocks(&h->sh); b++)
-		h->words_before[b] = h->sh.block_active[b];
 	return h;
 }
 
@@ -466,9 +461,9 @@ gnb_blocked_part(const gnb_blocked_helper *h, int32_t phase, int32_t part, int32
 {
 	/*
 	 * Equal work, not equal units: documents by their pairs, blocks by their
-	 * active words (the corpus alone decides, so every process agrees)
+	 * words' draws (the corpus alone decides, so every process agrees)
 	 */
-	const int64_t *before = phase == GNB_PHASE_LABELS ? h->pairs_before : h->words_before;
+	const int64_t *before = phase == GNB_PHASE_LABELS ? h->pairs_before : h->sh.block_work;
 	int64_t		n = gnb_blocked_units(h, phase);
 	double		total = (double) before[n];
 
@@ -524,7 +519,6 @@ gnb_blocked_helper_end(gnb_blocked_helper *h)
 	if (h->mt_c)
 		hooks->release(h->mt_c, hooks->arg);
 	hooks->release(h->pairs_before, hooks->arg);
-	hooks->release(h->words_before, hooks->arg);
 	hooks->release(h, hooks->arg);
 }
 

@@ -95,14 +95,15 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	/*
 	 * blocked: the labels drawn before they are applied, their predictive
 	 * probabilities (lambda < 1), the blocks' sums, each block's first word
-	 * and its words' sort keys (log theta is counted above; log pi is
+	 * and work, its words' sort keys (log theta is counted above; log pi is
 	 * K-sized), the scratch
 	 */
 	if (params->sampler == GNB_SAMPLER_BLOCKED)
 		bytes += D * sizeof(int32_t) +
 			((params->unlabeled_weight != 1.0 ? D * K : 0) + K * (V / GNB_BLOCKED_WORDS + 1)) *
 			sizeof(double) +
-			(V / GNB_BLOCKED_WORDS + 2) * sizeof(int32_t) + V * sizeof(active_key) +
+			(V / GNB_BLOCKED_WORDS + 2) * (sizeof(int32_t) + sizeof(int64_t)) +
+			V * sizeof(active_key) +
 			GNB_BLOCKED_WORK(K) * sizeof(double);
 	/* one allocation header each, generously */
 	return bytes + 64 * 64;

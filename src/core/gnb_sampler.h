@@ -248,7 +248,7 @@ extern gnb_blocked_helper *gnb_blocked_helper_begin(const gnb_corpus *corpus,
 extern int64_t gnb_blocked_units(const gnb_blocked_helper *helper, int32_t phase);
 /*
  * The units from..to-1 of part `part` of a phase split in `parts`: about
- * equal work each (documents by their pairs, blocks by their words), the
+ * equal work each (documents by their pairs, blocks by their words' draws), the
  * parts in order and covering every unit once.
  */
 extern void gnb_blocked_part(const gnb_blocked_helper *helper, int32_t phase, int32_t part,

@@ -115,6 +115,30 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 		sh->active[i] = (int32_t) keys[i].first;
 		sh->active_pos[sh->active[i]] = i;
 	}
+	/*
+	 * Each block's work: with two classes a word whose shapes (at the
+	 * starting gamma_theta) share their exponentials takes less than one
+	 * drawn by Marsaglia and Tsang (the frequent words, of the low ids, are
+	 * mostly the latter); otherwise a word is a word.
+	 */
+	sh->block_work = gnb_xalloc(sh->hooks, (size_t) nb + 1, sizeof(int64_t));
+	for (int32_t b = 0; b < nb; b++)
+	{
+		int64_t		work = 0;
+
+		for (int32_t i = sh->block_active[b]; i < sh->block_active[b + 1]; i++)
+		{
+			double		shapes = keys[i].total + K * sh->params->gamma_theta;
+
+			if (K != 2)
+				work += 1;
+			else if (shapes <= GNB_BLOCKED_PAIR_EXP_MAX && shapes == (double) (int) shapes)
+				work += GNB_BLOCKED_PAIR_WORK;
+			else
+				work += GNB_BLOCKED_MT_WORK;
+		}
+		sh->block_work[b + 1] = sh->block_work[b] + work;
+	}
 	sh->hooks->release(keys, sh->hooks->arg);
 }
 
@@ -470,7 +494,10 @@ gnb_release_shared(run_shared *sh)
 	if (sh->active_pos)
 		hooks->release(sh->active_pos, hooks->arg);
 	if (sh->block_active)
+	{
 		hooks->release(sh->block_active, hooks->arg);
+		hooks->release(sh->block_work, hooks->arg);
+	}
 	if (sh->start_prob)
 		hooks->release(sh->start_prob, hooks->arg);
 	if (sh->dense)

@@ -25,6 +25,12 @@
  *	Parameters are gibbs_nb_train's defaults: one chain, burn_in = sweeps / 2,
  *	lag 1, gamma_pi = gamma_theta = 1, unlabeled_weight 1, seed 42.
  *
+ *	With BENCH_THREADS=n (2 to 8) the blocked sampler's phases are split over
+ *	n threads (the chain's and n - 1 helpers), which watch a step number and
+ *	never sleep: the sweep workers' split without PostgreSQL's processes,
+ *	latches and shared memory, to tell the cost of the split itself from
+ *	theirs.  The model is the same bit for bit (checksum=).
+ *
  *	The core has no entry point for the label step or the theta step alone, so
  *	the per-unit figures are derived from whole sweeps: ns per (unlabelled
  *	document-word pair x class) is the whole sweep's time divided by that
@@ -38,6 +44,8 @@
 #include "gnb_sampler.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -410,6 +418,169 @@ free_served(served_corpus *s)
 	free(s->doc_counts);
 }
 
+/* ---------- the blocked sampler's phases split over threads ---------- */
+
+#define MAX_THREADS 8
+
+typedef struct thread_split
+{
+	int			n;				/* threads, the chain's included */
+	gnb_blocked_arrays arrays;
+	gnb_blocked_helper *helper[MAX_THREADS];
+	pthread_t	tid[MAX_THREADS];
+	gnb_blocked_step step;		/* the one under way, written before generation */
+	atomic_uint_fast64_t generation;
+	atomic_uint_fast64_t done[MAX_THREADS];
+	atomic_int	stop;
+	void	   *meter;			/* the chain's hooks' argument */
+	struct split_self
+	{
+		struct thread_split *ts;
+		int			t;
+	}			self[MAX_THREADS];	/* each helper thread's argument */
+} thread_split;
+
+static void *
+plain_alloc(size_t size, void *arg)
+{
+	void	   *p = calloc(1, size ? size : 1);
+
+	(void) arg;
+	if (p == NULL)
+		exit(2);
+	return p;
+}
+
+static void
+plain_release(void *ptr, void *arg)
+{
+	(void) arg;
+	free(ptr);
+}
+
+static const gnb_hooks plain_hooks = {plain_alloc, plain_release, NULL, NULL, NULL};
+
+static void
+run_part(thread_split *ts, int t)
+{
+	int64_t		from,
+				to;
+
+	gnb_blocked_part(ts->helper[t], ts->step.phase, t, ts->n, &from, &to);
+	gnb_blocked_helper_run(ts->helper[t], &ts->arrays, &ts->step, from, to);
+}
+
+static void *
+split_thread(void *arg)
+{
+	struct split_self *self = arg;
+	thread_split *ts = self->ts;
+	int			t = self->t;
+	uint_fast64_t seen = 0;
+
+	for (;;)
+	{
+		uint_fast64_t g;
+
+		while ((g = atomic_load_explicit(&ts->generation, memory_order_acquire)) == seen)
+			if (atomic_load_explicit(&ts->stop, memory_order_acquire))
+				return NULL;
+		run_part(ts, t);
+		atomic_store_explicit(&ts->done[t], g, memory_order_release);
+		seen = g;
+	}
+}
+
+static int
+split_arrays_hook(void *arg, gnb_blocked_arrays *arrays)
+{
+	*arrays = ((thread_split *) arg)->arrays;
+	return 1;
+}
+
+static void
+split_phase_hook(void *arg, const gnb_blocked_step *step)
+{
+	thread_split *ts = arg;
+	uint_fast64_t g;
+
+	ts->step = *step;
+	g = atomic_load_explicit(&ts->generation, memory_order_relaxed) + 1;
+	atomic_store_explicit(&ts->generation, g, memory_order_release);
+	run_part(ts, 0);
+	for (int t = 1; t < ts->n; t++)
+		while (atomic_load_explicit(&ts->done[t], memory_order_acquire) != g)
+			;
+}
+
+static void
+split_progress_hook(void *arg, const gnb_sweep *s)
+{
+	meter_progress(((thread_split *) arg)->meter, s);
+}
+
+static void *
+split_alloc_hook(size_t size, void *arg)
+{
+	return meter_alloc(size, ((thread_split *) arg)->meter);
+}
+
+static void
+split_release_hook(void *ptr, void *arg)
+{
+	meter_release(ptr, ((thread_split *) arg)->meter);
+}
+
+/* The arrays, the helpers and the threads of n-way splits; hooks set to use them. */
+static thread_split *
+split_begin(const gnb_corpus *corpus, const gnb_params *params, int n, gnb_hooks *hooks)
+{
+	thread_split *ts = calloc(1, sizeof(thread_split));
+	size_t		sizes[GNB_BLOCKED_N_ARRAYS];
+
+	ts->n = n;
+	ts->meter = hooks->arg;
+	gnb_blocked_sizes(corpus->n_docs, corpus->n_words, corpus->n_classes, params, sizes);
+	ts->arrays.log_theta = plain_alloc(sizes[GNB_BLOCKED_LOG_THETA], NULL);
+	ts->arrays.N = plain_alloc(sizes[GNB_BLOCKED_N], NULL);
+	ts->arrays.log_pi = plain_alloc(sizes[GNB_BLOCKED_LOG_PI], NULL);
+	ts->arrays.next_label = plain_alloc(sizes[GNB_BLOCKED_NEXT_LABEL], NULL);
+	ts->arrays.pred = plain_alloc(sizes[GNB_BLOCKED_PRED], NULL);
+	ts->arrays.block_lse = plain_alloc(sizes[GNB_BLOCKED_BLOCK_LSE], NULL);
+	for (int t = 0; t < n; t++)
+		ts->helper[t] = gnb_blocked_helper_begin(corpus, params, &plain_hooks);
+	for (int t = 1; t < n; t++)
+	{
+		ts->self[t].ts = ts;
+		ts->self[t].t = t;
+		pthread_create(&ts->tid[t], NULL, split_thread, &ts->self[t]);
+	}
+	hooks->alloc = split_alloc_hook;
+	hooks->release = split_release_hook;
+	hooks->progress = split_progress_hook;
+	hooks->blocked_arrays = split_arrays_hook;
+	hooks->blocked_phase = split_phase_hook;
+	hooks->arg = ts;
+	return ts;
+}
+
+static void
+split_end(thread_split *ts)
+{
+	atomic_store_explicit(&ts->stop, 1, memory_order_release);
+	for (int t = 1; t < ts->n; t++)
+		pthread_join(ts->tid[t], NULL);
+	for (int t = 0; t < ts->n; t++)
+		gnb_blocked_helper_end(ts->helper[t]);
+	free(ts->arrays.log_theta);
+	free(ts->arrays.N);
+	free(ts->arrays.log_pi);
+	free(ts->arrays.next_label);
+	free(ts->arrays.pred);
+	free(ts->arrays.block_lse);
+	free(ts);
+}
+
 static void
 run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 {
@@ -432,6 +603,9 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 				cpu_per_sweep,
 				ess;
 	int32_t		moves;
+	int			n_threads = 1;
+	thread_split *split = NULL;
+	uint64_t	checksum = 0;
 	size_t		corpus_bytes;
 	struct rusage ru;
 
@@ -466,9 +640,35 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	}
 	free(active);
 
+	if (getenv("BENCH_THREADS") && kind == GNB_SAMPLER_BLOCKED)
+	{
+		n_threads = atoi(getenv("BENCH_THREADS"));
+		if (n_threads < 1 || n_threads > MAX_THREADS)
+		{
+			fprintf(stderr, "BENCH_THREADS: 1 to %d\n", MAX_THREADS);
+			exit(2);
+		}
+		if (n_threads > 1)
+			split = split_begin(&corpus, &params, n_threads, &hooks);
+	}
+
 	t0 = now_seconds();
 	gnb_train(&corpus, &params, &hooks, &result);
 	t1 = now_seconds();
+	if (split)
+	{
+		split_end(split);
+		hooks.arg = &meter;
+		hooks.alloc = meter_alloc;
+		hooks.release = meter_release;
+	}
+	for (int64_t i = 0; i < (int64_t) corpus.n_docs * c->K; i++)
+	{
+		uint64_t	bits;
+
+		memcpy(&bits, &result.label_prob[i], sizeof(bits));
+		checksum = checksum * 31 + bits;
+	}
 	for (int32_t j = 0; j < corpus.n_docs; j++)
 	{
 		int32_t		best = 0;
@@ -495,12 +695,13 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 		   "sweeps=%d ms_per_sweep=%.4f ns_per_pair_class=%.4f "
 		   "gamma_draws_per_sweep=%lld total_s=%.3f accuracy=%.4f "
 		   "core_peak_bytes=%zu corpus_bytes=%zu maxrss_kb=%ld cpu_ms_per_sweep=%.4f "
-		   "ess=%.1f moves_after_burn_in=%d\n",
+		   "ess=%.1f moves_after_burn_in=%d threads=%d checksum=%016llx\n",
 		   c->D, unlabelled, c->V, c->K, (long long) pairs, (long long) tokens, n_active,
 		   sweeps, per_sweep * 1e3, per_sweep * 1e9 / ((double) pairs * c->K),
 		   (long long) n_active * c->K + c->K, t1 - t0,
 		   unlabelled ? (double) correct / unlabelled : 0.0,
-		   meter.peak, corpus_bytes, ru.ru_maxrss, cpu_per_sweep * 1e3, ess, (int) moves);
+		   meter.peak, corpus_bytes, ru.ru_maxrss, cpu_per_sweep * 1e3, ess, (int) moves,
+		   n_threads, (unsigned long long) checksum);
 	free_served(&served);
 }
 
