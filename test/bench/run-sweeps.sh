@@ -49,7 +49,7 @@ SELECT j.sample_seconds, m.ess FROM gibbs_nb.jobs j
 JOIN gibbs_nb.models m ON m.job_id = j.job_id WHERE j.job_id = :job_id;
 SQL
 }
-median() { grep -v '^-$' | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+median() { { grep -v '^-$' || true; } | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '\n%5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %12s %12s %12s\n' round paper_s bl1_s bl2_s \
   paper_ms bl1_ms bl2_ms paper_e/s bl1_e/s bl2_e/s bl1/paper bl2/bl1 bl2/paper_ess
