@@ -605,7 +605,7 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	int32_t		moves;
 	int			n_threads = 1;
 	thread_split *split = NULL;
-	uint64_t	checksum = 0;
+	uint64_t	checksum = UINT64_C(0xcbf29ce484222325);
 	size_t		corpus_bytes;
 	struct rusage ru;
 
@@ -666,8 +666,10 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	{
 		uint64_t	bits;
 
+		/* FNV-1a's step, a double at a time, with a fold of the high bits down */
 		memcpy(&bits, &result.label_prob[i], sizeof(bits));
-		checksum = checksum * 31 + bits;
+		checksum = (checksum ^ bits) * UINT64_C(0x100000001b3);
+		checksum ^= checksum >> 29;
 	}
 	for (int32_t j = 0; j < corpus.n_docs; j++)
 	{
