@@ -50,8 +50,12 @@
 #define GNB_BLOCKED_BUF 2048
 /* the doubles of a blocked draw's scratch for K classes */
 #define GNB_BLOCKED_WORK(K) (3 * (size_t) (K) + GNB_BLOCKED_BUF)
-/* two classes' integer shapes up to this sum share their exponentials (as theta_step2) */
-#define GNB_BLOCKED_PAIR_EXP_MAX 5
+/*
+ * K = 2: a word whose two shapes are integers adding up to at most this
+ * takes its draws as sums of exponentials (draw_gamma_pairs).  (Up to 5:
+ * with 4, 6, 7 or 8 a paper sweep took the same time within the noise.)
+ */
+#define GNB_PAIR_EXP_MAX 5
 /*
  * The relative work of a word's theta draws, K = 2, for splitting the theta
  * phase: shared exponentials, or Marsaglia and Tsang for each class.  With
@@ -673,6 +677,82 @@ mt_c_of(const double *table, double shape)
 	if (shape <= GNB_MT_TABLE_MAX && shape == (double) (int) shape)
 		return table[(int) shape];
 	return gnb_rng_mt_c(shape);
+}
+
+/*
+ * K = 2, gamma_theta g >= 1: both classes' Gamma draws of m words, shapes
+ * N[2i] + g and N[2i + 1] + g, into y0[i] and y1[i], word after word: sums
+ * of exponentials when the shapes are integers adding up to at most
+ * GNB_PAIR_EXP_MAX (gnb_rng_gamma_pair_exp), else Marsaglia and Tsang with c
+ * from mt_c (gnb_mt_c_table).  The theta steps of the paper sampler
+ * (theta_step2) and of the blocked one (draw_theta_block2).
+ */
+static inline void
+draw_gamma_pairs(gnb_rng *rng, const double *N, double g, int32_t m, const double *mt_c,
+				 double *y0, double *y1)
+{
+	for (int32_t i = 0; i < m; i++)
+	{
+		const double a0 = N[2 * i] + g;
+		const double a1 = N[2 * i + 1] + g;
+
+		if (a0 + a1 <= GNB_PAIR_EXP_MAX &&
+			a0 == (double) (int) a0 && a1 == (double) (int) a1)
+			gnb_rng_gamma_pair_exp(rng, (int) a0, (int) a1, &y0[i], &y1[i]);
+		else
+		{
+			y0[i] = gnb_rng_gamma_mt_c(rng, a0, mt_c_of(mt_c, a0));
+			y1[i] = gnb_rng_gamma_mt_c(rng, a1, mt_c_of(mt_c, a1));
+		}
+	}
+}
+
+/*
+ * The draws of draw_gamma_pairs summed and their ratios taken, two words at
+ * a time: y0[i] and y1[i] added to lane i % 2 of s0 and s1, and y0[i]
+ * replaced by y1[i] / y0[i], for the first m - m % 2 words; returns that
+ * number (an odd last word is the caller's).  The lanes go on from what s0
+ * and s1 hold: the same operations, in the same order, however the words
+ * are cut into calls of even length.
+ */
+static inline int32_t
+sum_gamma_ratios(double *y0, const double *y1, int32_t m, double *s0, double *s1)
+{
+	int32_t		i;
+#if defined(__GNUC__) || defined(__clang__)
+	/* the same operations, lane by lane, in SSE2 registers */
+	typedef double v2d __attribute__((vector_size(16)));
+	v2d			v0 = {s0[0], s0[1]},
+				v1 = {s1[0], s1[1]};
+
+	for (i = 0; i + 2 <= m; i += 2)
+	{
+		v2d			a,
+					b;
+
+		memcpy(&a, y0 + i, sizeof(a));
+		memcpy(&b, y1 + i, sizeof(b));
+		v0 += a;
+		v1 += b;
+		b /= a;
+		memcpy(y0 + i, &b, sizeof(b));
+	}
+	s0[0] = v0[0];
+	s0[1] = v0[1];
+	s1[0] = v1[0];
+	s1[1] = v1[1];
+#else
+	for (i = 0; i + 2 <= m; i += 2)
+	{
+		s0[0] += y0[i];
+		s0[1] += y0[i + 1];
+		s1[0] += y1[i];
+		s1[1] += y1[i + 1];
+		y0[i] = y1[i] / y0[i];
+		y0[i + 1] = y1[i + 1] / y0[i + 1];
+	}
+#endif
+	return i;
 }
 
 static inline void

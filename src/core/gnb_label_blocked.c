@@ -187,55 +187,8 @@ draw_theta_block2(const run_shared *sh, const gnb_blocked_arrays *a,
 					s1[2] = {0.0, 0.0};
 		int32_t		i;
 
-		for (i = 0; i < n; i++)
-		{
-			const double a0 = N[2 * i] + g;
-			const double a1 = N[2 * i + 1] + g;
-
-			if (a0 + a1 <= GNB_BLOCKED_PAIR_EXP_MAX &&
-				a0 == (double) (int) a0 && a1 == (double) (int) a1)
-				gnb_rng_gamma_pair_exp(&rng, (int) a0, (int) a1, &y0[i], &lt[i]);
-			else
-			{
-				y0[i] = gnb_rng_gamma_mt_c(&rng, a0, mt_c_of(mt_c, a0));
-				lt[i] = gnb_rng_gamma_mt_c(&rng, a1, mt_c_of(mt_c, a1));
-			}
-		}
-#if defined(__GNUC__) || defined(__clang__)
-		{
-			/* the same operations, lane by lane, in SSE2 registers (as theta_step2) */
-			typedef double v2d __attribute__((vector_size(16)));
-			v2d			v0 = {0.0, 0.0},
-						v1 = {0.0, 0.0};
-
-			for (i = 0; i + 2 <= n; i += 2)
-			{
-				v2d			x,
-							y;
-
-				memcpy(&x, y0 + i, sizeof(x));
-				memcpy(&y, lt + i, sizeof(y));
-				v0 += x;
-				v1 += y;
-				y /= x;
-				memcpy(y0 + i, &y, sizeof(y));
-			}
-			s0[0] = v0[0];
-			s0[1] = v0[1];
-			s1[0] = v1[0];
-			s1[1] = v1[1];
-		}
-#else
-		for (i = 0; i + 2 <= n; i += 2)
-		{
-			s0[0] += y0[i];
-			s0[1] += y0[i + 1];
-			s1[0] += lt[i];
-			s1[1] += lt[i + 1];
-			y0[i] = lt[i] / y0[i];
-			y0[i + 1] = lt[i + 1] / y0[i + 1];
-		}
-#endif
+		draw_gamma_pairs(&rng, N, g, n, mt_c, y0, lt);
+		i = sum_gamma_ratios(y0, lt, n, s0, s1);
 		if (i < n)
 		{
 			s0[0] += y0[i];
@@ -312,22 +265,15 @@ draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
 			/*
 			 * Every shape at least 1: no draw underflows, so they are summed
 			 * as they are (in lse, for now) and logged in one vectorised
-			 * pass.  Two classes of small integer shapes share their
-			 * exponentials (gnb_rng_gamma_pair_exp).
+			 * pass.  (Two classes take draw_theta_block2.)
 			 */
 			for (int32_t i = c0; i < c1; i++)
 			{
 				const double *row = a->N + (int64_t) sh->active[i] * K;
 				double	   *y = buf + (int64_t) (i - c0) * K;
 
-				if (K == 2 && row[0] + row[1] + 2 * g <= GNB_BLOCKED_PAIR_EXP_MAX &&
-					row[0] + g == (double) (int) (row[0] + g) &&
-					row[1] + g == (double) (int) (row[1] + g))
-					gnb_rng_gamma_pair_exp(&rng, (int) (row[0] + g), (int) (row[1] + g),
-										   &y[0], &y[1]);
-				else
-					for (int32_t k = 0; k < K; k++)
-						y[k] = gnb_rng_gamma(&rng, row[k] + g);
+				for (int32_t k = 0; k < K; k++)
+					y[k] = gnb_rng_gamma(&rng, row[k] + g);
 				for (int32_t k = 0; k < K; k++)
 					lse[k] += y[k];
 			}

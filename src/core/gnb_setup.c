@@ -132,7 +132,7 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 
 			if (K != 2)
 				work += 1;
-			else if (shapes <= GNB_BLOCKED_PAIR_EXP_MAX && shapes == (double) (int) shapes)
+			else if (shapes <= GNB_PAIR_EXP_MAX && shapes == (double) (int) shapes)
 				work += GNB_BLOCKED_PAIR_WORK;
 			else
 				work += GNB_BLOCKED_MT_WORK;

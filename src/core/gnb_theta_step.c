@@ -29,24 +29,15 @@
  * (gnb_log_array_to), are the log-odds.  The words go in blocks of
  * GNB_THETA_BLOCK: a block's class 0 draws wait on the stack for that pass,
  * not in an array of n_active (a ratio that is not a normal number sends
- * only its own block to libm's log, gnb_log_array_to's fallback).  A word
- * whose two shapes are integers adding up to at most GNB_PAIR_EXP_MAX takes them as sums of
- * exponentials (gnb_rng_gamma_pair_exp); every other word both by Marsaglia
- * and Tsang, with c from a table for integer shapes.  The words come in
- * order of their total count (sort_active), so the method and the number of
- * exponentials change rarely from one word to the next.  (Up to 5: with 4,
- * 6, 7 or 8 a sweep took the same time within the noise.)  Below 1 the draws
- * are logs (gnb_rng_log_gamma), made class by class into log_theta and
- * log_theta_1 until their differences replace them.
- *
- * theta_step2 is one function of about 150 lines on purpose: it is the
- * paper sampler's hot loop beside the label step, and its block loop keeps
- * the draws, the sums' lanes and the log pass in registers and on the stack
- * together, and its parts share the block's state; split, they would be
- * calls inside that loop passing it around.
+ * only its own block to libm's log, gnb_log_array_to's fallback).  A
+ * block's draws, and their sums and ratios, are draw_gamma_pairs and
+ * sum_gamma_ratios (gnb_internal.h, inline: the blocked sampler's theta
+ * blocks make theirs alike).  The words come in order of their total count
+ * (sort_active), so the method and the number of exponentials change rarely
+ * from one word to the next.  Below 1 the draws are logs
+ * (gnb_rng_log_gamma), made class by class into log_theta and log_theta_1
+ * until their differences replace them.
  */
-#define GNB_PAIR_EXP_MAX 5
-
 /* Words per block of the theta step (even: the sums' lanes go on across blocks). */
 #define GNB_THETA_BLOCK 256
 #if GNB_THETA_BLOCK % 2 != 0
@@ -83,12 +74,6 @@ theta_step2(chain_state *st)
 		double		sum0,
 					sum1;
 		gnb_rng		rng = st->rng;
-#if defined(__GNUC__) || defined(__clang__)
-		/* the same operations, lane by lane, in SSE2 registers */
-		typedef double v2d __attribute__((vector_size(16)));
-		v2d			v0 = {0.0, 0.0},
-					v1 = {0.0, 0.0};
-#endif
 
 		for (int32_t from = 0; from < n_active; from += GNB_THETA_BLOCK)
 		{
@@ -97,44 +82,8 @@ theta_step2(chain_state *st)
 			double	   *l = lt + from;
 			int32_t		i;
 
-			for (i = 0; i < m; i++)
-			{
-				const double a0 = nd[2 * i] + g;
-				const double a1 = nd[2 * i + 1] + g;
-
-				if (a0 + a1 <= GNB_PAIR_EXP_MAX &&
-					a0 == (double) (int) a0 && a1 == (double) (int) a1)
-					gnb_rng_gamma_pair_exp(&rng, (int) a0, (int) a1, &y0s[i], &l[i]);
-				else
-				{
-					y0s[i] = gnb_rng_gamma_mt_c(&rng, a0, mt_c_of(ct, a0));
-					l[i] = gnb_rng_gamma_mt_c(&rng, a1, mt_c_of(ct, a1));
-				}
-			}
-#if defined(__GNUC__) || defined(__clang__)
-			for (i = 0; i + 2 <= m; i += 2)
-			{
-				v2d			a,
-							b;
-
-				memcpy(&a, y0s + i, sizeof(a));
-				memcpy(&b, l + i, sizeof(b));
-				v0 += a;
-				v1 += b;
-				b /= a;
-				memcpy(y0s + i, &b, sizeof(b));
-			}
-#else
-			for (i = 0; i + 2 <= m; i += 2)
-			{
-				s0[0] += y0s[i];
-				s0[1] += y0s[i + 1];
-				s1[0] += l[i];
-				s1[1] += l[i + 1];
-				y0s[i] = l[i] / y0s[i];
-				y0s[i + 1] = l[i + 1] / y0s[i + 1];
-			}
-#endif
+			draw_gamma_pairs(&rng, nd, g, m, ct, y0s, l);
+			i = sum_gamma_ratios(y0s, l, m, s0, s1);
 			if (i < m)
 			{
 				/* an odd last word (blocks are even): summed after the halves */
@@ -146,12 +95,6 @@ theta_step2(chain_state *st)
 			gnb_log_array_to(y0s, l, m);
 		}
 		st->rng = rng;
-#if defined(__GNUC__) || defined(__clang__)
-		s0[0] = v0[0];
-		s0[1] = v0[1];
-		s1[0] = v1[0];
-		s1[1] = v1[1];
-#endif
 		if (tail)
 		{
 			s0[0] += t0;
