@@ -155,8 +155,8 @@ gnb_permute_rows(const gnb_hooks *hooks, double *N, int32_t V, const int32_t *po
 /*
  * The conditional of the i-th unlabelled document with theta and pi
  * integrated out, at full weight (gnb_collapsed_full_scores), whichever sampler
- * runs the chain: both keep the counts N, Nk, C and the prior terms.  For
- * the paper sampler with K = 2, N is by row and the words are packed pairs
+ * runs the chain: all keep the counts N, Nk, C and the prior terms.  For
+ * the paper and blocked samplers with K = 2, N is by row and the words are packed pairs
  * (chain_state.N), read so here; scalar, since it runs once per document at
  * the chain's end.
  */

@@ -235,9 +235,9 @@ typedef struct run_shared
 	 */
 	int32_t    *block_active;
 	/*
-	 * blocked, for a helper: the theta phase's estimated work before each
-	 * block (nb + 1), by the draws its words take (sort_blocks): the split
-	 * of a phase (gnb_blocked_part) gives each process about equal work
+	 * blocked: the theta phase's estimated work before each block (nb + 1),
+	 * by the draws its words take (sort_blocks): the split of a phase
+	 * (gnb_blocked_part) gives each process about equal work
 	 */
 	int64_t    *block_work;
 	/*
@@ -314,7 +314,8 @@ typedef struct chain_state
 	double	   *C;				/* K weighted document counts */
 	/*
 	 * V x K weighted word counts, word-major: N[w * K + k], except while a
-	 * chain of the paper sampler with K = 2 samples, when word w's row is
+	 * chain of the paper or blocked sampler with K = 2 samples (sh->dense),
+	 * when word w's row is
 	 * row active_pos[w] instead: the active words first, in active's order,
 	 * so that the theta step reads their counts in order and the packed
 	 * pairs' index is their row (gnb_permute_rows, at the chain's start and end).
@@ -340,8 +341,10 @@ typedef struct chain_state
 	 * V x K, paper and blocked: log theta, word-major; with K = 2 instead
 	 * log_theta[i] = log y_1w - log y_0w for the unnormalised draws y of the
 	 * i-th active word w (n_active), and lz_diff = log z_1 - log z_0 for
-	 * their normalisers (theta_step2).  log_theta_1: the class 1 draws'
-	 * logs while gamma_theta < 1 (n_active, allocated when first needed).
+	 * their normalisers (theta_step2; the blocked sampler's is in
+	 * blocked.log_pi[2], where its helpers read it).  log_theta_1 (paper):
+	 * the class 1 draws' logs while gamma_theta < 1 (n_active, allocated
+	 * when first needed).
 	 */
 	double	   *log_theta;
 	double	   *log_theta_1;

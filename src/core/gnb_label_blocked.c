@@ -12,9 +12,10 @@
  * documents or blocks are visited.  The labels of a sweep are drawn first,
  * all from the same (theta, pi), and only then applied to the counts, in
  * document order; the normaliser of theta is summed block by block and the
- * blocks' sums in block order.  So a phase's units (documents, or a class's
- * blocks of words) can be drawn by any number of processes, each taking a
- * range of them, and the chain is the same bit for bit.
+ * blocks' sums in block order.  So a phase's units (documents, or blocks of
+ * words) can be drawn by any number of processes, each taking a
+ * range of them, and the chain is the same bit for bit.  (A block's unit
+ * draws every class of its words.)
  *
  * With two classes the sampler keeps the paper sampler's layout (sh->dense,
  * theta_step2): the active words numbered block by block, N by their rows,
@@ -443,7 +444,7 @@ gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes, in
 		V * (1 + 2 * sizeof(int32_t) + sizeof(active_key)) + V * K * sizeof(double) +
 		(V / GNB_BLOCKED_WORDS + 2) * (sizeof(int32_t) + sizeof(int64_t)) +
 		K * (sizeof(double) + 1) +
-		GNB_BLOCKED_WORK(K) * sizeof(double) + sizeof(gnb_blocked_helper) + 16 * 64;
+		GNB_BLOCKED_WORK(K) * sizeof(double) + sizeof(gnb_blocked_helper) + 32 * 64;
 	/*
 	 * K = 2: the packed pairs (at most two elements a pair), their offsets,
 	 * the table of c
@@ -573,7 +574,8 @@ gnb_label_step_blocked(chain_state *st)
  * of unlabelled documents: block by block (run_phase), the blocks' sums
  * added here in block order with the other words' summed mass (one draw of
  * their summed shapes, keyed by the class alone), then every drawn word
- * normalised.
+ * normalised; with K = 2 the log-odds stay as they are and the normalisers'
+ * difference goes to log_pi[2].
  */
 void
 gnb_theta_step_blocked(chain_state *st)

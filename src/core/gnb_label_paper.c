@@ -62,7 +62,7 @@ gnb_move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
 }
 
 /*
- * add_doc_counts for the paper sampler with K = 2: the i-th unlabelled
+ * add_doc_counts for the paper and blocked samplers with K = 2: the i-th unlabelled
  * document, from its packed pairs, into N's rows by index in active.
  */
 void

@@ -95,8 +95,8 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	/*
 	 * blocked: the labels drawn before they are applied, their predictive
 	 * probabilities (lambda < 1), the blocks' sums, each block's first word
-	 * and work, its words' sort keys (log theta is counted above; log pi is
-	 * K-sized), the scratch
+	 * and work, its words' sort keys (log theta is counted above; log pi,
+	 * K + 1, among the K-sized vectors), the scratch
 	 */
 	if (params->sampler == GNB_SAMPLER_BLOCKED)
 		bytes += D * sizeof(int32_t) +

@@ -163,7 +163,7 @@ typedef struct gnb_sweep
  * The blocked sampler's sweeps split over processes.  Each sweep of a chain
  * of the blocked sampler has two phases whose units are independent: the
  * labels (a unit per unlabelled document, by position among them) and theta
- * (a unit per class and block of GNB_BLOCKED_WORDS word ids, class-major).
+ * (a unit per block of GNB_BLOCKED_WORDS word ids, every class of its words).
  * The chain runs in one process; with hooks->blocked_arrays its arrays below
  * are in memory other processes see too, and with hooks->blocked_phase it
  * hands each phase to the caller, who has every unit drawn (by any number of
@@ -178,7 +178,8 @@ typedef struct gnb_blocked_arrays
 	 * active words' unnormalised log-odds instead, by their rows of N
 	 */
 	double	   *log_theta;
-	double	   *N;				/* V x K: the chain's counts, read by theta */
+	/* V x K: the chain's counts, read by theta; with K = 2 by the rows of log_theta's words first */
+	double	   *N;
 	/* K: read by labels; K = 2: then log z_1 - log z_0 of theta's normalisers */
 	double	   *log_pi;
 	int32_t    *next_label;		/* by unlabelled position: written by labels */

@@ -116,10 +116,12 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 		sh->active_pos[sh->active[i]] = i;
 	}
 	/*
-	 * Each block's work: with two classes a word whose shapes (at the
-	 * starting gamma_theta) share their exponentials takes less than one
-	 * drawn by Marsaglia and Tsang (the frequent words, of the low ids, are
-	 * mostly the latter); otherwise a word is a word.
+	 * Each block's work: with two classes and an integer starting
+	 * gamma_theta, a word whose shapes are integers that share their
+	 * exponentials (draw_gamma_pairs) takes less than one drawn by
+	 * Marsaglia and Tsang (the frequent words, of the low ids, are mostly
+	 * the latter); otherwise a word is a word.  An estimate: gamma_theta may
+	 * be sampled and move; only the split's speed depends on it.
 	 */
 	sh->block_work = gnb_xalloc(sh->hooks, (size_t) nb + 1, sizeof(int64_t));
 	for (int32_t b = 0; b < nb; b++)
@@ -128,9 +130,10 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 
 		for (int32_t i = sh->block_active[b]; i < sh->block_active[b + 1]; i++)
 		{
-			double		shapes = keys[i].total + K * sh->params->gamma_theta;
+			const double g = sh->params->gamma_theta;
+			const double shapes = keys[i].total + K * g;
 
-			if (K != 2)
+			if (K != 2 || g != (double) (int) g)
 				work += 1;
 			else if (shapes <= GNB_PAIR_EXP_MAX && shapes == (double) (int) shapes)
 				work += GNB_BLOCKED_PAIR_WORK;

@@ -25,11 +25,14 @@
  *	Parameters are gibbs_nb_train's defaults: one chain, burn_in = sweeps / 2,
  *	lag 1, gamma_pi = gamma_theta = 1, unlabeled_weight 1, seed 42.
  *
- *	With BENCH_THREADS=n (2 to 8) the blocked sampler's phases are split over
- *	n threads (the chain's and n - 1 helpers), which watch a step number and
- *	never sleep: the sweep workers' split without PostgreSQL's processes,
- *	latches and shared memory, to tell the cost of the split itself from
- *	theirs.  The model is the same bit for bit (checksum=).
+ *	With BENCH_THREADS=n (1 to 8; 1, the default, splits nothing) the
+ *	blocked sampler's phases are split over n threads (the chain's and n - 1
+ *	helpers), which watch a step number and never sleep: the sweep workers'
+ *	split without PostgreSQL's processes, latches and shared memory, to tell
+ *	the cost of the split itself from theirs.  The model is the same bit for
+ *	bit (checksum=).  Then ms_per_sweep is what to read: cpu_ms_per_sweep
+ *	counts every thread, watching included, and core_peak_bytes leaves out
+ *	the shared arrays and the helpers.  More threads than cores only spin.
  *
  *	The core has no entry point for the label step or the theta step alone, so
  *	the per-unit figures are derived from whole sweeps: ns per (unlabelled
