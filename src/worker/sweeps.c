@@ -136,7 +136,8 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	size = shm_toc_estimate(&e);
 
 	/* the segment, and every process's share's own memory (the job's worker's too) */
-	more = (double) size + (n_workers + 1) * (double) gnb_blocked_helper_memory(D, V, K, corpus->doc_start[D]);
+	more = (double) size +
+		(n_workers + 1) * (double) gnb_blocked_helper_memory(D, V, K, corpus->doc_start[D]);
 	if (memory_committed + more > (double) p->max_job_memory)
 	{
 		elog(LOG, "gibbs_nb job " INT64_FORMAT ": no sweep workers: they would need %.0f kB more than gibbs_nb.max_job_memory allows",
