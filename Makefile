@@ -147,7 +147,8 @@ bench-versions:
 bench-chains:
 	test/bench/run-chains.sh
 
-# the blocked sampler with 1 and 2 sweep workers against paper (medians of 3)
+# the blocked sampler with 1 and 2 sweep workers against paper (medians of 3):
+#   make bench-sweeps [SWEEPS=400] [ROUNDS=3] [LAMBDA=1]
 bench-sweeps:
 	test/bench/run-sweeps.sh
 
