@@ -116,18 +116,30 @@ lock_wait_context(void *arg)
 }
 
 /*
+ * From here to gnb_lock_wait_end, a lock wait that fails under the bound
+ * says why; the bound itself is set by whoever runs the statement
+ * (gnb_become_role, gnb_pin_search_path).
+ */
+static void
+lock_wait_context_push(GnbLockWait *wait)
+{
+	wait->nest_level = 0;
+	wait->callback.callback = lock_wait_context;
+	wait->callback.arg = NULL;
+	wait->callback.previous = error_context_stack;
+	error_context_stack = &wait->callback;
+}
+
+/*
  * From here to gnb_lock_wait_end, every lock wait is bounded, and one that
  * fails says why.  Strictly nested within the caller's function.
  */
 void
 gnb_lock_wait_begin(GnbLockWait *wait)
 {
+	lock_wait_context_push(wait);
 	wait->nest_level = NewGUCNestLevel();
 	set_lock_wait_bound();
-	wait->callback.callback = lock_wait_context;
-	wait->callback.arg = NULL;
-	wait->callback.previous = error_context_stack;
-	error_context_stack = &wait->callback;
 }
 
 void
@@ -135,7 +147,8 @@ gnb_lock_wait_end(GnbLockWait *wait)
 {
 	Assert(error_context_stack == &wait->callback);
 	error_context_stack = wait->callback.previous;
-	AtEOXact_GUC(true, wait->nest_level);
+	if (wait->nest_level > 0)
+		AtEOXact_GUC(true, wait->nest_level);
 }
 
 /*
@@ -226,7 +239,8 @@ gnb_execute(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 	GnbLockWait wait;
 	int			rc;
 
-	gnb_lock_wait_begin(&wait);
+	/* the bound: set by gnb_become_internal, gnb_become_role or gnb_pin_search_path */
+	lock_wait_context_push(&wait);
 	if (as == GNB_AS_INTERNAL)
 		gnb_become_internal(&priv);
 	else
@@ -267,7 +281,8 @@ gnb_execute_unfolded(const char *sql, int nargs, Oid *types, Datum *values, cons
 	memset(&options, 0, sizeof(options));
 	options.params = params;
 	options.read_only = false;
-	gnb_lock_wait_begin(&wait);
+	/* the bound: set by gnb_become_internal, gnb_become_role or gnb_pin_search_path */
+	lock_wait_context_push(&wait);
 	if (as == GNB_AS_INTERNAL)
 		gnb_become_internal(&priv);
 	else

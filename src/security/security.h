@@ -31,7 +31,7 @@ typedef struct GnbPrivilegeState
 /* privileges.c: a region whose lock waits are bounded (gibbs_nb.lock_timeout) */
 typedef struct GnbLockWait
 {
-	int			nest_level;
+	int			nest_level;		/* its own GUC level for the bound, or 0 */
 	ErrorContextCallback callback;
 } GnbLockWait;
 

@@ -102,18 +102,25 @@ gnb_apply_retention(const char *owner, const char *model_name, int32 newest, int
 	return gnb_delete_versions(owner, model_name, OLDER_THAN_KEPT, newest - keep, NULL);
 }
 
-/* The newest version of a model, or 0 if it has none.  SPI connected. */
-int32
-gnb_store_newest_version(const char *owner, const char *model_name)
+/* A model's version that sql (of $1 owner, $2 name) selects, or 0.  SPI connected. */
+static int32
+model_version(const char *sql, const char *owner, const char *model_name)
 {
 	bool		isnull;
 	Datum		d;
 
-	gnb_model_statement("SELECT pg_catalog.max(version) FROM gibbs_nb.models "
-					"WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2",
-					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	gnb_model_statement(sql, owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	d = gnb_result_value(1, &isnull);
 	return isnull ? 0 : DatumGetInt32(d);
+}
+
+/* The newest version of a model, or 0 if it has none.  SPI connected. */
+int32
+gnb_store_newest_version(const char *owner, const char *model_name)
+{
+	return model_version("SELECT pg_catalog.max(version) FROM gibbs_nb.models "
+						 "WHERE owner OPERATOR(pg_catalog.=) $1 AND model_name OPERATOR(pg_catalog.=) $2",
+						 owner, model_name);
 }
 
 /* A model's retention, on every version (a new one inherits it).  SPI connected. */
@@ -202,14 +209,9 @@ gnb_store_pinned(const char *owner, const char *model_name)
 int32
 gnb_store_serving_version(const char *owner, const char *model_name)
 {
-	bool		isnull;
-	Datum		version;
-
-	gnb_model_statement("SELECT version FROM gibbs_nb.packed WHERE owner OPERATOR(pg_catalog.=) $1 "
-					"AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY pinned DESC, version DESC LIMIT 1",
-					owner, model_name, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-	version = gnb_result_value(1, &isnull);
-	return isnull ? 0 : DatumGetInt32(version);
+	return model_version("SELECT version FROM gibbs_nb.packed WHERE owner OPERATOR(pg_catalog.=) $1 "
+						 "AND model_name OPERATOR(pg_catalog.=) $2 ORDER BY pinned DESC, version DESC LIMIT 1",
+						 owner, model_name);
 }
 
 /*
