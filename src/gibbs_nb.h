@@ -221,6 +221,7 @@ typedef struct GnbCorpus
 	int32	   *count;
 	int32	   *label;			/* all -1 */
 	Datum	   *ids;			/* the source's ids, in its own type */
+	uint64	   *doc_key;		/* sampler blocked: gnb_corpus.doc_key; else NULL */
 	struct ArrayType *tokens;	/* text[]: word id + 1 -> token */
 	char	  **classes;		/* class id -> class name, sorted */
 	int32		n_labeled;		/* labelled documents */

@@ -316,7 +316,7 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	{
 		int32_t		j = sh->unlabeled[i];
 		double		u = params->sampler == GNB_SAMPLER_BLOCKED ?
-			gnb_keyed_uniform(params->seed, chain, 0, GNB_DRAW_START, (uint32_t) j) :
+			gnb_keyed_uniform(params->seed, chain, 0, GNB_DRAW_START, gnb_doc_key(c, j)) :
 			gnb_rng_uniform(&st->rng);
 		int32_t		k = (int32_t) (u * K);
 

@@ -78,6 +78,24 @@
 #define GNB_PRODUCT_MAX_COUNT_K2 256
 
 /*
+ * Does a chain keep the count summary (chain_state.cs)?  The gamma_theta
+ * moves use it; the blocked sampler also forms S from it
+ * (gnb_word_terms_from_counts).
+ */
+static inline int
+keeps_count_summary(const gnb_params *params)
+{
+	return params->sample_gamma_theta || params->sampler == GNB_SAMPLER_BLOCKED;
+}
+
+/* The key that names document j's draws in the blocked sampler. */
+static inline uint64_t
+gnb_doc_key(const gnb_corpus *c, int32_t j)
+{
+	return c->doc_key ? c->doc_key[j] : (uint64_t) j;
+}
+
+/*
  * A sum of logs kept as a running product, taking the log only when the
  * product nears overflow or underflow: log() costs ten times a multiply.
  */
@@ -796,6 +814,7 @@ extern double gnb_r_hat(const chain_sums *sums, int32_t m);
 
 /* gnb_gamma_step.c */
 extern void gnb_gamma_step(chain_state *st);
+extern void gnb_word_terms_from_counts(chain_state *st);
 
 /* gnb_label_blocked.c */
 extern int32_t gnb_label_step_blocked(chain_state *st);

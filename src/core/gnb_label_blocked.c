@@ -7,9 +7,9 @@
  *
  * Every random number here is a keyed draw (gnb_keyed_uniform,
  * gnb_rng_keyed): a document's label in a sweep depends on the seed, the
- * chain, the sweep and the document's index, and a class's theta on the
- * block of GNB_BLOCKED_WORDS word ids it falls in, not on the order in which
- * documents or blocks are visited.  The labels of a sweep are drawn first,
+ * chain, the sweep and the document's key (gnb_corpus.doc_key), and a
+ * class's theta on the block of GNB_BLOCKED_WORDS word ids it falls in, not
+ * on the order in which documents or blocks are visited.  The labels of a sweep are drawn first,
  * all from the same (theta, pi), and only then applied to the counts, in
  * document order; the normaliser of theta is summed block by block and the
  * blocks' sums in block order.  So a phase's units (documents, or blocks of
@@ -90,7 +90,8 @@ draw_labels2(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocke
 			a->pred[2 * i + (d >= 0.0)] = 1.0 / (1.0 + e);
 			a->pred[2 * i + (d < 0.0)] = e / (1.0 + e);
 		}
-		u = gnb_keyed_uniform(seed, step->chain, step->sweep, GNB_DRAW_LABEL, (uint32_t) j);
+		u = gnb_keyed_uniform(seed, step->chain, step->sweep, GNB_DRAW_LABEL,
+							  gnb_doc_key(sh->corpus, j));
 		a->next_label[i] = categorical2_u(u, lambda * d);
 	}
 }
@@ -144,7 +145,8 @@ draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked
 			for (int32_t k = 0; k < K; k++)
 				a->pred[i * K + k] = scratch[k] / total;
 		}
-		u = gnb_keyed_uniform(seed, step->chain, step->sweep, GNB_DRAW_LABEL, (uint32_t) j);
+		u = gnb_keyed_uniform(seed, step->chain, step->sweep, GNB_DRAW_LABEL,
+							  gnb_doc_key(sh->corpus, j));
 		a->next_label[i] = gnb_categorical_log_u(s, K, u, scratch);
 	}
 }
@@ -566,6 +568,12 @@ gnb_label_step_blocked(chain_state *st)
 			changed++;
 		}
 	}
+	/*
+	 * S as a function of the counts, not of the moves' order (the gamma
+	 * moves form it so anyway)
+	 */
+	if (changed > 0 && !sh->params->sample_gamma_theta)
+		gnb_word_terms_from_counts(st);
 	return changed;
 }
 

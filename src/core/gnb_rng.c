@@ -259,20 +259,25 @@ gnb_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t out[4])
 	out[3] = c3;
 }
 
-/* The counter of a keyed draw: see gnb_keyed_uniform. */
+/*
+ * The counter of a keyed draw (see gnb_keyed_uniform): the item's 64 bits,
+ * the sweep, and the chain (below 2^16), what (below 2^8) and the block
+ * number within the draw (below 2^8) in the last word.
+ */
 static void
 keyed_block(uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
-			uint32_t item, uint32_t block, uint32_t out[4])
+			uint64_t item, uint32_t block, uint32_t out[4])
 {
 	uint32_t	key[2] = {(uint32_t) seed, (uint32_t) (seed >> 32)};
-	uint32_t	ctr[4] = {item, (uint32_t) sweep, (uint32_t) chain, what << 8 | block};
+	uint32_t	ctr[4] = {(uint32_t) item, (uint32_t) (item >> 32), (uint32_t) sweep,
+	(uint32_t) chain << 16 | (what & 0xff) << 8 | block};
 
 	gnb_philox(key, ctr, out);
 }
 
 double
 gnb_keyed_uniform(uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
-				  uint32_t item)
+				  uint64_t item)
 {
 	uint32_t	out[4];
 
@@ -282,7 +287,7 @@ gnb_keyed_uniform(uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
 
 void
 gnb_rng_keyed(gnb_rng *rng, uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
-			  uint32_t item)
+			  uint64_t item)
 {
 	uint32_t	a[4],
 				b[4];

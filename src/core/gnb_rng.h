@@ -355,7 +355,8 @@ extern int	gnb_categorical_log_u(const double *scores, int k, double u, double *
  * not of the draws made before it, so it is the same whichever process makes
  * it and in whatever order.  gnb_philox is Philox4x32-10 (Salmon et al.,
  * SC 2011), checked against its authors' known answers in the unit tests.
- * "what" is one of GNB_DRAW_* (below 2^24); item any 32 bits.
+ * "what" is one of GNB_DRAW_* (below 2^8), the chain below 2^16; item any
+ * 64 bits (a document's key, gnb_corpus.doc_key, or a block's number).
  */
 #define GNB_DRAW_START	1		/* a document's starting label */
 #define GNB_DRAW_LABEL	2		/* a document's label in a sweep */
@@ -367,7 +368,7 @@ extern void gnb_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t ou
 
 /* One uniform on [0, 1) (53 bits) for the draw so named. */
 extern double gnb_keyed_uniform(uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
-								uint32_t item);
+								uint64_t item);
 
 /*
  * A generator whose whole state comes from the draw so named (two Philox
@@ -375,6 +376,6 @@ extern double gnb_keyed_uniform(uint64_t seed, int32_t chain, int32_t sweep, uin
  * Gamma's rejections): its stream is used for that draw alone.
  */
 extern void gnb_rng_keyed(gnb_rng *rng, uint64_t seed, int32_t chain, int32_t sweep,
-						  uint32_t what, uint32_t item);
+						  uint32_t what, uint64_t item);
 
 #endif							/* GNB_RNG_H */

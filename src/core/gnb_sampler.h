@@ -86,6 +86,17 @@ typedef struct gnb_corpus
 	 * time.
 	 */
 	int32_t    *lent_word;
+
+	/*
+	 * Optional, for the blocked sampler: n_docs keys, one a document, that
+	 * name its draws (its starting label, its label in each sweep) instead of
+	 * its index, so that the chain does not depend on the documents' order
+	 * or on which of them a process holds: the same documents under the same
+	 * keys draw the same labels in any corpus.  Distinct for the unlabelled
+	 * documents (the caller's duty: two documents with one key would share
+	 * their draws).  NULL: a document's index is its key.
+	 */
+	const uint64_t *doc_key;
 } gnb_corpus;
 
 typedef struct gnb_params

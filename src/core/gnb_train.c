@@ -117,7 +117,7 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 	st->pred = gnb_xalloc(hooks, K, sizeof(double));
 	st->scratch = gnb_xalloc(hooks, K, sizeof(double));
 	st->products = gnb_xalloc(hooks, K, sizeof(log_product));
-	if (params->sample_gamma_theta)
+	if (keeps_count_summary(params))
 	{
 		st->cs.hist = gnb_xalloc(hooks, (size_t) K * GNB_HIST_MAX, sizeof(double));
 		st->cs.rest = gnb_xalloc(hooks, vk + 1, sizeof(double));

@@ -133,6 +133,19 @@ check_source_data(GnbJobParams *p, const char *source_sql)
 	bool		found;
 	char	   *value;
 
+	/*
+	 * the blocked sampler names an unlabelled document's draws by its id, an
+	 * integer as it is, another by its type's 64-bit hash (corpus.c)
+	 */
+	if (p->sampler.sampler == GNB_SAMPLER_BLOCKED && src->id_type != INT8OID &&
+		src->id_type != INT4OID && src->id_type != INT2OID &&
+		!OidIsValid(lookup_type_cache(src->id_type, TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("sampler \"blocked\" needs an id column whose type has a hash function"),
+				 errdetail("Id column \"%s\" is of type %s.", src->id_column,
+						   format_type_be(src->id_type)),
+				 errhint("Use an integer id column, or another sampler.")));
 	SPI_connect();
 	(void) first_value(psprintf("SELECT 1 FROM %s WHERE %s IS NULL LIMIT 1",
 								source_sql, id), &found);

@@ -15,7 +15,7 @@
 /* The segment's table of contents: its magic number and keys. */
 #define CHAINS_MAGIC			UINT64CONST(0x474E42434841494E)
 #define CHAINS_KEY_SHARED		1	/* GnbChainsShared: parameters, a slot per chain */
-/* 2 .. 8: the corpus (GNB_CORPUS_KEY_*, corpus_shm.c), a warm start's labels included */
+/* 2 .. 9: the corpus (GNB_CORPUS_KEY_*, corpus_shm.c), a warm start's labels included */
 
 /* Chain c's own entries: CHAIN_KEY(c, CHAIN_THETA) and so on. */
 typedef enum GnbChainEntry

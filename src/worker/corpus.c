@@ -693,6 +693,75 @@ corpus_labeled(CorpusBuilder *b, const GnbJobParams *params, const int32 *class_
 		corpus->checked_class[i] = class_of_value[b->checked_value[i]];
 }
 
+static int
+cmp_uint64(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The blocked sampler's document keys (gnb_corpus.doc_key): what names a
+ * document's draws, so that whoever holds the document (a sweep worker, a
+ * Citus node reading its own shards) draws its label alike.  An integer id
+ * is its own key; another id its type's 64-bit hash (seed 0), which does not
+ * depend on settings as the id's text form would.  Two unlabelled documents
+ * may not share a key (they would share their draws): a hash's collision
+ * (chance about D^2 / 2^65) stops the job rather than bias it.
+ */
+static uint64 *
+corpus_doc_keys(const GnbJobParams *params, const GnbCorpus *corpus, MemoryContext cxt)
+{
+	Oid			id_type = params->source.id_type;
+	int32		D = corpus->n_docs;
+	uint64	   *key;
+	uint64	   *sorted;
+	TypeCacheEntry *tc = NULL;
+
+	if (id_type != INT8OID && id_type != INT4OID && id_type != INT2OID)
+	{
+		tc = lookup_type_cache(id_type, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
+		/* refused by the call (train.c); the type is the one it checked */
+		if (!OidIsValid(tc->hash_extended_proc))
+			elog(ERROR, "id type %s has no extended hash function", format_type_be(id_type));
+	}
+	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
+						 2.0 * sizeof(uint64) * ((double) D + 1), "reading the source");
+	key = MemoryContextAllocExtended(cxt, sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	for (int32 j = 0; j < D; j++)
+	{
+		Datum		id = corpus->ids[j];
+
+		if (id_type == INT8OID)
+			key[j] = (uint64) DatumGetInt64(id);
+		else if (id_type == INT4OID)
+			key[j] = (uint64) (int64) DatumGetInt32(id);
+		else if (id_type == INT2OID)
+			key[j] = (uint64) (int64) DatumGetInt16(id);
+		else
+			key[j] = DatumGetUInt64(FunctionCall2Coll(&tc->hash_extended_proc_finfo,
+													  tc->typcollation, id,
+													  Int64GetDatum(0)));
+	}
+	if (tc == NULL)
+		return key;				/* distinct ids, distinct keys */
+	sorted = palloc_extended(sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	memcpy(sorted, key, sizeof(uint64) * D);
+	qsort(sorted, D, sizeof(uint64), cmp_uint64);
+	for (int32 j = 1; j < D; j++)
+		if (sorted[j] == sorted[j - 1])
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("two ids of the source have the same 64-bit hash"),
+					 errdetail("Sampler \"blocked\" names each unlabelled document's draws by the "
+							   "hash of its id."),
+					 errhint("Use an integer id column, or another sampler.")));
+	pfree(sorted);
+	return key;
+}
+
 /*
  * Read the source of a job.  Runs as the caller, with one snapshot for all
  * its queries, in a transaction that holds the source's lock (see
@@ -726,6 +795,8 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->holdout_ids = b.holdout_ids;
 	corpus->holdout_tokens = b.holdout_tokens;
 	corpus->holdout_labels = b.holdout_labels;
+	corpus->doc_key = params->sampler.sampler == GNB_SAMPLER_BLOCKED ?
+		corpus_doc_keys(params, corpus, cxt) : NULL;
 	/* the word table, the counts' value, the renumbering */
 	MemoryContextDelete(b.scratch);
 }

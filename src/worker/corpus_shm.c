@@ -1,10 +1,10 @@
 /*
  * corpus_shm.c
  *	  A job's corpus in a segment its workers map (chains.c, sweeps.c): the
- *	  compressed sparse rows, the labels, the clamped documents' counts and
- *	  a warm start's labels, as named entries of the segment's shm_toc
- *	  (keys GNB_CORPUS_KEY_*), estimated, copied in and looked up the same
- *	  way by both.
+ *	  compressed sparse rows, the labels, the clamped documents' counts, a
+ *	  warm start's labels and the blocked sampler's document keys, as named
+ *	  entries of the segment's shm_toc (keys GNB_CORPUS_KEY_*), estimated,
+ *	  copied in and looked up the same way by both.
  */
 #include "gibbs_nb.h"
 
@@ -46,6 +46,11 @@ gnb_corpus_shm_estimate(shm_toc_estimator *e, const gnb_corpus *corpus, bool wit
 		shm_toc_estimate_chunk(e, mul_size(D + 1, sizeof(int32)));
 		shm_toc_estimate_keys(e, 1);
 	}
+	if (corpus->doc_key)
+	{
+		shm_toc_estimate_chunk(e, mul_size(D + 1, sizeof(uint64)));
+		shm_toc_estimate_keys(e, 1);
+	}
 }
 
 /* Copy it in (a warm start's labels only with with_init). */
@@ -75,12 +80,15 @@ gnb_corpus_shm_put(shm_toc *toc, const gnb_corpus *corpus, bool with_init)
 	if (with_init && corpus->init_label)
 		memcpy(gnb_toc_put(toc, GNB_CORPUS_KEY_INIT_LABEL, sizeof(int32) * (D + 1)),
 			   corpus->init_label, sizeof(int32) * D);
+	if (corpus->doc_key)
+		memcpy(gnb_toc_put(toc, GNB_CORPUS_KEY_DOC_KEY, sizeof(uint64) * (D + 1)),
+			   corpus->doc_key, sizeof(uint64) * D);
 }
 
 /*
  * The corpus as a worker reads it: the segment's entries, for a corpus of
  * this shape (has_extra: it has clamped counts; has_init: a warm start's
- * labels were put in).
+ * labels were put in); the documents' keys if they were put in.
  */
 void
 gnb_corpus_shm_get(shm_toc *toc, int32 n_docs, int32 n_words, int32 n_classes, bool has_extra,
@@ -101,4 +109,5 @@ gnb_corpus_shm_get(shm_toc *toc, int32 n_docs, int32 n_words, int32 n_classes, b
 	}
 	if (has_init)
 		corpus->init_label = shm_toc_lookup(toc, GNB_CORPUS_KEY_INIT_LABEL, false);
+	corpus->doc_key = shm_toc_lookup(toc, GNB_CORPUS_KEY_DOC_KEY, true);
 }

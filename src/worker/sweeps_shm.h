@@ -25,7 +25,7 @@
 
 #define SWEEPS_MAGIC			UINT64CONST(0x474E425357454550)
 #define SWEEPS_KEY_SHARED		1	/* GnbSweepsShared */
-/* 2 .. 7: the corpus (GNB_CORPUS_KEY_*, corpus_shm.c), no warm start's labels */
+/* 2 .. 9: the corpus (GNB_CORPUS_KEY_*, corpus_shm.c), no warm start's labels (8) */
 /* the blocked sampler's arrays, by GNB_BLOCKED_* */
 #define SWEEPS_KEY_ARRAY(i)		(UINT64CONST(100) + (uint64) (i))
 /* sweep worker w's error queue, w = 1 .. n_workers */

@@ -383,6 +383,7 @@ core_corpus(const GnbCorpus *corpus, int32 *init_label, gnb_corpus *core)
 	/* lent: the paper sampler packs its pairs there rather than in a copy */
 	core->lent_word = corpus->word;
 	core->init_label = init_label;
+	core->doc_key = corpus->doc_key;
 	if (corpus->n_labeled > 0)
 	{
 		core->extra_word_counts = corpus->labeled_word_counts;

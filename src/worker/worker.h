@@ -97,6 +97,7 @@ extern bool gnb_start_worker(const GnbJobParams *p, const char *function, const 
 #define GNB_CORPUS_KEY_EXTRA_WORDS	6	/* the clamped documents' counts, if any */
 #define GNB_CORPUS_KEY_EXTRA_DOCS	7
 #define GNB_CORPUS_KEY_INIT_LABEL	8	/* a warm start's labels, if put in */
+#define GNB_CORPUS_KEY_DOC_KEY		9	/* the documents' keys, if any */
 extern void *gnb_toc_put(shm_toc *toc, uint64 key, Size bytes);
 extern void gnb_corpus_shm_estimate(shm_toc_estimator *e, const gnb_corpus *corpus,
 									bool with_init);

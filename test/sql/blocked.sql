@@ -96,6 +96,30 @@ RESET gibbs_nb.max_chain_workers;
 SELECT p.log_theta = s.log_theta AND p.label_probabilities = s.label_probabilities AS warm_same
 FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE p.model_name = 'bl_sw3' AND p.version = 2 AND s.model_name = 'bl_sw1' AND s.version = 2;
+-- a document's draws are named by its id (an integer id is its own key,
+-- another its type's 64-bit hash), so that whoever holds a document draws it
+-- alike: text ids, shared by 1 and 2 processes, give one model; an id type
+-- without a hash function is refused, at the call, for this sampler only
+CREATE TABLE blocked_mail_text AS SELECT 'mail-' || id AS id, tokens, label FROM blocked_mail;
+ALTER TABLE blocked_mail_text ADD PRIMARY KEY (id);
+SET gibbs_nb.max_chain_workers = 4;
+SELECT w, (SELECT status FROM gibbs_nb_train('bl_text' || w, 'blocked_mail_text', 'tokens', 'label',
+              sampler => 'blocked', sweeps => 30, burn_in => 10, seed => 33,
+              unlabeled_weight => 0.5, sweep_workers => w))
+FROM generate_series(1, 2) w;
+RESET gibbs_nb.max_chain_workers;
+SELECT p.log_theta = s.log_theta AND p.label_probabilities = s.label_probabilities AS text_ids_same
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_text2' AND s.model_name = 'bl_text1';
+SELECT count(*) FILTER (WHERE label = CASE WHEN substr(id, 6)::int % 2 = 0 THEN 'spam' ELSE 'ham' END)
+         AS right_labels, count(*) AS documents
+FROM public.bl_text1_labels;
+CREATE TABLE blocked_mail_money AS SELECT id::money AS id, tokens, label FROM blocked_mail;
+SELECT try($$SELECT gibbs_nb_train('m', 'blocked_mail_money', 'tokens', 'label',
+                                   sampler => 'blocked', sweeps => 5)$$);
+SELECT count(*) AS jobs_of_m FROM gibbs_nb_jobs WHERE model_name = 'm';
+SELECT status FROM gibbs_nb_train('bl_money_paper', 'blocked_mail_money', 'tokens', 'label',
+                                  sweeps => 5, seed => 1);
 -- refused: out of range, or said to a sampler that has no sweep workers
 SELECT try($$SELECT gibbs_nb_train('m', 'blocked_mail', 'tokens', 'label', sampler => 'blocked',
                                    sweep_workers => 0)$$);
@@ -110,6 +134,7 @@ SELECT status FROM gibbs_nb_train('bl_paper_setting', 'blocked_mail', 'tokens', 
 RESET gibbs_nb.sweep_workers;
 
 DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_labels,
-    bl_sw3_labels, bl_sw_setting_labels, bl_paper_setting_labels;
+    bl_sw3_labels, bl_sw_setting_labels, bl_paper_setting_labels, bl_text1_labels,
+    bl_text2_labels, bl_money_paper_labels;
 DROP EXTENSION gibbs_nb CASCADE;
-DROP TABLE blocked_mail;
+DROP TABLE blocked_mail, blocked_mail_text, blocked_mail_money;

@@ -2745,6 +2745,120 @@ check_blocked_split(int32_t K, double gamma_theta, int sample_gamma, double lamb
 }
 
 /*
+ * The blocked sampler keys a document's draws by gnb_corpus.doc_key, not by
+ * its place: the same documents in another order, each under its old index
+ * as its key, give the same chain (each document's label probabilities,
+ * theta, pi and the log joint's trace bit for bit).  This is what lets each
+ * Citus node draw the labels of the documents it holds.  With lambda = 1 the
+ * counts stay integers, exact in any order, and S is formed from them, not
+ * from the moves (gnb_word_terms_from_counts); gamma_theta fixed, or sampled.
+ * (With lambda < 1 the weighted counts' sums still follow the documents'
+ * order.)
+ */
+static void
+check_blocked_order(int32_t K, int sample_gamma)
+{
+	synthetic	syn;
+	gnb_params	p = {GNB_SAMPLER_BLOCKED, 40, 10, 1, 2, 0.8, 1.5, 1.0, 17};
+	gnb_result	ordered,
+				shuffled;
+	gnb_corpus	c;
+	int32_t    *perm;
+	int64_t    *doc_start;
+	int32_t    *word,
+			   *count,
+			   *label;
+	uint64_t   *key;
+	gnb_rng		rng;
+	int			same_labels = 1,
+				same_theta = 1,
+				same_trace = 1;
+	int64_t		pos = 0;
+
+	make_synthetic(&syn, 300, 500, K, 20, 0.2, 57);
+	p.sample_gamma_theta = sample_gamma;
+	gnb_train(&syn.c, &p, NULL, &ordered);
+
+	/* a shuffle of the documents, each carrying its index as its key */
+	perm = malloc(syn.c.n_docs * sizeof(int32_t));
+	for (int32_t j = 0; j < syn.c.n_docs; j++)
+		perm[j] = j;
+	gnb_rng_seed(&rng, 5);
+	for (int32_t j = syn.c.n_docs - 1; j > 0; j--)
+	{
+		int32_t		r = (int32_t) (gnb_rng_uniform(&rng) * (j + 1));
+		int32_t		t = perm[j];
+
+		perm[j] = perm[r];
+		perm[r] = t;
+	}
+	doc_start = malloc((syn.c.n_docs + 1) * sizeof(int64_t));
+	word = malloc(syn.c.doc_start[syn.c.n_docs] * sizeof(int32_t));
+	count = malloc(syn.c.doc_start[syn.c.n_docs] * sizeof(int32_t));
+	label = malloc(syn.c.n_docs * sizeof(int32_t));
+	key = malloc(syn.c.n_docs * sizeof(uint64_t));
+	for (int32_t j = 0; j < syn.c.n_docs; j++)
+	{
+		int32_t		o = perm[j];
+
+		doc_start[j] = pos;
+		for (int64_t q = syn.c.doc_start[o]; q < syn.c.doc_start[o + 1]; q++, pos++)
+		{
+			word[pos] = syn.c.word[q];
+			count[pos] = syn.c.count[q];
+		}
+		label[j] = syn.c.label[o];
+		key[j] = (uint64_t) o;
+	}
+	doc_start[syn.c.n_docs] = pos;
+	c = syn.c;
+	c.doc_start = doc_start;
+	c.word = word;
+	c.count = count;
+	c.label = label;
+	c.doc_key = key;
+	gnb_train(&c, &p, NULL, &shuffled);
+
+	for (int32_t j = 0; j < syn.c.n_docs; j++)
+		for (int32_t k = 0; k < K; k++)
+			same_labels &= shuffled.label_prob[(int64_t) j * K + k] ==
+				ordered.label_prob[(int64_t) perm[j] * K + k];
+	for (int64_t i = 0; i < (int64_t) syn.c.n_words * K; i++)
+		same_theta &= shuffled.theta[i] == ordered.theta[i];
+	for (int k = 0; k < K; k++)
+		same_theta &= shuffled.pi[k] == ordered.pi[k];
+	same_theta &= shuffled.gamma_theta == ordered.gamma_theta;
+	for (int32_t i = 0; i < p.chains * p.sweeps; i++)
+		same_trace &= shuffled.log_joint[i] == ordered.log_joint[i];
+	CHECK(same_labels, "blocked, K = %d%s, documents shuffled under their keys: the same label "
+		  "probabilities", K, sample_gamma ? ", gamma sampled" : "");
+	CHECK(same_theta, "blocked, K = %d%s, documents shuffled under their keys: the same theta, pi "
+		  "and gamma", K, sample_gamma ? ", gamma sampled" : "");
+	CHECK(same_trace, "blocked, K = %d%s, documents shuffled under their keys: the same log joint",
+		  K, sample_gamma ? ", gamma sampled" : "");
+
+	/* and the keys matter: the shuffled corpus under its own indices is another chain */
+	c.doc_key = NULL;
+	gnb_result_free(&shuffled, NULL);
+	gnb_train(&c, &p, NULL, &shuffled);
+	same_theta = 1;
+	for (int64_t i = 0; i < (int64_t) syn.c.n_words * K; i++)
+		same_theta &= shuffled.theta[i] == ordered.theta[i];
+	CHECK(!same_theta, "blocked, K = %d: the shuffled documents without their keys draw another chain",
+		  K);
+
+	gnb_result_free(&shuffled, NULL);
+	gnb_result_free(&ordered, NULL);
+	free(perm);
+	free(doc_start);
+	free(word);
+	free(count);
+	free(label);
+	free(key);
+	free_synthetic(&syn);
+}
+
+/*
  * Three classes (the general layout), and two (the packed pairs and
  * log-odds): with gamma_theta sampled from below 1 and lambda < 1, and
  * fixed at 1.5 (the theta draws' summed branch) with lambda = 1.
@@ -2755,6 +2869,9 @@ test_blocked_split(void)
 	check_blocked_split(3, 0.3, 1, 0.6);
 	check_blocked_split(2, 0.3, 1, 0.6);
 	check_blocked_split(2, 1.5, 0, 1.0);
+	check_blocked_order(3, 0);
+	check_blocked_order(2, 0);
+	check_blocked_order(2, 1);
 }
 
 static void
