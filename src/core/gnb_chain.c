@@ -295,6 +295,7 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	st->sweep = 0;
 
 	/* the clamped documents' counts are in (gnb_start_counts) */
+	gnb_split_counts_begin(st);
 	if (sh->n_unlabeled > 0 && !c->init_label)
 		first_theta(st);
 
@@ -335,6 +336,7 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		else
 			add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 	}
+	gnb_split_counts_start(st);
 	if (sh->n_unlabeled > 0 && c->init_label)
 		first_theta(st);
 	compute_word_terms(V, K, st->g_theta, st->N, st->S);

@@ -88,6 +88,18 @@ keeps_count_summary(const gnb_params *params)
 	return params->sample_gamma_theta || params->sampler == GNB_SAMPLER_BLOCKED;
 }
 
+/*
+ * Does a chain keep its counts as clamped and unlabelled parts
+ * (chain_state.clamped_N)?  The blocked sampler's, when lambda weighs the
+ * unlabelled documents' counts by other than 0 or 1.
+ */
+static inline int
+keeps_split_counts(const gnb_params *params)
+{
+	return params->sampler == GNB_SAMPLER_BLOCKED && params->unlabeled_weight > 0.0 &&
+		params->unlabeled_weight < 1.0;
+}
+
 /* The key that names document j's draws in the blocked sampler. */
 static inline uint64_t
 gnb_doc_key(const gnb_corpus *c, int32_t j)
@@ -375,6 +387,19 @@ typedef struct chain_state
 	gnb_blocked_arrays blocked;
 	int			blocked_shared;
 	double	   *blocked_work;
+	/*
+	 * blocked with 0 < lambda < 1 (keeps_split_counts), else NULL: N, Nk and
+	 * C formed entry by entry as clamped + lambda x unlabelled, the clamped
+	 * documents' part fixed at the chain's start, the unlabelled documents'
+	 * integer counts by class (exact whatever order documents move in), so
+	 * that the weighted counts, and every draw made from them, do not depend
+	 * on the documents' order (gnb_label_blocked.c).  clamped_N and
+	 * unlabeled_N in N's layout; split_totals: C and Nk, clamped then
+	 * unlabelled (4 K).
+	 */
+	double	   *clamped_N;
+	double	   *unlabeled_N;
+	double	   *split_totals;
 	/* paper and blocked, K = 2: Marsaglia and Tsang's c for integer shapes */
 	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
@@ -819,6 +844,8 @@ extern void gnb_word_terms_from_counts(chain_state *st);
 /* gnb_label_blocked.c */
 extern int32_t gnb_label_step_blocked(chain_state *st);
 extern void gnb_theta_step_blocked(chain_state *st);
+extern void gnb_split_counts_begin(chain_state *st);
+extern void gnb_split_counts_start(chain_state *st);
 
 /* gnb_label_collapsed.c */
 extern void gnb_collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s);

@@ -532,11 +532,119 @@ draw_pi(chain_state *st)
 }
 
 /*
+ * The split counts (keeps_split_counts): with 0 < lambda < 1, N_kw is
+ * clamped_kw + lambda U_kw, U_kw the integer count of word w in the
+ * unlabelled documents of class k.  Summing lambda x count document by
+ * document would round differently in another order (a node holding other
+ * documents, say); U is exact in any order, and each entry is formed from
+ * it alone.
+ */
+
+/*
+ * Unlabelled document i (index in sh->unlabeled) into (sign 1) or out of
+ * (sign -1) the unlabelled counts of class k, each of its entries of N
+ * formed again from its parts.
+ */
+static void
+shift_unlabeled_doc(chain_state *st, int32_t i, int32_t k, double sign)
+{
+	const run_shared *sh = st->sh;
+	const int32_t K = sh->K;
+	const int32_t j = sh->unlabeled[i];
+	const double lambda = st->lambda;
+	double	   *U = st->unlabeled_N;
+	const double *L = st->clamped_N;
+
+	if (sh->dense)
+	{
+		const uint32_t *pr = sh->dense + sh->dense_start[i];
+		const int64_t n = sh->dense_end[i] - sh->dense_start[i];
+		const int64_t n_ones = sh->dense_ones[i];
+
+		for (int64_t p = 0; p < n; p++)
+		{
+			int32_t		cnt;
+			int64_t		idx = 2 * (int64_t) packed_pair(sh, pr, n_ones, &p, &cnt) + k;
+
+			U[idx] += sign * cnt;
+			st->N[idx] = L[idx] + lambda * U[idx];
+		}
+	}
+	else
+	{
+		const gnb_corpus *c = sh->corpus;
+
+		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
+		{
+			int64_t		idx = (int64_t) c->word[p] * K + k;
+
+			U[idx] += sign * c->count[p];
+			st->N[idx] = L[idx] + lambda * U[idx];
+		}
+	}
+	st->split_totals[2 * K + k] += sign;
+	st->split_totals[3 * K + k] += sign * sh->doc_length[j];
+}
+
+/* C and Nk from their parts, and the prior terms that follow from C. */
+static void
+settle_split_totals(chain_state *st)
+{
+	const int32_t K = st->sh->K;
+	const double *t = st->split_totals;
+
+	for (int32_t k = 0; k < K; k++)
+	{
+		st->C[k] = t[k] + st->lambda * t[2 * K + k];
+		st->Nk[k] = t[K + k] + st->lambda * t[3 * K + k];
+		refresh_prior(st, k);
+	}
+}
+
+/*
+ * At a chain's start, before its unlabelled documents are counted: what N,
+ * Nk and C hold then is the clamped part.
+ */
+void
+gnb_split_counts_begin(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+	const int32_t K = sh->K;
+	const size_t vk = (size_t) sh->V * K;
+
+	if (!st->clamped_N)
+		return;
+	memcpy(st->clamped_N, st->N, vk * sizeof(double));
+	memset(st->unlabeled_N, 0, vk * sizeof(double));
+	memcpy(st->split_totals, st->C, K * sizeof(double));
+	memcpy(st->split_totals + K, st->Nk, K * sizeof(double));
+	memset(st->split_totals + 2 * K, 0, 2 * K * sizeof(double));
+}
+
+/*
+ * Once the unlabelled documents have their first labels (and were counted
+ * with weight lambda, in document order): N, Nk and C formed from their
+ * parts instead.
+ */
+void
+gnb_split_counts_start(chain_state *st)
+{
+	const run_shared *sh = st->sh;
+
+	if (!st->clamped_N)
+		return;
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+		shift_unlabeled_doc(st, i, st->z[sh->unlabeled[i]], 1.0);
+	settle_split_totals(st);
+}
+
+/*
  * The label step: pi drawn, every label drawn given (theta, pi), then, in
  * document order, the predictive probabilities added to the sums and the
  * documents whose label changed moved in the counts (so that the counts,
  * the word terms and the theta-hat sums come out the same whoever drew the
- * labels).
+ * labels; with the split counts and S formed from the counts, in whatever
+ * order the documents are).
  */
 int32_t
 gnb_label_step_blocked(chain_state *st)
@@ -564,10 +672,18 @@ gnb_label_step_blocked(chain_state *st)
 				gnb_move_doc_packed(st, i, from, to);
 			else
 				move_doc(st, j, from, to);
+			/* the split counts: its entries formed again from their parts */
+			if (st->clamped_N)
+			{
+				shift_unlabeled_doc(st, i, from, -1.0);
+				shift_unlabeled_doc(st, i, to, 1.0);
+			}
 			st->moved[j] = 1;
 			changed++;
 		}
 	}
+	if (st->clamped_N && changed > 0)
+		settle_split_totals(st);
 	/*
 	 * S as a function of the counts, not of the moves' order (the gamma
 	 * moves form it so anyway)

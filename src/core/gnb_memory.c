@@ -66,6 +66,9 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	 */
 	if (keeps_count_summary(params))
 		doubles += vk + K * 64 + K;
+	/* the blocked sampler with 0 < lambda < 1: the counts' two parts */
+	if (keeps_split_counts(params))
+		doubles += 2 * vk + 4 * K;
 	/* per chain: the log joints' running sums, changed and locked counts */
 	doubles += 8 * (uint64_t) params->chains;
 	/*

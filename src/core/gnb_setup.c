@@ -90,22 +90,32 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 	active_key *keys = gnb_xalloc(sh->hooks, sh->n_active > 0 ? sh->n_active : 1,
 								  sizeof(active_key));
 
+	/*
+	 * a word's total: its labelled count and lambda times its unlabelled
+	 * count, that summed as an integer first (lambda x count summed
+	 * document by document would round by the documents' order)
+	 */
 	for (int32_t i = 0; i < sh->n_active; i++)
 	{
-		int32_t		w = sh->active[i];
-
 		keys[i].total = 0.0;
-		if (labelled_count)
-			for (int32_t k = 0; k < K; k++)
-				keys[i].total += labelled_count[(int64_t) w * K + k];
-		keys[i].first = w;
+		keys[i].first = sh->active[i];
 	}
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
 
 		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
-			keys[sh->active_pos[c->word[p]]].total += lambda * c->count[p];
+			keys[sh->active_pos[c->word[p]]].total += c->count[p];
+	}
+	for (int32_t i = 0; i < sh->n_active; i++)
+	{
+		int32_t		w = sh->active[i];
+		double		labelled = 0.0;
+
+		if (labelled_count)
+			for (int32_t k = 0; k < K; k++)
+				labelled += labelled_count[(int64_t) w * K + k];
+		keys[i].total = labelled + lambda * keys[i].total;
 	}
 	for (int32_t b = 0; b < nb; b++)
 		qsort(keys + sh->block_active[b], sh->block_active[b + 1] - sh->block_active[b],

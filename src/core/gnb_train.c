@@ -108,6 +108,12 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 		st->log_theta = st->blocked.log_theta;
 		st->blocked_work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(K), sizeof(double));
 	}
+	if (keeps_split_counts(params))
+	{
+		st->clamped_N = gnb_xalloc(hooks, vk + 1, sizeof(double));
+		st->unlabeled_N = gnb_xalloc(hooks, vk + 1, sizeof(double));
+		st->split_totals = gnb_xalloc(hooks, 4 * (size_t) K, sizeof(double));
+	}
 	if (sh->dense)
 	{
 		st->mt_c = gnb_xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
@@ -277,6 +283,12 @@ chain_end(chain_state *st, run_shared *sh, const gnb_hooks *hooks)
 	hooks->release(st->pred, hooks->arg);
 	hooks->release(st->scratch, hooks->arg);
 	hooks->release(st->products, hooks->arg);
+	if (st->clamped_N)
+	{
+		hooks->release(st->clamped_N, hooks->arg);
+		hooks->release(st->unlabeled_N, hooks->arg);
+		hooks->release(st->split_totals, hooks->arg);
+	}
 	if (st->cs.hist)
 	{
 		hooks->release(st->cs.hist, hooks->arg);

@@ -2749,14 +2749,13 @@ check_blocked_split(int32_t K, double gamma_theta, int sample_gamma, double lamb
  * its place: the same documents in another order, each under its old index
  * as its key, give the same chain (each document's label probabilities,
  * theta, pi and the log joint's trace bit for bit).  This is what lets each
- * Citus node draw the labels of the documents it holds.  With lambda = 1 the
- * counts stay integers, exact in any order, and S is formed from them, not
- * from the moves (gnb_word_terms_from_counts); gamma_theta fixed, or sampled.
- * (With lambda < 1 the weighted counts' sums still follow the documents'
- * order.)
+ * Citus node draw the labels of the documents it holds.  The counts are
+ * exact in any order (integers at lambda = 1; below, each entry formed from
+ * its clamped part and the unlabelled documents' integer counts) and S is
+ * formed from them, not from the moves (gnb_word_terms_from_counts).
  */
 static void
-check_blocked_order(int32_t K, int sample_gamma)
+check_blocked_order(int32_t K, int sample_gamma, double lambda)
 {
 	synthetic	syn;
 	gnb_params	p = {GNB_SAMPLER_BLOCKED, 40, 10, 1, 2, 0.8, 1.5, 1.0, 17};
@@ -2777,6 +2776,7 @@ check_blocked_order(int32_t K, int sample_gamma)
 
 	make_synthetic(&syn, 300, 500, K, 20, 0.2, 57);
 	p.sample_gamma_theta = sample_gamma;
+	p.unlabeled_weight = lambda;
 	gnb_train(&syn.c, &p, NULL, &ordered);
 
 	/* a shuffle of the documents, each carrying its index as its key */
@@ -2830,12 +2830,12 @@ check_blocked_order(int32_t K, int sample_gamma)
 	same_theta &= shuffled.gamma_theta == ordered.gamma_theta;
 	for (int32_t i = 0; i < p.chains * p.sweeps; i++)
 		same_trace &= shuffled.log_joint[i] == ordered.log_joint[i];
-	CHECK(same_labels, "blocked, K = %d%s, documents shuffled under their keys: the same label "
-		  "probabilities", K, sample_gamma ? ", gamma sampled" : "");
-	CHECK(same_theta, "blocked, K = %d%s, documents shuffled under their keys: the same theta, pi "
-		  "and gamma", K, sample_gamma ? ", gamma sampled" : "");
-	CHECK(same_trace, "blocked, K = %d%s, documents shuffled under their keys: the same log joint",
-		  K, sample_gamma ? ", gamma sampled" : "");
+	CHECK(same_labels, "blocked, K = %d%s, lambda %g, documents shuffled under their keys: the same label "
+		  "probabilities", K, sample_gamma ? ", gamma sampled" : "", lambda);
+	CHECK(same_theta, "blocked, K = %d%s, lambda %g, documents shuffled under their keys: the same theta, pi "
+		  "and gamma", K, sample_gamma ? ", gamma sampled" : "", lambda);
+	CHECK(same_trace, "blocked, K = %d%s, lambda %g, documents shuffled under their keys: the same log joint",
+		  K, sample_gamma ? ", gamma sampled" : "", lambda);
 
 	/* and the keys matter: the shuffled corpus under its own indices is another chain */
 	c.doc_key = NULL;
@@ -2844,8 +2844,8 @@ check_blocked_order(int32_t K, int sample_gamma)
 	same_theta = 1;
 	for (int64_t i = 0; i < (int64_t) syn.c.n_words * K; i++)
 		same_theta &= shuffled.theta[i] == ordered.theta[i];
-	CHECK(!same_theta, "blocked, K = %d: the shuffled documents without their keys draw another chain",
-		  K);
+	CHECK(!same_theta, "blocked, K = %d, lambda %g: the shuffled documents without their keys draw "
+		  "another chain", K, lambda);
 
 	gnb_result_free(&shuffled, NULL);
 	gnb_result_free(&ordered, NULL);
@@ -2869,9 +2869,11 @@ test_blocked_split(void)
 	check_blocked_split(3, 0.3, 1, 0.6);
 	check_blocked_split(2, 0.3, 1, 0.6);
 	check_blocked_split(2, 1.5, 0, 1.0);
-	check_blocked_order(3, 0);
-	check_blocked_order(2, 0);
-	check_blocked_order(2, 1);
+	check_blocked_order(3, 0, 1.0);
+	check_blocked_order(2, 0, 1.0);
+	check_blocked_order(2, 1, 1.0);
+	check_blocked_order(3, 1, 0.6);
+	check_blocked_order(2, 0, 0.4);
 }
 
 static void
