@@ -84,7 +84,7 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-sweeps soak bench-import bench-quality bench-few-labels check-sklearn bench-citus isolationcheck prove_installcheck upgradecheck schemacheck
+.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-sweeps soak bench-import bench-quality bench-few-labels check-sklearn bench-citus bench-citus-probe isolationcheck prove_installcheck upgradecheck schemacheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -184,6 +184,11 @@ check-sklearn: install
 # gibbs_nb on a local Citus cluster against one node (needs Citus installed)
 bench-citus:
 	test/bench/citus-bench.sh
+
+# what a sweep of the blocked sampler would cost on Citus: the worker
+# backends a distributed query reaches, a query's time by parameter size
+bench-citus-probe:
+	test/bench/citus-probe.sh
 
 EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan test/unit/test_scores \
 	test/unit/test_scores_asan test/bench/bench_core

@@ -9,13 +9,16 @@
  * gnb_rng_keyed): a document's label in a sweep depends on the seed, the
  * chain, the sweep and the document's key (gnb_corpus.doc_key), and a
  * class's theta on the block of GNB_BLOCKED_WORDS word ids it falls in, not
- * on the order in which documents or blocks are visited.  The labels of a sweep are drawn first,
- * all from the same (theta, pi), and only then applied to the counts, in
- * document order; the normaliser of theta is summed block by block and the
- * blocks' sums in block order.  So a phase's units (documents, or blocks of
- * words) can be drawn by any number of processes, each taking a
- * range of them, and the chain is the same bit for bit.  (A block's unit
- * draws every class of its words.)
+ * on the order in which documents or blocks are visited.  The labels of a
+ * sweep are drawn first, all from the same (theta, pi), and only then
+ * applied to the counts, in document order; the normaliser of theta is
+ * summed block by block and the blocks' sums in block order.  So a phase's
+ * units (documents, or blocks of words) can be drawn by any number of
+ * processes, each taking a range of them, and the chain is the same bit for
+ * bit.  (A block's unit draws every class of its words.)  The counts and S
+ * are formed so that they do not depend on the documents' order either
+ * (the split counts, gnb_word_terms_from_counts): the same documents in
+ * another order, under the same keys, give the same chain.
  *
  * With two classes the sampler keeps the paper sampler's layout (sh->dense,
  * theta_step2): the active words numbered block by block, N by their rows,
