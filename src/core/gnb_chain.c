@@ -340,6 +340,7 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	if (sh->n_unlabeled > 0 && c->init_label)
 		first_theta(st);
 	compute_word_terms(V, K, st->g_theta, st->N, st->S);
+	gnb_blocked_word_terms_start(st);
 	for (int32_t k = 0; k < K; k++)
 		refresh_prior(st, k);
 

@@ -168,20 +168,6 @@ gamma_move(chain_state *st, double current, gamma_loglik f)
 	return current;
 }
 
-/*
- * S from N as it is, in an order fixed by N alone (by class, then the
- * histogram's counts, then the other entries by word): what S is does not
- * depend on the order in which documents moved.  The blocked sampler's
- * sweeps end with it when a label changed, so that its log joint, like its
- * draws, is the same whatever order its documents are in.
- */
-void
-gnb_word_terms_from_counts(chain_state *st)
-{
-	summarise_counts(st);
-	word_terms_from_summary(st, st->g_theta, st->S);
-}
-
 /* The gamma moves of one sweep, keeping S and the prior terms in step. */
 void
 gnb_gamma_step(chain_state *st)

@@ -78,17 +78,6 @@
 #define GNB_PRODUCT_MAX_COUNT_K2 256
 
 /*
- * Does a chain keep the count summary (chain_state.cs)?  The gamma_theta
- * moves use it; the blocked sampler also forms S from it
- * (gnb_word_terms_from_counts).
- */
-static inline int
-keeps_count_summary(const gnb_params *params)
-{
-	return params->sample_gamma_theta || params->sampler == GNB_SAMPLER_BLOCKED;
-}
-
-/*
  * Does a chain keep its counts as clamped and unlabelled parts
  * (chain_state.clamped_N)?  The blocked sampler's, when lambda weighs the
  * unlabelled documents' counts by other than 0 or 1.
@@ -400,6 +389,15 @@ typedef struct chain_state
 	double	   *clamped_N;
 	double	   *unlabeled_N;
 	double	   *split_totals;
+	/*
+	 * blocked with gamma_theta fixed, else NULL: S kept as its value at the
+	 * chain's start plus the changes of its entries' terms since, each term
+	 * lgamma(N + g) rounded to a multiple of 2^-32 and the changes summed as
+	 * integers (K each): the same S whatever order the entries changed in
+	 * (the gamma moves form S from the counts instead).
+	 */
+	double	   *S_start;
+	int64_t    *S_change;
 	/* paper and blocked, K = 2: Marsaglia and Tsang's c for integer shapes */
 	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
@@ -839,7 +837,7 @@ extern double gnb_r_hat(const chain_sums *sums, int32_t m);
 
 /* gnb_gamma_step.c */
 extern void gnb_gamma_step(chain_state *st);
-extern void gnb_word_terms_from_counts(chain_state *st);
+extern void gnb_blocked_word_terms_start(chain_state *st);
 
 /* gnb_label_blocked.c */
 extern int32_t gnb_label_step_blocked(chain_state *st);
@@ -853,7 +851,6 @@ extern int32_t gnb_label_step_collapsed(chain_state *st);
 
 /* gnb_label_paper.c */
 extern void gnb_add_doc_packed(chain_state *st, int32_t i, int32_t k, double weight);
-extern void gnb_move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b);
 extern int32_t gnb_label_step_paper(chain_state *st);
 
 /* gnb_log_joint.c */

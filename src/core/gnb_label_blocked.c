@@ -16,9 +16,9 @@
  * units (documents, or blocks of words) can be drawn by any number of
  * processes, each taking a range of them, and the chain is the same bit for
  * bit.  (A block's unit draws every class of its words.)  The counts and S
- * are formed so that they do not depend on the documents' order either
- * (the split counts, gnb_word_terms_from_counts): the same documents in
- * another order, under the same keys, give the same chain.
+ * are kept so that they do not depend on the documents' order either (see
+ * "The blocked sampler's counts" below): the same documents in another
+ * order, under the same keys, give the same chain.
  *
  * With two classes the sampler keeps the paper sampler's layout (sh->dense,
  * theta_step2): the active words numbered block by block, N by their rows,
@@ -535,72 +535,144 @@ draw_pi(chain_state *st)
 }
 
 /*
- * The split counts (keeps_split_counts): with 0 < lambda < 1, N_kw is
+ * The blocked sampler's counts, kept so that they come out the same in
+ * whatever order the documents move (a node holding other documents, say).
+ * With lambda = 1 the counts are integers, exact in any order; with
+ * 0 < lambda < 1 they are the split counts (keeps_split_counts): N_kw is
  * clamped_kw + lambda U_kw, U_kw the integer count of word w in the
- * unlabelled documents of class k.  Summing lambda x count document by
- * document would round differently in another order (a node holding other
- * documents, say); U is exact in any order, and each entry is formed from
- * it alone.
+ * unlabelled documents of class k, where summing lambda x count document
+ * by document would round by the documents' order.  S, with gamma_theta
+ * fixed, is S_start plus the changes of its entries' terms in units of
+ * 2^-32, summed as integers (the other samplers take S's change move by
+ * move in doubles; with gamma_theta sampled the gamma moves form S from
+ * the counts); C, Nk and the prior terms once the moves are done
+ * (settle_counts).
  */
+
+/* lgamma(n + g) in units of 2^-32, rounded: an entry's term of S. */
+static inline int64_t
+word_term_units(double n, double g)
+{
+	return (int64_t) llround(ldexp(lgamma(n + g), 32));
+}
+
+/* Entry idx (of class k) of N, cnt more occurrences (fewer if negative). */
+static inline void
+count_entry(chain_state *st, int64_t idx, int32_t k, int32_t cnt)
+{
+	double		was = st->N[idx];
+
+	if (st->unlabeled_N)
+	{
+		st->unlabeled_N[idx] += cnt;
+		st->N[idx] = st->clamped_N[idx] + st->lambda * st->unlabeled_N[idx];
+	}
+	else
+		st->N[idx] += cnt;
+	if (st->S_change)
+		st->S_change[k] += word_term_units(st->N[idx], st->g_theta) -
+			word_term_units(was, st->g_theta);
+}
 
 /*
- * Unlabelled document i (index in sh->unlabeled) into (sign 1) or out of
- * (sign -1) the unlabelled counts of class k, each of its entries of N
- * formed again from its parts.
+ * Unlabelled document i (index in sh->unlabeled) from class a to class b,
+ * its entries' theta-hat sums brought up to date first; a < 0: into class
+ * b, its first label (with the split counts only: gnb_split_counts_start).
+ * Not with lambda = 0, whose counts the unlabelled documents do not touch.
  */
 static void
-shift_unlabeled_doc(chain_state *st, int32_t i, int32_t k, double sign)
+move_blocked_doc(chain_state *st, int32_t i, int32_t a, int32_t b)
 {
 	const run_shared *sh = st->sh;
+	const gnb_corpus *c = sh->corpus;
 	const int32_t K = sh->K;
 	const int32_t j = sh->unlabeled[i];
-	const double lambda = st->lambda;
-	double	   *U = st->unlabeled_N;
-	const double *L = st->clamped_N;
+	const int64_t first = sh->dense ? sh->dense_start[i] : c->doc_start[j];
+	const int64_t n = (sh->dense ? sh->dense_end[i] : c->doc_start[j + 1]) - first;
 
-	if (sh->dense)
+	for (int64_t p = 0; p < n; p++)
 	{
-		const uint32_t *pr = sh->dense + sh->dense_start[i];
-		const int64_t n = sh->dense_end[i] - sh->dense_start[i];
-		const int64_t n_ones = sh->dense_ones[i];
+		int32_t		cnt;
+		int64_t		base,
+					tbase;
 
-		for (int64_t p = 0; p < n; p++)
+		if (sh->dense)
+			base = tbase = 2 * (int64_t) packed_pair(sh, sh->dense + first, sh->dense_ones[i],
+													 &p, &cnt);
+		else
 		{
-			int32_t		cnt;
-			int64_t		idx = 2 * (int64_t) packed_pair(sh, pr, n_ones, &p, &cnt) + k;
+			int32_t		w = c->word[first + p];
 
-			U[idx] += sign * cnt;
-			st->N[idx] = L[idx] + lambda * U[idx];
+			cnt = c->count[first + p];
+			base = (int64_t) w * K;
+			tbase = (int64_t) sh->active_pos[w] * K;
 		}
+		if (a >= 0)
+		{
+			flush_theta(st, base + a, tbase + a, a);
+			flush_theta(st, base + b, tbase + b, b);
+			count_entry(st, base + a, a, -cnt);
+		}
+		count_entry(st, base + b, b, cnt);
+	}
+	if (st->unlabeled_N)
+	{
+		double	   *t = st->split_totals;
+
+		if (a >= 0)
+		{
+			t[2 * K + a] -= 1.0;
+			t[3 * K + a] -= sh->doc_length[j];
+		}
+		t[2 * K + b] += 1.0;
+		t[3 * K + b] += sh->doc_length[j];
 	}
 	else
 	{
-		const gnb_corpus *c = sh->corpus;
-
-		for (int64_t p = c->doc_start[j]; p < c->doc_start[j + 1]; p++)
-		{
-			int64_t		idx = (int64_t) c->word[p] * K + k;
-
-			U[idx] += sign * c->count[p];
-			st->N[idx] = L[idx] + lambda * U[idx];
-		}
+		st->C[a] -= 1.0;
+		st->C[b] += 1.0;
+		st->Nk[a] -= sh->doc_length[j];
+		st->Nk[b] += sh->doc_length[j];
 	}
-	st->split_totals[2 * K + k] += sign;
-	st->split_totals[3 * K + k] += sign * sh->doc_length[j];
+	st->z[sh->unlabeled[i]] = b;
 }
 
-/* C and Nk from their parts, and the prior terms that follow from C. */
+/*
+ * Once documents moved: C and Nk from their parts (the split counts), the
+ * prior terms that follow from C, and S from its start and its change.
+ */
 static void
-settle_split_totals(chain_state *st)
+settle_counts(chain_state *st)
 {
 	const int32_t K = st->sh->K;
 	const double *t = st->split_totals;
 
 	for (int32_t k = 0; k < K; k++)
 	{
-		st->C[k] = t[k] + st->lambda * t[2 * K + k];
-		st->Nk[k] = t[K + k] + st->lambda * t[3 * K + k];
+		if (st->unlabeled_N)
+		{
+			st->C[k] = t[k] + st->lambda * t[2 * K + k];
+			st->Nk[k] = t[K + k] + st->lambda * t[3 * K + k];
+		}
 		refresh_prior(st, k);
+		if (st->S_change)
+			st->S[k] = st->S_start[k] + ldexp((double) st->S_change[k], -32);
+	}
+}
+
+/*
+ * At a chain's start, once S is formed from its first counts: S's changes
+ * are counted from there.
+ */
+void
+gnb_blocked_word_terms_start(chain_state *st)
+{
+	if (!st->S_change)
+		return;
+	for (int32_t k = 0; k < st->sh->K; k++)
+	{
+		st->S_start[k] = st->S[k];
+		st->S_change[k] = 0;
 	}
 }
 
@@ -633,21 +705,24 @@ void
 gnb_split_counts_start(chain_state *st)
 {
 	const run_shared *sh = st->sh;
+	int64_t    *S_change = st->S_change;
 
 	if (!st->clamped_N)
 		return;
+	/* S is formed from these counts afterwards (gnb_blocked_word_terms_start) */
+	st->S_change = NULL;
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
-		shift_unlabeled_doc(st, i, st->z[sh->unlabeled[i]], 1.0);
-	settle_split_totals(st);
+		move_blocked_doc(st, i, -1, st->z[sh->unlabeled[i]]);
+	settle_counts(st);
+	st->S_change = S_change;
 }
 
 /*
  * The label step: pi drawn, every label drawn given (theta, pi), then, in
  * document order, the predictive probabilities added to the sums and the
- * documents whose label changed moved in the counts (so that the counts,
- * the word terms and the theta-hat sums come out the same whoever drew the
- * labels; with the split counts and S formed from the counts, in whatever
- * order the documents are).
+ * documents whose label changed moved in the counts.  So the counts, the
+ * word terms and the theta-hat sums come out the same whoever drew the
+ * labels, and in whatever order the documents are.
  */
 int32_t
 gnb_label_step_blocked(chain_state *st)
@@ -671,28 +746,16 @@ gnb_label_step_blocked(chain_state *st)
 				st->prob_sum[(int64_t) j * K + k] += a->pred[(int64_t) i * K + k];
 		if (to != from)
 		{
-			if (sh->dense)
-				gnb_move_doc_packed(st, i, from, to);
+			if (st->lambda != 0.0)
+				move_blocked_doc(st, i, from, to);
 			else
-				move_doc(st, j, from, to);
-			/* the split counts: its entries formed again from their parts */
-			if (st->clamped_N)
-			{
-				shift_unlabeled_doc(st, i, from, -1.0);
-				shift_unlabeled_doc(st, i, to, 1.0);
-			}
+				st->z[j] = to;
 			st->moved[j] = 1;
 			changed++;
 		}
 	}
-	if (st->clamped_N && changed > 0)
-		settle_split_totals(st);
-	/*
-	 * S as a function of the counts, not of the moves' order (the gamma
-	 * moves form it so anyway)
-	 */
-	if (changed > 0 && !sh->params->sample_gamma_theta)
-		gnb_word_terms_from_counts(st);
+	if (changed > 0 && st->lambda != 0.0)
+		settle_counts(st);
 	return changed;
 }
 

@@ -10,14 +10,14 @@
 #include <string.h>
 
 /*
- * move_doc for the paper and blocked samplers with K = 2, the i-th unlabelled document,
+ * move_doc for the paper sampler with K = 2, the i-th unlabelled document,
  * from its packed pairs: a word's index in active is its row of N and of
  * theta_sum (see chain_state.N).  Each entry of N changes by the same
  * operations as in move_doc; S's running products take the words in the
  * pairs' order (count 1 first).
  */
-void
-gnb_move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
+static void
+move_doc_packed(chain_state *st, int32_t i, int32_t a, int32_t b)
 {
 	const run_shared *sh = st->sh;
 	const uint32_t *pr = sh->dense + sh->dense_start[i];
@@ -126,7 +126,7 @@ label_step_paper2(chain_state *st)
 		b = categorical2(&st->rng, s0, s1);
 		if (b != a)
 		{
-			gnb_move_doc_packed(st, i, a, b);
+			move_doc_packed(st, i, a, b);
 			st->moved[j] = 1;
 			changed++;
 		}

@@ -60,11 +60,8 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	doubles += 2 * (kept + 1);
 	if (!params->no_trace)
 		doubles += 2 * (uint64_t) params->sweeps;
-	/*
-	 * gamma_theta sampled, or the blocked sampler: the count summary's list
-	 * and histograms
-	 */
-	if (keeps_count_summary(params))
+	/* gamma_theta sampled: the count summary's list and histograms */
+	if (params->sample_gamma_theta)
 		doubles += vk + K * 64 + K;
 	/* the blocked sampler with 0 < lambda < 1: the counts' two parts */
 	if (keeps_split_counts(params))

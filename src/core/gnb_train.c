@@ -108,6 +108,11 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 		st->log_theta = st->blocked.log_theta;
 		st->blocked_work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(K), sizeof(double));
 	}
+	if (params->sampler == GNB_SAMPLER_BLOCKED && !params->sample_gamma_theta)
+	{
+		st->S_start = gnb_xalloc(hooks, K, sizeof(double));
+		st->S_change = gnb_xalloc(hooks, K, sizeof(int64_t));
+	}
 	if (keeps_split_counts(params))
 	{
 		st->clamped_N = gnb_xalloc(hooks, vk + 1, sizeof(double));
@@ -123,7 +128,7 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 	st->pred = gnb_xalloc(hooks, K, sizeof(double));
 	st->scratch = gnb_xalloc(hooks, K, sizeof(double));
 	st->products = gnb_xalloc(hooks, K, sizeof(log_product));
-	if (keeps_count_summary(params))
+	if (params->sample_gamma_theta)
 	{
 		st->cs.hist = gnb_xalloc(hooks, (size_t) K * GNB_HIST_MAX, sizeof(double));
 		st->cs.rest = gnb_xalloc(hooks, vk + 1, sizeof(double));
@@ -283,6 +288,11 @@ chain_end(chain_state *st, run_shared *sh, const gnb_hooks *hooks)
 	hooks->release(st->pred, hooks->arg);
 	hooks->release(st->scratch, hooks->arg);
 	hooks->release(st->products, hooks->arg);
+	if (st->S_start)
+	{
+		hooks->release(st->S_start, hooks->arg);
+		hooks->release(st->S_change, hooks->arg);
+	}
 	if (st->clamped_N)
 	{
 		hooks->release(st->clamped_N, hooks->arg);

@@ -2751,8 +2751,9 @@ check_blocked_split(int32_t K, double gamma_theta, int sample_gamma, double lamb
  * theta, pi and the log joint's trace bit for bit).  This is what lets each
  * Citus node draw the labels of the documents it holds.  The counts are
  * exact in any order (integers at lambda = 1; below, each entry formed from
- * its clamped part and the unlabelled documents' integer counts) and S is
- * formed from them, not from the moves (gnb_word_terms_from_counts).
+ * its clamped part and the unlabelled documents' integer counts) and S's
+ * changes are summed as integers (gnb_label_blocked.c, "The blocked
+ * sampler's counts").
  */
 static void
 check_blocked_order(int32_t K, int sample_gamma, double lambda)
