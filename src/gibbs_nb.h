@@ -99,6 +99,7 @@ typedef struct GnbSourceDesc
 	Oid			label_type;
 	Oid			id_type;
 	int32		id_typmod;
+	Oid			id_collation;	/* the id column's */
 } GnbSourceDesc;
 
 /*

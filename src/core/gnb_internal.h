@@ -391,10 +391,11 @@ typedef struct chain_state
 	double	   *split_totals;
 	/*
 	 * blocked with gamma_theta fixed, else NULL: S kept as its value at the
-	 * chain's start plus the changes of its entries' terms since, each term
-	 * lgamma(N + g) rounded to a multiple of 2^-32 and the changes summed as
-	 * integers (K each): the same S whatever order the entries changed in
-	 * (the gamma moves form S from the counts instead).
+	 * chain's start (K) plus the changes of its entries' terms since, each
+	 * term lgamma(N + g) as its whole part and its fraction rounded to units
+	 * of 2^-32, the changes summed as integers (K wholes, then K fractions):
+	 * the same S whatever order the entries changed in (the gamma moves form
+	 * S from the counts instead).
 	 */
 	double	   *S_start;
 	int64_t    *S_change;
@@ -837,13 +838,13 @@ extern double gnb_r_hat(const chain_sums *sums, int32_t m);
 
 /* gnb_gamma_step.c */
 extern void gnb_gamma_step(chain_state *st);
-extern void gnb_blocked_word_terms_start(chain_state *st);
 
 /* gnb_label_blocked.c */
 extern int32_t gnb_label_step_blocked(chain_state *st);
 extern void gnb_theta_step_blocked(chain_state *st);
 extern void gnb_split_counts_begin(chain_state *st);
 extern void gnb_split_counts_start(chain_state *st);
+extern void gnb_blocked_word_terms_start(chain_state *st);
 
 /* gnb_label_collapsed.c */
 extern void gnb_collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s);

@@ -542,18 +542,24 @@ draw_pi(chain_state *st)
  * clamped_kw + lambda U_kw, U_kw the integer count of word w in the
  * unlabelled documents of class k, where summing lambda x count document
  * by document would round by the documents' order.  S, with gamma_theta
- * fixed, is S_start plus the changes of its entries' terms in units of
- * 2^-32, summed as integers (the other samplers take S's change move by
- * move in doubles; with gamma_theta sampled the gamma moves form S from
+ * fixed, is S_start plus the changes of its entries' terms, each term
+ * lgamma(n + g) taken as its whole part and its fraction in units of 2^-32
+ * (two integers: a term of a count of 10^8 passes 2^31, its units 2^63),
+ * the changes summed as integers (the other samplers take S's change move
+ * by move in doubles; with gamma_theta sampled the gamma moves form S from
  * the counts); C, Nk and the prior terms once the moves are done
  * (settle_counts).
  */
 
-/* lgamma(n + g) in units of 2^-32, rounded: an entry's term of S. */
-static inline int64_t
-word_term_units(double n, double g)
+/* sign x an entry's term of S, lgamma(n + g), into S_change for class k */
+static inline void
+add_word_term(chain_state *st, int32_t k, double n, int64_t sign)
 {
-	return (int64_t) llround(ldexp(lgamma(n + g), 32));
+	double		v = lgamma(n + st->g_theta);
+	double		whole = floor(v);
+
+	st->S_change[k] += sign * (int64_t) whole;
+	st->S_change[st->sh->K + k] += sign * (int64_t) llround(ldexp(v - whole, 32));
 }
 
 /* Entry idx (of class k) of N, cnt more occurrences (fewer if negative). */
@@ -570,8 +576,10 @@ count_entry(chain_state *st, int64_t idx, int32_t k, int32_t cnt)
 	else
 		st->N[idx] += cnt;
 	if (st->S_change)
-		st->S_change[k] += word_term_units(st->N[idx], st->g_theta) -
-			word_term_units(was, st->g_theta);
+	{
+		add_word_term(st, k, st->N[idx], 1);
+		add_word_term(st, k, was, -1);
+	}
 }
 
 /*
@@ -656,7 +664,8 @@ settle_counts(chain_state *st)
 		}
 		refresh_prior(st, k);
 		if (st->S_change)
-			st->S[k] = st->S_start[k] + ldexp((double) st->S_change[k], -32);
+			st->S[k] = st->S_start[k] + ((double) st->S_change[k] +
+										 ldexp((double) st->S_change[K + k], -32));
 	}
 }
 
@@ -672,7 +681,7 @@ gnb_blocked_word_terms_start(chain_state *st)
 	for (int32_t k = 0; k < st->sh->K; k++)
 	{
 		st->S_start[k] = st->S[k];
-		st->S_change[k] = 0;
+		st->S_change[k] = st->S_change[st->sh->K + k] = 0;
 	}
 }
 

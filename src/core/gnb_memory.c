@@ -144,6 +144,9 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 		return "chains must be at least 1";
 	if (params->sampler == GNB_SAMPLER_BLOCKED && corpus->n_classes > GNB_BLOCKED_BUF)
 		return "the blocked sampler takes at most 2048 classes";
+	/* a keyed draw's counter holds the chain in 16 bits (gnb_rng.h) */
+	if (params->sampler == GNB_SAMPLER_BLOCKED && params->chains > 65536)
+		return "the blocked sampler takes at most 65536 chains";
 	if (!(params->gamma_pi > 0.0) || !isfinite(params->gamma_pi))
 		return "gamma_pi must be positive and finite";
 	if (!(params->gamma_theta > 0.0) || !isfinite(params->gamma_theta))

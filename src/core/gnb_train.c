@@ -111,7 +111,7 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 	if (params->sampler == GNB_SAMPLER_BLOCKED && !params->sample_gamma_theta)
 	{
 		st->S_start = gnb_xalloc(hooks, K, sizeof(double));
-		st->S_change = gnb_xalloc(hooks, K, sizeof(int64_t));
+		st->S_change = gnb_xalloc(hooks, 2 * (size_t) K, sizeof(int64_t));
 	}
 	if (keeps_split_counts(params))
 	{

@@ -93,7 +93,7 @@ gnb_describe_source(Oid relid, const char *tokens_column, const char *label_colu
 	{
 		desc->id_attnum = source_column(relid, id_column, "id_column");
 		get_atttypetypmodcoll(relid, desc->id_attnum, &desc->id_type, &desc->id_typmod,
-							  &(Oid){InvalidOid});
+							  &desc->id_collation);
 		if (!OidIsValid(lookup_type_cache(desc->id_type, TYPECACHE_EQ_OPR)->eq_opr))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_FUNCTION),
@@ -121,7 +121,7 @@ same_source(const GnbSourceDesc *a, const GnbSourceDesc *b)
 		a->tokens_attnum == b->tokens_attnum && a->tokens_type == b->tokens_type &&
 		a->label_attnum == b->label_attnum && a->label_type == b->label_type &&
 		a->id_attnum == b->id_attnum && a->id_type == b->id_type &&
-		a->id_typmod == b->id_typmod;
+		a->id_typmod == b->id_typmod && a->id_collation == b->id_collation;
 }
 
 /*

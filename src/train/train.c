@@ -142,9 +142,9 @@ check_source_data(GnbJobParams *p, const char *source_sql)
 		!OidIsValid(lookup_type_cache(src->id_type, TYPECACHE_HASH_EXTENDED_PROC)->hash_extended_proc))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("sampler \"blocked\" needs an id column whose type has a hash function"),
-				 errdetail("Id column \"%s\" is of type %s.", src->id_column,
-						   format_type_be(src->id_type)),
+				 errmsg("sampler \"blocked\" needs an id column whose type has a 64-bit hash function"),
+				 errdetail("Id column \"%s\" is of type %s, which has no extended hash support function.",
+						   src->id_column, format_type_be(src->id_type)),
 				 errhint("Use an integer id column, or another sampler.")));
 	SPI_connect();
 	(void) first_value(psprintf("SELECT 1 FROM %s WHERE %s IS NULL LIMIT 1",

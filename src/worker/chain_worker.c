@@ -203,7 +203,7 @@ gibbs_nb_chain_worker_main(Datum main_arg)
 	cw.cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb chain", ALLOCSET_DEFAULT_SIZES);
 	gnb_chain_arrays(toc, chain, &cw.arrays);
 	gnb_corpus_shm_get(toc, sh->n_docs, sh->n_words, sh->n_classes, sh->has_extra_counts,
-					   sh->has_init_label, &corpus);
+					   sh->has_init_label, sh->has_doc_key, &corpus);
 
 	SpinLockAcquire(&s->mutex);
 	s->state = CHAIN_RUNNING;

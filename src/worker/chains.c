@@ -410,6 +410,7 @@ chains_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	sh->trace_stride = trace_stride;
 	sh->has_extra_counts = corpus->extra_word_counts != NULL;
 	sh->has_init_label = corpus->init_label != NULL;
+	sh->has_doc_key = corpus->doc_key != NULL;
 	gnb_corpus_shm_put(toc, corpus, true);
 
 	run = palloc0(sizeof(GnbChainsRun));

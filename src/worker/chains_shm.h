@@ -84,6 +84,7 @@ typedef struct GnbChainsShared
 	int32		n_classes;
 	bool		has_extra_counts;
 	bool		has_init_label;
+	bool		has_doc_key;
 	GnbChainSlot slot[FLEXIBLE_ARRAY_MEMBER];
 } GnbChainsShared;
 

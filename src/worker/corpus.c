@@ -705,48 +705,55 @@ cmp_uint64(const void *a, const void *b)
 /*
  * The blocked sampler's document keys (gnb_corpus.doc_key): what names a
  * document's draws, so that whoever holds the document (a sweep worker, a
- * Citus node reading its own shards) draws its label alike.  An integer id
- * is its own key; another id its type's 64-bit hash (seed 0), which does not
- * depend on settings as the id's text form would.  Two unlabelled documents
- * may not share a key (they would share their draws): a hash's collision
- * (chance about D^2 / 2^65) stops the job rather than bias it.
+ * Citus node reading its own shards) draws its label alike.  An int2, int4
+ * or int8 id is its own key; another id its type's 64-bit hash (seed 0)
+ * under the column's collation, which does not depend on settings as the
+ * id's text form would.  The documents (all unlabelled) may not share a key
+ * (they would share their draws): a hash's collision (chance about
+ * D^2 / 2^65) stops the job rather than bias it.
  */
 static uint64 *
 corpus_doc_keys(const GnbJobParams *params, const GnbCorpus *corpus, MemoryContext cxt)
 {
-	Oid			id_type = params->source.id_type;
+	const GnbSourceDesc *src = &params->source;
 	int32		D = corpus->n_docs;
 	uint64	   *key;
 	uint64	   *sorted;
-	TypeCacheEntry *tc = NULL;
+	TypeCacheEntry *tc;
+	MemoryContext row_cxt;
+	MemoryContext old;
 
-	if (id_type != INT8OID && id_type != INT4OID && id_type != INT2OID)
-	{
-		tc = lookup_type_cache(id_type, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
-		/* refused by the call (train.c); the type is the one it checked */
-		if (!OidIsValid(tc->hash_extended_proc))
-			elog(ERROR, "id type %s has no extended hash function", format_type_be(id_type));
-	}
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
 						 2.0 * sizeof(uint64) * ((double) D + 1), "reading the source");
 	key = MemoryContextAllocExtended(cxt, sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	if (src->id_type == INT8OID || src->id_type == INT4OID || src->id_type == INT2OID)
+	{
+		/* distinct ids, distinct keys */
+		for (int32 j = 0; j < D; j++)
+			key[j] = src->id_type == INT8OID ? (uint64) DatumGetInt64(corpus->ids[j]) :
+				src->id_type == INT4OID ? (uint64) (int64) DatumGetInt32(corpus->ids[j]) :
+				(uint64) (int64) DatumGetInt16(corpus->ids[j]);
+		return key;
+	}
+	tc = lookup_type_cache(src->id_type, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
+	/* refused by the call (train.c); the type is the one it checked */
+	if (!OidIsValid(tc->hash_extended_proc))
+		elog(ERROR, "id type %s has no extended hash function", format_type_be(src->id_type));
+	/* what a hash function leaves (a detoasted id) goes with each row */
+	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb document keys",
+									ALLOCSET_SMALL_SIZES);
 	for (int32 j = 0; j < D; j++)
 	{
-		Datum		id = corpus->ids[j];
-
-		if (id_type == INT8OID)
-			key[j] = (uint64) DatumGetInt64(id);
-		else if (id_type == INT4OID)
-			key[j] = (uint64) (int64) DatumGetInt32(id);
-		else if (id_type == INT2OID)
-			key[j] = (uint64) (int64) DatumGetInt16(id);
-		else
-			key[j] = DatumGetUInt64(FunctionCall2Coll(&tc->hash_extended_proc_finfo,
-													  tc->typcollation, id,
-													  Int64GetDatum(0)));
+		if ((j & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+		old = MemoryContextSwitchTo(row_cxt);
+		key[j] = DatumGetUInt64(FunctionCall2Coll(&tc->hash_extended_proc_finfo,
+												  src->id_collation, corpus->ids[j],
+												  Int64GetDatum(0)));
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(row_cxt);
 	}
-	if (tc == NULL)
-		return key;				/* distinct ids, distinct keys */
+	MemoryContextDelete(row_cxt);
 	sorted = palloc_extended(sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
 	memcpy(sorted, key, sizeof(uint64) * D);
 	qsort(sorted, D, sizeof(uint64), cmp_uint64);

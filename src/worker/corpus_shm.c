@@ -88,11 +88,11 @@ gnb_corpus_shm_put(shm_toc *toc, const gnb_corpus *corpus, bool with_init)
 /*
  * The corpus as a worker reads it: the segment's entries, for a corpus of
  * this shape (has_extra: it has clamped counts; has_init: a warm start's
- * labels were put in); the documents' keys if they were put in.
+ * labels were put in; has_key: the documents' keys).
  */
 void
 gnb_corpus_shm_get(shm_toc *toc, int32 n_docs, int32 n_words, int32 n_classes, bool has_extra,
-				   bool has_init, gnb_corpus *corpus)
+				   bool has_init, bool has_key, gnb_corpus *corpus)
 {
 	memset(corpus, 0, sizeof(*corpus));
 	corpus->n_docs = n_docs;
@@ -109,5 +109,6 @@ gnb_corpus_shm_get(shm_toc *toc, int32 n_docs, int32 n_words, int32 n_classes, b
 	}
 	if (has_init)
 		corpus->init_label = shm_toc_lookup(toc, GNB_CORPUS_KEY_INIT_LABEL, false);
-	corpus->doc_key = shm_toc_lookup(toc, GNB_CORPUS_KEY_DOC_KEY, true);
+	if (has_key)
+		corpus->doc_key = shm_toc_lookup(toc, GNB_CORPUS_KEY_DOC_KEY, false);
 }

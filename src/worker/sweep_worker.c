@@ -170,7 +170,7 @@ gibbs_nb_sweep_worker_main(Datum main_arg)
 	sw.cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb sweep worker",
 								   ALLOCSET_DEFAULT_SIZES);
 	gnb_corpus_shm_get(toc, sh->n_docs, sh->n_words, sh->n_classes, sh->has_extra_counts, false,
-					   &corpus);
+					   sh->has_doc_key, &corpus);
 	arrays.log_theta = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_THETA), false);
 	arrays.N = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_N), false);
 	arrays.log_pi = shm_toc_lookup(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_PI), false);

@@ -164,6 +164,7 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	sh->n_words = V;
 	sh->n_classes = K;
 	sh->has_extra_counts = corpus->extra_word_counts != NULL;
+	sh->has_doc_key = corpus->doc_key != NULL;
 	sh->n_workers = n_workers;
 	sh->n_parts = 1;
 	gnb_corpus_shm_put(toc, corpus, false);

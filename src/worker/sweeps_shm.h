@@ -66,6 +66,7 @@ typedef struct GnbSweepsShared
 	int32		n_words;
 	int32		n_classes;
 	bool		has_extra_counts;
+	bool		has_doc_key;
 	int32		n_workers;
 	GnbSweepSlot slot[FLEXIBLE_ARRAY_MEMBER];	/* 1 .. n_workers; slot[0] unused */
 } GnbSweepsShared;

@@ -103,7 +103,7 @@ extern void gnb_corpus_shm_estimate(shm_toc_estimator *e, const gnb_corpus *corp
 									bool with_init);
 extern void gnb_corpus_shm_put(shm_toc *toc, const gnb_corpus *corpus, bool with_init);
 extern void gnb_corpus_shm_get(shm_toc *toc, int32 n_docs, int32 n_words, int32 n_classes,
-							   bool has_extra, bool has_init, gnb_corpus *corpus);
+							   bool has_extra, bool has_init, bool has_key, gnb_corpus *corpus);
 
 /*
  * sweeps.c: one chain's sweeps of the blocked sampler shared with sweep

@@ -206,6 +206,7 @@ test_keyed_rng(void)
 		distinct &= base != gnb_keyed_uniform(7, 1, 3, GNB_DRAW_LABEL, 3);
 		distinct &= base != gnb_keyed_uniform(7, 1, 2, GNB_DRAW_START, 3);
 		distinct &= base != gnb_keyed_uniform(7, 1, 2, GNB_DRAW_LABEL, 4);
+		distinct &= base != gnb_keyed_uniform(7, 1, 2, GNB_DRAW_LABEL, 3 + (UINT64_C(1) << 32));
 	}
 	CHECK(distinct, "every part of a key changes the draw");
 	gnb_rng_keyed(&a, 7, 0, 5, GNB_DRAW_THETA | 1 << 4, 9);
@@ -1240,6 +1241,13 @@ test_check(void)
 	REJECT(unlabeled_weight, 1.5);
 	REJECT(unlabeled_weight, NAN);
 	REJECT(sampler, (gnb_sampler_kind) 7);
+	/* the blocked sampler's keyed counter holds a chain in 16 bits */
+	p = good;
+	p.sampler = GNB_SAMPLER_BLOCKED;
+	p.chains = 65536;
+	CHECK(gnb_check(&t.c, &p) == NULL, "blocked, 65536 chains accepted");
+	p.chains = 65537;
+	CHECK(gnb_check(&t.c, &p) != NULL, "blocked, 65537 chains must be rejected");
 	t.c.n_classes = 1;
 	CHECK(gnb_check(&t.c, &good) != NULL, "one class must be rejected");
 	t.c.n_classes = 2;
@@ -2860,6 +2868,50 @@ check_blocked_order(int32_t K, int sample_gamma, double lambda)
 }
 
 /*
+ * The blocked sampler's S with gamma_theta fixed is kept by integer sums of
+ * its terms' changes (gnb_label_blocked.c): a term of a count of 10^8 is
+ * lgamma about 1.7 x 10^9, past 2^63 in units of 2^-32 alone.  A labelled
+ * document holds its words 10^8 and 3 x 10^8 times; unlabelled documents
+ * with each word once move in and out of its class.  The last sweep's log joint must be
+ * the one recomputed from the labels.
+ */
+static void
+test_blocked_big_terms(void)
+{
+	tiny_corpus t;
+	gnb_params	p = {GNB_SAMPLER_BLOCKED, 60, 10, 1, 1, 1.0, 1.0, 1.0, 3};
+	gnb_result	r;
+	int64_t		pos = 0;
+	double		recomputed;
+
+	memset(&t, 0, sizeof(t));
+	t.c.n_docs = 12;
+	t.c.n_words = 3;
+	t.c.n_classes = 2;
+	for (int j = 0; j < t.c.n_docs; j++)
+	{
+		t.doc_start[j] = pos;
+		t.label[j] = j < 2 ? j : -1;
+		for (int w = 0; w < 3; w++)
+		{
+			t.word[pos] = w;
+			t.count[pos++] = j == 0 ? (w == 0 ? 300000000 : 100000000) : j == 1 ? 5 : 1;
+		}
+	}
+	t.doc_start[t.c.n_docs] = pos;
+	t.c.doc_start = t.doc_start;
+	t.c.word = t.word;
+	t.c.count = t.count;
+	t.c.label = t.label;
+	gnb_train(&t.c, &p, NULL, &r);
+	recomputed = gnb_log_joint(&t.c, &p, r.last_labels);
+	CHECK(fabs(r.log_joint[p.sweeps - 1] - recomputed) < 1e-3,
+		  "blocked, counts of 1e8 and 3e8: kept log joint %.6f, recomputed %.6f",
+		  r.log_joint[p.sweeps - 1], recomputed);
+	gnb_result_free(&r, NULL);
+}
+
+/*
  * Three classes (the general layout), and two (the packed pairs and
  * log-odds): with gamma_theta sampled from below 1 and lambda < 1, and
  * fixed at 1.5 (the theta draws' summed branch) with lambda = 1.
@@ -2874,7 +2926,9 @@ test_blocked_split(void)
 	check_blocked_order(2, 0, 1.0);
 	check_blocked_order(2, 1, 1.0);
 	check_blocked_order(3, 1, 0.6);
+	check_blocked_order(3, 0, 0.5);
 	check_blocked_order(2, 0, 0.4);
+	test_blocked_big_terms();
 }
 
 static void
