@@ -21,39 +21,10 @@ SWEEPS=${SWEEPS:-200}
 [ -f "$(pg_config --pkglibdir)/citus.so" ] || { echo "Citus is not installed: run ../shared/citus/build.sh" >&2; exit 1; }
 make -s >/dev/null && make -s install >/dev/null
 corpus=$(test/bench/fetch-corpus.sh)
-bin=$(pg_config --bindir)
-dir=$(mktemp -d /tmp/gibbs_nb_citus_bench.XXXXXX)
-chown postgres "$dir"
-chmod 755 "$dir"
-ports=(55201 55202 55203)
-stop_all() {
-  for p in "${ports[@]}"; do
-    [ -f "$dir/n$p/postmaster.pid" ] && runuser -u postgres -- "$bin/pg_ctl" -D "$dir/n$p" -m fast -w stop >/dev/null
-  done
-  rm -rf "$dir"
-}
-trap stop_all EXIT
-for p in "${ports[@]}"; do
-  runuser -u postgres -- "$bin/initdb" -D "$dir/n$p" -A trust -U postgres >/dev/null
-  cat >> "$dir/n$p/postgresql.conf" <<EOF
-listen_addresses = ''
-unix_socket_directories = '$dir'
-port = $p
-shared_preload_libraries = 'citus'
-shared_buffers = 256MB
-max_worker_processes = 16
-max_prepared_transactions = 20
-citus.max_cached_conns_per_worker = 4
-gibbs_nb.progress_interval = 0
-EOF
-  runuser -u postgres -- "$bin/pg_ctl" -D "$dir/n$p" -l "$dir/n$p.log" -w start >/dev/null
-  "$bin/psql" -X -q -h "$dir" -p "$p" -U postgres -c "CREATE EXTENSION citus"
-done
-export PGHOST=$dir PGPORT=${ports[0]} PGUSER=postgres PGDATABASE=postgres
-export PGOPTIONS="-c client_min_messages=warning"
-q() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
-q -c "SELECT citus_set_coordinator_host('$dir', ${ports[0]})" \
-  -c "SELECT citus_add_node('$dir', ${ports[1]})" -c "SELECT citus_add_node('$dir', ${ports[2]})" >/dev/null
+# shellcheck source=citus-cluster.sh
+source test/bench/citus-cluster.sh
+citus_cluster_start citus_bench 55201 55202 55203 "shared_buffers = 256MB" \
+  "citus.max_cached_conns_per_worker = 4" "gibbs_nb.progress_interval = 0"
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "Citus $(q -At -c "SELECT extversion FROM pg_extension WHERE extname = 'citus'"), a coordinator and 2 workers on this machine, $SHARDS shards"

@@ -28,28 +28,13 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 SHARDS=${SHARDS:-32}
 [ -f "$(pg_config --pkglibdir)/citus.so" ] || { echo "Citus is not installed: run ../shared/citus/build.sh" >&2; exit 1; }
-bin=$(pg_config --bindir)
-dir=$(mktemp -d /tmp/gibbs_nb_citus_probe.XXXXXX); chown postgres "$dir"; chmod 755 "$dir"
-ports=(55301 55302 55303)
-stop_all() { for p in "${ports[@]}"; do [ -f "$dir/n$p/postmaster.pid" ] && runuser -u postgres -- "$bin/pg_ctl" -D "$dir/n$p" -m fast -w stop >/dev/null; done; rm -rf "$dir"; }
-trap stop_all EXIT
-for p in "${ports[@]}"; do
-  runuser -u postgres -- "$bin/initdb" -D "$dir/n$p" -A trust -U postgres >/dev/null
-  cat >> "$dir/n$p/postgresql.conf" <<EOF
-listen_addresses = ''
-unix_socket_directories = '$dir'
-port = $p
-shared_preload_libraries = 'citus'
-max_worker_processes = 16
-max_prepared_transactions = 20
-${EXTRA_CONF:-}
-EOF
-  runuser -u postgres -- "$bin/pg_ctl" -D "$dir/n$p" -l "$dir/n$p.log" -w start >/dev/null
-  "$bin/psql" -X -q -h "$dir" -p "$p" -U postgres -c "CREATE EXTENSION citus"
-done
-export PGHOST=$dir PGPORT=${ports[0]} PGUSER=postgres PGDATABASE=postgres PGOPTIONS="-c client_min_messages=warning"
-q() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
-q -c "SELECT citus_set_coordinator_host('$dir', ${ports[0]})" -c "SELECT citus_add_node('$dir', ${ports[1]})" -c "SELECT citus_add_node('$dir', ${ports[2]})" >/dev/null
+# shellcheck source=citus-cluster.sh
+source test/bench/citus-cluster.sh
+if [ -n "${EXTRA_CONF:-}" ]; then
+  citus_cluster_start citus_probe 55301 55302 55303 "$EXTRA_CONF"
+else
+  citus_cluster_start citus_probe 55301 55302 55303
+fi
 q -c "CREATE TABLE d (id int PRIMARY KEY, x int)" -c "SELECT create_distributed_table('d', 'id', shard_count => $SHARDS)" -c "INSERT INTO d SELECT i, i FROM generate_series(1, 6046) i" >/dev/null
 q -c "CREATE FUNCTION blen(b bytea) RETURNS bigint LANGUAGE sql IMMUTABLE AS 'SELECT pg_catalog.length(b)'" >/dev/null
 echo "Citus $(q -At -c "SELECT extversion FROM pg_extension WHERE extname = 'citus'"), 2 workers, $SHARDS shards; ${EXTRA_CONF:-defaults}"
