@@ -270,7 +270,7 @@ keyed_block(uint64_t seed, int32_t chain, int32_t sweep, uint32_t what,
 {
 	uint32_t	key[2] = {(uint32_t) seed, (uint32_t) (seed >> 32)};
 	uint32_t	ctr[4] = {(uint32_t) item, (uint32_t) (item >> 32), (uint32_t) sweep,
-	(uint32_t) chain << 16 | (what & 0xff) << 8 | block};
+		(uint32_t) chain << 16 | (what & 0xff) << 8 | block};
 
 	gnb_philox(key, ctr, out);
 }
