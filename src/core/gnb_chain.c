@@ -331,6 +331,9 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		if (c->init_label && c->init_label[j] >= 0 && c->init_label[j] < K)
 			k = c->init_label[j];
 		st->z[j] = k;
+		/* (the blocked sampler's split counts count them below) */
+		if (st->clamped_N)
+			continue;
 		if (sh->dense)
 			gnb_add_doc_packed(st, i, k, params->unlabeled_weight);
 		else

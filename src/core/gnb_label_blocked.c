@@ -706,9 +706,9 @@ gnb_split_counts_begin(chain_state *st)
 }
 
 /*
- * Once the unlabelled documents have their first labels (and were counted
- * with weight lambda, in document order): N, Nk and C formed from their
- * parts instead.
+ * Once the unlabelled documents have their first labels (the split counts
+ * only): their counts into the unlabelled part, and N, Nk and C formed from
+ * the parts.
  */
 void
 gnb_split_counts_start(chain_state *st)

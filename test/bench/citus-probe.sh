@@ -49,31 +49,27 @@ echo "E1 worker backends serving the shard tasks, 4 statements in one transactio
 q -At -c "BEGIN" -c "$pids" -c "$pids" -c "$pids" -c "$pids" -c "COMMIT"
 echo "E1b the same, 4 transactions in one session:"
 q -At -c "$pids" -c "$pids" -c "$pids" -c "$pids"
-q -c "CREATE FUNCTION bench(n int, reps int) RETURNS text LANGUAGE plpgsql AS \$\$
-DECLARE b bytea := decode(repeat('ab', n), 'hex'); t0 timestamptz; ts float8[] := '{}'; r bigint;
+# timed(sql, b, reps): the median ms of reps runs of sql with $1 = b, in one transaction
+q -c "CREATE FUNCTION timed(sql text, b bytea, reps int) RETURNS numeric LANGUAGE plpgsql AS \$\$
+DECLARE t0 timestamptz; ts float8[] := '{}'; r bigint;
 BEGIN
   FOR i IN 1..reps LOOP
     t0 := clock_timestamp();
-    EXECUTE 'SELECT sum(blen(\$1)) FROM d' INTO r USING b;
+    EXECUTE sql INTO r USING b;
     ts := ts || extract(epoch FROM clock_timestamp() - t0) * 1000;
   END LOOP;
   RETURN (SELECT round(percentile_disc(0.5) WITHIN GROUP (ORDER BY x)::numeric, 2) FROM unnest(ts) x);
 END \$\$" >/dev/null
+param() { echo "pg_catalog.decode(repeat('ab', $1), 'hex')"; }
 echo "E2 ms per statement (median of 15, in one transaction), a bytea parameter of n bytes in a query over every shard:"
-for n in 0 1000 10000 100000 1000000; do echo "  $n bytes: $(q -At -c "SELECT bench($n, 15)")"; done
-q -c "CREATE FUNCTION bench_rcos(n int, reps int) RETURNS text LANGUAGE plpgsql AS \$\$
-DECLARE lit text := repeat('ab', n); t0 timestamptz; ts float8[] := '{}'; r bigint;
-BEGIN
-  FOR i IN 1..reps LOOP
-    t0 := clock_timestamp();
-    SELECT sum(result::bigint) INTO r FROM run_command_on_shards('d',
-      format('SELECT pg_catalog.length(pg_catalog.decode(%L, ''hex'')) + pg_backend_pid() * 0 FROM %%s LIMIT 1', lit));
-    ts := ts || extract(epoch FROM clock_timestamp() - t0) * 1000;
-  END LOOP;
-  RETURN (SELECT round(percentile_disc(0.5) WITHIN GROUP (ORDER BY x)::numeric, 2) FROM unnest(ts) x) || ' ms, sum ' || r;
-END \$\$" >/dev/null
+for n in 0 1000 10000 100000 1000000; do
+  echo "  $n bytes: $(q -At -c "SELECT timed('SELECT sum(blen(\$1)) FROM d', $(param $n), 15)")"
+done
 echo "E3 run_command_on_shards, a hex literal of n bytes in each shard's command (median of 9):"
-for n in 0 1000 100000 1000000; do echo "  $n bytes: $(q -At -c "SELECT bench_rcos($n, 9)")"; done
+for n in 0 1000 100000 1000000; do
+  echo "  $n bytes: $(q -At -c "SELECT timed(format('SELECT sum(result::bigint) FROM run_command_on_shards(''d'', %L)',
+    format('SELECT pg_catalog.length(pg_catalog.decode(%L, ''hex'')) FROM %%s LIMIT 1', repeat('ab', $n))), NULL, 9)") ms"
+done
 echo "E3b backends serving run_command_on_shards, 3 calls in one transaction:"
 rp="SELECT count(DISTINCT result) || ' backends' FROM run_command_on_shards('d', 'SELECT pg_backend_pid() FROM %s LIMIT 1')"
 q -At -c "BEGIN" -c "$rp" -c "$rp" -c "$rp" -c "COMMIT"
@@ -82,14 +78,6 @@ q -c "CREATE TABLE anchor (k int PRIMARY KEY)" -c "SELECT create_distributed_tab
       FROM generate_series(1, 100000) i ORDER BY get_shard_id_for_distribution_column('d', i), i" >/dev/null
 echo "E4 an anchor table co-located with d, one row a shard: where a function in its target list runs, and a query's time over it"
 q -At -c "SELECT sum(n) || ' rows, by port ' || string_agg(p || ': ' || n, ', ' ORDER BY p) FROM (SELECT p, count(*) n FROM (SELECT current_setting('port') p FROM anchor) x GROUP BY p) y"
-q -c "CREATE FUNCTION bench_anchor(n int, reps int) RETURNS text LANGUAGE plpgsql AS \$\$
-DECLARE b bytea := decode(repeat('ab', n), 'hex'); t0 timestamptz; ts float8[] := '{}'; r bigint;
-BEGIN
-  FOR i IN 1..reps LOOP
-    t0 := clock_timestamp();
-    EXECUTE 'SELECT sum(blen(\$1)) FROM anchor' INTO r USING b;
-    ts := ts || extract(epoch FROM clock_timestamp() - t0) * 1000;
-  END LOOP;
-  RETURN (SELECT round(percentile_disc(0.5) WITHIN GROUP (ORDER BY x)::numeric, 2) FROM unnest(ts) x);
-END \$\$" >/dev/null
-for n in 0 1000000; do echo "  $n bytes: $(q -At -c "SELECT bench_anchor($n, 15)") ms"; done
+for n in 0 1000000; do
+  echo "  $n bytes: $(q -At -c "SELECT timed('SELECT sum(blen(\$1)) FROM anchor', $(param $n), 15)") ms"
+done
