@@ -20,8 +20,11 @@ accumulate_kept(chain_state *st)
 	const double gp = st->g_pi;
 	double		total = 0.0;
 
-	/* with lambda < 1 the label step added the full-weight conditionals */
-	if (st->lambda == 1.0)
+	/*
+	 * with lambda < 1 the label step added the full-weight conditionals (the
+	 * blocked sampler's nodes add either)
+	 */
+	if (st->lambda == 1.0 && sh->params->sampler != GNB_SAMPLER_BLOCKED)
 		for (int32_t i = 0; i < sh->n_unlabeled; i++)
 		{
 			int32_t		j = sh->unlabeled[i];
@@ -213,8 +216,8 @@ integrated_scores(chain_state *st, int32_t i, double *s)
  * own conditionals say, however often the integrated ones say it should.  A
  * document whose label is simply certain is not locked.
  */
-static int64_t
-count_locked(chain_state *st, int32_t after)
+int64_t
+gnb_count_locked(chain_state *st, int32_t after)
 {
 	const run_shared *sh = st->sh;
 	const int32_t K = sh->K;
@@ -296,7 +299,7 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 
 	/* the clamped documents' counts are in (gnb_start_counts) */
 	gnb_split_counts_begin(st);
-	if (sh->n_unlabeled > 0 && !c->init_label)
+	if (sh->n_unlabeled_all > 0 && !c->init_label)
 		first_theta(st);
 
 	/*
@@ -309,38 +312,25 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 	 * one pi from Dir(g_pi) first would, for small g_pi, often put nearly
 	 * every document in one class, a state the collapsed sampler leaves only
 	 * very slowly when g_theta is small too.)  One uniform draw a document
-	 * either way (the blocked sampler's keyed by the document, so that
-	 * whoever draws it gets the same).  A warm start gives the labels, and
-	 * the first theta is drawn given them.
+	 * either way (first_label; the blocked sampler's nodes draw theirs keyed
+	 * by the document, so that whoever draws it gets the same).  A warm
+	 * start gives the labels, and the first theta is drawn given them.
 	 */
-	for (int32_t i = 0; i < sh->n_unlabeled; i++)
-	{
-		int32_t		j = sh->unlabeled[i];
-		double		u = params->sampler == GNB_SAMPLER_BLOCKED ?
-			gnb_keyed_uniform(params->seed, chain, 0, GNB_DRAW_START, gnb_doc_key(c, j)) :
-			gnb_rng_uniform(&st->rng);
-		int32_t		k = (int32_t) (u * K);
-
-		if (sh->start_prob)
+	if (params->sampler == GNB_SAMPLER_BLOCKED)
+		gnb_blocked_start(st);
+	else
+		for (int32_t i = 0; i < sh->n_unlabeled; i++)
 		{
-			const double *p = sh->start_prob + (int64_t) i * K;
+			int32_t		j = sh->unlabeled[i];
+			int32_t		k = first_label(sh, i, gnb_rng_uniform(&st->rng));
 
-			for (k = 0; k < K - 1 && u >= p[k]; k++)
-				u -= p[k];
+			st->z[j] = k;
+			if (sh->dense)
+				gnb_add_doc_packed(st, i, k, params->unlabeled_weight);
+			else
+				add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
 		}
-		if (c->init_label && c->init_label[j] >= 0 && c->init_label[j] < K)
-			k = c->init_label[j];
-		st->z[j] = k;
-		/* (the blocked sampler's split counts count them below) */
-		if (st->clamped_N)
-			continue;
-		if (sh->dense)
-			gnb_add_doc_packed(st, i, k, params->unlabeled_weight);
-		else
-			add_doc_counts(sh, st->N, st->Nk, st->C, j, k, params->unlabeled_weight);
-	}
-	gnb_split_counts_start(st);
-	if (sh->n_unlabeled > 0 && c->init_label)
+	if (sh->n_unlabeled_all > 0 && c->init_label)
 		first_theta(st);
 	compute_word_terms(V, K, st->g_theta, st->N, st->S);
 	gnb_blocked_word_terms_start(st);
@@ -349,14 +339,14 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 
 	for (int32_t t = 1; t <= params->sweeps; t++)
 	{
-		int32_t		changed = 0;
+		int64_t		changed = 0;
 		gnb_sweep	info;
 
 		st->sweep = t;
 		st->kept_sweep = t > params->burn_in && (t - params->burn_in) % params->lag == 0;
 		if (t == params->burn_in + 1)
 			memset(st->moved, 0, (size_t) sh->D);
-		if (sh->n_unlabeled > 0)
+		if (sh->n_unlabeled_all > 0)
 		{
 			if (params->sampler == GNB_SAMPLER_PAPER)
 				changed = gnb_label_step_paper(st);
@@ -368,13 +358,13 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		gnb_gamma_step(st);
 		if (params->sampler == GNB_SAMPLER_PAPER && sh->n_unlabeled > 0)
 			gnb_theta_step(st, st->N);
-		else if (params->sampler == GNB_SAMPLER_BLOCKED && sh->n_unlabeled > 0)
+		else if (params->sampler == GNB_SAMPLER_BLOCKED && sh->n_unlabeled_all > 0)
 			gnb_theta_step_blocked(st);
 		info.chain = chain;
 		info.sweep = t;
 		info.log_joint = gnb_log_joint_from_counts(K, V, st->g_theta, st->g_pi,
 											   st->C, st->Nk, st->S);
-		info.changed = sh->n_unlabeled > 0 ? (double) changed / sh->n_unlabeled : 0.0;
+		info.changed = sh->n_unlabeled_all > 0 ? (double) changed / sh->n_unlabeled_all : 0.0;
 		info.gamma_theta = st->g_theta;
 		info.gamma_pi = st->g_pi;
 		if (log_joint_trace)
@@ -407,5 +397,6 @@ gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace,
 		if (sh->hooks->progress)
 			sh->hooks->progress(sh->hooks->arg, &info);
 	}
-	sums->locked = count_locked(st, params->sweeps - params->burn_in);
+	sums->locked = params->sampler == GNB_SAMPLER_BLOCKED ? gnb_blocked_end(st) :
+		gnb_count_locked(st, params->sweeps - params->burn_in);
 }

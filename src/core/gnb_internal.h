@@ -14,6 +14,7 @@
 #define GNB_INTERNAL_H
 
 #include "gnb_sampler.h"
+#include "gnb_nodes.h"
 #include "gnb_rng.h"
 
 #include <math.h>
@@ -230,6 +231,11 @@ typedef struct run_shared
 	int32_t    *unlabeled;		/* ids of unlabelled documents */
 	int32_t		n_unlabeled;
 	/*
+	 * the unlabelled documents of the whole corpus: n_unlabeled, or for a
+	 * part (corpus->all_unlabeled_count) all parts' (gnb_nodes.h)
+	 */
+	int64_t		n_unlabeled_all;
+	/*
 	 * Words that occur in an unlabelled document, by increasing word id;
 	 * for the paper sampler with K = 2 by increasing total count instead
 	 * (see sort_active), for the blocked sampler block by block (see
@@ -399,6 +405,15 @@ typedef struct chain_state
 	 */
 	double	   *S_start;
 	int64_t    *S_change;
+	/*
+	 * blocked: the chain's own documents as a node (gnb_nodes.h), unless
+	 * hooks->blocked_nodes runs nodes elsewhere; what the nodes' answers to
+	 * a call added up to; whether they are the first labels' counts
+	 */
+	gnb_node   *node;
+	int64_t		nodes_changed;
+	int64_t		nodes_locked;
+	int			nodes_starting;
 	/* paper and blocked, K = 2: Marsaglia and Tsang's c for integer shapes */
 	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
@@ -429,6 +444,33 @@ typedef struct chain_state
 	double		g_theta_sum;
 	double		g_pi_sum;
 } chain_state;
+
+/*
+ * The i-th unlabelled document's first label from its uniform u: with
+ * GNB_INIT_LABELS drawn from its probabilities under the model of the
+ * clamped documents alone (sh->start_prob), else from its prior marginal,
+ * uniform over the classes; a warm start's label instead when it has one
+ * (gnb_run_chain says why).
+ */
+static inline int32_t
+first_label(const run_shared *sh, int32_t i, double u)
+{
+	const int32_t K = sh->K;
+	const int32_t *init = sh->corpus->init_label;
+	const int32_t j = sh->unlabeled[i];
+	int32_t		k = (int32_t) (u * K);
+
+	if (sh->start_prob)
+	{
+		const double *p = sh->start_prob + (int64_t) i * K;
+
+		for (k = 0; k < K - 1 && u >= p[k]; k++)
+			u -= p[k];
+	}
+	if (init && init[j] >= 0 && init[j] < K)
+		k = init[j];
+	return k;
+}
 
 /* Weight of document j in the counts: 1 if clamped, lambda if not. */
 static inline double
@@ -829,6 +871,7 @@ extern void gnb_align_classes(const run_shared *sh, const double *ref_theta, con
 
 /* gnb_chain.c */
 extern void gnb_chain_sums_add(chain_sums *s, double x);
+extern int64_t gnb_count_locked(chain_state *st, int32_t after);
 extern void gnb_start_counts(chain_state *st);
 extern void gnb_permute_rows(const gnb_hooks *hooks, double *N, int32_t V, const int32_t *pos, int to_rows);
 extern void gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace, double *changed_trace, chain_sums *sums, double *kept_trace);
@@ -840,11 +883,16 @@ extern double gnb_r_hat(const chain_sums *sums, int32_t m);
 extern void gnb_gamma_step(chain_state *st);
 
 /* gnb_label_blocked.c */
-extern int32_t gnb_label_step_blocked(chain_state *st);
+extern int64_t gnb_label_step_blocked(chain_state *st);
 extern void gnb_theta_step_blocked(chain_state *st);
 extern void gnb_split_counts_begin(chain_state *st);
-extern void gnb_split_counts_start(chain_state *st);
+extern void gnb_blocked_start(chain_state *st);
+extern int64_t gnb_blocked_end(chain_state *st);
 extern void gnb_blocked_word_terms_start(chain_state *st);
+extern void gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step, int64_t from, int64_t to, const double *mt_c, double *work);
+
+/* gnb_node.c */
+extern gnb_node *gnb_node_local(chain_state *st);
 
 /* gnb_label_collapsed.c */
 extern void gnb_collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s);

@@ -18,7 +18,9 @@
  * bit.  (A block's unit draws every class of its words.)  The counts and S
  * are kept so that they do not depend on the documents' order either (see
  * "The blocked sampler's counts" below): the same documents in another
- * order, under the same keys, give the same chain.
+ * order, under the same keys, give the same chain, and so do the same
+ * documents held by other processes or servers, the chain holding only the
+ * counts (gnb_nodes.h).
  *
  * With two classes the sampler keeps the paper sampler's layout (sh->dense,
  * theta_step2): the active words numbered block by block, N by their rows,
@@ -335,9 +337,10 @@ draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
  * Units from..to of a phase: documents, or blocks of words.  mt_c: with
  * K = 2, the table of Marsaglia and Tsang's c.
  */
-static void
-run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step,
-		  int64_t from, int64_t to, const double *mt_c, double *work)
+void
+gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a,
+					  const gnb_blocked_step *step, int64_t from, int64_t to, const double *mt_c,
+					  double *work)
 {
 	if (step->phase == GNB_PHASE_LABELS)
 	{
@@ -427,7 +430,7 @@ void
 gnb_blocked_helper_run(gnb_blocked_helper *h, const gnb_blocked_arrays *a,
 					   const gnb_blocked_step *step, int64_t from, int64_t to)
 {
-	run_units(&h->sh, a, step, from, to, h->mt_c, h->work);
+	gnb_blocked_run_units(&h->sh, a, step, from, to, h->mt_c, h->work);
 }
 
 uint64_t
@@ -492,26 +495,26 @@ gnb_blocked_sizes(int32_t n_docs, int32_t n_words, int32_t n_classes, const gnb_
 }
 
 /*
- * A phase of the chain's sweep: split by the hooks (every process draws its
- * range), or drawn here whole.  The same draws either way.
+ * The theta phase of the chain's sweep: split by the hooks (every process
+ * draws its range), or drawn here whole.  The same draws either way.  (The
+ * labels' phase is the nodes', gnb_node.c.)
  */
 static void
-run_phase(chain_state *st, int32_t phase)
+run_theta_phase(chain_state *st)
 {
 	const run_shared *sh = st->sh;
 	gnb_blocked_step step;
 
 	step.chain = st->chain;
 	step.sweep = st->sweep;
-	step.phase = phase;
-	step.predictive = st->kept_sweep && st->lambda != 1.0;
+	step.phase = GNB_PHASE_THETA;
+	step.predictive = 0;
 	step.g_theta = st->g_theta;
 	if (sh->hooks->blocked_phase)
 		sh->hooks->blocked_phase(sh->hooks->arg, &step);
 	else
-		run_units(sh, &st->blocked, &step, 0,
-				  phase == GNB_PHASE_LABELS ? sh->n_unlabeled : n_word_blocks(sh),
-				  st->mt_c, st->blocked_work);
+		gnb_blocked_run_units(sh, &st->blocked, &step, 0, n_word_blocks(sh), st->mt_c,
+							  st->blocked_work);
 }
 
 /* pi ~ Dirichlet(C + g_pi), as log pi, from this sweep's keyed stream. */
@@ -548,7 +551,10 @@ draw_pi(chain_state *st)
  * the changes summed as integers (the other samplers take S's change move
  * by move in doubles; with gamma_theta sampled the gamma moves form S from
  * the counts); C, Nk and the prior terms once the moves are done
- * (settle_counts).
+ * (settle_counts).  The moves come from the nodes holding the documents
+ * (gnb_node.c; the chain's own documents are one) as each entry's summed
+ * change in a sweep: the counts and S are the same as if they had come
+ * document by document.
  */
 
 /* sign x an entry's term of S, lgamma(n + g), into S_change for class k */
@@ -564,17 +570,17 @@ add_word_term(chain_state *st, int32_t k, double n, int64_t sign)
 
 /* Entry idx (of class k) of N, cnt more occurrences (fewer if negative). */
 static inline void
-count_entry(chain_state *st, int64_t idx, int32_t k, int32_t cnt)
+count_entry(chain_state *st, int64_t idx, int32_t k, int64_t cnt)
 {
 	double		was = st->N[idx];
 
 	if (st->unlabeled_N)
 	{
-		st->unlabeled_N[idx] += cnt;
+		st->unlabeled_N[idx] += (double) cnt;
 		st->N[idx] = st->clamped_N[idx] + st->lambda * st->unlabeled_N[idx];
 	}
 	else
-		st->N[idx] += cnt;
+		st->N[idx] += (double) cnt;
 	if (st->S_change)
 	{
 		add_word_term(st, k, st->N[idx], 1);
@@ -583,66 +589,62 @@ count_entry(chain_state *st, int64_t idx, int32_t k, int32_t cnt)
 }
 
 /*
- * Unlabelled document i (index in sh->unlabeled) from class a to class b,
- * its entries' theta-hat sums brought up to date first; a < 0: into class
- * b, its first label (with the split counts only: gnb_split_counts_start).
- * Not with lambda = 0, whose counts the unlabelled documents do not touch.
+ * A node's answer to a call (gnb_nodes.h) into the chain: each entry its
+ * documents touched has its theta-hat sums brought up to date (not for the
+ * first labels' counts) and its count changed, and the classes' documents
+ * and tokens change.  Every change an integer, every entry's change of S
+ * telescoping to the change of its term: the same counts and S however the
+ * documents are cut into nodes and in whatever order they answer.  With
+ * lambda = 0 the nodes' documents touch no count.
  */
 static void
-move_blocked_doc(chain_state *st, int32_t i, int32_t a, int32_t b)
+apply_changes(void *coordinator, const gnb_count_changes *ch)
 {
+	chain_state *st = coordinator;
 	const run_shared *sh = st->sh;
-	const gnb_corpus *c = sh->corpus;
 	const int32_t K = sh->K;
-	const int32_t j = sh->unlabeled[i];
-	const int64_t first = sh->dense ? sh->dense_start[i] : c->doc_start[j];
-	const int64_t n = (sh->dense ? sh->dense_end[i] : c->doc_start[j + 1]) - first;
+	double	   *t = st->split_totals;
 
-	for (int64_t p = 0; p < n; p++)
+	st->nodes_changed += ch->changed;
+	st->nodes_locked += ch->locked;
+	for (int64_t e = 0; e < ch->n_entries; e++)
 	{
-		int32_t		cnt;
-		int64_t		base,
-					tbase;
+		const int64_t entry = ch->entry[e];
+		const int32_t k = (int32_t) (entry % K);
+		const int64_t idx = sh->dense ? entry : (int64_t) sh->active[entry / K] * K + k;
 
-		if (sh->dense)
-			base = tbase = 2 * (int64_t) packed_pair(sh, sh->dense + first, sh->dense_ones[i],
-													 &p, &cnt);
+		if (!st->nodes_starting)
+			flush_theta(st, idx, entry, k);
+		count_entry(st, idx, k, ch->delta[e]);
+	}
+	for (int32_t k = 0; k < K; k++)
+		if (t)
+		{
+			t[2 * K + k] += (double) ch->docs[k];
+			t[3 * K + k] += (double) ch->tokens[k];
+		}
 		else
 		{
-			int32_t		w = c->word[first + p];
+			st->C[k] += (double) ch->docs[k];
+			st->Nk[k] += (double) ch->tokens[k];
+		}
+}
 
-			cnt = c->count[first + p];
-			base = (int64_t) w * K;
-			tbase = (int64_t) sh->active_pos[w] * K;
-		}
-		if (a >= 0)
-		{
-			flush_theta(st, base + a, tbase + a, a);
-			flush_theta(st, base + b, tbase + b, b);
-			count_entry(st, base + a, a, -cnt);
-		}
-		count_entry(st, base + b, b, cnt);
-	}
-	if (st->unlabeled_N)
-	{
-		double	   *t = st->split_totals;
+/* Have the chain's nodes (its own documents, or hooks->blocked_nodes's) answer a call. */
+static void
+call_nodes(chain_state *st, gnb_node_call *call)
+{
+	const gnb_hooks *hooks = st->sh->hooks;
 
-		if (a >= 0)
-		{
-			t[2 * K + a] -= 1.0;
-			t[3 * K + a] -= sh->doc_length[j];
-		}
-		t[2 * K + b] += 1.0;
-		t[3 * K + b] += sh->doc_length[j];
-	}
+	call->chain = st->chain;
+	call->apply = apply_changes;
+	call->coordinator = st;
+	st->nodes_changed = 0;
+	st->nodes_locked = 0;
+	if (st->node)
+		apply_changes(st, gnb_node_run(st->node, call));
 	else
-	{
-		st->C[a] -= 1.0;
-		st->C[b] += 1.0;
-		st->Nk[a] -= sh->doc_length[j];
-		st->Nk[b] += sh->doc_length[j];
-	}
-	st->z[sh->unlabeled[i]] = b;
+		hooks->blocked_nodes(hooks->arg, call);
 }
 
 /*
@@ -706,71 +708,78 @@ gnb_split_counts_begin(chain_state *st)
 }
 
 /*
- * Once the unlabelled documents have their first labels (the split counts
- * only): their counts into the unlabelled part, and N, Nk and C formed from
- * the parts.
+ * The chain's first labels: the nodes draw them and count their documents
+ * in (neither S nor the theta-hat sums yet: S is formed from these counts
+ * afterwards, gnb_blocked_word_terms_start); with the split counts, N, Nk
+ * and C are then formed from their parts.
  */
 void
-gnb_split_counts_start(chain_state *st)
+gnb_blocked_start(chain_state *st)
 {
-	const run_shared *sh = st->sh;
+	gnb_node_call call;
 	int64_t    *S_change = st->S_change;
 
-	if (!st->clamped_N)
-		return;
-	/* S is formed from these counts afterwards (gnb_blocked_word_terms_start) */
+	memset(&call, 0, sizeof(call));
+	call.what = GNB_NODE_START;
 	st->S_change = NULL;
-	for (int32_t i = 0; i < sh->n_unlabeled; i++)
-		move_blocked_doc(st, i, -1, st->z[sh->unlabeled[i]]);
-	settle_counts(st);
+	st->nodes_starting = 1;
+	call_nodes(st, &call);
+	st->nodes_starting = 0;
+	if (st->clamped_N)
+		settle_counts(st);
 	st->S_change = S_change;
 }
 
 /*
- * The label step: pi drawn, every label drawn given (theta, pi), then, in
- * document order, the predictive probabilities added to the sums and the
- * documents whose label changed moved in the counts.  So the counts, the
- * word terms and the theta-hat sums come out the same whoever drew the
- * labels, and in whatever order the documents are.
+ * The label step: pi drawn, then every node draws its documents' labels
+ * given (theta, pi), adds their predictive probabilities to its sums and
+ * answers with the changes of the counts (gnb_node.c); the chain applies
+ * them.  So the counts, the word terms and the theta-hat sums come out the
+ * same whoever drew the labels, and in whatever order the documents are.
  */
-int32_t
+int64_t
 gnb_label_step_blocked(chain_state *st)
 {
-	const run_shared *sh = st->sh;
-	const int32_t K = sh->K;
-	const gnb_blocked_arrays *a = &st->blocked;
-	const int	predictive = st->kept_sweep && st->lambda != 1.0;
-	int32_t		changed = 0;
+	gnb_node_call call;
 
 	draw_pi(st);
-	run_phase(st, GNB_PHASE_LABELS);
-	for (int32_t i = 0; i < sh->n_unlabeled; i++)
-	{
-		int32_t		j = sh->unlabeled[i];
-		int32_t		from = st->z[j];
-		int32_t		to = a->next_label[i];
-
-		if (predictive)
-			for (int32_t k = 0; k < K; k++)
-				st->prob_sum[(int64_t) j * K + k] += a->pred[(int64_t) i * K + k];
-		if (to != from)
-		{
-			if (st->lambda != 0.0)
-				move_blocked_doc(st, i, from, to);
-			else
-				st->z[j] = to;
-			st->moved[j] = 1;
-			changed++;
-		}
-	}
-	if (changed > 0 && st->lambda != 0.0)
+	memset(&call, 0, sizeof(call));
+	call.what = GNB_NODE_LABELS;
+	call.sweep = st->sweep;
+	call.kept = st->kept_sweep;
+	call.log_theta = st->blocked.log_theta;
+	call.log_pi = st->blocked.log_pi;
+	call_nodes(st, &call);
+	if (st->nodes_changed > 0 && st->lambda != 0.0)
 		settle_counts(st);
-	return changed;
+	return st->nodes_changed;
+}
+
+/*
+ * The chain's end: the nodes count their locked documents against the last
+ * counts and take their label probabilities' means.  Returns the locked
+ * documents.
+ */
+int64_t
+gnb_blocked_end(chain_state *st)
+{
+	gnb_node_call call;
+
+	memset(&call, 0, sizeof(call));
+	call.what = GNB_NODE_END;
+	call.sweep = st->sweep;
+	call.N = st->N;
+	call.Nk = st->Nk;
+	call.C = st->C;
+	call.g_theta = st->g_theta;
+	call.g_pi = st->g_pi;
+	call_nodes(st, &call);
+	return st->nodes_locked;
 }
 
 /*
  * theta_k ~ Dirichlet(N_k + g) for every class, as log theta of the words
- * of unlabelled documents: block by block (run_phase), the blocks' sums
+ * of unlabelled documents: block by block (run_theta_phase), the blocks' sums
  * added here in block order with the other words' summed mass (one draw of
  * their summed shapes, keyed by the class alone), then every drawn word
  * normalised; with K = 2 the log-odds stay as they are and the normalisers'
@@ -785,7 +794,7 @@ gnb_theta_step_blocked(chain_state *st)
 	const gnb_blocked_arrays *a = &st->blocked;
 	double		lz_k[2] = {0.0, 0.0};
 
-	run_phase(st, GNB_PHASE_THETA);
+	run_theta_phase(st);
 	for (int32_t k = 0; k < K; k++)
 	{
 		const double *lse = a->block_lse + (int64_t) k * nb;

@@ -101,6 +101,14 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	 * and work, its words' sort keys (log theta is counted above; log pi,
 	 * K + 1, among the K-sized vectors), the scratch
 	 */
+	/*
+	 * and its documents as a node (gnb_node.c): each active entry's change
+	 * in a sweep, the entries touched and their changes (at most V x K
+	 * each), its view of the chain's K-sized vectors
+	 */
+	if (params->sampler == GNB_SAMPLER_BLOCKED)
+		bytes += 3 * vk * sizeof(int64_t) + 2 * K * sizeof(int64_t) +
+			6 * K * sizeof(double) + K * sizeof(log_product) + 512;
 	if (params->sampler == GNB_SAMPLER_BLOCKED)
 		bytes += D * sizeof(int32_t) +
 			((params->unlabeled_weight != 1.0 ? D * K : 0) + K * (V / GNB_BLOCKED_WORDS + 1)) *
@@ -196,6 +204,23 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 		for (int32_t k = 0; k < corpus->n_classes; k++)
 			if (!(corpus->extra_doc_counts[k] >= 0.0) || !isfinite(corpus->extra_doc_counts[k]))
 				return "extra document counts must be finite and not negative";
+	}
+	/* a part of a corpus split over nodes (gnb_nodes.h): only unlabelled documents, all counted */
+	if (corpus->all_unlabeled_count)
+	{
+		if (params->sampler != GNB_SAMPLER_BLOCKED)
+			return "only the blocked sampler splits a corpus over nodes";
+		if (corpus->all_n_unlabeled < corpus->n_docs)
+			return "a part of a corpus has more documents than the whole";
+		for (int32_t w = 0; w < corpus->n_words; w++)
+			if (corpus->all_unlabeled_count[w] < 0)
+				return "the whole corpus's word counts must not be negative";
+		for (int32_t j = 0; j < corpus->n_docs; j++)
+			if (corpus->label[j] != -1)
+				return "a part of a corpus holds only unlabelled documents";
+		for (int64_t p = 0; p < corpus->doc_start[corpus->n_docs]; p++)
+			if (corpus->all_unlabeled_count[corpus->word[p]] < corpus->count[p])
+				return "a part of a corpus has more of a word than the whole";
 	}
 	return NULL;
 }

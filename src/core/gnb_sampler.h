@@ -97,6 +97,19 @@ typedef struct gnb_corpus
 	 * their draws).  NULL: a document's index is its key.
 	 */
 	const uint64_t *doc_key;
+
+	/*
+	 * Optional, for the blocked sampler's chain split over nodes
+	 * (gnb_nodes.h): the corpus is a node's part of the unlabelled
+	 * documents, or none of them (the chain's own), and these describe the
+	 * whole corpus: each word's count over all its unlabelled documents
+	 * (n_words) and their number.  They decide which words the chain draws
+	 * and in what order, so that every part lays them out alike.  NULL: the
+	 * corpus is the whole.  (A chain's corpus with no documents signals a
+	 * warm start by a non-NULL init_label.)
+	 */
+	const int64_t *all_unlabeled_count;
+	int64_t		all_n_unlabeled;
 } gnb_corpus;
 
 typedef struct gnb_params
@@ -220,6 +233,9 @@ typedef struct gnb_blocked_step
 	double		g_theta;		/* theta: the current gamma_theta */
 } gnb_blocked_step;
 
+/* a call of a chain to the nodes holding its documents (gnb_nodes.h) */
+struct gnb_node_call;
+
 typedef struct gnb_hooks
 {
 	/* zero-filled allocation; must not return NULL (may longjmp instead) */
@@ -238,6 +254,12 @@ typedef struct gnb_hooks
 	 */
 	int			(*blocked_arrays) (void *arg, gnb_blocked_arrays *arrays);
 	void		(*blocked_phase) (void *arg, const gnb_blocked_step *step);
+	/*
+	 * Optional, blocked sampler, a corpus with all_unlabeled_count: have
+	 * every node answer the call (gnb_nodes.h), handing each one's changes
+	 * to call->apply before it returns.  May longjmp.
+	 */
+	void		(*blocked_nodes) (void *arg, const struct gnb_node_call *call);
 } gnb_hooks;
 
 /*

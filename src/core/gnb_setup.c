@@ -93,14 +93,17 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 	/*
 	 * a word's total: its labelled count and lambda times its unlabelled
 	 * count, that summed as an integer first (lambda x count summed
-	 * document by document would round by the documents' order)
+	 * document by document would round by the documents' order); a part's
+	 * from the whole corpus's (all_unlabeled_count), as every part lays the
+	 * words out alike
 	 */
 	for (int32_t i = 0; i < sh->n_active; i++)
 	{
-		keys[i].total = 0.0;
+		keys[i].total = c->all_unlabeled_count ?
+			(double) c->all_unlabeled_count[sh->active[i]] : 0.0;
 		keys[i].first = sh->active[i];
 	}
-	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	for (int32_t i = 0; i < sh->n_unlabeled && !c->all_unlabeled_count; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
 
@@ -426,6 +429,14 @@ gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *par
 		for (int32_t k = 0; k < K; k++)
 			if (corpus->extra_doc_counts[k] > 0.0)
 				sh->class_clamped[k] = 1;
+	}
+	/* a part of the corpus: the whole's unlabelled documents decide the active words */
+	sh->n_unlabeled_all = sh->n_unlabeled;
+	if (corpus->all_unlabeled_count)
+	{
+		sh->n_unlabeled_all = corpus->all_n_unlabeled;
+		for (int32_t w = 0; w < V; w++)
+			is_active[w] = corpus->all_unlabeled_count[w] > 0;
 	}
 	sh->all_classes_clamped = 1;
 	for (int32_t k = 0; k < K; k++)

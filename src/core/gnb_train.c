@@ -141,6 +141,9 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 	st->inv_sum = gnb_xalloc(hooks, K, sizeof(double));
 	st->g_inv_sum = gnb_xalloc(hooks, K, sizeof(double));
 	st->pi_sum = out->pi = gnb_xalloc(hooks, K, sizeof(double));
+	/* blocked: its documents are a node, here or (hooks->blocked_nodes) elsewhere */
+	if (params->sampler == GNB_SAMPLER_BLOCKED && !hooks->blocked_nodes)
+		st->node = gnb_node_local(st);
 }
 
 /*
@@ -256,7 +259,8 @@ chain_estimates(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 	hooks->release(st->theta_sum, hooks->arg);
 	for (int32_t k = 0; k < K; k++)
 		out->pi[k] /= kept;
-	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	/* (the blocked sampler's nodes made their means) */
+	for (int32_t i = 0; i < sh->n_unlabeled && params->sampler != GNB_SAMPLER_BLOCKED; i++)
 	{
 		int64_t		j = sh->unlabeled[i];
 
@@ -274,6 +278,8 @@ chain_estimates(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 static void
 chain_end(chain_state *st, run_shared *sh, const gnb_hooks *hooks)
 {
+	if (st->node)
+		gnb_node_end(st->node);
 	hooks->release(st->inv_sum, hooks->arg);
 	hooks->release(st->g_inv_sum, hooks->arg);
 	hooks->release(st->moved, hooks->arg);

@@ -12,6 +12,7 @@
 #define _DEFAULT_SOURCE
 #include "gnb_rng.h"
 #include "gnb_sampler.h"
+#include "gnb_nodes.h"
 #include "gnb_label_check.h"
 
 #include <float.h>
@@ -2911,6 +2912,229 @@ test_blocked_big_terms(void)
 	gnb_result_free(&r, NULL);
 }
 
+/* The nodes of check_blocked_nodes, answering in reverse order. */
+typedef struct nodes_arg
+{
+	gnb_node   *node[3];
+	int			n;
+	int64_t		calls;
+} nodes_arg;
+
+static void
+nodes_answer(void *arg, const gnb_node_call *call)
+{
+	nodes_arg  *na = arg;
+
+	for (int i = na->n - 1; i >= 0; i--)
+		call->apply(call->coordinator, gnb_node_run(na->node[i], call));
+	na->calls++;
+}
+
+/*
+ * The blocked chain split over nodes (gnb_nodes.h): the unlabelled
+ * documents cut into 1 and 3 nodes (each document to the node a stream
+ * picks, shuffled within it, under its index as its key), the clamped ones
+ * given to every node and to the chain as extra counts, the chain itself
+ * holding no document.  Each chain must be gnb_train_chain's on the whole
+ * corpus bit for bit: theta, pi, gammas, the log joint, changed and kept
+ * traces, the locked documents, and every document's label probabilities
+ * and last label.  With warm, a warm start for every third document.
+ */
+static void
+check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
+{
+	synthetic	syn;
+	gnb_params	p = {GNB_SAMPLER_BLOCKED, 40, 10, 1, 2, 0.8, 1.5, 1.0, 23};
+	const int32_t V = 500;
+	const int32_t D = 300;
+	double	   *extra_word = calloc((size_t) V * K, sizeof(double));
+	double	   *extra_docs = calloc(K, sizeof(double));
+	int64_t    *all_count = calloc(V, sizeof(int64_t));
+	int32_t    *init = calloc(D, sizeof(int32_t));
+	int64_t		n_unlabeled = 0;
+	int64_t		zero = 0;
+	int32_t		no_label = -1;
+
+	make_synthetic(&syn, D, V, K, 20, 0.2, 61);
+	p.sample_gamma_theta = sample_gamma;
+	p.unlabeled_weight = lambda;
+	p.init = GNB_INIT_LABELS;
+	for (int32_t j = 0; j < D; j++)
+	{
+		int32_t		label = syn.c.label[j];
+
+		init[j] = warm && j % 3 == 0 && label < 0 ? (j / 3) % K : -1;
+		if (label < 0)
+			n_unlabeled++;
+		else
+			extra_docs[label] += 1.0;
+		for (int64_t q = syn.c.doc_start[j]; q < syn.c.doc_start[j + 1]; q++)
+			if (label < 0)
+				all_count[syn.c.word[q]] += syn.c.count[q];
+			else
+				extra_word[(int64_t) syn.c.word[q] * K + label] += syn.c.count[q];
+	}
+	if (warm)
+		syn.c.init_label = init;
+
+	for (int n_nodes = 1; n_nodes <= 3; n_nodes += 2)
+	{
+		nodes_arg	na;
+		gnb_corpus	part[3],
+					chain_corpus;
+		int32_t    *origin[3];
+		int64_t    *starts[3];
+		int32_t    *words[3],
+				   *counts[3],
+				   *labels[3],
+				   *inits[3];
+		uint64_t   *keys[3];
+		gnb_rng		rng;
+		gnb_hooks	hooks = gnb_default_hooks;
+		int32_t    *node_of = calloc(D, sizeof(int32_t));
+
+		memset(&na, 0, sizeof(na));
+		gnb_rng_seed(&rng, 7 + n_nodes);
+		for (int32_t j = 0; j < D; j++)
+			node_of[j] = (int32_t) (gnb_rng_uniform(&rng) * n_nodes);
+		for (int i = 0; i < n_nodes; i++)
+		{
+			int32_t		n = 0;
+			int64_t		pos = 0;
+
+			origin[i] = calloc(D, sizeof(int32_t));
+			starts[i] = calloc(D + 1, sizeof(int64_t));
+			words[i] = calloc(syn.c.doc_start[D] + 1, sizeof(int32_t));
+			counts[i] = calloc(syn.c.doc_start[D] + 1, sizeof(int32_t));
+			labels[i] = calloc(D, sizeof(int32_t));
+			inits[i] = calloc(D, sizeof(int32_t));
+			keys[i] = calloc(D, sizeof(uint64_t));
+			/* its documents, last first */
+			for (int32_t j = D - 1; j >= 0; j--)
+				if (node_of[j] == i && syn.c.label[j] < 0)
+				{
+					origin[i][n] = j;
+					starts[i][n] = pos;
+					for (int64_t q = syn.c.doc_start[j]; q < syn.c.doc_start[j + 1]; q++, pos++)
+					{
+						words[i][pos] = syn.c.word[q];
+						counts[i][pos] = syn.c.count[q];
+					}
+					labels[i][n] = -1;
+					inits[i][n] = init[j];
+					keys[i][n] = (uint64_t) j;
+					n++;
+				}
+			starts[i][n] = pos;
+			memset(&part[i], 0, sizeof(part[i]));
+			part[i].n_docs = n;
+			part[i].n_words = V;
+			part[i].n_classes = K;
+			part[i].doc_start = starts[i];
+			part[i].word = words[i];
+			part[i].count = counts[i];
+			part[i].label = labels[i];
+			part[i].extra_word_counts = extra_word;
+			part[i].extra_doc_counts = extra_docs;
+			part[i].init_label = warm ? inits[i] : NULL;
+			part[i].doc_key = keys[i];
+			part[i].all_unlabeled_count = all_count;
+			part[i].all_n_unlabeled = n_unlabeled;
+			CHECK(gnb_check(&part[i], &p) == NULL, "node %d of %d: %s", i, n_nodes,
+				  gnb_check(&part[i], &p));
+			na.node[i] = gnb_node_begin(&part[i], &p, NULL);
+		}
+		na.n = n_nodes;
+		memset(&chain_corpus, 0, sizeof(chain_corpus));
+		chain_corpus.n_words = V;
+		chain_corpus.n_classes = K;
+		chain_corpus.doc_start = &zero;
+		chain_corpus.word = &no_label;
+		chain_corpus.count = &no_label;
+		chain_corpus.label = &no_label;
+		chain_corpus.extra_word_counts = extra_word;
+		chain_corpus.extra_doc_counts = extra_docs;
+		chain_corpus.init_label = warm ? &no_label : NULL;
+		chain_corpus.all_unlabeled_count = all_count;
+		chain_corpus.all_n_unlabeled = n_unlabeled;
+		CHECK(gnb_check(&chain_corpus, &p) == NULL, "the nodes' chain: %s",
+			  gnb_check(&chain_corpus, &p));
+		hooks.blocked_nodes = nodes_answer;
+		hooks.arg = &na;
+
+		for (int32_t c = 0; c < p.chains; c++)
+		{
+			gnb_chain	whole,
+						split;
+			int			same_model = 1,
+						same_trace = 1,
+						same_labels = 1;
+
+			gnb_train_chain(&syn.c, &p, c, NULL, &whole);
+			gnb_train_chain(&chain_corpus, &p, c, &hooks, &split);
+			for (int64_t i = 0; i < (int64_t) V * K; i++)
+				same_model &= whole.theta[i] == split.theta[i];
+			for (int32_t k = 0; k < K; k++)
+				same_model &= whole.pi[k] == split.pi[k];
+			same_model &= whole.gamma_theta == split.gamma_theta &&
+				whole.gamma_pi == split.gamma_pi;
+			for (int32_t t = 0; t < p.sweeps; t++)
+				same_trace &= whole.log_joint[t] == split.log_joint[t] &&
+					whole.changed[t] == split.changed[t];
+			for (int32_t t = 0; t < whole.kept_points; t++)
+				same_trace &= whole.kept_log_joint[t] == split.kept_log_joint[t];
+			same_trace &= whole.locked == split.locked &&
+				whole.changed_after_burn_in == split.changed_after_burn_in &&
+				whole.last_log_joint == split.last_log_joint;
+			for (int i = 0; i < n_nodes; i++)
+			{
+				const double *prob;
+				const int32_t *last;
+
+				gnb_node_estimates(na.node[i], &prob, &last);
+				for (int32_t d = 0; d < part[i].n_docs; d++)
+				{
+					int32_t		j = origin[i][d];
+
+					same_labels &= last[d] == whole.last_labels[j];
+					for (int32_t k = 0; k < K; k++)
+						same_labels &= prob[(int64_t) d * K + k] ==
+							whole.label_prob[(int64_t) j * K + k];
+				}
+			}
+			CHECK(same_model && same_trace && same_labels,
+				  "blocked, K = %d%s, lambda %g%s, %d node%s, chain %d: theta, pi, gammas %s, "
+				  "traces %s, labels %s as the whole corpus's chain (locked %lld)",
+				  K, sample_gamma ? ", gamma sampled" : "", lambda, warm ? ", warm" : "",
+				  n_nodes, n_nodes > 1 ? "s" : "", c, same_model ? "the same" : "differ",
+				  same_trace ? "the same" : "differ", same_labels ? "the same" : "differ",
+				  (long long) whole.locked);
+			gnb_chain_free(&whole, NULL);
+			gnb_chain_free(&split, NULL);
+		}
+		/* the first labels, every sweep, the end: per chain */
+		CHECK(na.calls == p.chains * (2 + (int64_t) p.sweeps),
+			  "%d nodes: %lld calls", n_nodes, (long long) na.calls);
+		for (int i = 0; i < n_nodes; i++)
+		{
+			gnb_node_end(na.node[i]);
+			free(origin[i]);
+			free(starts[i]);
+			free(words[i]);
+			free(counts[i]);
+			free(labels[i]);
+			free(inits[i]);
+			free(keys[i]);
+		}
+		free(node_of);
+	}
+	free(extra_word);
+	free(extra_docs);
+	free(all_count);
+	free(init);
+	free_synthetic(&syn);
+}
+
 /*
  * Three classes (the general layout), and two (the packed pairs and
  * log-odds): with gamma_theta sampled from below 1 and lambda < 1, and
@@ -2928,6 +3152,12 @@ test_blocked_split(void)
 	check_blocked_order(3, 1, 0.6);
 	check_blocked_order(3, 0, 0.5);
 	check_blocked_order(2, 0, 0.4);
+	check_blocked_nodes(2, 0, 1.0, 0);
+	check_blocked_nodes(3, 0, 1.0, 1);
+	check_blocked_nodes(2, 1, 0.6, 1);
+	check_blocked_nodes(3, 1, 0.5, 0);
+	check_blocked_nodes(3, 0, 0.4, 0);
+	check_blocked_nodes(2, 0, 0.0, 0);
 	test_blocked_big_terms();
 }
 

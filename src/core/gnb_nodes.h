@@ -1,0 +1,116 @@
+/*
+ * gnb_nodes.h
+ *	  A chain of the blocked sampler whose unlabelled documents are held
+ *	  apart from its counts: by nodes (other processes, other servers), each
+ *	  holding some of them, while the chain (the coordinator) holds only the
+ *	  counts, theta and pi, V x K numbers whatever the number of documents.
+ *
+ * Given (theta, pi) every unlabelled label is independent, and the counts
+ * are sums over documents: a sweep is "every node draws its documents'
+ * labels and tells the chain how its counts changed", then "the chain draws
+ * theta and pi from the summed counts".  The draws are keyed by the
+ * documents' keys (gnb_corpus.doc_key) and the counts' changes are integers,
+ * summed in any order; so the chain is the same, bit for bit, as the blocked
+ * chain of gnb_train_chain on the whole corpus, however the documents are
+ * cut into nodes and in whatever order the nodes answer.
+ *
+ * The coordinator runs gnb_train_chain on a corpus of no documents, with the
+ * clamped documents as its extra counts and the whole corpus's summary
+ * (all_unlabeled_count, all_n_unlabeled), and hooks->blocked_nodes, which has
+ * every node answer each call.  A node is gnb_node_begin on its part of the
+ * documents (unlabelled ones only), with the same extra counts and summary:
+ * from them it lays out the words as the chain does.  gnb_train_chain on a
+ * whole corpus runs its own documents as one node of this kind, in process.
+ */
+#ifndef GNB_NODES_H
+#define GNB_NODES_H
+
+#include "gnb_sampler.h"
+
+/* What a node's documents changed in the counts, answering a call. */
+typedef struct gnb_count_changes
+{
+	/*
+	 * The entries of N that the moves touched: entry[e] = i * K + k for
+	 * class k of the i-th active word (in the chain's order of the active
+	 * words), its count changed by delta[e] (0 for an entry that a document
+	 * left and another joined: the chain still brings its theta-hat sum up
+	 * to date, as the moves would have); each entry once.
+	 */
+	int64_t		n_entries;
+	const int64_t *entry;
+	const int64_t *delta;
+	const int64_t *docs;		/* K: the change in each class's documents */
+	const int64_t *tokens;		/* K: the change in each class's tokens */
+	int64_t		changed;		/* documents whose label changed */
+	int64_t		locked;			/* GNB_NODE_END: locked documents (gnb_chain.locked) */
+} gnb_count_changes;
+
+/* A call's kind. */
+#define GNB_NODE_START	1		/* draw the chain's first labels; changes: their counts */
+#define GNB_NODE_LABELS	2		/* a sweep: every label drawn given (theta, pi) */
+#define GNB_NODE_END	3		/* the chain ended: its locked documents, its estimates */
+
+/* What the chain asks of every node. */
+typedef struct gnb_node_call
+{
+	int32_t		what;			/* GNB_NODE_* */
+	int32_t		chain;
+	int32_t		sweep;			/* LABELS: 1 .. sweeps */
+	int32_t		kept;			/* LABELS: the sweep is kept */
+	/*
+	 * LABELS: log theta and log pi as gnb_blocked_arrays has them:
+	 * gnb_node_theta_length and K + 1 doubles
+	 */
+	const double *log_theta;
+	const double *log_pi;
+	/*
+	 * END: the chain's last counts (N as gnb_blocked_arrays has it, V x K),
+	 * and its gammas
+	 */
+	const double *N;
+	const double *Nk;
+	const double *C;
+	double		g_theta;
+	double		g_pi;
+	/*
+	 * The chain's: each node's answer to the call goes to
+	 * apply(coordinator, changes), in any order, before hooks->blocked_nodes
+	 * returns
+	 */
+	void		(*apply) (void *coordinator, const gnb_count_changes *changes);
+	void	   *coordinator;
+} gnb_node_call;
+
+typedef struct gnb_node gnb_node;
+
+/*
+ * A node for the unlabelled documents of `part` (every label -1; their keys
+ * in doc_key), whose extra counts and all_unlabeled_count are the whole
+ * corpus's, as the chain's are.  The part must have passed gnb_check with
+ * params.  Its chains run one at a time.
+ */
+extern gnb_node *gnb_node_begin(const gnb_corpus *part, const gnb_params *params,
+								const gnb_hooks *hooks);
+
+/*
+ * Answer a call: the changes are the node's until its next call.  After
+ * GNB_NODE_END, gnb_node_estimates gives the chain's estimates for the
+ * node's documents.
+ */
+extern const gnb_count_changes *gnb_node_run(gnb_node *node, const gnb_node_call *call);
+
+/*
+ * The ended chain's label probabilities of the node's documents (n_docs x
+ * K, row-major, by their place in the part) and their last labels
+ * (n_docs): the node's until its next call.
+ */
+extern void gnb_node_estimates(const gnb_node *node, const double **label_prob,
+							   const int32_t **last_labels);
+
+/* The number of doubles of a call's log_theta (and of N: V x K). */
+extern int64_t gnb_node_theta_length(const gnb_node *node);
+
+extern void gnb_node_end(gnb_node *node);
+
+#endif							/* GNB_NODES_H */
