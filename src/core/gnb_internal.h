@@ -892,7 +892,18 @@ extern void gnb_blocked_word_terms_start(chain_state *st);
 extern void gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step, int64_t from, int64_t to, const double *mt_c, double *work);
 
 /* gnb_node.c */
+/* a node's own copies of what a call decoded from bytes carries (gnb_node_wire.c) */
+typedef struct gnb_node_buffers
+{
+	double	   *log_theta;
+	double	   *log_pi;
+	double	   *N;
+	double	   *Nk;
+	double	   *C;
+} gnb_node_buffers;
 extern gnb_node *gnb_node_local(chain_state *st);
+extern void gnb_node_shape(const gnb_node *node, int32_t *K, int32_t *V, int64_t *theta_length);
+extern void gnb_node_buffers_for(gnb_node *node, int32_t what, gnb_node_buffers *buf);
 
 /* gnb_label_collapsed.c */
 extern void gnb_collapsed_full_scores(chain_state *st, int32_t j, int32_t a, double *s);

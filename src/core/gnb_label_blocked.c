@@ -634,9 +634,12 @@ apply_changes(void *coordinator, const gnb_count_changes *ch)
 static void
 call_nodes(chain_state *st, gnb_node_call *call)
 {
-	const gnb_hooks *hooks = st->sh->hooks;
+	const run_shared *sh = st->sh;
+	const gnb_hooks *hooks = sh->hooks;
 
 	call->chain = st->chain;
+	call->theta_length = sh->dense ? sh->n_active : (int64_t) sh->V * sh->K;
+	call->max_entries = (int64_t) sh->n_active * sh->K;
 	call->apply = apply_changes;
 	call->coordinator = st;
 	st->nodes_changed = 0;

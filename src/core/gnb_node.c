@@ -46,6 +46,8 @@ struct gnb_node
 	gnb_count_changes changes;
 	/* GNB_NODE_END: the chain's last counts, as gnb_count_locked reads a chain */
 	chain_state view;
+	/* a call decoded from bytes: its arrays, allocated when first needed */
+	gnb_node_buffers buf;
 };
 
 static void
@@ -339,6 +341,39 @@ gnb_node_theta_length(const gnb_node *node)
 }
 
 void
+gnb_node_shape(const gnb_node *node, int32_t *K, int32_t *V, int64_t *theta_length)
+{
+	*K = node->sh->K;
+	*V = node->sh->V;
+	*theta_length = gnb_node_theta_length(node);
+}
+
+/*
+ * The node's arrays for what a call of this kind carries, allocated the
+ * first time: log theta and log pi for LABELS, the counts for END.
+ */
+void
+gnb_node_buffers_for(gnb_node *node, int32_t what, gnb_node_buffers *buf)
+{
+	const gnb_hooks *hooks = node->hooks;
+	const int32_t K = node->sh->K;
+
+	if (what == GNB_NODE_LABELS && !node->buf.log_theta)
+	{
+		node->buf.log_theta = gnb_xalloc(hooks, (size_t) gnb_node_theta_length(node) + 1,
+										 sizeof(double));
+		node->buf.log_pi = gnb_xalloc(hooks, (size_t) K + 1, sizeof(double));
+	}
+	if (what == GNB_NODE_END && !node->buf.N)
+	{
+		node->buf.N = gnb_xalloc(hooks, (size_t) node->sh->V * K + 1, sizeof(double));
+		node->buf.Nk = gnb_xalloc(hooks, K, sizeof(double));
+		node->buf.C = gnb_xalloc(hooks, K, sizeof(double));
+	}
+	*buf = node->buf;
+}
+
+void
 gnb_node_end(gnb_node *node)
 {
 	const gnb_hooks *hooks = node->hooks;
@@ -367,5 +402,16 @@ gnb_node_end(gnb_node *node)
 	hooks->release(node->view.pred, hooks->arg);
 	hooks->release(node->view.scratch, hooks->arg);
 	hooks->release(node->view.products, hooks->arg);
+	if (node->buf.log_theta)
+	{
+		hooks->release(node->buf.log_theta, hooks->arg);
+		hooks->release(node->buf.log_pi, hooks->arg);
+	}
+	if (node->buf.N)
+	{
+		hooks->release(node->buf.N, hooks->arg);
+		hooks->release(node->buf.Nk, hooks->arg);
+		hooks->release(node->buf.C, hooks->arg);
+	}
 	hooks->release(node, hooks->arg);
 }

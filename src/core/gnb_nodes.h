@@ -74,6 +74,13 @@ typedef struct gnb_node_call
 	double		g_theta;
 	double		g_pi;
 	/*
+	 * The chain's, not sent to nodes: the length of log_theta (and of N:
+	 * V x K) for encoding the call, and the number of entries an answer
+	 * may name (n_active x K) for decoding it
+	 */
+	int64_t		theta_length;
+	int64_t		max_entries;
+	/*
 	 * The chain's: each node's answer to the call goes to
 	 * apply(coordinator, changes), in any order, before hooks->blocked_nodes
 	 * returns
@@ -112,5 +119,32 @@ extern void gnb_node_estimates(const gnb_node *node, const double **label_prob,
 extern int64_t gnb_node_theta_length(const gnb_node *node);
 
 extern void gnb_node_end(gnb_node *node);
+
+/*
+ * Calls and answers as bytes, for nodes in other processes (gnb_node_wire.c):
+ * little-endian whatever the machine, so that any node reads them.  A call
+ * carries what its kind needs: LABELS log theta (gnb_node_theta_length) and
+ * log pi (K + 1), END the counts (V x K) and Nk and C (K).
+ * gnb_node_call_encode writes the call into out, which has
+ * gnb_node_call_size(call, theta_length, K, V) bytes;
+ * gnb_node_call_decode reads one into the node's own arrays (call's
+ * pointers point there, apply is NULL).  gnb_count_changes_encode and
+ * _decode do the same for a node's answer: the decoder's entry and delta
+ * arrays (max_entries long: n_active x K at most) are the caller's.  The
+ * decoders return NULL, or what is wrong with the bytes: every length and
+ * entry is checked against the chain's shape before anything is read.
+ */
+extern size_t gnb_node_call_size(const gnb_node_call *call, int64_t theta_length, int32_t K,
+								 int32_t V);
+extern void gnb_node_call_encode(const gnb_node_call *call, int64_t theta_length, int32_t K,
+								 int32_t V, uint8_t *out);
+extern const char *gnb_node_call_decode(gnb_node *node, const uint8_t *in, size_t len,
+										gnb_node_call *call);
+extern size_t gnb_count_changes_size(const gnb_count_changes *changes, int32_t K);
+extern void gnb_count_changes_encode(const gnb_count_changes *changes, int32_t K, uint8_t *out);
+extern const char *gnb_count_changes_decode(const uint8_t *in, size_t len, int32_t K,
+											int64_t max_entries, int64_t *entry, int64_t *delta,
+											int64_t *docs, int64_t *tokens,
+											gnb_count_changes *changes);
 
 #endif							/* GNB_NODES_H */

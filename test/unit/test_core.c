@@ -2918,15 +2918,130 @@ typedef struct nodes_arg
 	gnb_node   *node[3];
 	int			n;
 	int64_t		calls;
+	/* calls and answers as bytes (gnb_node_wire.c): the chain's shape */
+	int			wire;
+	int32_t		K;
+	int32_t		V;
+	const char *wire_error;
+	int			probed;			/* probe_wire_errors ran */
 } nodes_arg;
+
+/*
+ * Bytes that are not a call or an answer of the chain's shape are refused
+ * before anything is read: a call cut short or one byte long, of another
+ * kind, with another magic, with log theta's count one off; an answer cut
+ * short, naming an entry past the chain's, or claiming more entries than
+ * it holds.
+ */
+static void
+probe_wire_errors(nodes_arg *na, const gnb_node_call *call, const uint8_t *bytes, size_t size)
+{
+	uint8_t    *b = malloc(size + 1);
+	gnb_node_call decoded;
+	gnb_count_changes ch,
+				back;
+	int64_t		entry[2] = {0, 0},
+				delta[2] = {3, -3},
+				docs[8] = {0},
+				tokens[8] = {0},
+				out_entry[2],
+				out_delta[2];
+	uint8_t		answer[256];
+	size_t		asize;
+
+	memcpy(b, bytes, size);
+	b[size] = 0;
+	CHECK(gnb_node_call_decode(na->node[0], b, size, &decoded) == NULL, "the call itself decodes");
+	CHECK(gnb_node_call_decode(na->node[0], b, size - 1, &decoded) != NULL, "a call cut short");
+	CHECK(gnb_node_call_decode(na->node[0], b, size + 1, &decoded) != NULL, "a call a byte long");
+	b[0] ^= 1;
+	CHECK(gnb_node_call_decode(na->node[0], b, size, &decoded) != NULL, "a call's magic");
+	b[0] ^= 1;
+	b[4] = 9;
+	CHECK(gnb_node_call_decode(na->node[0], b, size, &decoded) != NULL, "a call of kind 9");
+	b[4] = (uint8_t) call->what;
+	b[36]++;					/* log theta's count, little-endian */
+	CHECK(gnb_node_call_decode(na->node[0], b, size, &decoded) != NULL,
+		  "a call with log theta's count one off");
+	free(b);
+
+	memset(&ch, 0, sizeof(ch));
+	ch.n_entries = 2;
+	entry[1] = call->max_entries - 1;
+	ch.entry = entry;
+	ch.delta = delta;
+	ch.docs = docs;
+	ch.tokens = tokens;
+	asize = gnb_count_changes_size(&ch, na->K);
+	gnb_count_changes_encode(&ch, na->K, answer);
+	CHECK(gnb_count_changes_decode(answer, asize, na->K, call->max_entries, out_entry, out_delta,
+								   docs, tokens, &back) == NULL &&
+		  back.n_entries == 2 && back.entry[1] == call->max_entries - 1 && back.delta[1] == -3,
+		  "an answer decodes to itself");
+	CHECK(gnb_count_changes_decode(answer, asize - 1, na->K, call->max_entries, out_entry,
+								   out_delta, docs, tokens, &back) != NULL, "an answer cut short");
+	CHECK(gnb_count_changes_decode(answer, asize, na->K, call->max_entries - 1, out_entry,
+								   out_delta, docs, tokens, &back) != NULL,
+		  "an answer naming an entry past the chain's");
+	CHECK(gnb_count_changes_decode(answer, asize, na->K, 1, out_entry, out_delta, docs, tokens,
+								   &back) != NULL, "an answer with more entries than allowed");
+	na->probed = 1;
+}
 
 static void
 nodes_answer(void *arg, const gnb_node_call *call)
 {
 	nodes_arg  *na = arg;
+	uint8_t    *bytes = NULL;
+	size_t		size = 0;
+	int64_t		theta_length = call->theta_length;
+	int64_t		max = call->max_entries;
 
+	if (na->wire)
+	{
+		size = gnb_node_call_size(call, theta_length, na->K, na->V);
+		bytes = malloc(size);
+		gnb_node_call_encode(call, theta_length, na->K, na->V, bytes);
+		if (!na->probed && call->what == GNB_NODE_LABELS && max > 2)
+			probe_wire_errors(na, call, bytes, size);
+	}
 	for (int i = na->n - 1; i >= 0; i--)
-		call->apply(call->coordinator, gnb_node_run(na->node[i], call));
+	{
+		gnb_node_call decoded;
+		const gnb_count_changes *ch;
+		gnb_count_changes back;
+		int64_t    *entry,
+				   *delta,
+				   docs[8],
+				   tokens[8];
+		uint8_t    *answer;
+		const char *err;
+
+		if (!na->wire)
+		{
+			call->apply(call->coordinator, gnb_node_run(na->node[i], call));
+			continue;
+		}
+		if ((err = gnb_node_call_decode(na->node[i], bytes, size, &decoded)) != NULL)
+		{
+			na->wire_error = err;
+			continue;
+		}
+		ch = gnb_node_run(na->node[i], &decoded);
+		answer = malloc(gnb_count_changes_size(ch, na->K));
+		gnb_count_changes_encode(ch, na->K, answer);
+		entry = malloc((max + 1) * sizeof(int64_t));
+		delta = malloc((max + 1) * sizeof(int64_t));
+		if ((err = gnb_count_changes_decode(answer, gnb_count_changes_size(ch, na->K), na->K,
+											max, entry, delta, docs, tokens, &back)) != NULL)
+			na->wire_error = err;
+		else
+			call->apply(call->coordinator, &back);
+		free(answer);
+		free(entry);
+		free(delta);
+	}
+	free(bytes);
 	na->calls++;
 }
 
@@ -3045,6 +3160,10 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 			na.node[i] = gnb_node_begin(&part[i], &p, NULL);
 		}
 		na.n = n_nodes;
+		/* three nodes over bytes (gnb_node_wire.c) */
+		na.wire = n_nodes == 3;
+		na.K = K;
+		na.V = V;
 		memset(&chain_corpus, 0, sizeof(chain_corpus));
 		chain_corpus.n_words = V;
 		chain_corpus.n_classes = K;
@@ -3115,6 +3234,8 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 		/* the first labels, every sweep, the end: per chain */
 		CHECK(na.calls == p.chains * (2 + (int64_t) p.sweeps),
 			  "%d nodes: %lld calls", n_nodes, (long long) na.calls);
+		CHECK(na.wire_error == NULL && na.probed == na.wire, "%d nodes over bytes: %s", n_nodes,
+			  na.wire_error ? na.wire_error : "probed");
 		for (int i = 0; i < n_nodes; i++)
 		{
 			gnb_node_end(na.node[i]);
