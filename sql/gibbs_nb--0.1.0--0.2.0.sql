@@ -981,6 +981,21 @@ SELECT o.owner, COALESCE(r.oid, 0::pg_catalog.oid), gibbs_nb.cluster_identity()
   LEFT JOIN pg_catalog.pg_roles r ON r.rolname OPERATOR(pg_catalog.=) o.owner;
 
 --
+-- A node of a blocked chain (src/worker/nodes.h): the job's worker calls it
+-- in the backend that holds its part of the source, once a call of the
+-- chain; it reads its part once and keeps it in that backend's memory.
+-- Internal.  As the caller: it reads only what the caller may read.
+--
+CREATE FUNCTION gibbs_nb.blocked_node(job bigint, part int, parts int, setup bytea, call bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION gibbs_nb.blocked_node_estimates(job bigint, part int, parts int)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_estimates'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+--
 -- What \df+ says of 0.1.0's functions that are otherwise the same.
 --
 COMMENT ON FUNCTION gibbs_nb_drop(text, int)

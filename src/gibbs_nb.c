@@ -51,6 +51,8 @@ int			gnb_max_chain_workers = 4;
 
 /* gibbs_nb.sweep_workers: sweep_workers when gibbs_nb_train is not given it */
 int			gnb_sweep_workers = 1;
+/* gibbs_nb.blocked_nodes: a developer's setting, see worker/nodes.c */
+int			gnb_blocked_nodes = 0;
 
 void		_PG_init(void);
 
@@ -156,6 +158,16 @@ _PG_init(void)
 							&gnb_sweep_workers,
 							1, 1, 64,
 							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("gibbs_nb.blocked_nodes",
+							"Developers only: train the blocked sampler's chains through this many nodes.",
+							"With sampler => 'blocked', a job cuts its unlabelled documents into n "
+							"parts by a hash of their ids, each held by a node that the job's worker "
+							"calls through SQL, as it would call nodes on other servers.  The model "
+							"is the one trained without nodes.  0: none.",
+							&gnb_blocked_nodes,
+							0, 0, 64,
+							PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("gibbs_nb");
 	/* labels tables are written by name only where the name leads to them */

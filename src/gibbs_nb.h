@@ -77,6 +77,7 @@ extern int	gnb_job_retention_s;
 extern int	gnb_class_counts_budget_kb;
 extern int	gnb_max_chain_workers;
 extern int	gnb_sweep_workers;
+extern int	gnb_blocked_nodes;
 
 
 /*
@@ -134,6 +135,7 @@ typedef struct GnbJobParams
 	int64		max_job_memory;	/* bytes: the caller's gibbs_nb.max_job_memory */
 	int32		max_chain_workers;	/* the caller's gibbs_nb.max_chain_workers */
 	int32		sweep_workers;	/* blocked: processes one chain's sweeps share (1: none) */
+	int32		blocked_nodes;	/* blocked: nodes through SQL (worker/nodes.h; 0: none) */
 	int32		max_jobs;		/* ... gibbs_nb.max_jobs, for the chain slots */
 	int32		max_jobs_per_role;	/* ... gibbs_nb.max_jobs_per_role, the same */
 	int32		max_jobs_per_login;	/* ... gibbs_nb.max_jobs_per_login, the same */

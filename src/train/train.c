@@ -435,6 +435,8 @@ resolve_sampler_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 							gnb_sampler_name(sp->sampler)),
 					 errhint("Use sampler => 'blocked', or chains => n to use more cores.")));
 	}
+	/* a developer's setting (worker/nodes.c): the blocked sampler's alone */
+	p->blocked_nodes = sp->sampler == GNB_SAMPLER_BLOCKED ? gnb_blocked_nodes : 0;
 	p->max_jobs = gnb_max_jobs;
 	p->max_jobs_per_role = gnb_max_jobs_per_role;
 	p->max_jobs_per_login = login_bound();

@@ -30,6 +30,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
@@ -805,6 +806,84 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	corpus->doc_key = params->sampler.sampler == GNB_SAMPLER_BLOCKED ?
 		corpus_doc_keys(params, corpus, cxt) : NULL;
 	/* the word table, the counts' value, the renumbering */
+	MemoryContextDelete(b.scratch);
+}
+
+/*
+ * A node's part of the source (worker/nodes.h): the unlabelled documents
+ * whose id's text falls in part `part` of `parts` by its hash (all of them
+ * with one part), their words numbered by the job's vocabulary (V tokens in
+ * byte order, which must hold every word they have), and their keys.  The
+ * documents in any order: the blocked sampler draws them by their keys.
+ * Runs as the caller; SPI must not be connected.  Everything the part holds
+ * is allocated in cxt.
+ */
+void
+gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part, int32 parts,
+			  char **vocabulary, int32 V, MemoryContext cxt, GnbCorpus *corpus)
+{
+	const GnbSourceDesc *src = &params->source;
+	const char *id = quote_identifier(src->id_column);
+	const char *tokens = quote_identifier(src->tokens_column);
+	Oid			document_types[2] = {src->id_type, src->tokens_type};
+	StringInfoData sql;
+	CorpusBuilder b;
+	Datum	   *local;
+	int			n_local;
+	int32	   *to_job;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s, %s FROM %s WHERE %s IS NOT NULL", id, tokens, source_sql,
+					 tokens);
+	if (src->label_attnum != 0)
+		appendStringInfo(&sql, " AND %s IS NULL", quote_identifier(src->label_column));
+	if (parts > 1)
+		appendStringInfo(&sql, " AND pg_catalog.abs(pg_catalog.mod(pg_catalog.hashtextextended("
+						 "%s::pg_catalog.text COLLATE pg_catalog.\"C\", 0::pg_catalog.int8), "
+						 "%d::pg_catalog.int8)) OPERATOR(pg_catalog.=) %d::pg_catalog.int8",
+						 id, parts, part);
+	corpus_builder_init(&b, params, cxt);
+	SPI_connect();
+	for_each_row(&b, params, sql.data, 2, document_types, add_document_row);
+	SPI_finish();
+	b.doc_start[b.n_docs] = b.n_pairs;
+	(void) corpus_renumber_words(&b, params, corpus);
+
+	/*
+	 * The part's words, now in its own byte order, to the job's: a merge of
+	 * two lists in byte order
+	 */
+	deconstruct_array(corpus->tokens, TEXTOID, -1, false, TYPALIGN_INT, &local, NULL, &n_local);
+	to_job = palloc(sizeof(int32) * ((Size) n_local + 1));
+	for (int32 i = 0, w = 0; i < n_local; i++)
+	{
+		char	   *t = TextDatumGetCString(local[i]);
+
+		while (w < V && strcmp(vocabulary[w], t) < 0)
+			w++;
+		if (w == V || strcmp(vocabulary[w], t) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while it was read",
+							params->job_id),
+					 errdetail("A node's documents have a token the job's vocabulary has not.")));
+		to_job[i] = w;
+		pfree(t);
+	}
+	for (int64 p = 0; p < b.n_pairs; p++)
+		b.word[p] = to_job[b.word[p]];
+	pfree(to_job);
+	pfree(local);
+
+	corpus->n_docs = b.n_docs;
+	corpus->n_words = V;
+	corpus->doc_start = b.doc_start;
+	corpus->word = b.word;
+	corpus->count = b.count;
+	corpus->label = b.label;
+	corpus->ids = b.ids;
+	corpus->n_skipped = b.n_skipped;
+	corpus->doc_key = corpus_doc_keys(params, corpus, cxt);
 	MemoryContextDelete(b.scratch);
 }
 

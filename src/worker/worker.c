@@ -21,6 +21,7 @@
 #include "gibbs_nb.h"
 
 #include "worker/worker.h"
+#include "worker/nodes.h"
 #include "store/store.h"
 #include "security/security.h"
 #include "gnb_label_check.h"
@@ -493,8 +494,10 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	job->sampling_started = GetCurrentTimestamp();
 	SpinLockRelease(&job->mutex);
 	ws->last_row_update = phase_start = GetCurrentTimestamp();
-	if (p->sampler.sampler == GNB_SAMPLER_BLOCKED && p->sweep_workers > 1 &&
-		p->max_chain_workers > 0)
+	if (p->blocked_nodes > 0)
+		gnb_train_nodes(p, &corpus, &core, &hooks, &result);
+	else if (p->sampler.sampler == GNB_SAMPLER_BLOCKED && p->sweep_workers > 1 &&
+			 p->max_chain_workers > 0)
 		gnb_train_sweeps(job, &core, &hooks, committed, &result);
 	else if (p->sampler.chains > 1 && p->max_chain_workers > 0)
 		gnb_train_parallel(job, &core, &hooks, ws->trace_stride, committed, &ws->run, &result);

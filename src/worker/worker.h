@@ -26,6 +26,9 @@ extern char *gnb_holdout_condition(const GnbJobParams *params);
 extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 							MemoryContext cxt, GnbCorpus *corpus);
 extern void gnb_corpus_word_counts(GnbCorpus *corpus);
+extern void gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part,
+						  int32 parts, char **vocabulary, int32 V, MemoryContext cxt,
+						  GnbCorpus *corpus);
 
 /* publish.c: one transaction writes a finished job's model version */
 extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,

@@ -114,6 +114,56 @@ WHERE p.model_name = 'bl_text2' AND s.model_name = 'bl_text1';
 SELECT count(*) FILTER (WHERE label = CASE WHEN substr(id, 6)::int % 2 = 0 THEN 'spam' ELSE 'ham' END)
          AS right_labels, count(*) AS documents
 FROM public.bl_text1_labels;
+-- a chain whose documents are held by nodes (issue 27 item 3): with
+-- gibbs_nb.blocked_nodes = n (a developer's setting) the job's documents
+-- are cut into n parts, each a node reached through SQL; the chain holds
+-- only the counts.  The same model bit for bit as bl_sw1's (integer ids,
+-- lambda 0.5, gamma_theta sampled) and bl_text1's (hashed text ids)
+SET gibbs_nb.blocked_nodes = 1;
+SELECT status FROM gibbs_nb_train('bl_nodes1', 'blocked_mail', 'tokens', 'label',
+    sampler => 'blocked', sweeps => 60, burn_in => 20, chains => 2, seed => 33,
+    unlabeled_weight => 0.5, gamma_theta => NULL);
+SET gibbs_nb.blocked_nodes = 3;
+SELECT status FROM gibbs_nb_train('bl_nodes3', 'blocked_mail', 'tokens', 'label',
+    sampler => 'blocked', sweeps => 60, burn_in => 20, chains => 2, seed => 33,
+    unlabeled_weight => 0.5, gamma_theta => NULL);
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_train('bl_text_nodes', 'blocked_mail_text', 'tokens', 'label',
+    sampler => 'blocked', sweeps => 30, burn_in => 10, seed => 33, unlabeled_weight => 0.5);
+RESET gibbs_nb.blocked_nodes;
+SELECT p.model_name, p.log_theta = s.log_theta AS theta, p.log_pi = s.log_pi AS pi,
+       p.label_probabilities = s.label_probabilities AS labels
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE (p.model_name IN ('bl_nodes1', 'bl_nodes3') AND s.model_name = 'bl_sw1' AND s.version = 1)
+   OR (p.model_name = 'bl_text_nodes' AND s.model_name = 'bl_text1')
+ORDER BY 1;
+SELECT p.model_name, p.log_likelihood = s.log_likelihood AND p.ess IS NOT DISTINCT FROM s.ess
+       AND p.gamma_theta = s.gamma_theta AND p.split_r_hat IS NOT DISTINCT FROM s.split_r_hat
+       AS figures
+FROM gibbs_nb.models p, gibbs_nb.models s
+WHERE (p.model_name IN ('bl_nodes1', 'bl_nodes3') AND s.model_name = 'bl_sw1' AND s.version = 1)
+   OR (p.model_name = 'bl_text_nodes' AND s.model_name = 'bl_text1')
+ORDER BY 1;
+SELECT m.model_name, count(*) AS differing FROM gibbs_nb.models m
+JOIN gibbs_nb.trace t USING (job_id)
+WHERE m.model_name = 'bl_nodes3'
+  AND NOT EXISTS (SELECT FROM gibbs_nb.trace t1 JOIN gibbs_nb.models s USING (job_id)
+                  WHERE s.model_name = 'bl_sw1' AND s.version = 1 AND t1.chain = t.chain
+                    AND t1.sweep = t.sweep AND t1.log_likelihood = t.log_likelihood
+                    AND t1.changed = t.changed)
+GROUP BY 1 ORDER BY 1;
+-- the setting is a superuser's; the node function refuses what no chain sends
+CREATE ROLE bl_nodes_role;
+SET ROLE bl_nodes_role;
+SELECT try($$SET gibbs_nb.blocked_nodes = 2$$);
+RESET ROLE;
+DROP ROLE bl_nodes_role;
+SELECT try($$SELECT gibbs_nb.blocked_node(1, 0, 1, NULL, '\x00'::bytea)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node(1, 0, 1, '\x474e4253'::bytea, '\x00'::bytea)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node(1, 2, 2, NULL, NULL)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node(NULL, 0, 1, NULL, NULL)$$);
+SELECT gibbs_nb.blocked_node(1, 0, 1, NULL, NULL) IS NULL AS released;
+SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 0, 1)$$);
 -- the same documents read in another order (ids as text under two
 -- collations that sort them differently, so the read's ORDER BY id differs):
 -- the same model, document by document (lambda < 1, gamma fixed: the split
@@ -166,6 +216,7 @@ RESET gibbs_nb.sweep_workers;
 
 DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_labels,
     bl_sw3_labels, bl_sw_setting_labels, bl_paper_setting_labels, bl_text1_labels,
-    bl_text2_labels, bl_money_paper_labels, bl_c_labels, bl_icu_labels;
+    bl_text2_labels, bl_money_paper_labels, bl_c_labels, bl_icu_labels, bl_nodes1_labels,
+    bl_nodes3_labels, bl_text_nodes_labels;
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE blocked_mail, blocked_mail_text, blocked_mail_money, blocked_mail_c, blocked_mail_icu;

@@ -1,0 +1,313 @@
+/*
+ * node.c
+ *	  gibbs_nb.blocked_node: a node of a blocked chain (worker/nodes.h) in
+ *	  the backend that calls it.  Its first call reads its part of the
+ *	  source (gnb_read_part) and keeps it, with the node's labels and sums,
+ *	  in the backend's memory; each later call of the job answers one of the
+ *	  chain's calls from that memory, without reading again.
+ *
+ * A node is the calling role's: the cache is keyed by (job, part, role),
+ * and it reads the source as that role, so a role reaches no node and no
+ * document it could not read itself.  It lasts until the chain releases it
+ * (a NULL call), another job's first call in this backend, an error in one
+ * of its calls (its state would be half changed), or the backend's end.
+ */
+#include "gibbs_nb.h"
+
+#include "worker/worker.h"
+#include "worker/nodes.h"
+#include "security/security.h"
+
+#include "catalog/namespace.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+typedef struct NodeKey
+{
+	int64		job;
+	int32		part;
+	Oid			role;
+} NodeKey;
+
+typedef struct NodeEntry
+{
+	NodeKey		key;			/* the hash key: first */
+	MemoryContext cxt;			/* everything the node holds */
+	GnbJobParams params;		/* the source and the sampler, as reading takes them */
+	GnbCorpus	part;
+	gnb_corpus	core;
+	gnb_hooks	hooks;
+	gnb_node   *node;
+} NodeEntry;
+
+static HTAB *node_cache = NULL;
+
+static void
+forget_node(NodeEntry *entry)
+{
+	NodeKey		key = entry->key;
+
+	MemoryContextDelete(entry->cxt);
+	hash_search(node_cache, &key, HASH_REMOVE, NULL);
+}
+
+/* every node of other jobs than job: one job at a time in a backend */
+static void
+forget_other_jobs(int64 job)
+{
+	HASH_SEQ_STATUS seq;
+	NodeEntry  *entry;
+
+	hash_seq_init(&seq, node_cache);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+		if (entry->key.job != job)
+			forget_node(entry);
+}
+
+static void *
+node_alloc(size_t size, void *arg)
+{
+	NodeEntry  *entry = arg;
+
+	gnb_check_job_memory(&entry->params, (double) MemoryContextMemAllocated(entry->cxt, true),
+						 (double) size, "a node of the chain");
+	return MemoryContextAllocExtended(entry->cxt, size, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+static void
+node_release(void *ptr, void *arg)
+{
+	pfree(ptr);
+}
+
+static void
+node_interrupts(void *arg)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * A new node for key from its setup: the source found by name and described
+ * as gibbs_nb_train describes one, its part read as the calling role.
+ */
+static NodeEntry *
+start_node(const NodeKey *key, int32 parts, bytea *setup_value)
+{
+	NodeEntry  *entry;
+	bool		found;
+	GnbNodeSetup setup;
+	MemoryContext old = CurrentMemoryContext;
+	Oid			relid;
+	const char *problem;
+
+	forget_other_jobs(key->job);
+	entry = hash_search(node_cache, key, HASH_ENTER, &found);
+	if (found)
+		MemoryContextDelete(entry->cxt);
+	entry->cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb node", ALLOCSET_DEFAULT_SIZES);
+	entry->node = NULL;
+	PG_TRY();
+	{
+		MemoryContextSwitchTo(entry->cxt);
+		gnb_node_setup_decode(setup_value, &setup);
+		memset(&entry->params, 0, sizeof(entry->params));
+		entry->params.job_id = setup.job_id;
+		/* the job's budget, and this backend's own: the setup is the caller's word */
+		entry->params.max_job_memory = Min(setup.max_job_memory,
+										   (int64) gnb_max_job_memory_kb * 1024);
+		entry->params.sampler = setup.sampler;
+		gnb_check_job_memory(&entry->params, (double) MemoryContextMemAllocated(entry->cxt, true),
+							 0.0, "a node's setup");
+		relid = RangeVarGetRelid(makeRangeVar(setup.schema, setup.relation, -1), AccessShareLock,
+								 false);
+		gnb_describe_source(relid, setup.tokens_column,
+							setup.label_column[0] ? setup.label_column : NULL,
+							setup.id_column, &entry->params.source);
+		gnb_read_part(&entry->params, quote_qualified_identifier(setup.schema, setup.relation),
+					  key->part, parts, setup.tokens, setup.n_words, entry->cxt, &entry->part);
+		memset(&entry->core, 0, sizeof(entry->core));
+		entry->core.n_docs = entry->part.n_docs;
+		entry->core.n_words = setup.n_words;
+		entry->core.n_classes = setup.n_classes;
+		entry->core.doc_start = entry->part.doc_start;
+		entry->core.word = entry->part.word;
+		entry->core.count = entry->part.count;
+		entry->core.label = entry->part.label;
+		entry->core.doc_key = entry->part.doc_key;
+		entry->core.extra_word_counts = setup.extra_word_counts;
+		entry->core.extra_doc_counts = setup.extra_doc_counts;
+		entry->core.all_unlabeled_count = setup.all_unlabeled_count;
+		entry->core.all_n_unlabeled = setup.all_n_unlabeled;
+		if ((problem = gnb_check(&entry->core, &entry->params.sampler)) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a node of gibbs_nb job " INT64_FORMAT " cannot train: %s",
+							key->job, problem)));
+		entry->hooks = gnb_default_hooks;
+		entry->hooks.alloc = node_alloc;
+		entry->hooks.release = node_release;
+		entry->hooks.check_interrupts = node_interrupts;
+		entry->hooks.arg = entry;
+		entry->node = gnb_node_begin(&entry->core, &entry->params.sampler, &entry->hooks);
+		MemoryContextSwitchTo(old);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		forget_node(entry);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return entry;
+}
+
+static NodeEntry *
+find_node(const NodeKey *key, int32 parts)
+{
+	NodeEntry  *entry = hash_search(node_cache, key, HASH_FIND, NULL);
+
+	if (entry == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gibbs_nb job " INT64_FORMAT " has no node %d of %d in this session",
+						key->job, key->part, parts),
+				 errhint("A node starts with a call that carries its setup.")));
+	return entry;
+}
+
+static void
+node_key(FunctionCallInfo fcinfo, NodeKey *key, int32 *parts)
+{
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("a node's job, part and parts must not be NULL")));
+	memset(key, 0, sizeof(*key));
+	key->job = PG_GETARG_INT64(0);
+	key->part = PG_GETARG_INT32(1);
+	key->role = GetUserId();
+	*parts = PG_GETARG_INT32(2);
+	if (*parts < 1 || *parts > 65536 || key->part < 0 || key->part >= *parts)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("node %d of %d is not a part of a job", key->part, *parts)));
+	if (node_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(NodeKey);
+		ctl.entrysize = sizeof(NodeEntry);
+		ctl.hcxt = TopMemoryContext;
+		node_cache = hash_create("gibbs_nb nodes", 16, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node);
+
+/*
+ * gibbs_nb.blocked_node(job bigint, part int, parts int, setup bytea, call bytea)
+ *	  RETURNS bytea
+ *
+ * Answer a call of job's blocked chain (gnb_node_call_encode) as part `part`
+ * of `parts`, with the changes of its documents' counts
+ * (gnb_count_changes_encode).  With a setup (node_setup.c) the node starts
+ * anew: it reads its part of the source.  A NULL call releases the node and
+ * returns NULL.  Internal: the job's worker calls it, in whatever backend
+ * holds the part.
+ */
+Datum
+gibbs_nb_blocked_node(PG_FUNCTION_ARGS)
+{
+	NodeKey		key;
+	int32		parts;
+	NodeEntry  *volatile entry;
+	bytea	   *call_value;
+	bytea	   *answer;
+	gnb_node_call call;
+	const gnb_count_changes *changes;
+	const char *err;
+	Size		size;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	node_key(fcinfo, &key, &parts);
+	if (PG_ARGISNULL(4))
+	{
+		entry = hash_search(node_cache, &key, HASH_FIND, NULL);
+		if (entry != NULL)
+			forget_node(entry);
+		PG_RETURN_NULL();
+	}
+	call_value = PG_GETARG_BYTEA_PP(4);
+	entry = PG_ARGISNULL(3) ? find_node(&key, parts) :
+		start_node(&key, parts, PG_GETARG_BYTEA_P(3));
+	PG_TRY();
+	{
+		err = gnb_node_call_decode(entry->node, (const uint8 *) VARDATA_ANY(call_value),
+								   VARSIZE_ANY_EXHDR(call_value), &call);
+		if (err != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+					 errmsg("invalid gibbs_nb node call: %s", err)));
+		changes = gnb_node_run(entry->node, &call);
+	}
+	PG_CATCH();
+	{
+		/* a call cut short leaves the node half changed: it cannot go on */
+		MemoryContextSwitchTo(caller_cxt);
+		forget_node(entry);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	size = gnb_count_changes_size(changes, entry->core.n_classes);
+	if (size > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a node's answer of %zu bytes is too large", size)));
+	answer = palloc(VARHDRSZ + size);
+	SET_VARSIZE(answer, VARHDRSZ + size);
+	gnb_count_changes_encode(changes, entry->core.n_classes, (uint8 *) VARDATA(answer));
+	PG_RETURN_BYTEA_P(answer);
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_estimates);
+
+/*
+ * gibbs_nb.blocked_node_estimates(job bigint, part int, parts int) RETURNS bytea
+ *
+ * The ended chain's estimates for the node's documents: K and their
+ * number, then each one's key, last label and K label probabilities.
+ * Internal, as gibbs_nb.blocked_node.
+ */
+Datum
+gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
+{
+	NodeKey		key;
+	int32		parts;
+	NodeEntry  *entry;
+	const double *prob;
+	const int32 *last;
+	int32		K;
+	StringInfoData buf;
+
+	node_key(fcinfo, &key, &parts);
+	entry = find_node(&key, parts);
+	K = entry->core.n_classes;
+	gnb_node_estimates(entry->node, &prob, &last);
+	pq_begintypsend(&buf);
+	pq_sendint32(&buf, K);
+	pq_sendint32(&buf, entry->part.n_docs);
+	for (int32 d = 0; d < entry->part.n_docs; d++)
+	{
+		pq_sendint64(&buf, (int64) entry->part.doc_key[d]);
+		pq_sendint32(&buf, last[d]);
+		for (int32 k = 0; k < K; k++)
+			pq_sendfloat8(&buf, prob[(int64) d * K + k]);
+	}
+	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
+}

@@ -1,0 +1,202 @@
+/*
+ * node_setup.c
+ *	  What a node of a blocked chain needs to know of its job before its
+ *	  first call (nodes.h): the sampler's parameters, the source by name
+ *	  and columns, the vocabulary, the clamped counts and the whole corpus's
+ *	  unlabelled counts, as one bytea.
+ *
+ * The node may be another server, where OIDs mean nothing: the source goes
+ * by its schema's and its own name.  Numbers in network byte order (pqformat),
+ * doubles by their bits.  Decoding checks every length against what is left
+ * of the value before it allocates by it, so that a value made up by hand
+ * costs at most its own size.
+ */
+#include "gibbs_nb.h"
+
+#include "worker/nodes.h"
+
+#include "libpq/pqformat.h"
+#include "utils/memutils.h"
+
+#define SETUP_MAGIC		0x474E4253	/* "GNBS" */
+#define SETUP_VERSION	1
+
+static void
+send_name(StringInfo buf, const char *name)
+{
+	int			len = (int) strlen(name);
+
+	pq_sendint32(buf, len);
+	pq_sendbytes(buf, name, len);
+}
+
+bytea *
+gnb_node_setup_encode(const GnbNodeSetup *s)
+{
+	StringInfoData buf;
+	const int32 K = s->n_classes;
+	const int32 V = s->n_words;
+	const gnb_params *p = &s->sampler;
+
+	pq_begintypsend(&buf);
+	pq_sendint32(&buf, SETUP_MAGIC);
+	pq_sendint32(&buf, SETUP_VERSION);
+	pq_sendint64(&buf, s->job_id);
+	pq_sendint32(&buf, (int32) p->sampler);
+	pq_sendint32(&buf, p->sweeps);
+	pq_sendint32(&buf, p->burn_in);
+	pq_sendint32(&buf, p->lag);
+	pq_sendint32(&buf, p->chains);
+	pq_sendfloat8(&buf, p->gamma_pi);
+	pq_sendfloat8(&buf, p->gamma_theta);
+	pq_sendfloat8(&buf, p->unlabeled_weight);
+	pq_sendint64(&buf, (int64) p->seed);
+	pq_sendint32(&buf, (int32) p->init);
+	pq_sendint32(&buf, p->sample_gamma_theta);
+	pq_sendint32(&buf, p->sample_gamma_pi);
+	pq_sendint32(&buf, K);
+	pq_sendint32(&buf, V);
+	send_name(&buf, s->schema);
+	send_name(&buf, s->relation);
+	send_name(&buf, s->id_column);
+	send_name(&buf, s->tokens_column);
+	send_name(&buf, s->label_column);
+	pq_sendint64(&buf, s->max_job_memory);
+	for (int32 w = 0; w < V; w++)
+	{
+		int			len = (int) strlen(s->tokens[w]);
+
+		pq_sendint32(&buf, len);
+		pq_sendbytes(&buf, s->tokens[w], len);
+	}
+	pq_sendbyte(&buf, s->extra_word_counts != NULL);
+	if (s->extra_word_counts)
+	{
+		for (int64 i = 0; i < (int64) V * K; i++)
+			pq_sendfloat8(&buf, s->extra_word_counts[i]);
+		for (int32 k = 0; k < K; k++)
+			pq_sendfloat8(&buf, s->extra_doc_counts[k]);
+	}
+	for (int32 w = 0; w < V; w++)
+		pq_sendint64(&buf, s->all_unlabeled_count[w]);
+	pq_sendint64(&buf, s->all_n_unlabeled);
+	return pq_endtypsend(&buf);
+}
+
+static void
+bad_setup(const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+			 errmsg("invalid gibbs_nb node setup"),
+			 errdetail("%s", detail)));
+}
+
+/* n more bytes must be left in the value */
+static void
+need(StringInfo msg, double n)
+{
+	if (n > (double) (msg->len - msg->cursor))
+		bad_setup("It is shorter than its lengths say.");
+}
+
+static void
+get_name(StringInfo msg, char *dst)
+{
+	int			len = pq_getmsgint(msg, 4);
+
+	if (len < 0 || len >= NAMEDATALEN)
+		bad_setup("A name is longer than an identifier may be.");
+	need(msg, len);
+	memcpy(dst, pq_getmsgbytes(msg, len), len);
+	dst[len] = '\0';
+	if ((int) strlen(dst) != len)
+		bad_setup("A name holds a zero byte.");
+}
+
+void
+gnb_node_setup_decode(bytea *value, GnbNodeSetup *s)
+{
+	StringInfoData msg;
+	gnb_params *p = &s->sampler;
+	int32		K,
+				V;
+
+	memset(s, 0, sizeof(*s));
+	msg.data = VARDATA_ANY(value);
+	msg.len = VARSIZE_ANY_EXHDR(value);
+	msg.maxlen = msg.len;
+	msg.cursor = 0;
+	need(&msg, 8);
+	if (pq_getmsgint(&msg, 4) != SETUP_MAGIC || pq_getmsgint(&msg, 4) != SETUP_VERSION)
+		bad_setup("It is not a node setup of this version of gibbs_nb.");
+	need(&msg, 8 + 5 * 4 + 3 * 8 + 8 + 3 * 4 + 2 * 4);
+	s->job_id = pq_getmsgint64(&msg);
+	p->sampler = (gnb_sampler_kind) pq_getmsgint(&msg, 4);
+	p->sweeps = pq_getmsgint(&msg, 4);
+	p->burn_in = pq_getmsgint(&msg, 4);
+	p->lag = pq_getmsgint(&msg, 4);
+	p->chains = pq_getmsgint(&msg, 4);
+	p->gamma_pi = pq_getmsgfloat8(&msg);
+	p->gamma_theta = pq_getmsgfloat8(&msg);
+	p->unlabeled_weight = pq_getmsgfloat8(&msg);
+	p->seed = (uint64) pq_getmsgint64(&msg);
+	p->init = (gnb_init_kind) pq_getmsgint(&msg, 4);
+	p->sample_gamma_theta = pq_getmsgint(&msg, 4);
+	p->sample_gamma_pi = pq_getmsgint(&msg, 4);
+	p->no_trace = 1;
+	K = s->n_classes = pq_getmsgint(&msg, 4);
+	V = s->n_words = pq_getmsgint(&msg, 4);
+	if (p->sampler != GNB_SAMPLER_BLOCKED)
+		bad_setup("Only the blocked sampler's chains have nodes.");
+	if (K < 2 || K > GNB_MAX_CLASSES || V < 0 || V >= PG_INT32_MAX)
+		bad_setup("Its numbers of classes or words are out of range.");
+	get_name(&msg, s->schema);
+	get_name(&msg, s->relation);
+	get_name(&msg, s->id_column);
+	get_name(&msg, s->tokens_column);
+	get_name(&msg, s->label_column);
+	need(&msg, 8);
+	s->max_job_memory = pq_getmsgint64(&msg);
+
+	/* every array's least size is in the value before it is allocated */
+	need(&msg, 4.0 * V + 1 + 8.0 * V + 8);
+	s->tokens = palloc_extended(sizeof(char *) * ((Size) V + 1), MCXT_ALLOC_HUGE);
+	for (int32 w = 0; w < V; w++)
+	{
+		int			len = pq_getmsgint(&msg, 4);
+		char	   *t;
+
+		if (len < 0)
+			bad_setup("A token has a negative length.");
+		need(&msg, len);
+		t = palloc(len + 1);
+		memcpy(t, pq_getmsgbytes(&msg, len), len);
+		t[len] = '\0';
+		if ((int) strlen(t) != len)
+			bad_setup("A token holds a zero byte.");
+		/* the vocabulary in byte order, each token once: nodes merge with it */
+		if (w > 0 && strcmp(s->tokens[w - 1], t) >= 0)
+			bad_setup("Its tokens are not in byte order.");
+		s->tokens[w] = t;
+	}
+	need(&msg, 1);
+	if (pq_getmsgbyte(&msg))
+	{
+		need(&msg, 8.0 * V * K + 8.0 * K);
+		s->extra_word_counts = palloc_extended(sizeof(double) * ((Size) V * K + 1),
+											   MCXT_ALLOC_HUGE);
+		s->extra_doc_counts = palloc(sizeof(double) * K);
+		for (int64 i = 0; i < (int64) V * K; i++)
+			s->extra_word_counts[i] = pq_getmsgfloat8(&msg);
+		for (int32 k = 0; k < K; k++)
+			s->extra_doc_counts[k] = pq_getmsgfloat8(&msg);
+	}
+	need(&msg, 8.0 * V + 8);
+	s->all_unlabeled_count = palloc_extended(sizeof(int64) * ((Size) V + 1), MCXT_ALLOC_HUGE);
+	for (int32 w = 0; w < V; w++)
+		s->all_unlabeled_count[w] = pq_getmsgint64(&msg);
+	s->all_n_unlabeled = pq_getmsgint64(&msg);
+	if (msg.cursor != msg.len)
+		bad_setup("It is longer than its lengths say.");
+}

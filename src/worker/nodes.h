@@ -1,0 +1,46 @@
+/*
+ * worker/nodes.h
+ *	  A blocked chain whose documents are held by nodes (core/gnb_nodes.h)
+ *	  reached through SQL: each node is a call of gibbs_nb.blocked_node in
+ *	  some backend, which reads its part of the source once, keeps it, and
+ *	  answers the chain's calls (node.c); the job's worker calls them all
+ *	  once a call (nodes.c); what a node needs first travels as a setup
+ *	  (node_setup.c).
+ */
+#ifndef GNB_WORKER_NODES_H
+#define GNB_WORKER_NODES_H
+
+#include "gibbs_nb.h"
+
+#include "gnb_nodes.h"
+
+/* What a node needs to know of its job before its first call. */
+typedef struct GnbNodeSetup
+{
+	int64		job_id;
+	gnb_params	sampler;		/* its gamma grid NULL */
+	int32		n_classes;
+	int32		n_words;
+	/* the source by name (a node's OIDs are its own), and its columns */
+	char		schema[NAMEDATALEN];
+	char		relation[NAMEDATALEN];
+	char		id_column[NAMEDATALEN];
+	char		tokens_column[NAMEDATALEN];
+	char		label_column[NAMEDATALEN];
+	int64		max_job_memory;
+	char	  **tokens;			/* n_words: the vocabulary, in byte order */
+	double	   *extra_word_counts;	/* V x K: the clamped counts, or NULL */
+	double	   *extra_doc_counts;	/* K, or NULL */
+	int64	   *all_unlabeled_count;	/* V: each word's count in all unlabelled documents */
+	int64		all_n_unlabeled;
+} GnbNodeSetup;
+
+/* node_setup.c */
+extern bytea *gnb_node_setup_encode(const GnbNodeSetup *setup);
+extern void gnb_node_setup_decode(bytea *value, GnbNodeSetup *setup);
+
+/* nodes.c: the job's worker, training through nodes */
+extern void gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus,
+							const gnb_corpus *core, const gnb_hooks *hooks, gnb_result *result);
+
+#endif							/* GNB_WORKER_NODES_H */
