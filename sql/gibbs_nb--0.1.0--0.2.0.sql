@@ -982,15 +982,18 @@ SELECT o.owner, COALESCE(r.oid, 0::pg_catalog.oid), gibbs_nb.cluster_identity()
 
 --
 -- A node of a blocked chain (src/worker/nodes.h): the job's worker calls it
--- in the backend that holds its part of the source, once a call of the
--- chain; it reads its part once and keeps it in that backend's memory.
--- Internal.  As the caller: it reads only what the caller may read.
+-- in the backend that holds its part of the source (on Citus, a shard),
+-- once a call of the chain; it reads its part once and keeps it in that
+-- backend's memory.  Internal.  As the caller: it reads only what the
+-- caller may read.
 --
-CREATE FUNCTION gibbs_nb.blocked_node(job bigint, part int, parts int, setup bytea, call bytea)
+CREATE FUNCTION gibbs_nb.blocked_node(job bigint, relation pg_catalog.oid, part int, parts int,
+                                      setup bytea, call bytea)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION gibbs_nb.blocked_node_estimates(job bigint, part int, parts int)
+CREATE FUNCTION gibbs_nb.blocked_node_estimates(job bigint, relation pg_catalog.oid, part int,
+                                                parts int)
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_estimates'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

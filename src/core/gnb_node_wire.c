@@ -161,6 +161,17 @@ get_doubles(const uint8_t **p, const uint8_t *end, int64_t expect, double *dst)
 }
 
 const char *
+gnb_node_call_peek(const uint8_t *in, size_t len, int32_t *what, int32_t *chain, int32_t *sweep)
+{
+	if (len < CALL_HEADER || get_u32(in) != CALL_MAGIC)
+		return "not a gibbs_nb node call";
+	*what = (int32_t) get_u32(in + 4);
+	*chain = (int32_t) get_u32(in + 8);
+	*sweep = (int32_t) get_u32(in + 12);
+	return NULL;
+}
+
+const char *
 gnb_node_call_decode(gnb_node *node, const uint8_t *in, size_t len, gnb_node_call *call)
 {
 	const uint8_t *p = in;

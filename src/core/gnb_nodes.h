@@ -140,6 +140,9 @@ extern void gnb_node_call_encode(const gnb_node_call *call, int64_t theta_length
 								 int32_t V, uint8_t *out);
 extern const char *gnb_node_call_decode(gnb_node *node, const uint8_t *in, size_t len,
 										gnb_node_call *call);
+/* a call's kind, chain and sweep, without a node (NULL, or what is wrong) */
+extern const char *gnb_node_call_peek(const uint8_t *in, size_t len, int32_t *what,
+									  int32_t *chain, int32_t *sweep);
 extern size_t gnb_count_changes_size(const gnb_count_changes *changes, int32_t K);
 extern void gnb_count_changes_encode(const gnb_count_changes *changes, int32_t K, uint8_t *out);
 extern const char *gnb_count_changes_decode(const uint8_t *in, size_t len, int32_t K,

@@ -89,3 +89,61 @@ gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_c
 	gnb_execute("SELECT pg_catalog.create_distributed_table($1, 'id', colocate_with => $2)",
 				2, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 0);
 }
+
+/*
+ * The distribution column of relid when it is a hash-distributed Citus
+ * table, else NULL (Citus not installed, a local or reference table).  SPI
+ * connected.
+ */
+char *
+gnb_citus_hash_column(Oid relid)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return NULL;
+	gnb_execute("SELECT pg_catalog.column_to_column_name(d.logicalrelid, d.partkey) "
+				"FROM pg_catalog.pg_dist_partition d "
+				"WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1 "
+				"AND d.partmethod OPERATOR(pg_catalog.=) 'h'",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/*
+ * One value of relid's distribution column `column` from each shard that
+ * has a row, as text (*n of them, in the caller's memory): a condition on
+ * them reaches every shard that holds rows.  Read on the shards
+ * (run_command_on_shards) as the caller, prefixed so that a shard without
+ * rows (an empty result) is told from an empty value.  SPI connected.
+ */
+char **
+gnb_citus_shard_anchors(Oid relid, const char *column, int *n)
+{
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	char	  **anchors;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	values[0] = ObjectIdGetDatum(relid);
+	values[1] = CStringGetTextDatum(psprintf("SELECT 'v' OPERATOR(pg_catalog.||) %s::pg_catalog.text "
+											 "FROM %%s LIMIT 1", quote_identifier(column)));
+	gnb_execute("SELECT r.result FROM pg_catalog.run_command_on_shards($1, $2) r "
+				"WHERE r.success AND r.result OPERATOR(pg_catalog.<>) ''",
+				2, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 0);
+	anchors = MemoryContextAlloc(cxt, sizeof(char *) * (SPI_processed + 1));
+	*n = 0;
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+
+		if (v == NULL || v[0] != 'v')
+			elog(ERROR, "gibbs_nb: a shard of %s answered \"%s\"", get_rel_name(relid),
+				 v ? v : "NULL");
+		anchors[(*n)++] = MemoryContextStrdup(cxt, v + 1);
+	}
+	return anchors;
+}

@@ -6,11 +6,16 @@
  *	  in the backend's memory; each later call of the job answers one of the
  *	  chain's calls from that memory, without reading again.
  *
- * A node is the calling role's: the cache is keyed by (job, part, role),
- * and it reads the source as that role, so a role reaches no node and no
- * document it could not read itself.  It lasts until the chain releases it
- * (a NULL call), another job's first call in this backend, an error in one
- * of its calls (its state would be half changed), or the backend's end.
+ * A node is part `part` of `parts` of one relation of its own server (the
+ * source, or on Citus one of its shards, named by the OID the calling query
+ * found it under), and the calling role's: the cache is keyed by (job,
+ * relation, part, role), and it reads the relation as that role, which
+ * must be allowed to, so a role reaches no node and no document it could
+ * not read itself.  It lasts until the chain releases it (a NULL call),
+ * another job's first call in this backend, an error in one of its calls
+ * (its state would be half changed), or the backend's end.  A query may
+ * reach a node twice with one call (two rows of its relation matched the
+ * query's condition): the repeat is answered NULL.
  */
 #include "gibbs_nb.h"
 
@@ -19,9 +24,13 @@
 #include "security/security.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+#include "storage/lmgr.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -29,6 +38,7 @@
 typedef struct NodeKey
 {
 	int64		job;
+	Oid			relid;
 	int32		part;
 	Oid			role;
 } NodeKey;
@@ -42,6 +52,12 @@ typedef struct NodeEntry
 	gnb_corpus	core;
 	gnb_hooks	hooks;
 	gnb_node   *node;
+	/* the last call it answered, and chain estimated: a call again is a repeat */
+	bool		answered;
+	int32		estimated_chain;
+	int32		last_what;
+	int32		last_chain;
+	int32		last_sweep;
 } NodeEntry;
 
 static HTAB *node_cache = NULL;
@@ -110,8 +126,20 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 		MemoryContextDelete(entry->cxt);
 	entry->cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb node", ALLOCSET_DEFAULT_SIZES);
 	entry->node = NULL;
+	entry->answered = false;
+	entry->estimated_chain = -1;
 	PG_TRY();
 	{
+		/* the relation, readable by the caller, before anything else */
+		relid = key->relid;
+		LockRelationOid(relid, AccessShareLock);
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relation with OID %u does not exist", relid)));
+		if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
+						   get_rel_name(relid));
 		MemoryContextSwitchTo(entry->cxt);
 		gnb_node_setup_decode(setup_value, &setup);
 		memset(&entry->params, 0, sizeof(entry->params));
@@ -122,12 +150,12 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 		entry->params.sampler = setup.sampler;
 		gnb_check_job_memory(&entry->params, (double) MemoryContextMemAllocated(entry->cxt, true),
 							 0.0, "a node's setup");
-		relid = RangeVarGetRelid(makeRangeVar(setup.schema, setup.relation, -1), AccessShareLock,
-								 false);
 		gnb_describe_source(relid, setup.tokens_column,
 							setup.label_column[0] ? setup.label_column : NULL,
 							setup.id_column, &entry->params.source);
-		gnb_read_part(&entry->params, quote_qualified_identifier(setup.schema, setup.relation),
+		gnb_read_part(&entry->params,
+					  quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												 get_rel_name(relid)),
 					  key->part, parts, setup.tokens, setup.n_words, entry->cxt, &entry->part);
 		memset(&entry->core, 0, sizeof(entry->core));
 		entry->core.n_docs = entry->part.n_docs;
@@ -173,8 +201,10 @@ find_node(const NodeKey *key, int32 parts)
 	if (entry == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gibbs_nb job " INT64_FORMAT " has no node %d of %d in this session",
-						key->job, key->part, parts),
+				 errmsg("gibbs_nb job " INT64_FORMAT " has no node %d of %d of %s in this session",
+						key->job, key->part, parts,
+						get_rel_name(key->relid) ? get_rel_name(key->relid) :
+						psprintf("relation %u", key->relid)),
 				 errhint("A node starts with a call that carries its setup.")));
 	return entry;
 }
@@ -182,15 +212,16 @@ find_node(const NodeKey *key, int32 parts)
 static void
 node_key(FunctionCallInfo fcinfo, NodeKey *key, int32 *parts)
 {
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("a node's job, part and parts must not be NULL")));
+				 errmsg("a node's job, relation, part and parts must not be NULL")));
 	memset(key, 0, sizeof(*key));
 	key->job = PG_GETARG_INT64(0);
-	key->part = PG_GETARG_INT32(1);
+	key->relid = PG_GETARG_OID(1);
+	key->part = PG_GETARG_INT32(2);
 	key->role = GetUserId();
-	*parts = PG_GETARG_INT32(2);
+	*parts = PG_GETARG_INT32(3);
 	if (*parts < 1 || *parts > 65536 || key->part < 0 || key->part >= *parts)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -211,15 +242,16 @@ node_key(FunctionCallInfo fcinfo, NodeKey *key, int32 *parts)
 PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node);
 
 /*
- * gibbs_nb.blocked_node(job bigint, part int, parts int, setup bytea, call bytea)
- *	  RETURNS bytea
+ * gibbs_nb.blocked_node(job bigint, relation oid, part int, parts int,
+ *						 setup bytea, call bytea) RETURNS bytea
  *
  * Answer a call of job's blocked chain (gnb_node_call_encode) as part `part`
- * of `parts`, with the changes of its documents' counts
- * (gnb_count_changes_encode).  With a setup (node_setup.c) the node starts
- * anew: it reads its part of the source.  A NULL call releases the node and
- * returns NULL.  Internal: the job's worker calls it, in whatever backend
- * holds the part.
+ * of `parts` of relation (an OID of this server), with the changes of its
+ * documents' counts (gnb_count_changes_encode); NULL if it answered that
+ * call already.  With a setup (node_setup.c) the node starts anew: it reads
+ * its part of the relation.  A NULL call releases the node and returns
+ * NULL.  Internal: the job's worker calls it, in whatever backend holds the
+ * relation.
  */
 Datum
 gibbs_nb_blocked_node(PG_FUNCTION_ARGS)
@@ -233,19 +265,33 @@ gibbs_nb_blocked_node(PG_FUNCTION_ARGS)
 	const gnb_count_changes *changes;
 	const char *err;
 	Size		size;
+	int32		what,
+				chain,
+				sweep;
 	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	node_key(fcinfo, &key, &parts);
-	if (PG_ARGISNULL(4))
+	if (PG_ARGISNULL(5))
 	{
 		entry = hash_search(node_cache, &key, HASH_FIND, NULL);
 		if (entry != NULL)
 			forget_node(entry);
 		PG_RETURN_NULL();
 	}
-	call_value = PG_GETARG_BYTEA_PP(4);
-	entry = PG_ARGISNULL(3) ? find_node(&key, parts) :
-		start_node(&key, parts, PG_GETARG_BYTEA_P(3));
+	call_value = PG_GETARG_BYTEA_PP(5);
+	err = gnb_node_call_peek((const uint8 *) VARDATA_ANY(call_value),
+							 VARSIZE_ANY_EXHDR(call_value), &what, &chain, &sweep);
+	if (err != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("invalid gibbs_nb node call: %s", err)));
+	/* the same call again, through another row of the relation */
+	entry = hash_search(node_cache, &key, HASH_FIND, NULL);
+	if (entry != NULL && entry->answered && entry->last_what == what &&
+		entry->last_chain == chain && entry->last_sweep == sweep)
+		PG_RETURN_NULL();
+	entry = PG_ARGISNULL(4) ? find_node(&key, parts) :
+		start_node(&key, parts, PG_GETARG_BYTEA_P(4));
 	PG_TRY();
 	{
 		err = gnb_node_call_decode(entry->node, (const uint8 *) VARDATA_ANY(call_value),
@@ -264,6 +310,10 @@ gibbs_nb_blocked_node(PG_FUNCTION_ARGS)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	entry->answered = true;
+	entry->last_what = what;
+	entry->last_chain = chain;
+	entry->last_sweep = sweep;
 	size = gnb_count_changes_size(changes, entry->core.n_classes);
 	if (size > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,
@@ -278,11 +328,12 @@ gibbs_nb_blocked_node(PG_FUNCTION_ARGS)
 PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_estimates);
 
 /*
- * gibbs_nb.blocked_node_estimates(job bigint, part int, parts int) RETURNS bytea
+ * gibbs_nb.blocked_node_estimates(job bigint, relation oid, part int, parts int)
+ *	  RETURNS bytea
  *
  * The ended chain's estimates for the node's documents: K and their
- * number, then each one's key, last label and K label probabilities.
- * Internal, as gibbs_nb.blocked_node.
+ * number, then each one's key, last label and K label probabilities; NULL
+ * if it gave them already.  Internal, as gibbs_nb.blocked_node.
  */
 Datum
 gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
@@ -297,6 +348,9 @@ gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
 
 	node_key(fcinfo, &key, &parts);
 	entry = find_node(&key, parts);
+	if (entry->estimated_chain == entry->last_chain)
+		PG_RETURN_NULL();
+	entry->estimated_chain = entry->last_chain;
 	K = entry->core.n_classes;
 	gnb_node_estimates(entry->node, &prob, &last);
 	pq_begintypsend(&buf);

@@ -1,12 +1,12 @@
 /*
  * node_setup.c
  *	  What a node of a blocked chain needs to know of its job before its
- *	  first call (nodes.h): the sampler's parameters, the source by name
- *	  and columns, the vocabulary, the clamped counts and the whole corpus's
- *	  unlabelled counts, as one bytea.
+ *	  first call (nodes.h): the sampler's parameters, the source's columns,
+ *	  the vocabulary, the clamped counts and the whole corpus's unlabelled
+ *	  counts, as one bytea.
  *
- * The node may be another server, where OIDs mean nothing: the source goes
- * by its schema's and its own name.  Numbers in network byte order (pqformat),
+ * The node may be another server: the relation it reads is named by the
+ * call itself, with an OID of the node's own.  Numbers in network byte order (pqformat),
  * doubles by their bits.  Decoding checks every length against what is left
  * of the value before it allocates by it, so that a value made up by hand
  * costs at most its own size.
@@ -56,8 +56,6 @@ gnb_node_setup_encode(const GnbNodeSetup *s)
 	pq_sendint32(&buf, p->sample_gamma_pi);
 	pq_sendint32(&buf, K);
 	pq_sendint32(&buf, V);
-	send_name(&buf, s->schema);
-	send_name(&buf, s->relation);
 	send_name(&buf, s->id_column);
 	send_name(&buf, s->tokens_column);
 	send_name(&buf, s->label_column);
@@ -151,8 +149,6 @@ gnb_node_setup_decode(bytea *value, GnbNodeSetup *s)
 		bad_setup("Only the blocked sampler's chains have nodes.");
 	if (K < 2 || K > GNB_MAX_CLASSES || V < 0 || V >= PG_INT32_MAX)
 		bad_setup("Its numbers of classes or words are out of range.");
-	get_name(&msg, s->schema);
-	get_name(&msg, s->relation);
 	get_name(&msg, s->id_column);
 	get_name(&msg, s->tokens_column);
 	get_name(&msg, s->label_column);

@@ -5,21 +5,30 @@
  *	  and pi; every call it makes of its nodes is one query that calls
  *	  gibbs_nb.blocked_node once a node, each answer applied as it comes.
  *
- * gibbs_nb.blocked_nodes = n (a developer's setting) cuts a local source
- * into n parts by a hash of each id, each a node in this very process,
- * reached through SQL as a node on another server would be: the model must
- * be the one the local chain trains, bit for bit (blocked.sql).  The worker
- * has read the whole source (as it does without nodes): it takes from it
- * only what a coordinator would be told, the vocabulary, the clamped counts
- * and each word's unlabelled count, and after each chain it maps the nodes'
- * estimates back to its documents by their keys, for the combiner and
- * publishing.
+ * Where the nodes are:
+ * - a source that is a hash-distributed Citus table: a node on each shard
+ *   that has rows, in the backend Citus runs the shard's task in.  The
+ *   query reaches each shard once through one value of its distribution
+ *   column (picked from its rows when the job starts), and names the shard
+ *   by its tableoid there; with citus.max_adaptive_executor_pool_size = 1
+ *   every task of a worker runs in one backend, the same for every query of
+ *   the job, so each node keeps its documents between the calls.
+ * - gibbs_nb.blocked_nodes = n (a developer's setting): a local source cut
+ *   into n parts by a hash of each id, each a node in this very process,
+ *   reached through SQL as a node on another server would be.
+ * The model must be the one the local chain trains, bit for bit (blocked.sql,
+ * t/008_citus.pl).  The worker has read the whole source (as it does without
+ * nodes): it takes from it only what a coordinator would be told, the
+ * vocabulary, the clamped counts and each word's unlabelled count, and
+ * after each chain it maps the nodes' estimates back to its documents by
+ * their keys, for the combiner and publishing.
  */
 #include "gibbs_nb.h"
 
 #include "worker/worker.h"
 #include "worker/nodes.h"
 #include "security/security.h"
+#include "store/store.h"
 
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -29,6 +38,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -38,7 +48,15 @@ typedef struct NodesRun
 	const GnbJobParams *params;
 	const gnb_hooks *inner;		/* the worker's own: memory, progress, interrupts */
 	MemoryContext cxt;			/* the job's, for what the run allocates as it goes */
-	int32		parts;
+	/*
+	 * the queries that reach every node ($1 the job; a call's $2 its setup,
+	 * $3 itself), and how many nodes answer each (a node reached twice
+	 * answers the repeat NULL)
+	 */
+	char	   *call_sql;
+	char	   *estimates_sql;
+	char	   *release_sql;
+	int32		n_nodes;
 	int32		K;
 	int32		V;
 	bytea	   *setup;			/* sent with the first call, then NULL */
@@ -56,10 +74,6 @@ typedef struct NodesRun
 	int32	   *last_labels;	/* n_docs */
 	bool	   *estimated;		/* n_docs */
 } NodesRun;
-
-static const char *const call_sql =
-"SELECT gibbs_nb.blocked_node($1, i, $2, $3, $4) "
-"FROM pg_catalog.generate_series(0, $2 OPERATOR(pg_catalog.-) 1) AS i";
 
 static void *
 run_alloc(size_t size, void *arg)
@@ -93,10 +107,12 @@ run_interrupts(void *arg)
 }
 
 /*
- * Run one query in a transaction of its own, as the caller, calling fn on
- * each row's single bytea (NULL: none).  The sampler's memory is the
+ * Run one of the nodes' queries in a transaction of its own, as the caller,
+ * calling fn on each node's answer (a row's single bytea; a repeat's NULL
+ * is skipped): every node must answer once.  The sampler's memory is the
  * worker's, not the transaction's: the chain goes on between the queries,
  * and the worker's progress hook writes rows in transactions of its own.
+ * The parameters are not folded into the plan (a call may be megabytes).
  */
 typedef void (*answer_fn) (NodesRun *run, const gnb_node_call *call, bytea *value);
 
@@ -105,23 +121,30 @@ query_nodes(NodesRun *run, const char *sql, int nargs, Oid *types, Datum *values
 			const char *nulls, const gnb_node_call *call, answer_fn fn)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	int			rc;
+	int64		answers = 0;
 
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-	if (rc != SPI_OK_SELECT || SPI_processed != (uint64) run->parts)
-		elog(ERROR, "gibbs_nb: calling the nodes of job " INT64_FORMAT " failed (%s)",
-			 run->params->job_id, SPI_result_code_string(rc));
+	gnb_execute_unfolded(sql, nargs, types, values, nulls, GNB_AS_CALLER, SPI_OK_SELECT);
 	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "node answer");
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		bool		isnull;
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
 
-		fn(run, call, isnull ? NULL : DatumGetByteaPP(d));
+		if (isnull)
+			continue;
+		answers++;
+		if (fn)
+			fn(run, call, DatumGetByteaPP(d));
 	}
+	if (fn && answers != run->n_nodes)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gibbs_nb job " INT64_FORMAT " reached " INT64_FORMAT " of its %d nodes",
+						run->params->job_id, answers, run->n_nodes),
+				 errhint("The source changed while the job ran; train again.")));
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -134,8 +157,6 @@ apply_answer(NodesRun *run, const gnb_node_call *call, bytea *value)
 	gnb_count_changes changes;
 	const char *err;
 
-	if (value == NULL)
-		elog(ERROR, "a node of gibbs_nb job " INT64_FORMAT " gave no answer", run->params->job_id);
 	if (run->entry == NULL || run->max_entries != call->max_entries)
 	{
 		run->max_entries = call->max_entries;
@@ -169,9 +190,9 @@ call_nodes(void *arg, const gnb_node_call *call)
 	NodesRun   *run = arg;
 	size_t		size = gnb_node_call_size(call, call->theta_length, run->K, run->V);
 	bytea	   *value;
-	Oid			types[4] = {INT8OID, INT4OID, BYTEAOID, BYTEAOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', run->setup ? ' ' : 'n', ' '};
+	Oid			types[3] = {INT8OID, BYTEAOID, BYTEAOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', run->setup ? ' ' : 'n', ' '};
 
 	if (size > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,
@@ -182,10 +203,9 @@ call_nodes(void *arg, const gnb_node_call *call)
 	SET_VARSIZE(value, VARHDRSZ + size);
 	gnb_node_call_encode(call, call->theta_length, run->K, run->V, (uint8 *) VARDATA(value));
 	values[0] = Int64GetDatum(run->params->job_id);
-	values[1] = Int32GetDatum(run->parts);
-	values[2] = PointerGetDatum(run->setup);
-	values[3] = PointerGetDatum(value);
-	query_nodes(run, call_sql, 4, types, values, nulls, call, apply_answer);
+	values[1] = PointerGetDatum(run->setup);
+	values[2] = PointerGetDatum(value);
+	query_nodes(run, run->call_sql, 3, types, values, nulls, call, apply_answer);
 	pfree(value);
 	/* the nodes have read their parts: later calls carry no setup */
 	run->setup = NULL;
@@ -250,19 +270,92 @@ take_estimates(NodesRun *run, const gnb_node_call *call, bytea *value)
 	}
 }
 
-static void
-ignore_answer(NodesRun *run, const gnb_node_call *call, bytea *value)
-{
-}
-
 /* the nodes' queries without a call: their estimates, or their release */
 static void
 query_all_nodes(NodesRun *run, const char *sql, answer_fn fn)
 {
-	Oid			types[2] = {INT8OID, INT4OID};
-	Datum		values[2] = {Int64GetDatum(run->params->job_id), Int32GetDatum(run->parts)};
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(run->params->job_id)};
 
-	query_nodes(run, sql, 2, types, values, NULL, NULL, fn);
+	query_nodes(run, sql, 1, types, values, NULL, NULL, fn);
+}
+
+/*
+ * The queries that reach the job's nodes (the file's comment): on a Citus
+ * source, one row of each shard that has rows, each node named by its
+ * shard's tableoid; else parts nodes of the source itself.  In a
+ * transaction.
+ */
+static void
+plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
+{
+	const GnbSourceDesc *src = &params->source;
+	const char *source = quote_qualified_identifier(get_namespace_name(get_rel_namespace(src->relid)),
+													get_rel_name(src->relid));
+	char	   *args;
+	char	   *from;
+
+	if (column == NULL)
+	{
+		run->n_nodes = params->blocked_nodes;
+		args = psprintf("%u::pg_catalog.oid, i, %d", src->relid, params->blocked_nodes);
+		from = psprintf("pg_catalog.generate_series(0, %d) AS i", params->blocked_nodes - 1);
+	}
+	else
+	{
+		char	  **anchors;
+		int			n;
+		StringInfoData list;
+		char	   *type = format_type_be_qualified(get_atttype(src->relid,
+															 get_attnum(src->relid, column)));
+
+		SPI_connect();
+		anchors = gnb_citus_shard_anchors(src->relid, column, &n);
+		SPI_finish();
+		initStringInfo(&list);
+		for (int i = 0; i < n; i++)
+			appendStringInfo(&list, "%s%s::%s", i > 0 ? ", " : "", quote_literal_cstr(anchors[i]),
+							 type);
+		run->n_nodes = n;
+		args = "s.tableoid, 0, 1";
+		from = n == 0 ? psprintf("%s AS s WHERE false", source) :
+			psprintf("%s AS s WHERE s.%s OPERATOR(pg_catalog.=) ANY (ARRAY[%s])", source,
+					 quote_identifier(column), list.data);
+		/* every shard task of a worker in one backend, which keeps its nodes */
+		(void) set_config_option("citus.max_adaptive_executor_pool_size", "1", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
+	}
+	run->call_sql = psprintf("SELECT gibbs_nb.blocked_node($1, %s, $2, $3) FROM %s", args, from);
+	run->estimates_sql = psprintf("SELECT gibbs_nb.blocked_node_estimates($1, %s) FROM %s", args,
+								  from);
+	run->release_sql = psprintf("SELECT gibbs_nb.blocked_node($1, %s, NULL, NULL) FROM %s", args,
+								from);
+}
+
+/*
+ * Does the job train through nodes?  With gibbs_nb.blocked_nodes, or the
+ * blocked sampler on a hash-distributed Citus source.  In a transaction of
+ * its own.
+ */
+bool
+gnb_nodes_wanted(const GnbJobParams *params)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		wanted;
+
+	if (params->sampler.sampler != GNB_SAMPLER_BLOCKED)
+		return false;
+	if (params->blocked_nodes > 0)
+		return true;
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	SPI_connect();
+	wanted = gnb_citus_hash_column(params->source.relid) != NULL;
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+	return wanted;
 }
 
 typedef struct KeyDoc
@@ -319,8 +412,6 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	setup->sampler.gamma_grid = NULL;
 	setup->n_classes = core->n_classes;
 	setup->n_words = V;
-	strlcpy(setup->schema, get_namespace_name(get_rel_namespace(src->relid)), NAMEDATALEN);
-	strlcpy(setup->relation, get_rel_name(src->relid), NAMEDATALEN);
 	strlcpy(setup->id_column, src->id_column, NAMEDATALEN);
 	strlcpy(setup->tokens_column, src->tokens_column, NAMEDATALEN);
 	strlcpy(setup->label_column, src->label_column, NAMEDATALEN);
@@ -360,6 +451,7 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	uint64	   *sorted_keys;
 	int32	   *doc_of_key;
 	const char *problem;
+	char	   *column;
 
 	if (core->init_label)
 		ereport(ERROR,
@@ -369,15 +461,26 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	run.params = params;
 	run.inner = hooks;
 	run.cxt = CurrentMemoryContext;
-	run.parts = params->blocked_nodes;
 	run.K = K;
 	run.V = core->n_words;
 	run.docs = palloc(sizeof(int64) * K);
 	run.tokens = palloc(sizeof(int64) * K);
-	/* (the source's names from the catalogs, in a transaction) */
+	/* (the source's names and shards from the catalogs, in a transaction) */
 	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(run.cxt);
 	describe_corpus(params, corpus, core, &chain_corpus, &setup);
+	if (params->blocked_nodes > 0)
+		column = NULL;
+	else
+	{
+		SPI_connect();
+		column = gnb_citus_hash_column(params->source.relid);
+		column = column ? MemoryContextStrdup(run.cxt, column) : NULL;
+		SPI_finish();
+	}
+	plan_nodes(&run, params, column);
+	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(run.cxt);
 	if ((problem = gnb_check(&chain_corpus, &params->sampler)) != NULL)
@@ -419,9 +522,7 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 		gnb_train_chain(&chain_corpus, &params->sampler, c, &node_hooks, &chain);
 		memset(run.estimated, 0, sizeof(bool) * D);
 		memset(run.label_prob, 0, sizeof(double) * ((Size) D * K));
-		query_all_nodes(&run, "SELECT gibbs_nb.blocked_node_estimates($1, i, $2) "
-						"FROM pg_catalog.generate_series(0, $2 OPERATOR(pg_catalog.-) 1) AS i",
-						take_estimates);
+		query_all_nodes(&run, run.estimates_sql, take_estimates);
 		for (int32 j = 0; j < D; j++)
 			if (!run.estimated[j])
 				ereport(ERROR,
@@ -438,8 +539,6 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 		chain.last_labels = own_last;
 		gnb_chain_free(&chain, &node_hooks);
 	}
-	query_all_nodes(&run, "SELECT gibbs_nb.blocked_node($1, i, $2, NULL, NULL) "
-					"FROM pg_catalog.generate_series(0, $2 OPERATOR(pg_catalog.-) 1) AS i",
-					ignore_answer);
+	query_all_nodes(&run, run.release_sql, NULL);
 	gnb_combine_end(cb);
 }

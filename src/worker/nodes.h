@@ -21,9 +21,7 @@ typedef struct GnbNodeSetup
 	gnb_params	sampler;		/* its gamma grid NULL */
 	int32		n_classes;
 	int32		n_words;
-	/* the source by name (a node's OIDs are its own), and its columns */
-	char		schema[NAMEDATALEN];
-	char		relation[NAMEDATALEN];
+	/* the source's columns (the relation a node reads is its call's) */
 	char		id_column[NAMEDATALEN];
 	char		tokens_column[NAMEDATALEN];
 	char		label_column[NAMEDATALEN];
@@ -40,6 +38,7 @@ extern bytea *gnb_node_setup_encode(const GnbNodeSetup *setup);
 extern void gnb_node_setup_decode(bytea *value, GnbNodeSetup *setup);
 
 /* nodes.c: the job's worker, training through nodes */
+extern bool gnb_nodes_wanted(const GnbJobParams *params);
 extern void gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus,
 							const gnb_corpus *core, const gnb_hooks *hooks, gnb_result *result);
 

@@ -494,7 +494,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	job->sampling_started = GetCurrentTimestamp();
 	SpinLockRelease(&job->mutex);
 	ws->last_row_update = phase_start = GetCurrentTimestamp();
-	if (p->blocked_nodes > 0)
+	if (gnb_nodes_wanted(p))
 		gnb_train_nodes(p, &corpus, &core, &hooks, &result);
 	else if (p->sampler.sampler == GNB_SAMPLER_BLOCKED && p->sweep_workers > 1 &&
 			 p->max_chain_workers > 0)

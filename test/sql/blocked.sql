@@ -156,14 +156,21 @@ GROUP BY 1 ORDER BY 1;
 CREATE ROLE bl_nodes_role;
 SET ROLE bl_nodes_role;
 SELECT try($$SET gibbs_nb.blocked_nodes = 2$$);
+-- a node reads only what its caller may read, checked first
+SELECT try($$SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 0, 1, '\x00'::bytea,
+    '\x474e42430100000000000000000000000000000000000000000000000000000000000000'::bytea)$$);
 RESET ROLE;
 DROP ROLE bl_nodes_role;
-SELECT try($$SELECT gibbs_nb.blocked_node(1, 0, 1, NULL, '\x00'::bytea)$$);
-SELECT try($$SELECT gibbs_nb.blocked_node(1, 0, 1, '\x474e4253'::bytea, '\x00'::bytea)$$);
-SELECT try($$SELECT gibbs_nb.blocked_node(1, 2, 2, NULL, NULL)$$);
-SELECT try($$SELECT gibbs_nb.blocked_node(NULL, 0, 1, NULL, NULL)$$);
-SELECT gibbs_nb.blocked_node(1, 0, 1, NULL, NULL) IS NULL AS released;
-SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 0, 1)$$);
+-- (calls of the right form: 'GNBC', kind 2 or 1, chain 0, sweep 1 or 0, kept 0, gammas 0)
+SELECT try($$SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 0, 1, NULL,
+    '\x474e42430200000000000000010000000000000000000000000000000000000000000000'::bytea)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 0, 1, NULL, '\x00'::bytea)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 0, 1, '\x474e4253'::bytea,
+    '\x474e42430100000000000000000000000000000000000000000000000000000000000000'::bytea)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 2, 2, NULL, NULL)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node(NULL, 'blocked_mail'::regclass, 0, 1, NULL, NULL)$$);
+SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 0, 1, NULL, NULL) IS NULL AS released;
+SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 'blocked_mail'::regclass, 0, 1)$$);
 -- the same documents read in another order (ids as text under two
 -- collations that sort them differently, so the read's ORDER BY id differs):
 -- the same model, document by document (lambda < 1, gamma fixed: the split

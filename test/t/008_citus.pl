@@ -45,6 +45,7 @@ max_worker_processes = 16
 max_prepared_transactions = 20
 gibbs_nb.progress_interval = 0
 citus.max_cached_conns_per_worker = 2
+track_functions = all
 });
 	$node->append_conf('postgresql.conf', qq{
 cron.database_name = 'postgres'
@@ -158,6 +159,43 @@ is(alice(q{
   SELECT (SELECT row(classes, log_pi, tokens, log_theta) FROM gibbs_nb.packed WHERE model_name = 'spam')
        = (SELECT row(classes, log_pi, tokens, log_theta) FROM gibbs_nb.packed WHERE model_name = 'spam_local')}),
 	't', 'the same model from both');
+# the blocked sampler on the distributed source: its sweeps run on the
+# shards (a node on each, reached through one row of it, keeping its
+# documents in its worker's backend between the calls); the model is the
+# local copy's bit for bit
+is(alice(q{SELECT status FROM gibbs_nb_train('spam_blocked', 'mail', 'tokens', label_column => 'label',
+                                             sampler => 'blocked', sweeps => 40, chains => 2,
+                                             seed => 7, unlabeled_weight => 0.5, gamma_theta => NULL)}),
+	'succeeded', 'the blocked sampler on the distributed table');
+is(alice(q{SELECT status FROM gibbs_nb_train('spam_blocked_local', 'mail_local', 'tokens',
+                                             label_column => 'label', sampler => 'blocked', sweeps => 40,
+                                             chains => 2, seed => 7, unlabeled_weight => 0.5,
+                                             gamma_theta => NULL)}),
+	'succeeded', 'and on the local copy');
+is(alice(q{
+  SELECT (SELECT row(classes, log_pi, tokens, log_theta, label_probabilities) FROM gibbs_nb.packed
+          WHERE model_name = 'spam_blocked')
+       = (SELECT row(classes, log_pi, tokens, log_theta, label_probabilities) FROM gibbs_nb.packed
+          WHERE model_name = 'spam_blocked_local')
+     AND (SELECT row(log_likelihood, ess, gamma_theta) FROM gibbs_nb.models WHERE model_name = 'spam_blocked')
+       = (SELECT row(log_likelihood, ess, gamma_theta) FROM gibbs_nb.models
+          WHERE model_name = 'spam_blocked_local')}),
+	't', 'the same blocked model from both, bit for bit');
+# every call of the chains reached each of the 8 shards' nodes on the
+# workers: 2 chains x (the first labels, 40 sweeps, the end), and a release
+my $calls = q{SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'blocked_node'};
+my $total;
+foreach my $try (1 .. 300)
+{
+	$total = 0;
+	$total += $_->safe_psql('postgres', $calls) foreach @workers;
+	last if $total >= 680;
+	# the workers' backends report their calls when they end or every second
+	select(undef, undef, undef, 0.1);
+}
+is($total, 680, 'the nodes answered on the workers: 8 shards x 2 chains x 42 calls, and 8 releases');
+is(join(' ', map { $_->safe_psql('postgres', $calls) > 0 ? 'some' : 'none' } @workers), 'some some',
+	'on both workers');
 # gibbs_nb.theta, a view of the reference table, on the coordinator and on a
 # worker: the model's rows, as many as the packed row holds, the same as the
 # local model's; bob sees none of them
