@@ -11,6 +11,11 @@
 #include "storage/proc.h"
 #include "utils/acl.h"
 
+/* PostgreSQL 16 moved the varlena macros (VARDATA_ANY, ...) from postgres.h to varatt.h. */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
 /*
  * PostgreSQL 18 replaced the postfix pg_attribute_noreturn() by the prefix
  * pg_noreturn (C11 _Noreturn); before it, the attribute serves as a prefix.
