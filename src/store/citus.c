@@ -30,6 +30,8 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "common/string.h"
+#include "nodes/pg_list.h"
 #include "utils/lsyscache.h"
 
 /*
@@ -114,11 +116,22 @@ gnb_citus_hash_column(Oid relid)
 }
 
 /*
- * One value of relid's distribution column `column` from each shard that
- * has a row, as text (*n of them, in the caller's memory): a condition on
- * them reaches every shard that holds rows.  Read on the shards
- * (run_command_on_shards) as the caller, prefixed so that a shard without
- * rows (an empty result) is told from an empty value.  SPI connected.
+ * The shards of a hash-distributed table are split among the nodes that hold
+ * them: each shard belongs to the node of its placement with the least group
+ * (one node, however many copies it has).  The nodes of a blocked chain are
+ * one on each such node (worker/nodes.c).
+ */
+#define OWNING_GROUP \
+	"(SELECT pg_catalog.min(p.groupid) FROM pg_catalog.pg_dist_placement p " \
+	"WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid)"
+
+/*
+ * For each node that owns a shard of relid with rows, one value of its
+ * distribution column `column` from such a shard, as text (*n of them, in the
+ * caller's memory): a condition on them reaches every such node once.  Read
+ * on the shards (run_command_on_shards) as the caller, prefixed so that a
+ * shard without rows (an empty result) is told from an empty value.  SPI
+ * connected.
  */
 char **
 gnb_citus_shard_anchors(Oid relid, const char *column, int *n)
@@ -131,8 +144,13 @@ gnb_citus_shard_anchors(Oid relid, const char *column, int *n)
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(psprintf("SELECT 'v' OPERATOR(pg_catalog.||) %s::pg_catalog.text "
 											 "FROM %%s LIMIT 1", quote_identifier(column)));
-	gnb_execute("SELECT r.result FROM pg_catalog.run_command_on_shards($1, $2) r "
-				"WHERE r.success AND r.result OPERATOR(pg_catalog.<>) ''",
+	gnb_execute("SELECT DISTINCT ON (o.groupid) r.result "
+				"FROM pg_catalog.run_command_on_shards($1, $2) r "
+				"JOIN (SELECT s.shardid, " OWNING_GROUP " AS groupid FROM pg_catalog.pg_dist_shard s "
+				"      WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1) o "
+				"  ON o.shardid OPERATOR(pg_catalog.=) r.shardid "
+				"WHERE r.success AND r.result OPERATOR(pg_catalog.<>) '' "
+				"ORDER BY o.groupid, r.shardid",
 				2, types, values, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 0);
 	anchors = MemoryContextAlloc(cxt, sizeof(char *) * (SPI_processed + 1));
 	*n = 0;
@@ -146,4 +164,64 @@ gnb_citus_shard_anchors(Oid relid, const char *column, int *n)
 		anchors[(*n)++] = MemoryContextStrdup(cxt, v + 1);
 	}
 	return anchors;
+}
+
+/*
+ * When relid is a shard of a hash-distributed Citus table, the shards of
+ * that table this node owns (OWNING_GROUP), as relation OIDs of this node
+ * (relid among them); else NIL.  A shard is found by its name, the table's
+ * and its shard id ("mail_102008"), in the table's schema.  SPI connected.
+ */
+List *
+gnb_citus_owned_shards(Oid relid)
+{
+	const char *name = get_rel_name(relid);
+	const char *sep = name ? strrchr(name, '_') : NULL;
+	Oid			types[1] = {INT8OID};
+	Datum		values[1];
+	Oid			logical;
+	bool		isnull;
+	List	   *shards = NIL;
+	char	   *end;
+	int64		shardid;
+
+	if (!OidIsValid(get_extension_oid("citus", true)) || sep == NULL || sep[1] == '\0')
+		return NIL;
+	shardid = strtoi64(sep + 1, &end, 10);
+	if (*end != '\0' || shardid <= 0)
+		return NIL;
+	values[0] = Int64GetDatum(shardid);
+	gnb_execute("SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s "
+				"JOIN pg_catalog.pg_dist_partition d ON d.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid "
+				"WHERE s.shardid OPERATOR(pg_catalog.=) $1 AND d.partmethod OPERATOR(pg_catalog.=) 'h'",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return NIL;
+	logical = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+											 &isnull));
+	if (isnull || get_rel_namespace(logical) != get_rel_namespace(relid) ||
+		strcmp(psprintf("%s_" INT64_FORMAT, get_rel_name(logical), shardid), name) != 0)
+		return NIL;
+	types[0] = OIDOID;
+	values[0] = ObjectIdGetDatum(logical);
+	gnb_execute("SELECT s.shardid FROM pg_catalog.pg_dist_shard s "
+				"WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1 AND " OWNING_GROUP
+				" OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g) "
+				"ORDER BY s.shardid",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r],
+													 SPI_tuptable->tupdesc, 1, &isnull));
+		Oid			shard = get_relname_relid(psprintf("%s_" INT64_FORMAT, get_rel_name(logical), id),
+											  get_rel_namespace(logical));
+
+		if (!OidIsValid(shard))
+			elog(ERROR, "gibbs_nb: shard " INT64_FORMAT " of %s is not on this node", id,
+				 get_rel_name(logical));
+		shards = lappend_oid(shards, shard);
+	}
+	if (!list_member_oid(shards, relid))
+		return NIL;
+	return shards;
 }

@@ -7,11 +7,11 @@
  *	  chain's calls from that memory, without reading again.
  *
  * A node is part `part` of `parts` of one relation of its own server (the
- * source, or on Citus one of its shards, named by the OID the calling query
- * found it under), and the calling role's: the cache is keyed by (job,
- * relation, part, role), and it reads the relation as that role, which
- * must be allowed to, so a role reaches no node and no document it could
- * not read itself.  It lasts until the chain releases it (a NULL call),
+ * source, or on Citus every shard of the source this server owns, reached
+ * through one of them, named by the OID the calling query found it under),
+ * and the calling role's: the cache is keyed by (job, relation, part, role),
+ * and it reads the relations as that role, which must be allowed to, so a
+ * role reaches no node and no document it could not read itself.  It lasts until the chain releases it (a NULL call),
  * another job's first call in this backend, an error in one of its calls
  * (its state would be half changed), or the backend's end.  A query may
  * reach a node twice with one call (two rows of its relation matched the
@@ -22,8 +22,10 @@
 #include "worker/worker.h"
 #include "worker/nodes.h"
 #include "security/security.h"
+#include "store/store.h"
 
 #include "catalog/namespace.h"
+#include "executor/spi.h"
 #include "catalog/pg_class.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
@@ -107,8 +109,49 @@ node_interrupts(void *arg)
 }
 
 /*
- * A new node for key from its setup: the source found by name and described
- * as gibbs_nb_train describes one, its part read as the calling role.
+ * What a node reads, as SQL for a FROM clause: the relation itself, or when
+ * it is a shard of a Citus table, every shard of that table this server owns
+ * (gnb_citus_owned_shards: a node on each server, not on each shard, so that
+ * a call reaches each server once), each of them readable by the caller.
+ */
+static char *
+node_relations(Oid relid)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *shards;
+	StringInfoData sql;
+	ListCell   *lc;
+
+	SPI_connect();
+	shards = gnb_citus_owned_shards(relid);
+	MemoryContextSwitchTo(cxt);
+	shards = list_copy(shards);
+	SPI_finish();
+	MemoryContextSwitchTo(cxt);
+	if (shards == NIL)
+		return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+										  get_rel_name(relid));
+	initStringInfo(&sql);
+	appendStringInfoChar(&sql, '(');
+	foreach(lc, shards)
+	{
+		Oid			shard = lfirst_oid(lc);
+
+		LockRelationOid(shard, AccessShareLock);
+		if (pg_class_aclcheck(shard, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(shard));
+		appendStringInfo(&sql, "%sSELECT * FROM %s", foreach_current_index(lc) > 0 ? " UNION ALL " : "",
+						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(shard)),
+													get_rel_name(shard)));
+	}
+	appendStringInfoString(&sql, ") AS gnb_shards");
+	return sql.data;
+}
+
+/*
+ * A new node for key from its setup: its relation (or shards, node_relations)
+ * described as gibbs_nb_train describes a source, its part read as the
+ * calling role.
  */
 static NodeEntry *
 start_node(const NodeKey *key, int32 parts, bytea *setup_value)
@@ -119,6 +162,7 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 	MemoryContext old = CurrentMemoryContext;
 	Oid			relid;
 	const char *problem;
+	char	   *source_sql;
 
 	forget_other_jobs(key->job);
 	entry = hash_search(node_cache, key, HASH_ENTER, &found);
@@ -141,6 +185,7 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 			aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
 						   get_rel_name(relid));
 		MemoryContextSwitchTo(entry->cxt);
+		source_sql = node_relations(relid);
 		gnb_node_setup_decode(setup_value, &setup);
 		memset(&entry->params, 0, sizeof(entry->params));
 		entry->params.job_id = setup.job_id;
@@ -153,10 +198,8 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 		gnb_describe_source(relid, setup.tokens_column,
 							setup.label_column[0] ? setup.label_column : NULL,
 							setup.id_column, &entry->params.source);
-		gnb_read_part(&entry->params,
-					  quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-												 get_rel_name(relid)),
-					  key->part, parts, setup.tokens, setup.n_words, entry->cxt, &entry->part);
+		gnb_read_part(&entry->params, source_sql, key->part, parts, setup.tokens, setup.n_words,
+					  entry->cxt, &entry->part);
 		memset(&entry->core, 0, sizeof(entry->core));
 		entry->core.n_docs = entry->part.n_docs;
 		entry->core.n_words = setup.n_words;

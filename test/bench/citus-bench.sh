@@ -9,7 +9,9 @@
 #   down on `mail`, one node's parallel plan on `mail_local`);
 # - gibbs_nb_predict over every e-mail (on the workers for `mail`; warm
 #   caches: one untimed run first);
-# - gibbs_nb_train end to end, SWEEPS (default 200) sweeps of `paper`.
+# - gibbs_nb_train end to end, SWEEPS (default 200) sweeps of `paper`;
+# - the blocked sampler's time per sweep, its sweeps on the shards' nodes
+#   against one node's, and their difference (the nodes' overhead).
 # Needs Citus (../shared/citus/build.sh) and the superuser shell the tests use.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -78,6 +80,27 @@ row "gibbs_nb_train, $SWEEPS sweeps, end to end" \
 same=$(q -At -c "SELECT (SELECT log_theta FROM gibbs_nb.packed WHERE model_name = 'dist' ORDER BY version DESC LIMIT 1)
                       = (SELECT log_theta FROM gibbs_nb.packed WHERE model_name = 'local' ORDER BY version DESC LIMIT 1)")
 echo "  (the same model from both: $same)"
+
+# the blocked sampler: its sweeps on the shards' nodes (the job's worker keeps
+# the counts) against one node; per sweep from the job's sampling seconds
+per_sweep() {   # model source seed: a blocked training's sampling ms per sweep
+  local job
+  job=$(q -At -c "SELECT job_id FROM gibbs_nb_train('$1', '$2', 'tokens', 'label', sampler => 'blocked',
+                    sweeps => $SWEEPS, seed => $3, unlabeled_weight => 0.5)")
+  q -At -c "SELECT sample_seconds * 1000 / $SWEEPS FROM gibbs_nb_jobs WHERE job_id = $job"
+}
+bt=() bl=()
+for r in $(seq 1 "$REPEAT"); do
+  bt+=("$(per_sweep bdist mail "$r")")
+  bl+=("$(per_sweep blocal mail_local "$r")")
+done
+bd=$(printf '%s\n' "${bt[@]}" | median)
+bo=$(printf '%s\n' "${bl[@]}" | median)
+row "blocked sampler, per sweep (sampling / sweeps)" "$bd" "$bo"
+awk -v d="$bd" -v l="$bo" 'BEGIN { printf "  (per-sweep overhead of the nodes: %.1f ms)\n", d - l }'
+same=$(q -At -c "SELECT (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'bdist' ORDER BY version DESC LIMIT 1)
+                      = (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'blocal' ORDER BY version DESC LIMIT 1)")
+echo "  (the same blocked model from both: $same)"
 
 d=$(time_runs "SELECT count(gibbs_nb_predict('dist', tokens)) FROM mail" $((REPEAT + 1)) | tail -n "$REPEAT" | median)
 l=$(time_runs "SELECT count(gibbs_nb_predict('dist', tokens)) FROM mail_local" $((REPEAT + 1)) | tail -n "$REPEAT" | median)

@@ -152,6 +152,13 @@ WHERE m.model_name = 'bl_nodes3'
                     AND t1.sweep = t.sweep AND t1.log_likelihood = t.log_likelihood
                     AND t1.changed = t.changed)
 GROUP BY 1 ORDER BY 1;
+-- a warm start trains as without nodes: bl_nodes3's warm retrain is bl_sw1's
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_retrain('bl_nodes3', warm => true);
+RESET gibbs_nb.blocked_nodes;
+SELECT p.log_theta = s.log_theta AND p.label_probabilities = s.label_probabilities AS warm_same
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_nodes3' AND p.version = 2 AND s.model_name = 'bl_sw1' AND s.version = 2;
 -- the setting is a superuser's; the node function refuses what no chain sends
 CREATE ROLE bl_nodes_role;
 SET ROLE bl_nodes_role;

@@ -160,9 +160,9 @@ is(alice(q{
        = (SELECT row(classes, log_pi, tokens, log_theta) FROM gibbs_nb.packed WHERE model_name = 'spam_local')}),
 	't', 'the same model from both');
 # the blocked sampler on the distributed source: its sweeps run on the
-# shards (a node on each, reached through one row of it, keeping its
-# documents in its worker's backend between the calls); the model is the
-# local copy's bit for bit
+# workers (a node on each, holding the shards it owns, reached through one
+# row of one of them, keeping its documents in its backend between the
+# calls); the model is the local copy's bit for bit
 is(alice(q{SELECT status FROM gibbs_nb_train('spam_blocked', 'mail', 'tokens', label_column => 'label',
                                              sampler => 'blocked', sweeps => 40, chains => 2,
                                              seed => 7, unlabeled_weight => 0.5, gamma_theta => NULL)}),
@@ -181,21 +181,44 @@ is(alice(q{
        = (SELECT row(log_likelihood, ess, gamma_theta) FROM gibbs_nb.models
           WHERE model_name = 'spam_blocked_local')}),
 	't', 'the same blocked model from both, bit for bit');
-# every call of the chains reached each of the 8 shards' nodes on the
-# workers: 2 chains x (the first labels, 40 sweeps, the end), and a release
+# every call of the chains reached the node of each of the 2 workers: 2
+# chains x (the first labels, 40 sweeps, the end), and a release
 my $calls = q{SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'blocked_node'};
 my $total;
 foreach my $try (1 .. 300)
 {
 	$total = 0;
 	$total += $_->safe_psql('postgres', $calls) foreach @workers;
-	last if $total >= 680;
+	last if $total >= 170;
 	# the workers' backends report their calls when they end or every second
 	select(undef, undef, undef, 0.1);
 }
-is($total, 680, 'the nodes answered on the workers: 8 shards x 2 chains x 42 calls, and 8 releases');
+is($total, 170, 'the nodes answered on the workers: 2 workers x 2 chains x 42 calls, and 2 releases');
 is(join(' ', map { $_->safe_psql('postgres', $calls) > 0 ? 'some' : 'none' } @workers), 'some some',
 	'on both workers');
+# a node lost mid-job (the worker backend that holds a worker's nodes
+# terminated): the job fails, publishes nothing, and leaves no backend of
+# its own on the workers
+my $lost = alice(q{SELECT job_id FROM gibbs_nb_train('spam_lost', 'mail', 'tokens', label_column => 'label',
+                                                     sampler => 'blocked', sweeps => 1000000, seed => 7,
+                                                     wait => false)});
+ok($coord->poll_query_until('postgres', "SELECT sweep > 1 FROM gibbs_nb.jobs WHERE job_id = $lost"),
+	'a long blocked job sweeps on the nodes');
+my $nodes_backend = q{SELECT pid FROM pg_stat_activity
+                      WHERE usename = 'alice' AND backend_type = 'client backend'
+                        AND application_name LIKE 'citus_internal%'};
+ok($workers[0]->poll_query_until('postgres', "SELECT count(*) > 0 FROM ($nodes_backend) b"),
+	'a backend of the job on a worker holds its nodes');
+$workers[0]->safe_psql('postgres', "SELECT pg_terminate_backend(pid) FROM ($nodes_backend) b");
+ok($coord->poll_query_until('postgres', "SELECT status FROM gibbs_nb.jobs WHERE job_id = $lost", 'failed'),
+	'the job fails');
+like($coord->safe_psql('postgres', "SELECT message FROM gibbs_nb.jobs WHERE job_id = $lost"),
+	qr/connection|no node/, 'saying what was lost');
+is(alice(q{SELECT count(*) FROM gibbs_nb.models WHERE model_name = 'spam_lost'}), '0',
+	'nothing of it is published');
+ok($_->poll_query_until('postgres', "SELECT count(*) = 0 FROM ($nodes_backend) b"),
+	'no backend of the job is left on ' . $_->name) foreach @workers;
+
 # gibbs_nb.theta, a view of the reference table, on the coordinator and on a
 # worker: the model's rows, as many as the packed row holds, the same as the
 # local model's; bob sees none of them
