@@ -309,6 +309,13 @@ typedef struct run_shared
 	double	   *start_prob;
 } run_shared;
 
+/* The blocked sampler's blocks of GNB_BLOCKED_WORDS word ids. */
+static inline int32_t
+gnb_word_blocks(const run_shared *sh)
+{
+	return (sh->V + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS;
+}
+
 /*
  * The counts N as the gamma_theta move needs them: how many (class, word)
  * entries hold each small integer count, per class, and the other nonzero
@@ -871,7 +878,6 @@ extern void gnb_align_classes(const run_shared *sh, const double *ref_theta, con
 
 /* gnb_chain.c */
 extern void gnb_chain_sums_add(chain_sums *s, double x);
-extern int64_t gnb_count_locked(chain_state *st, int32_t after);
 extern void gnb_start_counts(chain_state *st);
 extern void gnb_permute_rows(const gnb_hooks *hooks, double *N, int32_t V, const int32_t *pos, int to_rows);
 extern void gnb_run_chain(chain_state *st, int32_t chain, double *log_joint_trace, double *changed_trace, chain_sums *sums, double *kept_trace);
@@ -889,6 +895,8 @@ extern void gnb_split_counts_begin(chain_state *st);
 extern void gnb_blocked_start(chain_state *st);
 extern int64_t gnb_blocked_end(chain_state *st);
 extern void gnb_blocked_word_terms_start(chain_state *st);
+
+/* gnb_blocked_draws.c */
 extern void gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step, int64_t from, int64_t to, const double *mt_c, double *work);
 
 /* gnb_node.c */
@@ -912,6 +920,9 @@ extern int32_t gnb_label_step_collapsed(chain_state *st);
 /* gnb_label_paper.c */
 extern void gnb_add_doc_packed(chain_state *st, int32_t i, int32_t k, double weight);
 extern int32_t gnb_label_step_paper(chain_state *st);
+
+/* gnb_locked.c */
+extern int64_t gnb_count_locked(chain_state *st, int32_t after);
 
 /* gnb_log_joint.c */
 extern double gnb_log_joint_from_counts(int32_t K, int32_t V, double g_theta, double g_pi, const double *C, const double *Nk, const double *S);

@@ -196,6 +196,9 @@ node_start(gnb_node *node, const gnb_node_call *call)
 
 	memset(node->prob_sum, 0, (size_t) sh->D * sh->K * sizeof(double));
 	memset(node->moved, 0, (size_t) sh->D);
+	node->changes.held_docs = sh->n_unlabeled;
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+		node->changes.held_tokens += (int64_t) sh->doc_length[sh->unlabeled[i]];
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int32_t		j = sh->unlabeled[i];
@@ -310,6 +313,8 @@ gnb_node_run(gnb_node *node, const gnb_node_call *call)
 	ch->n_entries = 0;
 	ch->changed = 0;
 	ch->locked = 0;
+	ch->held_docs = 0;
+	ch->held_tokens = 0;
 	memset(node->docs, 0, K * sizeof(int64_t));
 	memset(node->tokens, 0, K * sizeof(int64_t));
 	if (call->what == GNB_NODE_START)

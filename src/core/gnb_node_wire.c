@@ -11,8 +11,8 @@
  *   call:   "GNBC" what chain sweep kept (int32 each) g_theta g_pi (double)
  *           n_theta, log theta; n_pi, log pi; n_N, N; n_K, Nk, C
  *           (counts int64, n_theta + n_pi + n_N + 2 n_K doubles)
- *   answer: "GNBA" changed locked (int64) docs tokens (K int64 each)
- *           n, then n pairs (entry, delta) (int64)
+ *   answer: "GNBA" changed locked held_docs held_tokens (int64) docs tokens
+ *           (K int64 each) n, then n pairs (entry, delta) (int64)
  */
 #include "gnb_internal.h"
 
@@ -226,7 +226,7 @@ gnb_node_call_decode(gnb_node *node, const uint8_t *in, size_t len, gnb_node_cal
 size_t
 gnb_count_changes_size(const gnb_count_changes *changes, int32_t K)
 {
-	return 4 + 2 * 8 + 16 * (size_t) K + 8 + 16 * (size_t) changes->n_entries;
+	return 4 + 4 * 8 + 16 * (size_t) K + 8 + 16 * (size_t) changes->n_entries;
 }
 
 void
@@ -237,6 +237,8 @@ gnb_count_changes_encode(const gnb_count_changes *changes, int32_t K, uint8_t *o
 	p = put_u32(p, ANSWER_MAGIC);
 	p = put_u64(p, (uint64_t) changes->changed);
 	p = put_u64(p, (uint64_t) changes->locked);
+	p = put_u64(p, (uint64_t) changes->held_docs);
+	p = put_u64(p, (uint64_t) changes->held_tokens);
 	for (int32_t k = 0; k < K; k++)
 		p = put_u64(p, (uint64_t) changes->docs[k]);
 	for (int32_t k = 0; k < K; k++)
@@ -254,7 +256,7 @@ gnb_count_changes_decode(const uint8_t *in, size_t len, int32_t K, int64_t max_e
 						 int64_t *entry, int64_t *delta, int64_t *docs, int64_t *tokens,
 						 gnb_count_changes *changes)
 {
-	const size_t fixed = 4 + 2 * 8 + 16 * (size_t) K + 8;
+	const size_t fixed = 4 + 4 * 8 + 16 * (size_t) K + 8;
 	const uint8_t *p = in;
 	uint64_t	n;
 
@@ -266,9 +268,12 @@ gnb_count_changes_decode(const uint8_t *in, size_t len, int32_t K, int64_t max_e
 		return "a node answer has the wrong length for the chain";
 	changes->changed = (int64_t) get_u64(p + 4);
 	changes->locked = (int64_t) get_u64(p + 12);
-	if (changes->changed < 0 || changes->locked < 0)
+	changes->held_docs = (int64_t) get_u64(p + 20);
+	changes->held_tokens = (int64_t) get_u64(p + 28);
+	if (changes->changed < 0 || changes->locked < 0 || changes->held_docs < 0 ||
+		changes->held_tokens < 0)
 		return "a node answer's document counts are negative";
-	p += 20;
+	p += 36;
 	for (int32_t k = 0; k < K; k++, p += 8)
 		docs[k] = (int64_t) get_u64(p);
 	for (int32_t k = 0; k < K; k++, p += 8)

@@ -12,7 +12,10 @@
  * documents' keys (gnb_corpus.doc_key) and the counts' changes are integers,
  * summed in any order; so the chain is the same, bit for bit, as the blocked
  * chain of gnb_train_chain on the whole corpus, however the documents are
- * cut into nodes and in whatever order the nodes answer.
+ * cut into nodes and in whatever order the nodes answer, when the clamped
+ * counts are integers too (as the server's are: with fractional extra
+ * counts at lambda = 1, adding the answers' changes in another order may
+ * round otherwise).
  *
  * The coordinator runs gnb_train_chain on a corpus of no documents, with the
  * clamped documents as its extra counts and the whole corpus's summary
@@ -44,6 +47,12 @@ typedef struct gnb_count_changes
 	const int64_t *tokens;		/* K: the change in each class's tokens */
 	int64_t		changed;		/* documents whose label changed */
 	int64_t		locked;			/* GNB_NODE_END: locked documents (gnb_chain.locked) */
+	/*
+	 * GNB_NODE_START: the documents the node holds and their tokens, which
+	 * over all nodes must be the whole corpus's (the caller checks)
+	 */
+	int64_t		held_docs;
+	int64_t		held_tokens;
 } gnb_count_changes;
 
 /* A call's kind. */

@@ -26,6 +26,7 @@
 #include "security/security.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -65,27 +66,17 @@ gnb_citus_is_distributed(Oid relid)
 void
 gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column)
 {
-	Oid			types[2] = {OIDOID, TEXTOID};
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
-	char	   *dist_column;
+	char	   *dist_column = gnb_citus_hash_column(source_relid);
 	char	   *colocate_with;
 
-	if (!OidIsValid(get_extension_oid("citus", true)))
+	if (dist_column == NULL)
 		return;
-	values[0] = ObjectIdGetDatum(source_relid);
-	gnb_execute("SELECT pg_catalog.column_to_column_name(d.logicalrelid, d.partkey) "
-				"FROM pg_catalog.pg_dist_partition d "
-				"WHERE d.logicalrelid OPERATOR(pg_catalog.=) $1 "
-				"AND d.partmethod OPERATOR(pg_catalog.=) 'h'",
-				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-	if (SPI_processed != 1)
-		return;
-	dist_column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	colocate_with = dist_column != NULL && strcmp(dist_column, id_column) == 0
+	colocate_with = strcmp(dist_column, id_column) == 0
 		? quote_qualified_identifier(get_namespace_name(get_rel_namespace(source_relid)),
 									 get_rel_name(source_relid))
 		: "default";
-	types[0] = REGCLASSOID;
 	values[0] = ObjectIdGetDatum(labels_relid);
 	values[1] = CStringGetTextDatum(colocate_with);
 	gnb_execute("SELECT pg_catalog.create_distributed_table($1, 'id', colocate_with => $2)",
@@ -113,6 +104,31 @@ gnb_citus_hash_column(Oid relid)
 	if (SPI_processed != 1)
 		return NULL;
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/*
+ * The distribution column of relid when a blocked chain can put its nodes
+ * on the servers that hold relid's shards (worker/nodes.c): relid is a
+ * hash-distributed plain table (not partitioned: a partition's rows are in
+ * its own shards) whose every shard has one placement (with copies, a
+ * query may read a shard on a server that does not own it).  Else NULL.
+ * SPI connected.
+ */
+char *
+gnb_citus_nodes_column(Oid relid)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
+	char	   *column = gnb_citus_hash_column(relid);
+
+	if (column == NULL || get_rel_relkind(relid) != RELKIND_RELATION)
+		return NULL;
+	gnb_execute("SELECT 1 FROM pg_catalog.pg_dist_shard s "
+				"JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid "
+				"WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1 "
+				"GROUP BY s.shardid HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1",
+				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	return SPI_processed == 0 ? column : NULL;
 }
 
 /*
@@ -169,59 +185,46 @@ gnb_citus_shard_anchors(Oid relid, const char *column, int *n)
 /*
  * When relid is a shard of a hash-distributed Citus table, the shards of
  * that table this node owns (OWNING_GROUP), as relation OIDs of this node
- * (relid among them); else NIL.  A shard is found by its name, the table's
- * and its shard id ("mail_102008"), in the table's schema.  SPI connected.
+ * (relid among them); else NIL.  Shards by Citus's own names for them
+ * (shard_name: the table's name and the shard's id, shortened by a hash
+ * when too long).  SPI connected.
  */
 List *
 gnb_citus_owned_shards(Oid relid)
 {
-	const char *name = get_rel_name(relid);
-	const char *sep = name ? strrchr(name, '_') : NULL;
-	Oid			types[1] = {INT8OID};
-	Datum		values[1];
-	Oid			logical;
-	bool		isnull;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(relid)};
 	List	   *shards = NIL;
-	char	   *end;
-	int64		shardid;
+	bool		isnull;
 
-	if (!OidIsValid(get_extension_oid("citus", true)) || sep == NULL || sep[1] == '\0')
+	if (!OidIsValid(get_extension_oid("citus", true)))
 		return NIL;
-	shardid = strtoi64(sep + 1, &end, 10);
-	if (*end != '\0' || shardid <= 0)
-		return NIL;
-	values[0] = Int64GetDatum(shardid);
-	gnb_execute("SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s "
-				"JOIN pg_catalog.pg_dist_partition d ON d.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid "
-				"WHERE s.shardid OPERATOR(pg_catalog.=) $1 AND d.partmethod OPERATOR(pg_catalog.=) 'h'",
-				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
-	if (SPI_processed != 1)
-		return NIL;
-	logical = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-											 &isnull));
-	if (isnull || get_rel_namespace(logical) != get_rel_namespace(relid) ||
-		strcmp(psprintf("%s_" INT64_FORMAT, get_rel_name(logical), shardid), name) != 0)
-		return NIL;
-	types[0] = OIDOID;
-	values[0] = ObjectIdGetDatum(logical);
-	gnb_execute("SELECT s.shardid FROM pg_catalog.pg_dist_shard s "
-				"WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1 AND " OWNING_GROUP
-				" OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g) "
+	gnb_execute("WITH t AS (SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s "
+				"           JOIN pg_catalog.pg_dist_partition d "
+				"             ON d.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid "
+				"           WHERE d.partmethod OPERATOR(pg_catalog.=) 'h' "
+				"             AND pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid, false)) "
+				"                 OPERATOR(pg_catalog.=) $1) "
+				"SELECT pg_catalog.to_regclass(pg_catalog.shard_name(s.logicalrelid, s.shardid, false)) "
+				"FROM pg_catalog.pg_dist_shard s JOIN t ON t.logicalrelid OPERATOR(pg_catalog.=) s.logicalrelid "
+				"WHERE " OWNING_GROUP " OPERATOR(pg_catalog.=) "
+				"      (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g) "
 				"ORDER BY s.shardid",
 				1, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
-		int64		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r],
-													 SPI_tuptable->tupdesc, 1, &isnull));
-		Oid			shard = get_relname_relid(psprintf("%s_" INT64_FORMAT, get_rel_name(logical), id),
-											  get_rel_namespace(logical));
+		Oid			shard = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[r],
+														   SPI_tuptable->tupdesc, 1, &isnull));
 
-		if (!OidIsValid(shard))
-			elog(ERROR, "gibbs_nb: shard " INT64_FORMAT " of %s is not on this node", id,
-				 get_rel_name(logical));
+		if (isnull)
+			elog(ERROR, "gibbs_nb: a shard of the table of %s is not on this node",
+				 get_rel_name(relid));
 		shards = lappend_oid(shards, shard);
 	}
-	if (!list_member_oid(shards, relid))
-		return NIL;
+	/* a shard of a table, but not this node's: it has no node here */
+	if (shards != NIL && !list_member_oid(shards, relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shard %s is not owned by this node", get_rel_name(relid))));
 	return shards;
 }

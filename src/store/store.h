@@ -137,6 +137,7 @@ extern void gnb_check_image_dumpable(const GnbModelImage *img);
 extern bool gnb_citus_is_distributed(Oid relid);
 extern void gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column);
 extern char *gnb_citus_hash_column(Oid relid);
+extern char *gnb_citus_nodes_column(Oid relid);
 extern char **gnb_citus_shard_anchors(Oid relid, const char *column, int *n);
 extern List *gnb_citus_owned_shards(Oid relid);
 

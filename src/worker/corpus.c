@@ -770,6 +770,20 @@ corpus_doc_keys(const GnbJobParams *params, const GnbCorpus *corpus, MemoryConte
 	return key;
 }
 
+/* The documents read, out of the builder into the corpus, of V words. */
+static void
+corpus_take_documents(const CorpusBuilder *b, int32 V, GnbCorpus *corpus)
+{
+	corpus->n_docs = b->n_docs;
+	corpus->n_words = V;
+	corpus->doc_start = b->doc_start;
+	corpus->word = b->word;
+	corpus->count = b->count;
+	corpus->label = b->label;
+	corpus->ids = b->ids;
+	corpus->n_skipped = b->n_skipped;
+}
+
 /*
  * Read the source of a job.  Runs as the caller, with one snapshot for all
  * its queries, in a transaction that holds the source's lock (see
@@ -790,14 +804,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContex
 	new_id = corpus_renumber_words(&b, params, corpus);
 	corpus_labeled(&b, params, class_of_value, new_id, corpus);
 
-	corpus->n_docs = b.n_docs;
-	corpus->n_words = b.n_words;
-	corpus->doc_start = b.doc_start;
-	corpus->word = b.word;
-	corpus->count = b.count;
-	corpus->label = b.label;
-	corpus->ids = b.ids;
-	corpus->n_skipped = b.n_skipped;
+	corpus_take_documents(&b, b.n_words, corpus);
 	corpus->n_holdout = b.n_holdout;
 	corpus->n_holdout_skipped = b.n_holdout_skipped;
 	corpus->holdout_ids = b.holdout_ids;
@@ -875,14 +882,7 @@ gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part, in
 	pfree(to_job);
 	pfree(local);
 
-	corpus->n_docs = b.n_docs;
-	corpus->n_words = V;
-	corpus->doc_start = b.doc_start;
-	corpus->word = b.word;
-	corpus->count = b.count;
-	corpus->label = b.label;
-	corpus->ids = b.ids;
-	corpus->n_skipped = b.n_skipped;
+	corpus_take_documents(&b, V, corpus);
 	corpus->doc_key = corpus_doc_keys(params, corpus, cxt);
 	MemoryContextDelete(b.scratch);
 }

@@ -69,7 +69,8 @@ forget_node(NodeEntry *entry)
 {
 	NodeKey		key = entry->key;
 
-	MemoryContextDelete(entry->cxt);
+	if (entry->cxt)
+		MemoryContextDelete(entry->cxt);
 	hash_search(node_cache, &key, HASH_REMOVE, NULL);
 }
 
@@ -86,13 +87,30 @@ forget_other_jobs(int64 job)
 			forget_node(entry);
 }
 
+/*
+ * What every node of this backend holds, and `more` on top, within the
+ * job's budget: one budget for them all, however many a role starts.
+ */
+static void
+check_node_memory(const GnbJobParams *params, double more, const char *what)
+{
+	HASH_SEQ_STATUS seq;
+	NodeEntry  *e;
+	double		in_use = 0.0;
+
+	hash_seq_init(&seq, node_cache);
+	while ((e = hash_seq_search(&seq)) != NULL)
+		if (e->cxt)
+			in_use += (double) MemoryContextMemAllocated(e->cxt, true);
+	gnb_check_job_memory(params, in_use, more, what);
+}
+
 static void *
 node_alloc(size_t size, void *arg)
 {
 	NodeEntry  *entry = arg;
 
-	gnb_check_job_memory(&entry->params, (double) MemoryContextMemAllocated(entry->cxt, true),
-						 (double) size, "a node of the chain");
+	check_node_memory(&entry->params, (double) size, "a node of the chain");
 	return MemoryContextAllocExtended(entry->cxt, size, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 }
 
@@ -109,13 +127,24 @@ node_interrupts(void *arg)
 }
 
 /*
+ * May the caller read the relation, or some of its columns (as a source's
+ * reader may: its query then reads only those)?
+ */
+static bool
+may_read(Oid relid)
+{
+	return pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK ||
+		pg_attribute_aclcheck_all(relid, GetUserId(), ACL_SELECT, ACLMASK_ANY) == ACLCHECK_OK;
+}
+
+/*
  * What a node reads, as SQL for a FROM clause: the relation itself, or when
  * it is a shard of a Citus table, every shard of that table this server owns
  * (gnb_citus_owned_shards: a node on each server, not on each shard, so that
  * a call reaches each server once), each of them readable by the caller.
  */
 static char *
-node_relations(Oid relid)
+node_relations(Oid relid, const GnbNodeSetup *setup)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	List	   *shards;
@@ -138,9 +167,15 @@ node_relations(Oid relid)
 		Oid			shard = lfirst_oid(lc);
 
 		LockRelationOid(shard, AccessShareLock);
-		if (pg_class_aclcheck(shard, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		gnb_lock_namespace_name(get_rel_namespace(shard), true);
+		if (!may_read(shard))
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, get_rel_name(shard));
-		appendStringInfo(&sql, "%sSELECT * FROM %s", foreach_current_index(lc) > 0 ? " UNION ALL " : "",
+		/* the columns read, not *: the caller may read only those */
+		appendStringInfo(&sql, "%sSELECT %s, %s%s%s FROM %s",
+						 foreach_current_index(lc) > 0 ? " UNION ALL " : "",
+						 quote_identifier(setup->id_column), quote_identifier(setup->tokens_column),
+						 setup->label_column[0] ? ", " : "",
+						 setup->label_column[0] ? quote_identifier(setup->label_column) : "",
 						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(shard)),
 													get_rel_name(shard)));
 	}
@@ -165,15 +200,19 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 	char	   *source_sql;
 
 	forget_other_jobs(key->job);
+	/* a node of this key already: gone first, so that no entry outlives its memory */
+	entry = hash_search(node_cache, key, HASH_FIND, NULL);
+	if (entry != NULL)
+		forget_node(entry);
 	entry = hash_search(node_cache, key, HASH_ENTER, &found);
-	if (found)
-		MemoryContextDelete(entry->cxt);
-	entry->cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb node", ALLOCSET_DEFAULT_SIZES);
+	entry->cxt = NULL;
 	entry->node = NULL;
 	entry->answered = false;
 	entry->estimated_chain = -1;
 	PG_TRY();
 	{
+		entry->cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb node",
+										   ALLOCSET_DEFAULT_SIZES);
 		/* the relation, readable by the caller, before anything else */
 		relid = key->relid;
 		LockRelationOid(relid, AccessShareLock);
@@ -181,20 +220,26 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_TABLE),
 					 errmsg("relation with OID %u does not exist", relid)));
-		if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		/* its name, which the reading's query gives, leads to it until the end */
+		gnb_lock_namespace_name(get_rel_namespace(relid), true);
+		if (!may_read(relid))
 			aclcheck_error(ACLCHECK_NO_PRIV, get_relkind_objtype(get_rel_relkind(relid)),
 						   get_rel_name(relid));
 		MemoryContextSwitchTo(entry->cxt);
-		source_sql = node_relations(relid);
-		gnb_node_setup_decode(setup_value, &setup);
+		/*
+		 * the setup decoded takes about twice its size (a pointer and a chunk
+		 * a token): within this backend's budget first, then the job's too
+		 * (the setup's is the caller's word)
+		 */
 		memset(&entry->params, 0, sizeof(entry->params));
-		entry->params.job_id = setup.job_id;
-		/* the job's budget, and this backend's own: the setup is the caller's word */
-		entry->params.max_job_memory = Min(setup.max_job_memory,
-										   (int64) gnb_max_job_memory_kb * 1024);
+		entry->params.job_id = key->job;
+		entry->params.max_job_memory = (int64) gnb_max_job_memory_kb * 1024;
+		check_node_memory(&entry->params, 3.0 * VARSIZE_ANY(setup_value), "a node's setup");
+		gnb_node_setup_decode(setup_value, &setup);
+		source_sql = node_relations(relid, &setup);
+		entry->params.max_job_memory = Min(setup.max_job_memory, entry->params.max_job_memory);
 		entry->params.sampler = setup.sampler;
-		gnb_check_job_memory(&entry->params, (double) MemoryContextMemAllocated(entry->cxt, true),
-							 0.0, "a node's setup");
+		check_node_memory(&entry->params, 0.0, "a node's setup");
 		gnb_describe_source(relid, setup.tokens_column,
 							setup.label_column[0] ? setup.label_column : NULL,
 							setup.id_column, &entry->params.source);

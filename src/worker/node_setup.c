@@ -9,7 +9,8 @@
  * call itself, with an OID of the node's own.  Numbers in network byte order (pqformat),
  * doubles by their bits.  Decoding checks every length against what is left
  * of the value before it allocates by it, so that a value made up by hand
- * costs at most its own size.
+ * costs about twice its own size at most (a pointer and a chunk a token),
+ * which the node checks against its budget before it decodes.
  */
 #include "gibbs_nb.h"
 

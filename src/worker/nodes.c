@@ -45,6 +45,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "storage/lmgr.h"
 
 /* What the chain's calls of its nodes share. */
 typedef struct NodesRun
@@ -60,6 +61,13 @@ typedef struct NodesRun
 	char	   *call_sql;
 	char	   *estimates_sql;
 	char	   *release_sql;
+	/*
+	 * a Citus source: the names the queries reach it by, locked and checked
+	 * again in each query's transaction (lock_source_name)
+	 */
+	Oid			source_relid;
+	char	   *source_nspname;
+	char	   *source_relname;
 	int32		n_nodes;
 	int32		K;
 	int32		V;
@@ -70,6 +78,11 @@ typedef struct NodesRun
 	int64	   *delta;
 	int64	   *docs;
 	int64	   *tokens;
+	/* what a start's answers say the nodes hold, and what they must */
+	int64		held_docs;
+	int64		held_tokens;
+	int64		all_docs;
+	int64		all_tokens;
 	/* the nodes' estimates, mapped to the worker's documents by their keys */
 	int32		n_docs;
 	const uint64 *sorted_keys;	/* n_docs, increasing */
@@ -120,6 +133,34 @@ run_interrupts(void *arg)
  */
 typedef void (*answer_fn) (NodesRun *run, const gnb_node_call *call, bytea *value);
 
+/*
+ * The source a query names, locked by OID with its schema's name
+ * (gnb_lock_namespace_name) for the transaction, and still so named: the
+ * name leads to it, not to a look-alike another role put there.
+ */
+static void
+lock_source_name(const NodesRun *run)
+{
+	Oid			relid = run->source_relid;
+	char	   *nspname;
+	char	   *relname;
+
+	LockRelationOid(relid, AccessShareLock);
+	relname = get_rel_name(relid);
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the source of gibbs_nb job " INT64_FORMAT " was dropped while the job ran",
+						run->params->job_id)));
+	gnb_lock_namespace_name(get_rel_namespace(relid), true);
+	nspname = get_namespace_name(get_rel_namespace(relid));
+	if (strcmp(relname, run->source_relname) != 0 || strcmp(nspname, run->source_nspname) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the source of gibbs_nb job " INT64_FORMAT " was renamed while the job ran",
+						run->params->job_id)));
+}
+
 static void
 query_nodes(NodesRun *run, const char *sql, int nargs, Oid *types, Datum *values,
 			const char *nulls, const gnb_node_call *call, answer_fn fn)
@@ -129,6 +170,8 @@ query_nodes(NodesRun *run, const char *sql, int nargs, Oid *types, Datum *values
 
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
+	if (OidIsValid(run->source_relid))
+		lock_source_name(run);
 	SPI_connect();
 	gnb_execute_unfolded(sql, nargs, types, values, nulls, GNB_AS_CALLER, SPI_OK_SELECT);
 	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "node answer");
@@ -184,6 +227,8 @@ apply_answer(NodesRun *run, const gnb_node_call *call, bytea *value)
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 				 errmsg("invalid answer of a node of gibbs_nb job " INT64_FORMAT ": %s",
 						run->params->job_id, err)));
+	run->held_docs += changes.held_docs;
+	run->held_tokens += changes.held_tokens;
 	call->apply(call->coordinator, &changes);
 }
 
@@ -209,8 +254,19 @@ call_nodes(void *arg, const gnb_node_call *call)
 	values[0] = Int64GetDatum(run->params->job_id);
 	values[1] = PointerGetDatum(run->setup);
 	values[2] = PointerGetDatum(value);
+	run->held_docs = run->held_tokens = 0;
 	query_nodes(run, run->call_sql, 3, types, values, nulls, call, apply_answer);
 	pfree(value);
+	/* the nodes hold the job's documents, no more and no fewer */
+	if (call->what == GNB_NODE_START &&
+		(run->held_docs != run->all_docs || run->held_tokens != run->all_tokens))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while it was read",
+						run->params->job_id),
+				 errdetail("Its nodes hold " INT64_FORMAT " unlabelled documents of " INT64_FORMAT
+						   " tokens, the job read " INT64_FORMAT " of " INT64_FORMAT ".",
+						   run->held_docs, run->held_tokens, run->all_docs, run->all_tokens)));
 	/* the nodes have read their parts: later calls carry no setup */
 	run->setup = NULL;
 }
@@ -294,8 +350,6 @@ static void
 plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 {
 	const GnbSourceDesc *src = &params->source;
-	const char *source = quote_qualified_identifier(get_namespace_name(get_rel_namespace(src->relid)),
-													get_rel_name(src->relid));
 	char	   *args;
 	char	   *from;
 
@@ -312,6 +366,18 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 		StringInfoData list;
 		char	   *type = format_type_be_qualified(get_atttype(src->relid,
 															 get_attnum(src->relid, column)));
+		const char *source;
+
+		run->source_relid = src->relid;
+		run->source_relname = get_rel_name(src->relid);
+		if (run->source_relname == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("the source of gibbs_nb job " INT64_FORMAT " was dropped while the job ran",
+							params->job_id)));
+		run->source_nspname = get_namespace_name(get_rel_namespace(src->relid));
+		lock_source_name(run);
+		source = quote_qualified_identifier(run->source_nspname, run->source_relname);
 
 		SPI_connect();
 		anchors = gnb_citus_shard_anchors(src->relid, column, &n);
@@ -325,8 +391,15 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 		from = n == 0 ? psprintf("%s AS s WHERE false", source) :
 			psprintf("%s AS s WHERE s.%s OPERATOR(pg_catalog.=) ANY (ARRAY[%s])", source,
 					 quote_identifier(column), list.data);
-		/* every shard task of a worker in one backend, which keeps its nodes */
+		/*
+		 * every task of a worker in one backend, which keeps its node, and
+		 * that backend's connection kept however long the job runs (Citus
+		 * closes a cached connection older than its lifetime, 10 minutes by
+		 * default, when a transaction ends: a new backend would have no node)
+		 */
 		(void) set_config_option("citus.max_adaptive_executor_pool_size", "1", PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
+		(void) set_config_option("citus.max_cached_connection_lifetime", "-1", PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
 	}
 	run->call_sql = psprintf("SELECT gibbs_nb.blocked_node($1, %s, $2, $3) FROM %s", args, from);
@@ -338,9 +411,10 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 
 /*
  * Does the job train through nodes?  With gibbs_nb.blocked_nodes, or the
- * blocked sampler on a hash-distributed Citus source; not a warm start,
- * which trains as without nodes (its labels are the worker's, by document).
- * In a transaction of its own.
+ * blocked sampler on a Citus source whose shards nodes can hold
+ * (gnb_citus_nodes_column); not a warm start, which trains as without
+ * nodes (its labels are the worker's, by document).  In a transaction of
+ * its own.
  */
 bool
 gnb_nodes_wanted(const GnbJobParams *params)
@@ -355,7 +429,7 @@ gnb_nodes_wanted(const GnbJobParams *params)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	SPI_connect();
-	wanted = gnb_citus_hash_column(params->source.relid) != NULL;
+	wanted = gnb_citus_nodes_column(params->source.relid) != NULL;
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -488,8 +562,14 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	else
 	{
 		SPI_connect();
-		column = gnb_citus_hash_column(params->source.relid);
-		column = column ? MemoryContextStrdup(run.cxt, column) : NULL;
+		column = gnb_citus_nodes_column(params->source.relid);
+		if (column == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while it was read",
+							params->job_id),
+					 errdetail("It is no longer distributed as it was.")));
+		column = MemoryContextStrdup(run.cxt, column);
 		SPI_finish();
 	}
 	plan_nodes(&run, params, column);
@@ -501,6 +581,9 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 			 params->job_id, problem);
 	run.setup = gnb_node_setup_encode(&setup);
 	node_hooks.blocked_nodes = call_nodes;
+	run.all_docs = D;
+	for (int32 w = 0; w < core->n_words; w++)
+		run.all_tokens += setup.all_unlabeled_count[w];
 
 	/* the documents by key, for the nodes' estimates */
 	keys = palloc_extended(sizeof(KeyDoc) * ((Size) D + 1), MCXT_ALLOC_HUGE);

@@ -2924,6 +2924,9 @@ typedef struct nodes_arg
 	int32_t		V;
 	const char *wire_error;
 	int			probed;			/* probe_wire_errors ran */
+	/* what the nodes said they hold, summed over the chains' starts */
+	int64_t		held_docs;
+	int64_t		held_tokens;
 } nodes_arg;
 
 /*
@@ -3019,7 +3022,10 @@ nodes_answer(void *arg, const gnb_node_call *call)
 
 		if (!na->wire)
 		{
-			call->apply(call->coordinator, gnb_node_run(na->node[i], call));
+			ch = gnb_node_run(na->node[i], call);
+			na->held_docs += ch->held_docs;
+			na->held_tokens += ch->held_tokens;
+			call->apply(call->coordinator, ch);
 			continue;
 		}
 		if ((err = gnb_node_call_decode(na->node[i], bytes, size, &decoded)) != NULL)
@@ -3036,7 +3042,11 @@ nodes_answer(void *arg, const gnb_node_call *call)
 											max, entry, delta, docs, tokens, &back)) != NULL)
 			na->wire_error = err;
 		else
+		{
+			na->held_docs += back.held_docs;
+			na->held_tokens += back.held_tokens;
 			call->apply(call->coordinator, &back);
+		}
 		free(answer);
 		free(entry);
 		free(delta);
@@ -3234,6 +3244,16 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 		/* the first labels, every sweep, the end: per chain */
 		CHECK(na.calls == p.chains * (2 + (int64_t) p.sweeps),
 			  "%d nodes: %lld calls", n_nodes, (long long) na.calls);
+		{
+			int64_t		tokens = 0;
+
+			for (int32_t w = 0; w < V; w++)
+				tokens += all_count[w];
+			CHECK(na.held_docs == p.chains * n_unlabeled && na.held_tokens == p.chains * tokens,
+				  "%d nodes hold %lld documents and %lld tokens at each start, of %lld and %lld",
+				  n_nodes, (long long) na.held_docs / p.chains,
+				  (long long) na.held_tokens / p.chains, (long long) n_unlabeled, (long long) tokens);
+		}
 		CHECK(na.wire_error == NULL && na.probed == na.wire, "%d nodes over bytes: %s", n_nodes,
 			  na.wire_error ? na.wire_error : "probed");
 		for (int i = 0; i < n_nodes; i++)
