@@ -143,19 +143,19 @@ gnb_citus_nodes_column(Oid relid)
 
 /*
  * For each node that owns a shard of relid with rows, one value of its
- * distribution column `column` from such a shard, as text (*n of them, in the
- * caller's memory): a condition on them reaches every such node once.  Read
+ * distribution column `column` from such a shard, as text (*n of them, in
+ * cxt, which outlives SPI's): a condition on them reaches every such node
+ * once.  Read
  * on the shards (run_command_on_shards) as the caller, prefixed so that a
  * shard without rows (an empty result) is told from an empty value.  SPI
  * connected.
  */
 char **
-gnb_citus_shard_anchors(Oid relid, const char *column, int *n)
+gnb_citus_shard_anchors(Oid relid, const char *column, MemoryContext cxt, int *n)
 {
 	Oid			types[2] = {REGCLASSOID, TEXTOID};
 	Datum		values[2];
 	char	  **anchors;
-	MemoryContext cxt = CurrentMemoryContext;
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(psprintf("SELECT 'v' OPERATOR(pg_catalog.||) %s::pg_catalog.text "

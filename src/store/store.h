@@ -138,7 +138,7 @@ extern bool gnb_citus_is_distributed(Oid relid);
 extern void gnb_citus_distribute_labels(Oid labels_relid, Oid source_relid, const char *id_column);
 extern char *gnb_citus_hash_column(Oid relid);
 extern char *gnb_citus_nodes_column(Oid relid);
-extern char **gnb_citus_shard_anchors(Oid relid, const char *column, int *n);
+extern char **gnb_citus_shard_anchors(Oid relid, const char *column, MemoryContext cxt, int *n);
 extern List *gnb_citus_owned_shards(Oid relid);
 
 #endif							/* GNB_STORE_STORE_H */

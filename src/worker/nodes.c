@@ -378,9 +378,8 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 		run->source_nspname = get_namespace_name(get_rel_namespace(src->relid));
 		lock_source_name(run);
 		source = quote_qualified_identifier(run->source_nspname, run->source_relname);
-
 		SPI_connect();
-		anchors = gnb_citus_shard_anchors(src->relid, column, &n);
+		anchors = gnb_citus_shard_anchors(src->relid, column, run->cxt, &n);
 		SPI_finish();
 		initStringInfo(&list);
 		for (int i = 0; i < n; i++)
