@@ -19,6 +19,9 @@ cd "$repo"
 SHARDS=${SHARDS:-32}
 REPEAT=${REPEAT:-3}
 SWEEPS=${SWEEPS:-200}
+# SCALE=n: the e-mails n times over (copies under other ids), and only the
+# blocked sampler's timings (the others would take n times as long)
+SCALE=${SCALE:-1}
 
 [ -f "$(pg_config --pkglibdir)/citus.so" ] || { echo "Citus is not installed: run ../shared/citus/build.sh" >&2; exit 1; }
 make -s >/dev/null && make -s install >/dev/null
@@ -38,6 +41,8 @@ CREATE TABLE mail_local (id int PRIMARY KEY, truth text, tokens text[], label te
 INSERT INTO mail_local
 SELECT id, truth, array(SELECT m[1] FROM regexp_matches(lower(body), '([a-z0-9'']+)', 'g') m),
        CASE WHEN id % 2 = 1 THEN truth END FROM raw;
+INSERT INTO mail_local
+SELECT id + k * 10000000, truth, tokens, label FROM mail_local, generate_series(1, $SCALE - 1) k;
 CREATE TABLE mail (LIKE mail_local INCLUDING ALL);
 INSERT INTO mail SELECT * FROM mail_local;
 SELECT create_distributed_table('mail', 'id', shard_count => $SHARDS);
@@ -59,6 +64,7 @@ row() {   # what distributed_ms local_ms
 }
 
 echo
+if [ "$SCALE" -eq 1 ]; then
 same=$(q -At -c "SELECT count(*) FROM (
   (SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail))
    EXCEPT SELECT * FROM gibbs_nb_class_counts_rows((SELECT gibbs_nb_class_counts(label, tokens) FROM mail_local)))
@@ -80,8 +86,11 @@ row "gibbs_nb_train, $SWEEPS sweeps, end to end" \
 same=$(q -At -c "SELECT (SELECT log_theta FROM gibbs_nb.packed WHERE model_name = 'dist' ORDER BY version DESC LIMIT 1)
                       = (SELECT log_theta FROM gibbs_nb.packed WHERE model_name = 'local' ORDER BY version DESC LIMIT 1)")
 echo "  (the same model from both: $same)"
+else
+  echo "medians of $REPEAT, the e-mails $SCALE times over: the blocked sampler alone"
+fi
 
-# the blocked sampler: its sweeps on the shards' nodes (the job's worker keeps
+# the blocked sampler: its sweeps on the workers' nodes (the job's worker keeps
 # the counts) against one node; per sweep from the job's sampling seconds
 per_sweep() {   # model source seed: a blocked training's sampling ms per sweep
   local job
@@ -102,9 +111,11 @@ same=$(q -At -c "SELECT (SELECT row(log_theta, label_probabilities) FROM gibbs_n
                       = (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'blocal' ORDER BY version DESC LIMIT 1)")
 echo "  (the same blocked model from both: $same)"
 
+if [ "$SCALE" -eq 1 ]; then
 d=$(time_runs "SELECT count(gibbs_nb_predict('dist', tokens)) FROM mail" $((REPEAT + 1)) | tail -n "$REPEAT" | median)
 l=$(time_runs "SELECT count(gibbs_nb_predict('dist', tokens)) FROM mail_local" $((REPEAT + 1)) | tail -n "$REPEAT" | median)
 row "gibbs_nb_predict over every e-mail" "$d" "$l"
 same=$(q -At -c "SELECT count(*) FROM (SELECT id, gibbs_nb_predict('dist', tokens) p FROM mail) d
                  JOIN (SELECT id, gibbs_nb_predict('dist', tokens) p FROM mail_local) l USING (id) WHERE d.p = l.p")
 echo "  (the same label from both for $same e-mails)"
+fi
