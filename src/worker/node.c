@@ -446,6 +446,8 @@ gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
 	pq_sendint32(&buf, entry->part.n_docs);
 	for (int32 d = 0; d < entry->part.n_docs; d++)
 	{
+		if ((d & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
 		pq_sendint64(&buf, (int64) entry->part.doc_key[d]);
 		pq_sendint32(&buf, last[d]);
 		for (int32 k = 0; k < K; k++)

@@ -307,6 +307,9 @@ take_estimates(NodesRun *run, const gnb_node_call *call, bytea *value)
 					hi = run->n_docs;
 		int32		j;
 
+		if ((d & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+
 		while (lo < hi)
 		{
 			int32		mid = lo + (hi - lo) / 2;
