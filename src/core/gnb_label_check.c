@@ -202,6 +202,8 @@ gnb_check_labels(const gnb_corpus *corpus, const gnb_params *params,
 		{
 			double		length = 0.0;
 
+			if (corpus->doc_length)
+				length = corpus->doc_length[j];
 			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
 				length += corpus->count[p];
 			for (int32_t k = 0; k < K; k++)
@@ -303,6 +305,41 @@ gnb_check_labels_better(const gnb_label_check *check)
 		check->model_agreement - check->labels_agreement > check->margin;
 }
 
+/*
+ * One unlabelled document under a labels-only model (gnb_label_check.h):
+ * log pi-hat_k + sum_w n_w log theta-hat_kw over the clamped words (the
+ * others' terms are the same in every class), normalised: the version
+ * labels its own unlabelled documents as gibbs_nb_predict labels new ones.
+ */
+int32_t
+gnb_labels_only_doc(const double *theta, const double *pi, const double *clamped,
+					int32_t K, int32_t V, const int32_t *word, const int32_t *count,
+					int64_t n_pairs, double *s, double *prob)
+{
+	double		max = -INFINITY;
+	double		total = 0.0;
+	int32_t		best = 0;
+
+	for (int32_t k = 0; k < K; k++)
+		s[k] = log(pi[k]);
+	for (int64_t p = 0; p < n_pairs; p++)
+		if (clamped && clamped_total(clamped, word[p], K) > 0.0)
+			for (int32_t k = 0; k < K; k++)
+				s[k] += count[p] * log(theta[(int64_t) k * V + word[p]]);
+	for (int32_t k = 0; k < K; k++)
+		if (s[k] > max)
+			max = s[k];
+	for (int32_t k = 0; k < K; k++)
+		total += (s[k] = exp(s[k] - max));
+	for (int32_t k = 0; k < K; k++)
+	{
+		prob[k] = s[k] / total;
+		if (s[k] > s[best])
+			best = k;
+	}
+	return best;
+}
+
 void
 gnb_labels_only_model(const gnb_corpus *corpus, const gnb_params *params,
 					  gnb_result *result, const gnb_hooks *hooks)
@@ -357,41 +394,19 @@ gnb_labels_only_model(const gnb_corpus *corpus, const gnb_params *params,
 				rest * (n + g) / (tokens[k] + clamped_words * g) : other;
 		}
 	}
-	for (int32_t j = 0; j < corpus->n_docs; j++)
+	/* documents held elsewhere: whoever holds them scores them */
+	for (int32_t j = 0; corpus->doc_length == NULL && j < corpus->n_docs; j++)
 	{
-		double		max = -INFINITY;
-		double		total = 0.0;
-
 		if (corpus->label[j] >= 0)
 			continue;
 		if (hooks->check_interrupts && j % 1024 == 0)
 			hooks->check_interrupts(hooks->arg);
-
-		/*
-		 * log pi-hat_k + sum_w n_w log theta-hat_kw over the clamped words
-		 * (the others' terms are the same in every class): the version
-		 * labels its own unlabelled documents as gibbs_nb_predict labels
-		 * new ones
-		 */
-		for (int32_t k = 0; k < K; k++)
-			s[k] = log(result->pi[k]);
-		for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-			if (clamped && clamped_total(clamped, corpus->word[p], K) > 0.0)
-				for (int32_t k = 0; k < K; k++)
-					s[k] += corpus->count[p] *
-						log(result->theta[(int64_t) k * V + corpus->word[p]]);
-		for (int32_t k = 0; k < K; k++)
-			if (s[k] > max)
-				max = s[k];
-		for (int32_t k = 0; k < K; k++)
-			total += (s[k] = exp(s[k] - max));
-		result->last_labels[j] = 0;
-		for (int32_t k = 0; k < K; k++)
-		{
-			result->label_prob[(int64_t) j * K + k] = s[k] / total;
-			if (s[k] > s[result->last_labels[j]])
-				result->last_labels[j] = k;
-		}
+		result->last_labels[j] =
+			gnb_labels_only_doc(result->theta, result->pi, clamped, K, V,
+								corpus->word + corpus->doc_start[j],
+								corpus->count + corpus->doc_start[j],
+								corpus->doc_start[j + 1] - corpus->doc_start[j], s,
+								result->label_prob + (int64_t) j * K);
 	}
 	/*
 	 * The chains' diagnostics stay, as measured (they describe the chains

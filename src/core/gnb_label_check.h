@@ -80,10 +80,26 @@ extern int	gnb_check_labels_better(const gnb_label_check *check);
  * for the labels-only model.  The chains' diagnostics (R-hat, ESS, chain
  * agreement) stay as measured, of the chains that ran, but their warnings
  * go: this model is not theirs; labels_agreement becomes
- * labels_only_agreement.
+ * labels_only_agreement.  Documents held elsewhere (corpus->doc_length)
+ * keep the chains' probabilities here: their holders score them
+ * (gnb_labels_only_doc).
  */
 extern void gnb_labels_only_model(const gnb_corpus *corpus, const gnb_params *params,
 								  gnb_result *result, const gnb_hooks *hooks);
+
+/*
+ * Where the documents are held elsewhere (gnb_corpus.doc_length), the
+ * labels-only model's probabilities of one of them, as
+ * gnb_labels_only_model gives them: theta class-major (K x V) and pi as it
+ * left them in the result, clamped the corpus's clamped counts (V x K
+ * word-major, or NULL), the document's n_pairs words and counts; s is K
+ * doubles of scratch.  Fills prob (K) and returns the most probable class
+ * (ties to the earlier).
+ */
+extern int32_t gnb_labels_only_doc(const double *theta, const double *pi, const double *clamped,
+								   int32_t K, int32_t V, const int32_t *word,
+								   const int32_t *count, int64_t n_pairs, double *s,
+								   double *prob);
 
 /* An upper bound on what gnb_check_labels allocates, in bytes. */
 extern uint64_t gnb_check_labels_memory(int32_t n_words, int32_t n_classes);

@@ -222,5 +222,8 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 			if (corpus->all_unlabeled_count[corpus->word[p]] < corpus->count[p])
 				return "a part of a corpus has more of a word than the whole";
 	}
+	if (corpus->doc_length &&
+		(corpus->all_unlabeled_count == NULL || corpus->doc_start[corpus->n_docs] != 0))
+		return "document lengths are for documents held elsewhere, without their pairs";
 	return NULL;
 }

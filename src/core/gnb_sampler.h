@@ -110,6 +110,16 @@ typedef struct gnb_corpus
 	 */
 	const int64_t *all_unlabeled_count;
 	int64_t		all_n_unlabeled;
+
+	/*
+	 * Optional, with all_unlabeled_count: the documents are listed (their
+	 * labels, keys) but held by nodes, without their pairs here, and these
+	 * are their numbers of tokens (n_docs).  The label check weighs each
+	 * document by it; gnb_labels_only_model leaves their probabilities to
+	 * whoever holds them (gnb_labels_only_doc).  May be filled after
+	 * gnb_check, before the label check.
+	 */
+	const double *doc_length;
 } gnb_corpus;
 
 typedef struct gnb_params

@@ -2480,6 +2480,185 @@ test_label_check(void)
 }
 
 /*
+ * Documents held elsewhere (gnb_corpus.doc_length): the label check of a
+ * corpus that lists its unlabelled documents without their pairs, with
+ * their lengths, is the check of the corpus that has them; without the
+ * lengths it is not (the test can fail).  The labels-only model leaves
+ * their probabilities alone, and gnb_labels_only_doc gives each document
+ * the probabilities gnb_labels_only_model gives it where the pairs are.
+ */
+static void
+test_documents_held_elsewhere(void)
+{
+	synthetic	syn;
+	const int	V = 60,
+				K = 2;
+	gnb_params	p = {GNB_SAMPLER_BLOCKED, 60, 20, 1, 1, 1.0, 0.5, 1.0, 9};
+	gnb_corpus	here,
+				held,
+				checked;
+	double	   *extra = calloc((size_t) V * K, sizeof(double));
+	double		extra_docs[2] = {0, 0};
+	int64_t    *all_count = calloc(V, sizeof(int64_t));
+	int64_t    *no_pairs;
+	int64_t    *u_start,
+			   *c_start;
+	int32_t    *u_word,
+			   *u_count,
+			   *u_label,
+			   *c_word,
+			   *c_count,
+			   *c_label;
+	double	   *length,
+			   *zero_length;
+	int32_t		n_u = 0,
+				n_c = 0;
+	int64_t		pu = 0,
+				pc = 0;
+	int			same = 1,
+				differs_without = 0,
+				scores_same = 1;
+
+	make_synthetic(&syn, 600, V, K, 10, 0.05, 81);
+	u_start = calloc(syn.c.n_docs + 1, sizeof(int64_t));
+	c_start = calloc(syn.c.n_docs + 1, sizeof(int64_t));
+	u_word = calloc(syn.doc_start[syn.c.n_docs] + 1, sizeof(int32_t));
+	u_count = calloc(syn.doc_start[syn.c.n_docs] + 1, sizeof(int32_t));
+	c_word = calloc(syn.doc_start[syn.c.n_docs] + 1, sizeof(int32_t));
+	c_count = calloc(syn.doc_start[syn.c.n_docs] + 1, sizeof(int32_t));
+	u_label = calloc(syn.c.n_docs, sizeof(int32_t));
+	c_label = calloc(syn.c.n_docs, sizeof(int32_t));
+	length = calloc(syn.c.n_docs, sizeof(double));
+	zero_length = calloc(syn.c.n_docs, sizeof(double));
+	no_pairs = calloc(syn.c.n_docs + 1, sizeof(int64_t));
+	/* the labelled documents as the server gives them: counts, and checked */
+	for (int j = 0; j < syn.c.n_docs; j++)
+	{
+		int			y = syn.label[j];
+
+		for (int64_t q = syn.doc_start[j]; q < syn.doc_start[j + 1]; q++)
+			if (y >= 0)
+			{
+				extra[(int64_t) syn.word[q] * K + y] += syn.count[q];
+				c_word[pc] = syn.word[q];
+				c_count[pc++] = syn.count[q];
+			}
+			else
+			{
+				all_count[syn.word[q]] += syn.count[q];
+				length[n_u] += syn.count[q];
+				u_word[pu] = syn.word[q];
+				u_count[pu++] = syn.count[q];
+			}
+		if (y >= 0)
+		{
+			extra_docs[y] += 1;
+			c_label[n_c++] = y;
+			c_start[n_c] = pc;
+		}
+		else
+		{
+			u_label[n_u++] = -1;
+			u_start[n_u] = pu;
+		}
+	}
+	memset(&here, 0, sizeof(here));
+	here.n_docs = n_u;
+	here.n_words = V;
+	here.n_classes = K;
+	here.doc_start = u_start;
+	here.word = u_word;
+	here.count = u_count;
+	here.label = u_label;
+	here.extra_word_counts = extra;
+	here.extra_doc_counts = extra_docs;
+	memset(&checked, 0, sizeof(checked));
+	checked.n_docs = n_c;
+	checked.n_words = V;
+	checked.n_classes = K;
+	checked.doc_start = c_start;
+	checked.word = c_word;
+	checked.count = c_count;
+	checked.label = c_label;
+	held = here;
+	held.doc_start = no_pairs;
+	held.all_unlabeled_count = all_count;
+	held.all_n_unlabeled = n_u;
+	held.doc_length = length;
+	CHECK(gnb_check(&held, &p) == NULL, "a corpus of documents held elsewhere is usable");
+	for (int round = 0; round < 6; round++)
+	{
+		gnb_result	res;
+		gnb_label_check a,
+					b,
+					c;
+
+		p.seed = 100 + round;
+		p.unlabeled_weight = round < 3 ? 1.0 : 0.5;
+		gnb_train(&here, &p, NULL, &res);
+		gnb_check_labels(&here, &p, &res, &checked, NULL, &a);
+		gnb_check_labels(&held, &p, &res, &checked, NULL, &b);
+		held.doc_length = zero_length;
+		gnb_check_labels(&held, &p, &res, &checked, NULL, &c);
+		held.doc_length = length;
+		same &= a.n == b.n && a.model_right == b.model_right && a.labels_right == b.labels_right &&
+			a.only_model == b.only_model && a.only_labels == b.only_labels &&
+			a.worse == b.worse && a.drift_from == b.drift_from && a.drift_to == b.drift_to;
+		differs_without += a.model_right != c.model_right || a.only_model != c.only_model;
+		/* the labels-only model: here it scores the documents; held, not */
+		{
+			gnb_result	r2 = res;
+			double	   *prob = malloc(sizeof(double) * K * n_u + 1);
+			double	   *theta = malloc(sizeof(double) * K * V);
+			double		pi[2],
+						s2[2],
+						one[2];
+
+			memcpy(prob, res.label_prob, sizeof(double) * K * n_u);
+			memcpy(theta, res.theta, sizeof(double) * K * V);
+			memcpy(pi, res.pi, sizeof(pi));
+			r2.theta = theta;
+			r2.pi = pi;
+			r2.label_prob = prob;
+			gnb_labels_only_model(&held, &p, &r2, NULL);
+			scores_same &= memcmp(prob, res.label_prob, sizeof(double) * K * n_u) == 0;
+			gnb_labels_only_model(&here, &p, &res, NULL);
+			for (int j = 0; j < n_u; j++)
+			{
+				int32_t		best = gnb_labels_only_doc(theta, pi, extra, K, V,
+													   u_word + u_start[j], u_count + u_start[j],
+													   u_start[j + 1] - u_start[j], s2, one);
+
+				scores_same &= memcmp(one, res.label_prob + (int64_t) j * K, sizeof(one)) == 0 &&
+					best == res.last_labels[j];
+			}
+			free(prob);
+			free(theta);
+		}
+		gnb_result_free(&res, NULL);
+	}
+	printf("  label check with the lengths: same in 6 of 6 runs: %s; without them, "
+		   "%d of 6 differ\n", same ? "yes" : "no", differs_without);
+	CHECK(same, "the label check of documents held elsewhere is the check of the documents");
+	CHECK(differs_without > 0, "the lengths matter to the check (%d of 6)", differs_without);
+	CHECK(scores_same, "the labels-only model's scores of held documents, one by one");
+	free(extra);
+	free(all_count);
+	free(no_pairs);
+	free(u_start);
+	free(c_start);
+	free(u_word);
+	free(u_count);
+	free(c_word);
+	free(c_count);
+	free(u_label);
+	free(c_label);
+	free(length);
+	free(zero_length);
+	free_synthetic(&syn);
+}
+
+/*
  * Chains that disagree: three clusters of documents, no labels, two
  * classes.  Each chain puts two of the clusters together, and which two
  * depends on the chain; no alignment of two classes can match partitions
@@ -4024,6 +4203,7 @@ main(void)
 	test_label_check();
 	test_chains_disagree();
 	test_labels_only_model();
+	test_documents_held_elsewhere();
 	printf("alignment with some classes clamped\n");
 	test_partial_alignment();
 	printf("chains apart, combined afterwards\n");
