@@ -997,6 +997,11 @@ CREATE FUNCTION gibbs_nb.blocked_node_estimates(job bigint, relation pg_catalog.
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_estimates'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION gibbs_nb.blocked_node_scores(job bigint, relation pg_catalog.oid, part int,
+                                             parts int, model bytea)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_scores'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 --
 -- What \df+ says of 0.1.0's functions that are otherwise the same.

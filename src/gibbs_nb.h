@@ -252,6 +252,14 @@ typedef struct GnbCorpus
 	struct ArrayType *word_counts;
 	int32		n_skipped;		/* rows whose tokens are NULL */
 	int64		n_tokens;
+	/*
+	 * The unlabelled documents held by nodes (worker/nodes.h), not read here:
+	 * ids, keys and labels as above, no pairs, each word's count in them
+	 * (V), and their numbers of tokens as the nodes tell them (n_docs, 0
+	 * until then).  NULL when the documents were read.
+	 */
+	int64	   *unlabeled_word_count;
+	double	   *doc_length;
 	/* labelled documents held out of training (holdout), with their tokens */
 	int32		n_holdout;
 	int32		n_holdout_skipped;	/* held out but without tokens (in n_skipped) */

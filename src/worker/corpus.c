@@ -10,7 +10,10 @@
  * their tokens, as compressed sparse rows of word ids and counts.  With
  * holdout, the labelled rows gnb_holdout_condition selects are left out of
  * the first two, and a fourth query reads them as they are (ids, tokens,
- * labels), for the published version to score: training never sees them.  Labels
+ * labels), for the published version to score: training never sees them.
+ * When nodes will hold the unlabelled documents (worker/nodes.h), the third
+ * reads only their ids, and the same aggregate their words' counts: their
+ * tokens do not come to the job's worker.  Labels
  * become class ids in byte order of the labels, tokens word ids in byte
  * order of the tokens, and rows are read in id order when the id type has
  * one: the same seed and data give the same model whatever the scan order
@@ -333,8 +336,10 @@ gnb_holdout_condition(const GnbJobParams *params)
 }
 
 /*
- * The labelled documents' class x word counts, by gibbs_nb_class_counts: the
- * planner may count them in parallel workers.  Returns the value, parsed.
+ * The class x word counts of the rows that meet condition, each counted in
+ * the class label_sql gives it (SQL over the source's columns), by
+ * gibbs_nb_class_counts: the planner may count them in parallel workers,
+ * Citus on its workers.  Returns the value, parsed.
  * The aggregate is called as gibbs_nb.labelled_counts, in the extension's
  * own schema, where no other role can create an overload that makes the
  * call ambiguous (the extension's schema, often public, is not such a
@@ -343,8 +348,9 @@ gnb_holdout_condition(const GnbJobParams *params)
  * any schema, can match better.
  */
 static void
-read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
-					const char *held_out, MemoryContext parse_cxt, GnbParsedCounts *pc)
+read_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
+			const char *label_sql, const char *condition, MemoryContext parse_cxt,
+			GnbParsedCounts *pc)
 {
 	const GnbSourceDesc *src = &params->source;
 	char	   *sql;
@@ -370,14 +376,13 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	snprintf(budget, sizeof(budget), INT64_FORMAT "kB", budget_kb);
 	sql = psprintf("SELECT gibbs_nb.labelled_counts(%s::pg_catalog.text, %s::pg_catalog.%s, "
 				   "(" INT64_FORMAT ")::pg_catalog.int8) "
-				   "FROM %s WHERE %s IS NOT NULL%s%s",
-				   quote_identifier(src->label_column),
+				   "FROM %s WHERE %s",
+				   label_sql,
 				   quote_identifier(src->tokens_column),
 				   src->tokens_base == TSVECTOROID ? "tsvector" : "text[]",
 				   budget_kb,
 				   source_sql,
-				   quote_identifier(src->label_column),
-				   held_out ? " AND NOT " : "", held_out ? held_out : "");
+				   condition);
 	nestlevel = NewGUCNestLevel();
 	(void) set_config_option("gibbs_nb.class_counts_budget", budget,
 							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
@@ -393,7 +398,7 @@ read_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	/* no row limit: a limit turns parallel execution off (ExecutePlan) */
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not count the labelled documents of %s", source_sql);
+		elog(ERROR, "could not count the documents of %s", source_sql);
 	AtEOXact_GUC(true, nestlevel);
 	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "class counts");
 	value = (bytea *) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
@@ -443,7 +448,10 @@ take_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	int32	   *count_class;
 
 	memset(&counts, 0, sizeof(counts));
-	read_labeled_counts(b, params, source_sql, held_out, parse_cxt, &counts);
+	read_counts(b, params, source_sql, quote_identifier(params->source.label_column),
+				psprintf("%s IS NOT NULL%s%s", quote_identifier(params->source.label_column),
+						 held_out ? " AND NOT " : "", held_out ? held_out : ""),
+				parse_cxt, &counts);
 	/*
 	 * The word table at its size for them at once, not doubled step by step
 	 * with the old table beside the new each time
@@ -516,6 +524,129 @@ take_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 }
 
 /*
+ * Step 3 of read_source when nodes hold the unlabelled documents (the
+ * rows meeting condition): their words' counts, by the same aggregate,
+ * each word in the vocabulary (after the labelled documents' words) with
+ * its count.  Their tokens never come here.
+ */
+static void
+take_unlabeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
+					  const char *condition)
+{
+	MemoryContext parse_cxt = AllocSetContextCreate(b->scratch, "gibbs_nb counts",
+													ALLOCSET_DEFAULT_SIZES);
+	GnbParsedCounts counts;
+	GnbCountsIter cells;
+	int32		cls,
+				word;
+	int64		n;
+	int32	   *slot_id;
+
+	memset(&counts, 0, sizeof(counts));
+	/* one class: the label is a constant */
+	read_counts(b, params, source_sql, "''", condition, parse_cxt, &counts);
+	if (counts.n_classes > 1)
+		elog(ERROR, "gibbs_nb_class_counts gave %d classes for one", counts.n_classes);
+	{
+		uint64		cap = (uint64) b->slots_mask + 1;
+
+		while ((uint64) b->n_words + counts.n_words > WORD_TABLE_FILL(cap))
+			cap *= 2;
+		if (cap > (uint64) b->slots_mask + 1)
+			corpus_resize_word_table(b, cap);
+	}
+	slot_id = MemoryContextAlloc(parse_cxt, sizeof(int32) * ((Size) counts.n_words + 1));
+	for (int32 i = 0; i < counts.n_words; i++)
+	{
+		bool		found;
+
+		slot_id[i] = corpus_word_slot(b, counts.word_str[i], counts.word_len[i], &found)->id;
+	}
+	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
+						 (double) sizeof(int64) * ((double) b->n_words + 1),
+						 "the unlabelled documents' counts");
+	b->n_unlabeled_count_words = b->n_words;
+	b->unlabeled_counts = MemoryContextAllocExtended(b->scratch,
+													 sizeof(int64) * ((Size) b->n_words + 1),
+													 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	gnb_counts_iter_init(&cells, &counts);
+	while (gnb_counts_next(&cells, &cls, &word, &n))
+	{
+		if (b->unlabeled_counts[slot_id[word]] > 0)
+			counts_twice("token");
+		b->unlabeled_counts[slot_id[word]] += n;
+		b->unlabeled_tokens += n;
+	}
+	MemoryContextDelete(parse_cxt);
+	SPI_freetuptable(SPI_tuptable);
+}
+
+/*
+ * A row of the ids query of documents held by nodes: (id, tokens IS NULL),
+ * an unlabelled document without its pairs.
+ */
+static void
+add_document_id_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
+{
+	MemoryContext old;
+
+	if (nulls[0])
+		null_id_error(params);
+	if (DatumGetBool(values[1]))
+	{
+		b->n_skipped++;
+		return;
+	}
+	if (b->n_docs == PG_INT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many documents")));
+	if (b->n_docs == b->docs_cap)
+		corpus_grow_docs(b);
+	b->doc_start[b->n_docs] = b->n_pairs;
+	b->label[b->n_docs] = -1;
+	if (b->id_typlen == -1)
+		check_value_size(b, params, values[0]);
+	old = MemoryContextSwitchTo(b->cxt);
+	b->ids[b->n_docs] = datumCopy(values[0], b->id_typbyval, b->id_typlen);
+	MemoryContextSwitchTo(old);
+	b->n_docs++;
+}
+
+/*
+ * Step 3 of read_source: the unlabelled documents (the rows meeting
+ * condition, in order), with their tokens, or when nodes hold them their
+ * ids and their words' counts only.
+ */
+static void
+read_unlabeled(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
+			   const char *condition, const char *order, bool on_nodes)
+{
+	const GnbSourceDesc *src = &params->source;
+	const char *id = quote_identifier(src->id_column);
+	const char *tokens = quote_identifier(src->tokens_column);
+	Oid			document_types[2] = {src->id_type, src->tokens_type};
+	Oid			id_types[2] = {src->id_type, BOOLOID};
+
+	if (!on_nodes)
+		for_each_row(b, params,
+					 psprintf("SELECT %s, %s FROM %s WHERE %s%s", id, tokens, source_sql,
+							  condition, order),
+					 2, document_types, add_document_row);
+	else
+	{
+		for_each_row(b, params,
+					 psprintf("SELECT %s, %s IS NULL FROM %s WHERE %s%s", id, tokens, source_sql,
+							  condition, order),
+					 2, id_types, add_document_id_row);
+		if (b->n_docs > 0)
+			take_unlabeled_counts(b, params, source_sql,
+								  psprintf("%s AND %s IS NOT NULL", condition, tokens));
+	}
+	b->doc_start[b->n_docs] = b->n_pairs;
+}
+
+/*
  * Step 3b of read_source: with both kinds, up to GNB_CHECKED_DOCS labelled
  * documents with their tokens, for the label check: all of them, or those
  * first by a hash of their id keyed by the seed (as holdout chooses), the id
@@ -568,7 +699,7 @@ read_checked_documents(CorpusBuilder *b, const GnbJobParams *params, const char 
  */
 static void
 read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
-			const char *held_out)
+			const char *held_out, bool on_nodes)
 {
 	const GnbSourceDesc *src = &params->source;
 	TypeCacheEntry *idtype = lookup_type_cache(src->id_type, TYPECACHE_LT_OPR);
@@ -576,16 +707,13 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 	const char *id = quote_identifier(src->id_column);
 	const char *tokens = quote_identifier(src->tokens_column);
 	Oid			labeled_types[4] = {src->id_type, TEXTOID, BOOLOID, BOOLOID};
-	Oid			document_types[2] = {src->id_type, src->tokens_type};
 	Oid			holdout_types[3] = {src->id_type, src->tokens_type, TEXTOID};
 
 	SPI_connect();
 	if (src->label_attnum == 0)
 	{
-		for_each_row(b, params, psprintf("SELECT %s, %s FROM %s%s", id, tokens, source_sql, order),
-					 2, document_types, add_document_row);
+		read_unlabeled(b, params, source_sql, "true", order, on_nodes);
 		SPI_finish();
-		b->doc_start[b->n_docs] = b->n_pairs;
 		return;
 	}
 	{
@@ -597,11 +725,8 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 					 4, labeled_types, add_labeled_row);
 		if (b->n_labeled > 0)
 			take_labeled_counts(b, params, source_sql, held_out);
-		for_each_row(b, params,
-					 psprintf("SELECT %s, %s FROM %s WHERE %s IS NULL AND %s IS NOT NULL%s",
-							  id, tokens, source_sql, label, tokens, order),
-					 2, document_types, add_document_row);
-		b->doc_start[b->n_docs] = b->n_pairs;
+		read_unlabeled(b, params, source_sql,
+					   psprintf("%s IS NULL AND %s IS NOT NULL", label, tokens), order, on_nodes);
 		if (b->n_labeled > 0 && b->n_docs > 0)
 			read_checked_documents(b, params, source_sql, held_out, *order != '\0');
 		if (held_out)
@@ -785,26 +910,44 @@ corpus_take_documents(const CorpusBuilder *b, int32 V, GnbCorpus *corpus)
 }
 
 /*
- * Read the source of a job.  Runs as the caller, with one snapshot for all
- * its queries, in a transaction that holds the source's lock (see
+ * Read the source of a job; with on_nodes, the unlabelled documents' ids and
+ * their words' counts only (GnbCorpus.unlabeled_word_count), their tokens
+ * left to the nodes that will hold them.  Runs as the caller, with one
+ * snapshot for all its queries, in a transaction that holds the source's lock (see
  * gnb_lock_source, which gives source_sql); SPI must not be connected.
  * Everything the corpus holds is allocated in cxt.
  */
 void
-gnb_read_corpus(const GnbJobParams *params, const char *source_sql, MemoryContext cxt,
-				GnbCorpus *corpus)
+gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_nodes,
+				MemoryContext cxt, GnbCorpus *corpus)
 {
 	CorpusBuilder b;
 	int32	   *class_of_value;
 	int32	   *new_id;
 
 	corpus_builder_init(&b, params, cxt);
-	read_source(&b, params, source_sql, gnb_holdout_condition(params));
+	read_source(&b, params, source_sql, gnb_holdout_condition(params), on_nodes);
 	class_of_value = corpus_classes(&b, params, source_sql, corpus);
 	new_id = corpus_renumber_words(&b, params, corpus);
 	corpus_labeled(&b, params, class_of_value, new_id, corpus);
 
 	corpus_take_documents(&b, b.n_words, corpus);
+	corpus->unlabeled_word_count = NULL;
+	corpus->doc_length = NULL;
+	if (on_nodes)
+	{
+		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
+							 sizeof(int64) * ((double) b.n_words + 1) +
+							 sizeof(double) * ((double) b.n_docs + 1), "reading the source");
+		corpus->unlabeled_word_count =
+			MemoryContextAllocExtended(cxt, sizeof(int64) * ((Size) b.n_words + 1),
+									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		for (int32 w = 0; w < b.n_unlabeled_count_words; w++)
+			corpus->unlabeled_word_count[new_id[w]] = b.unlabeled_counts[w];
+		corpus->n_tokens += b.unlabeled_tokens;
+		corpus->doc_length = MemoryContextAllocExtended(cxt, sizeof(double) * ((Size) b.n_docs + 1),
+														MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	}
 	corpus->n_holdout = b.n_holdout;
 	corpus->n_holdout_skipped = b.n_holdout_skipped;
 	corpus->holdout_ids = b.holdout_ids;
@@ -915,6 +1058,9 @@ gnb_corpus_word_counts(GnbCorpus *corpus)
 	}
 	for (int64 p = 0; p < n_pairs; p++)
 		counts[corpus->word[p]] += corpus->count[p];
+	if (corpus->unlabeled_word_count != NULL)
+		for (int32 w = 0; w < V; w++)
+			counts[w] += corpus->unlabeled_word_count[w];
 	pfree(corpus->word);
 	pfree(corpus->count);
 	corpus->word = NULL;

@@ -103,6 +103,13 @@ typedef struct CorpusBuilder
 	int32		n_count_words;
 	int32		n_count_values;
 	int64		labeled_tokens;
+	/*
+	 * The unlabelled documents' counts when nodes hold them (by first-seen
+	 * word id, n_unlabeled_count_words of them, in scratch), and their sum
+	 */
+	int64	   *unlabeled_counts;
+	int32		n_unlabeled_count_words;
+	int64		unlabeled_tokens;
 	/* held-out documents: ids, tokens (copies) and labels */
 	int32		n_holdout;
 	int32		n_holdout_skipped;	/* held out, but without tokens */

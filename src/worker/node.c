@@ -23,6 +23,7 @@
 #include "worker/nodes.h"
 #include "security/security.h"
 #include "store/store.h"
+#include "gnb_label_check.h"
 
 #include "catalog/namespace.h"
 #include "executor/spi.h"
@@ -56,6 +57,7 @@ typedef struct NodeEntry
 	gnb_node   *node;
 	/* the last call it answered, and chain estimated: a call again is a repeat */
 	bool		answered;
+	bool		scored;			/* the labels-only model's scores given */
 	int32		estimated_chain;
 	int32		last_what;
 	int32		last_chain;
@@ -208,6 +210,7 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 	entry->cxt = NULL;
 	entry->node = NULL;
 	entry->answered = false;
+	entry->scored = false;
 	entry->estimated_chain = -1;
 	PG_TRY();
 	{
@@ -413,15 +416,50 @@ gibbs_nb_blocked_node(PG_FUNCTION_ARGS)
 	PG_RETURN_BYTEA_P(answer);
 }
 
+/*
+ * A node's documents with their estimates, as gibbs_nb.blocked_node_estimates
+ * and gibbs_nb.blocked_node_scores give them: K and their number, then each
+ * one's key, label, number of tokens and K probabilities.
+ */
+static bytea *
+encode_estimates(const NodeEntry *entry, const double *prob, const int32 *last)
+{
+	const int32 K = entry->core.n_classes;
+	const GnbCorpus *part = &entry->part;
+	StringInfoData buf;
+
+	if ((20.0 + 8.0 * K) * part->n_docs + 8.0 > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the estimates of %d documents of a node are too large", part->n_docs)));
+	pq_begintypsend(&buf);
+	pq_sendint32(&buf, K);
+	pq_sendint32(&buf, part->n_docs);
+	for (int32 d = 0; d < part->n_docs; d++)
+	{
+		int64		length = 0;
+
+		if ((d & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		for (int64 p = part->doc_start[d]; p < part->doc_start[d + 1]; p++)
+			length += part->count[p];
+		pq_sendint64(&buf, (int64) part->doc_key[d]);
+		pq_sendint32(&buf, last[d]);
+		pq_sendint64(&buf, length);
+		for (int32 k = 0; k < K; k++)
+			pq_sendfloat8(&buf, prob[(int64) d * K + k]);
+	}
+	return pq_endtypsend(&buf);
+}
+
 PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_estimates);
 
 /*
  * gibbs_nb.blocked_node_estimates(job bigint, relation oid, part int, parts int)
  *	  RETURNS bytea
  *
- * The ended chain's estimates for the node's documents: K and their
- * number, then each one's key, last label and K label probabilities; NULL
- * if it gave them already.  Internal, as gibbs_nb.blocked_node.
+ * The ended chain's estimates for the node's documents (encode_estimates);
+ * NULL if it gave them already.  Internal, as gibbs_nb.blocked_node.
  */
 Datum
 gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
@@ -431,27 +469,91 @@ gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
 	NodeEntry  *entry;
 	const double *prob;
 	const int32 *last;
-	int32		K;
-	StringInfoData buf;
 
 	node_key(fcinfo, &key, &parts);
 	entry = find_node(&key, parts);
 	if (entry->estimated_chain == entry->last_chain)
 		PG_RETURN_NULL();
 	entry->estimated_chain = entry->last_chain;
-	K = entry->core.n_classes;
 	gnb_node_estimates(entry->node, &prob, &last);
-	pq_begintypsend(&buf);
-	pq_sendint32(&buf, K);
-	pq_sendint32(&buf, entry->part.n_docs);
-	for (int32 d = 0; d < entry->part.n_docs; d++)
+	PG_RETURN_BYTEA_P(encode_estimates(entry, prob, last));
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_scores);
+
+/*
+ * gibbs_nb.blocked_node_scores(job bigint, relation oid, part int, parts int,
+ *								model bytea) RETURNS bytea
+ *
+ * The node's documents scored by the labels-only model the job's label
+ * check fell back to (gnb_labels_only_doc): model is K, V, pi (K) and
+ * theta-hat class-major (K x V) as float8s in network order; the answer as
+ * gibbs_nb.blocked_node_estimates gives it; NULL if it gave it already.
+ * Internal, as gibbs_nb.blocked_node.
+ */
+Datum
+gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
+{
+	NodeKey		key;
+	int32		parts;
+	NodeEntry  *entry;
+	bytea	   *model;
+	StringInfoData msg;
+	int32		K,
+				V;
+	double	   *pi;
+	double	   *theta;
+	double	   *prob;
+	int32	   *last;
+	double	   *s;
+	const GnbCorpus *part;
+	bytea	   *answer;
+
+	node_key(fcinfo, &key, &parts);
+	if (PG_ARGISNULL(4))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("a node's model must not be NULL")));
+	entry = find_node(&key, parts);
+	if (entry->scored)
+		PG_RETURN_NULL();
+	K = entry->core.n_classes;
+	V = entry->core.n_words;
+	part = &entry->part;
+	model = PG_GETARG_BYTEA_PP(4);
+	msg.data = VARDATA_ANY(model);
+	msg.len = VARSIZE_ANY_EXHDR(model);
+	msg.maxlen = msg.len;
+	msg.cursor = 0;
+	if (msg.len < 8 || pq_getmsgint(&msg, 4) != K || pq_getmsgint(&msg, 4) != V ||
+		(double) msg.len != 8.0 + 8.0 * K + 8.0 * K * V)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("invalid gibbs_nb node model: not one of %d classes and %d words", K, V)));
+	/* the model and the documents' scores, within the backend's budget */
+	check_node_memory(&entry->params,
+					  8.0 * K * V + (8.0 * K + 4.0) * part->n_docs + 8.0 * K + 1024.0,
+					  "a node's scores");
+	pi = palloc(sizeof(double) * K);
+	s = palloc(sizeof(double) * K);
+	for (int32 k = 0; k < K; k++)
+		pi[k] = pq_getmsgfloat8(&msg);
+	theta = palloc_extended(sizeof(double) * ((Size) K * V + 1), MCXT_ALLOC_HUGE);
+	for (int64 i = 0; i < (int64) K * V; i++)
+		theta[i] = pq_getmsgfloat8(&msg);
+	prob = palloc_extended(sizeof(double) * ((Size) part->n_docs * K + 1), MCXT_ALLOC_HUGE);
+	last = palloc(sizeof(int32) * ((Size) part->n_docs + 1));
+	for (int32 d = 0; d < part->n_docs; d++)
 	{
-		if ((d & 4095) == 0)
+		if ((d & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
-		pq_sendint64(&buf, (int64) entry->part.doc_key[d]);
-		pq_sendint32(&buf, last[d]);
-		for (int32 k = 0; k < K; k++)
-			pq_sendfloat8(&buf, prob[(int64) d * K + k]);
+		last[d] = gnb_labels_only_doc(theta, pi, entry->core.extra_word_counts, K, V,
+									  part->word + part->doc_start[d],
+									  part->count + part->doc_start[d],
+									  part->doc_start[d + 1] - part->doc_start[d], s,
+									  prob + (int64) d * K);
 	}
-	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
+	answer = encode_estimates(entry, prob, last);
+	entry->scored = true;
+	PG_RETURN_BYTEA_P(answer);
 }

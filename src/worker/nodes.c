@@ -21,11 +21,14 @@
  *   into n parts by a hash of each id, each a node in this very process,
  *   reached through SQL as a node on another server would be.
  * The model must be the one the local chain trains, bit for bit (blocked.sql,
- * t/008_citus.pl).  The worker has read the whole source (as it does without
- * nodes): it takes from it only what a coordinator would be told, the
- * vocabulary, the clamped counts and each word's unlabelled count, and
- * after each chain it maps the nodes' estimates back to its documents by
- * their keys, for the combiner and publishing.
+ * t/008_citus.pl).  The worker has read no unlabelled document's tokens
+ * (gnb_read_corpus with on_nodes): only their ids, in the local read's
+ * order, and their words' counts, which with the labelled counts make the
+ * vocabulary and the summary the nodes are told.  After each chain it maps
+ * the nodes' estimates back to its documents by their keys, for the
+ * combiner and publishing, and takes their lengths from them, for the
+ * label check; a labels-only version's probabilities come from the nodes
+ * too (gnb_nodes_labels_only).
  */
 #include "gibbs_nb.h"
 
@@ -60,6 +63,7 @@ typedef struct NodesRun
 	 */
 	char	   *call_sql;
 	char	   *estimates_sql;
+	char	   *scores_sql;		/* $2 the labels-only model */
 	char	   *release_sql;
 	/*
 	 * a Citus source: the names the queries reach it by, locked and checked
@@ -90,6 +94,7 @@ typedef struct NodesRun
 	double	   *label_prob;		/* n_docs x K */
 	int32	   *last_labels;	/* n_docs */
 	bool	   *estimated;		/* n_docs */
+	double	   *doc_length;		/* n_docs: the corpus's, filled from the estimates */
 } NodesRun;
 
 static void *
@@ -298,7 +303,7 @@ take_estimates(NodesRun *run, const gnb_node_call *call, bytea *value)
 	if (msg.len < 8 || pq_getmsgint(&msg, 4) != K)
 		bad_estimates(run, "They are of another number of classes.");
 	n = pq_getmsgint(&msg, 4);
-	if (n < 0 || (double) (msg.len - msg.cursor) != (double) n * (12 + 8.0 * K))
+	if (n < 0 || (double) (msg.len - msg.cursor) != (double) n * (20 + 8.0 * K))
 		bad_estimates(run, "Their length is not that of their documents.");
 	for (int32 d = 0; d < n; d++)
 	{
@@ -328,6 +333,9 @@ take_estimates(NodesRun *run, const gnb_node_call *call, bytea *value)
 		run->last_labels[j] = pq_getmsgint(&msg, 4);
 		if (run->last_labels[j] < 0 || run->last_labels[j] >= K)
 			bad_estimates(run, "A label is out of range.");
+		run->doc_length[j] = (double) pq_getmsgint64(&msg);
+		if (run->doc_length[j] < 0)
+			bad_estimates(run, "A document's length is negative.");
 		for (int32 k = 0; k < K; k++)
 			run->label_prob[(int64) j * K + k] = pq_getmsgfloat8(&msg);
 	}
@@ -341,6 +349,36 @@ query_all_nodes(NodesRun *run, const char *sql, answer_fn fn)
 	Datum		values[1] = {Int64GetDatum(run->params->job_id)};
 
 	query_nodes(run, sql, 1, types, values, NULL, NULL, fn);
+}
+
+/*
+ * Every document's estimates from the nodes (sql: a chain's estimates, or
+ * with a model its scores) into the run's arrays, by key: each document
+ * once.
+ */
+static void
+all_estimates(NodesRun *run, const char *sql, bytea *model)
+{
+	Oid			types[2] = {INT8OID, BYTEAOID};
+	Datum		values[2] = {Int64GetDatum(run->params->job_id), PointerGetDatum(model)};
+	double		tokens = 0.0;
+
+	memset(run->estimated, 0, sizeof(bool) * run->n_docs);
+	memset(run->label_prob, 0, sizeof(double) * ((Size) run->n_docs * run->K));
+	query_nodes(run, sql, model ? 2 : 1, types, values, NULL, NULL, take_estimates);
+	for (int32 j = 0; j < run->n_docs; j++)
+	{
+		if (!run->estimated[j])
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("no node of gibbs_nb job " INT64_FORMAT " holds one of its documents",
+							run->params->job_id)));
+		tokens += run->doc_length[j];
+	}
+	/* the lengths the label check weighs by are the documents' (exact: integers below 2^53) */
+	if (tokens != (double) run->all_tokens)
+		bad_estimates(run, psprintf("Their documents' lengths add up to %.0f tokens, not " INT64_FORMAT ".",
+									tokens, run->all_tokens));
 }
 
 /*
@@ -407,6 +445,8 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 	run->call_sql = psprintf("SELECT gibbs_nb.blocked_node($1, %s, $2, $3) FROM %s", args, from);
 	run->estimates_sql = psprintf("SELECT gibbs_nb.blocked_node_estimates($1, %s) FROM %s", args,
 								  from);
+	run->scores_sql = psprintf("SELECT gibbs_nb.blocked_node_scores($1, %s, $2) FROM %s", args,
+							   from);
 	run->release_sql = psprintf("SELECT gibbs_nb.blocked_node($1, %s, NULL, NULL) FROM %s", args,
 								from);
 }
@@ -466,15 +506,15 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 {
 	const int32 V = core->n_words;
 	const GnbSourceDesc *src = &params->source;
-	int64	   *all_count = palloc_extended(sizeof(int64) * ((Size) V + 1),
-											 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	int64	   *all_count = corpus->unlabeled_word_count;
 	Datum	   *tokens;
 	int			n_tokens;
 	static const int64 no_pairs = 0;
 	static const int32 nothing = -1;
 
-	for (int64 p = 0; p < core->doc_start[core->n_docs]; p++)
-		all_count[core->word[p]] += core->count[p];
+	if (all_count == NULL)
+		elog(ERROR, "gibbs_nb: job " INT64_FORMAT " read the documents its nodes hold",
+			 params->job_id);
 	memset(chain_corpus, 0, sizeof(*chain_corpus));
 	chain_corpus->n_words = V;
 	chain_corpus->n_classes = core->n_classes;
@@ -510,21 +550,23 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 }
 
 /*
- * Train with the chains' documents held by gibbs_nb.blocked_nodes nodes
- * (the file's comment): each chain run by gnb_train_chain on a corpus of no
- * documents, its nodes called through SQL; each chain's estimates taken
- * from the nodes and combined as gnb_train combines them.  In the worker's
- * transaction-free state between its phases; the sampler's memory through
- * hooks, as gnb_train's.
+ * Train with the chains' documents held by nodes (the file's comment): each
+ * chain run by gnb_train_chain on a corpus of no documents, its nodes called
+ * through SQL; each chain's estimates taken from the nodes and combined as
+ * gnb_train combines them, the documents' lengths with the first.  The
+ * corpus was read with on_nodes (ids and word counts only).  Returns the run,
+ * whose nodes still hold the documents (gnb_nodes_labels_only,
+ * gnb_nodes_release).  In the worker's transaction-free state between its
+ * phases; the sampler's memory through hooks, as gnb_train's.
  */
-void
+GnbNodesRun *
 gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_corpus *core,
 				const gnb_hooks *hooks, gnb_result *result)
 {
 	const int32 K = core->n_classes;
 	const int32 D = core->n_docs;
-	NodesRun	run;
-	gnb_hooks	node_hooks = {run_alloc, run_release, run_progress, run_interrupts, &run};
+	NodesRun   *run = palloc0(sizeof(NodesRun));
+	gnb_hooks	node_hooks = {run_alloc, run_release, run_progress, run_interrupts, run};
 	gnb_corpus	chain_corpus;
 	GnbNodeSetup setup;
 	gnb_combiner *cb;
@@ -546,18 +588,17 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 						 (double) D * (8.0 * K + 33.0) + (double) core->n_words * (40.0 + 24.0 * K) +
 						 2.0 * VARSIZE_ANY(corpus->tokens) + 64.0 * 1024,
 						 "the chain's calls of its nodes");
-	memset(&run, 0, sizeof(run));
-	run.params = params;
-	run.inner = hooks;
-	run.cxt = CurrentMemoryContext;
-	run.K = K;
-	run.V = core->n_words;
-	run.docs = palloc(sizeof(int64) * K);
-	run.tokens = palloc(sizeof(int64) * K);
+	run->params = params;
+	run->inner = hooks;
+	run->cxt = CurrentMemoryContext;
+	run->K = K;
+	run->V = core->n_words;
+	run->docs = palloc(sizeof(int64) * K);
+	run->tokens = palloc(sizeof(int64) * K);
 	/* (the source's names and shards from the catalogs, in a transaction) */
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	MemoryContextSwitchTo(run.cxt);
+	MemoryContextSwitchTo(run->cxt);
 	describe_corpus(params, corpus, core, &chain_corpus, &setup);
 	if (params->blocked_nodes > 0)
 		column = NULL;
@@ -571,21 +612,21 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 					 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while it was read",
 							params->job_id),
 					 errdetail("It is no longer distributed as it was.")));
-		column = MemoryContextStrdup(run.cxt, column);
+		column = MemoryContextStrdup(run->cxt, column);
 		SPI_finish();
 	}
-	plan_nodes(&run, params, column);
+	plan_nodes(run, params, column);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	MemoryContextSwitchTo(run.cxt);
+	MemoryContextSwitchTo(run->cxt);
 	if ((problem = gnb_check(&chain_corpus, &params->sampler)) != NULL)
 		elog(ERROR, "gibbs_nb: the chain of job " INT64_FORMAT " cannot train: %s",
 			 params->job_id, problem);
-	run.setup = gnb_node_setup_encode(&setup);
+	run->setup = gnb_node_setup_encode(&setup);
 	node_hooks.blocked_nodes = call_nodes;
-	run.all_docs = D;
+	run->all_docs = D;
 	for (int32 w = 0; w < core->n_words; w++)
-		run.all_tokens += setup.all_unlabeled_count[w];
+		run->all_tokens += setup.all_unlabeled_count[w];
 
 	/* the documents by key, for the nodes' estimates */
 	keys = palloc_extended(sizeof(KeyDoc) * ((Size) D + 1), MCXT_ALLOC_HUGE);
@@ -603,12 +644,13 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 		doc_of_key[i] = keys[i].doc;
 	}
 	pfree(keys);
-	run.n_docs = D;
-	run.sorted_keys = sorted_keys;
-	run.doc_of_key = doc_of_key;
-	run.label_prob = palloc_extended(sizeof(double) * ((Size) D * K + 1), MCXT_ALLOC_HUGE);
-	run.last_labels = palloc_extended(sizeof(int32) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-	run.estimated = palloc_extended(sizeof(bool) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	run->n_docs = D;
+	run->sorted_keys = sorted_keys;
+	run->doc_of_key = doc_of_key;
+	run->label_prob = palloc_extended(sizeof(double) * ((Size) D * K + 1), MCXT_ALLOC_HUGE);
+	run->last_labels = palloc_extended(sizeof(int32) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	run->estimated = palloc_extended(sizeof(bool) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	run->doc_length = corpus->doc_length;
 
 	cb = gnb_combine_begin(core, &params->sampler, hooks, result);
 	for (int32 c = 0; c < params->sampler.chains; c++)
@@ -618,25 +660,64 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 		int32	   *own_last;
 
 		gnb_train_chain(&chain_corpus, &params->sampler, c, &node_hooks, &chain);
-		memset(run.estimated, 0, sizeof(bool) * D);
-		memset(run.label_prob, 0, sizeof(double) * ((Size) D * K));
-		query_all_nodes(&run, run.estimates_sql, take_estimates);
-		for (int32 j = 0; j < D; j++)
-			if (!run.estimated[j])
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("no node of gibbs_nb job " INT64_FORMAT " holds one of its documents",
-								params->job_id)));
+		all_estimates(run, run->estimates_sql, NULL);
 		/* the chain as gnb_train_chain on the whole corpus would give it */
 		own_prob = chain.label_prob;
 		own_last = chain.last_labels;
-		chain.label_prob = run.label_prob;
-		chain.last_labels = run.last_labels;
+		chain.label_prob = run->label_prob;
+		chain.last_labels = run->last_labels;
 		gnb_combine_add(cb, &chain);
 		chain.label_prob = own_prob;
 		chain.last_labels = own_last;
 		gnb_chain_free(&chain, &node_hooks);
 	}
-	query_all_nodes(&run, run.release_sql, NULL);
 	gnb_combine_end(cb);
+	return run;
+}
+
+/*
+ * The labels-only model's probabilities of the documents the nodes hold
+ * (gnb_labels_only_model left them to their holders): its theta-hat and pi
+ * sent to every node, each document scored there (gnb_labels_only_doc) and
+ * its probabilities and label put into the result, by its key.
+ */
+void
+gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
+{
+	const int32 K = run->K;
+	const int32 V = run->V;
+	double		size = 8.0 + 8.0 * K + 8.0 * K * V;
+	StringInfoData buf;
+	bytea	   *model;
+
+	gnb_check_job_memory(run->params, (double) MemoryContextMemAllocated(run->cxt, true),
+						 size + VARHDRSZ, "the labels-only model for the nodes");
+	if (size > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the labels-only model of gibbs_nb job " INT64_FORMAT " is too large to send to its nodes",
+						run->params->job_id)));
+	pq_begintypsend(&buf);
+	pq_sendint32(&buf, K);
+	pq_sendint32(&buf, V);
+	for (int32 k = 0; k < K; k++)
+		pq_sendfloat8(&buf, result->pi[k]);
+	for (int64 i = 0; i < (int64) K * V; i++)
+	{
+		if ((i & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
+		pq_sendfloat8(&buf, result->theta[i]);
+	}
+	model = pq_endtypsend(&buf);
+	all_estimates(run, run->scores_sql, model);
+	pfree(model);
+	memcpy(result->label_prob, run->label_prob, sizeof(double) * ((Size) run->n_docs * K));
+	memcpy(result->last_labels, run->last_labels, sizeof(int32) * (Size) run->n_docs);
+}
+
+/* The nodes let go of the job's documents. */
+void
+gnb_nodes_release(GnbNodesRun *run)
+{
+	query_all_nodes(run, run->release_sql, NULL);
 }

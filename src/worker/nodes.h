@@ -38,8 +38,12 @@ extern bytea *gnb_node_setup_encode(const GnbNodeSetup *setup);
 extern void gnb_node_setup_decode(bytea *value, GnbNodeSetup *setup);
 
 /* nodes.c: the job's worker, training through nodes */
+typedef struct NodesRun GnbNodesRun;
 extern bool gnb_nodes_wanted(const GnbJobParams *params);
-extern void gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus,
-							const gnb_corpus *core, const gnb_hooks *hooks, gnb_result *result);
+extern GnbNodesRun *gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus,
+									const gnb_corpus *core, const gnb_hooks *hooks,
+									gnb_result *result);
+extern void gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result);
+extern void gnb_nodes_release(GnbNodesRun *run);
 
 #endif							/* GNB_WORKER_NODES_H */

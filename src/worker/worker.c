@@ -266,7 +266,7 @@ release_hook(void *ptr, void *arg)
  */
 static void
 check_labels(GnbJobParams *p, const GnbCorpus *corpus, const gnb_corpus *core,
-			 const gnb_hooks *hooks, gnb_result *result)
+			 const gnb_hooks *hooks, GnbNodesRun *nodes, gnb_result *result)
 {
 	gnb_corpus	checked;
 	gnb_label_check check;
@@ -297,6 +297,9 @@ check_labels(GnbJobParams *p, const GnbCorpus *corpus, const gnb_corpus *core,
 	if (p->unlabeled_weight_chosen && !gnb_check_labels_better(&check))
 	{
 		gnb_labels_only_model(core, &p->sampler, result, hooks);
+		/* documents the nodes hold: they score them */
+		if (nodes)
+			gnb_nodes_labels_only(nodes, result);
 		p->sampler.unlabeled_weight = 0.0;
 	}
 }
@@ -307,7 +310,7 @@ check_labels(GnbJobParams *p, const GnbCorpus *corpus, const gnb_corpus *core,
  * allocated here; NULL for a cold start).  Returns its seconds.
  */
 static double
-read_job_corpus(GnbJobParams *p, MemoryContext job_cxt, GnbCorpus *corpus,
+read_job_corpus(GnbJobParams *p, bool on_nodes, MemoryContext job_cxt, GnbCorpus *corpus,
 				int32 **init_label, uint64 *ids_dump_bytes)
 {
 	char		activity[128];
@@ -325,7 +328,7 @@ read_job_corpus(GnbJobParams *p, MemoryContext job_cxt, GnbCorpus *corpus,
 	gnb_watch_source_memory(p);
 	PG_TRY();
 	{
-		gnb_read_corpus(p, source_sql, job_cxt, corpus);
+		gnb_read_corpus(p, source_sql, on_nodes, job_cxt, corpus);
 	}
 	PG_CATCH();
 	{
@@ -385,6 +388,13 @@ core_corpus(const GnbCorpus *corpus, int32 *init_label, gnb_corpus *core)
 	core->lent_word = corpus->word;
 	core->init_label = init_label;
 	core->doc_key = corpus->doc_key;
+	/* documents held by nodes: the whole's summary, their lengths to come */
+	if (corpus->unlabeled_word_count)
+	{
+		core->all_unlabeled_count = corpus->unlabeled_word_count;
+		core->all_n_unlabeled = corpus->n_docs;
+		core->doc_length = corpus->doc_length;
+	}
 	if (corpus->n_labeled > 0)
 	{
 		core->extra_word_counts = corpus->labeled_word_counts;
@@ -450,6 +460,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	int32	   *init_label = NULL;
 	double		committed;
 	uint64		ids_dump_bytes;
+	bool		on_nodes;
+	GnbNodesRun *nodes = NULL;
 
 	active_worker = ws;
 	ws->job = job;
@@ -470,7 +482,9 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	gnb_reserve_labels_table(p);
 	MemoryContextSwitchTo(job_cxt);
 
-	read_seconds = read_job_corpus(p, job_cxt, &corpus, &init_label, &ids_dump_bytes);
+	/* a chain whose documents nodes hold: the worker reads none of them */
+	on_nodes = gnb_nodes_wanted(p);
+	read_seconds = read_job_corpus(p, on_nodes, job_cxt, &corpus, &init_label, &ids_dump_bytes);
 
 	if (corpus.n_docs + corpus.n_labeled == 0)
 		ereport(ERROR,
@@ -494,8 +508,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	job->sampling_started = GetCurrentTimestamp();
 	SpinLockRelease(&job->mutex);
 	ws->last_row_update = phase_start = GetCurrentTimestamp();
-	if (gnb_nodes_wanted(p))
-		gnb_train_nodes(p, &corpus, &core, &hooks, &result);
+	if (on_nodes)
+		nodes = gnb_train_nodes(p, &corpus, &core, &hooks, &result);
 	else if (p->sampler.sampler == GNB_SAMPLER_BLOCKED && p->sweep_workers > 1 &&
 			 p->max_chain_workers > 0)
 		gnb_train_sweeps(job, &core, &hooks, committed, &result);
@@ -505,7 +519,9 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 		gnb_train(&core, &p->sampler, &hooks, &result);
 	flush_trace(ws);
 	sample_seconds = seconds_since(phase_start);
-	check_labels(p, &corpus, &core, &hooks, &result);
+	check_labels(p, &corpus, &core, &hooks, nodes, &result);
+	if (nodes)
+		gnb_nodes_release(nodes);
 	/* the documents' pairs go before publishing builds its arrays */
 	gnb_corpus_word_counts(&corpus);
 

@@ -24,7 +24,7 @@ extern void gnb_source_memory_check(const GnbJobParams *params, bool in_error);
 /* corpus.c: documents of the source, read once, as compressed sparse rows */
 extern char *gnb_holdout_condition(const GnbJobParams *params);
 extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
-							MemoryContext cxt, GnbCorpus *corpus);
+							bool on_nodes, MemoryContext cxt, GnbCorpus *corpus);
 extern void gnb_corpus_word_counts(GnbCorpus *corpus);
 extern void gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part,
 						  int32 parts, char **vocabulary, int32 V, MemoryContext cxt,

@@ -131,15 +131,23 @@ SET gibbs_nb.blocked_nodes = 2;
 SELECT status FROM gibbs_nb_train('bl_text_nodes', 'blocked_mail_text', 'tokens', 'label',
     sampler => 'blocked', sweeps => 30, burn_in => 10, seed => 33, unlabeled_weight => 0.5);
 RESET gibbs_nb.blocked_nodes;
+-- (the job's worker read only the ids and the words' counts: the vocabulary,
+-- the counts and the ids are the same as the local read's)
 SELECT p.model_name, p.log_theta = s.log_theta AS theta, p.log_pi = s.log_pi AS pi,
-       p.label_probabilities = s.label_probabilities AS labels
+       p.label_probabilities = s.label_probabilities AS labels,
+       p.tokens = s.tokens AND p.word_counts = s.word_counts AND p.label_ids = s.label_ids
+       AS vocabulary
 FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE (p.model_name IN ('bl_nodes1', 'bl_nodes3') AND s.model_name = 'bl_sw1' AND s.version = 1)
    OR (p.model_name = 'bl_text_nodes' AND s.model_name = 'bl_text1')
 ORDER BY 1;
 SELECT p.model_name, p.log_likelihood = s.log_likelihood AND p.ess IS NOT DISTINCT FROM s.ess
        AND p.gamma_theta = s.gamma_theta AND p.split_r_hat IS NOT DISTINCT FROM s.split_r_hat
-       AS figures
+       AS figures,
+       (p.n_documents, p.n_labeled, p.n_skipped, p.n_tokens, p.vocabulary_size, p.warnings,
+        p.labels_agreement, p.labels_only_agreement, p.chain_agreement) IS NOT DISTINCT FROM
+       (s.n_documents, s.n_labeled, s.n_skipped, s.n_tokens, s.vocabulary_size, s.warnings,
+        s.labels_agreement, s.labels_only_agreement, s.chain_agreement) AS counts
 FROM gibbs_nb.models p, gibbs_nb.models s
 WHERE (p.model_name IN ('bl_nodes1', 'bl_nodes3') AND s.model_name = 'bl_sw1' AND s.version = 1)
    OR (p.model_name = 'bl_text_nodes' AND s.model_name = 'bl_text1')
@@ -152,6 +160,25 @@ WHERE m.model_name = 'bl_nodes3'
                     AND t1.sweep = t.sweep AND t1.log_likelihood = t.log_likelihood
                     AND t1.changed = t.changed)
 GROUP BY 1 ORDER BY 1;
+-- few_labels.sql's misfit, by default: the label check makes the version
+-- the labels-only model, whose probabilities the nodes give for the
+-- documents they hold, the same as the local job's
+CREATE TABLE bl_misfit (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO bl_misfit
+SELECT i, ARRAY[t || '1', t || '2', t || '3', t || '4', t || '5', l], CASE WHEN i <= 20 THEN l END
+FROM generate_series(1, 800) i,
+     LATERAL (SELECT CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END,
+                     CASE WHEN i % 4 < 2 THEN 'x' ELSE 'y' END) s(t, l);
+SELECT status FROM gibbs_nb_train('bl_misfit', 'bl_misfit', 'tokens', 'label', sweeps => 40,
+                                  seed => 1, sampler => 'blocked');
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_train('bl_misfit_nodes', 'bl_misfit', 'tokens', 'label', sweeps => 40,
+                                  seed => 1, sampler => 'blocked');
+RESET gibbs_nb.blocked_nodes;
+SELECT m.model_name, m.unlabeled_weight, m.unlabeled_weight_chosen,
+       p.label_probabilities = s.label_probabilities AS labels, p.log_theta = s.log_theta AS theta
+FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version), gibbs_nb.packed s
+WHERE m.model_name = 'bl_misfit_nodes' AND s.model_name = 'bl_misfit';
 -- a warm start trains as without nodes: bl_nodes3's warm retrain is bl_sw1's
 SET gibbs_nb.blocked_nodes = 2;
 SELECT status FROM gibbs_nb_retrain('bl_nodes3', warm => true);
@@ -231,6 +258,6 @@ RESET gibbs_nb.sweep_workers;
 DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_labels,
     bl_sw3_labels, bl_sw_setting_labels, bl_paper_setting_labels, bl_text1_labels,
     bl_text2_labels, bl_money_paper_labels, bl_c_labels, bl_icu_labels, bl_nodes1_labels,
-    bl_nodes3_labels, bl_text_nodes_labels;
+    bl_nodes3_labels, bl_text_nodes_labels, bl_misfit_labels, bl_misfit_nodes_labels, bl_misfit;
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE blocked_mail, blocked_mail_text, blocked_mail_money, blocked_mail_c, blocked_mail_icu;

@@ -222,6 +222,44 @@ is(alice(q{SELECT count(*) FROM gibbs_nb.models WHERE model_name = 'spam_lost'})
 ok($_->poll_query_until('postgres', "SELECT count(*) = 0 FROM ($nodes_backend) b"),
 	'no backend of the job is left on ' . $_->name) foreach @workers;
 
+# a corpus larger than the coordinator's gibbs_nb.max_job_memory: the job's
+# worker reads only the ids and the words' counts (the pushed-down
+# aggregate), each worker's node holds its own documents; the local copy
+# is refused (53200), and with room the same model as the cluster's
+$coord->safe_psql('postgres', q{
+  SET client_min_messages = warning;
+  CREATE TABLE bulk (id int PRIMARY KEY, tokens text[], label text);
+  INSERT INTO bulk
+  SELECT i, ARRAY(SELECT 'w' || ((i * 7 + j * 13) % 600) FROM generate_series(1, 300) j),
+         CASE WHEN i % 10 = 0 THEN CASE WHEN i % 20 = 0 THEN 'a' ELSE 'b' END END
+  FROM generate_series(1, 3000) i;
+  CREATE TABLE bulk_local AS SELECT * FROM bulk;
+  ALTER TABLE bulk_local ADD PRIMARY KEY (id);
+  ALTER TABLE bulk OWNER TO alice;
+  ALTER TABLE bulk_local OWNER TO alice;
+  SELECT create_distributed_table('bulk', 'id', shard_count => 8);
+  SELECT truncate_local_data_after_distributing_table('bulk');
+  ALTER ROLE alice SET gibbs_nb.max_job_memory = '8MB';
+});
+my $bulk_train = q{sampler => 'blocked', sweeps => 10, seed => 1, unlabeled_weight => 0.5};
+is(alice("SELECT status FROM gibbs_nb_train('bulk', 'bulk', 'tokens', 'label', $bulk_train)"),
+	'succeeded', 'a corpus larger than max_job_memory trains on the cluster');
+my $refused = alice("SELECT job_id FROM gibbs_nb_train('bulk_refused', 'bulk_local', 'tokens', 'label',
+                                                       $bulk_train, wait => false)");
+ok($coord->poll_query_until('postgres', "SELECT status FROM gibbs_nb_jobs WHERE job_id = $refused", 'failed'),
+	'on one node it does not');
+is($coord->safe_psql('postgres', "SELECT sqlstate FROM gibbs_nb_jobs WHERE job_id = $refused"), '53200',
+	'refused for its memory');
+$coord->safe_psql('postgres', 'ALTER ROLE alice RESET gibbs_nb.max_job_memory');
+is(alice("SELECT status FROM gibbs_nb_train('bulk_local', 'bulk_local', 'tokens', 'label', $bulk_train)"),
+	'succeeded', 'with room, on one node');
+is(alice(q{
+  SELECT (SELECT row(log_pi, tokens, log_theta, label_ids, label_probabilities, word_counts)
+          FROM gibbs_nb.packed WHERE model_name = 'bulk')
+       = (SELECT row(log_pi, tokens, log_theta, label_ids, label_probabilities, word_counts)
+          FROM gibbs_nb.packed WHERE model_name = 'bulk_local')}),
+	't', 'the same model from the cluster');
+
 # gibbs_nb.theta, a view of the reference table, on the coordinator and on a
 # worker: the model's rows, as many as the packed row holds, the same as the
 # local model's; bob sees none of them
