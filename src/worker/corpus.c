@@ -2,7 +2,7 @@
  * corpus.c
  *	  Read the source into the sampler's input, in one short transaction.
  *
- * Runs in the worker, as the caller, with one snapshot for three queries:
+ * Runs in the worker, as the caller, with one snapshot for its queries:
  * every row's id and label (tokens are not read), the labelled rows' class x
  * word counts through gibbs_nb_class_counts (which the planner may run in
  * parallel workers; labelled documents enter the samplers only through their
@@ -403,8 +403,13 @@ read_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "class counts");
 	value = (bytea *) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[0],
 													SPI_tuptable->tupdesc, 1, &isnull));
+	/* rows the ids query saw (on Citus, in a statement of its own) are gone */
 	if (isnull)
-		elog(ERROR, "gibbs_nb_class_counts returned NULL");
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while it was read",
+						params->job_id),
+				 errdetail("The counting query found none of the rows the first query found.")));
 	check_value_size(b, params, PointerGetDatum(value));
 	/*
 	 * Parsed where it is, into parse_cxt: the caller takes what it needs
@@ -560,6 +565,8 @@ take_unlabeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *
 	{
 		bool		found;
 
+		if ((i & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
 		slot_id[i] = corpus_word_slot(b, counts.word_str[i], counts.word_len[i], &found)->id;
 	}
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
@@ -693,7 +700,8 @@ read_checked_documents(CorpusBuilder *b, const GnbJobParams *params, const char 
  * The queries of a job's reading, over SPI, as the file's comment says:
  * 1. every row's id and label, without its tokens; 2. the labelled
  * documents' counts, by the parallel aggregate; 3. the unlabelled documents,
- * with their tokens; 3b. the labelled documents of the label check; 4. the
+ * with their tokens (or, held by nodes, their ids and by the aggregate their
+ * words' counts); 3b. the labelled documents of the label check; 4. the
  * held-out documents, with their tokens and labels.  Without a label
  * column, every row is an unlabelled document.
  */

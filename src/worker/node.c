@@ -4,7 +4,9 @@
  *	  the backend that calls it.  Its first call reads its part of the
  *	  source (gnb_read_part) and keeps it, with the node's labels and sums,
  *	  in the backend's memory; each later call of the job answers one of the
- *	  chain's calls from that memory, without reading again.
+ *	  chain's calls from that memory, without reading again;
+ *	  gibbs_nb.blocked_node_estimates and gibbs_nb.blocked_node_scores give
+ *	  its documents' estimates (a chain's, or a labels-only model's).
  *
  * A node is part `part` of `parts` of one relation of its own server (the
  * source, or on Citus every shard of the source this server owns, reached
@@ -428,11 +430,11 @@ encode_estimates(const NodeEntry *entry, const double *prob, const int32 *last)
 	const GnbCorpus *part = &entry->part;
 	StringInfoData buf;
 
-	if ((20.0 + 8.0 * K) * part->n_docs + 8.0 > MaxAllocSize - VARHDRSZ)
+	if ((20.0 + 8.0 * K) * part->n_docs + 8.0 > MaxAllocSize - VARHDRSZ - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the estimates of %d documents of a node are too large", part->n_docs)));
-	pq_begintypsend(&buf);
+	gnb_sized_bytea_begin(&buf, (Size) (20 + 8 * K) * part->n_docs + 8);
 	pq_sendint32(&buf, K);
 	pq_sendint32(&buf, part->n_docs);
 	for (int32 d = 0; d < part->n_docs; d++)
@@ -530,9 +532,14 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
 				 errmsg("invalid gibbs_nb node model: not one of %d classes and %d words", K, V)));
-	/* the model and the documents' scores, within the backend's budget */
+	/*
+	 * the model detoasted and decoded, the documents' scores and their
+	 * answer, within the backend's budget
+	 */
 	check_node_memory(&entry->params,
-					  8.0 * K * V + (8.0 * K + 4.0) * part->n_docs + 8.0 * K + 1024.0,
+					  2.0 * VARSIZE_ANY(model) +
+					  (8.0 * K + 4.0) * part->n_docs + (20.0 + 8.0 * K) * part->n_docs +
+					  16.0 * K + 1024.0,
 					  "a node's scores");
 	pi = palloc(sizeof(double) * K);
 	s = palloc(sizeof(double) * K);
@@ -540,9 +547,13 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 		pi[k] = pq_getmsgfloat8(&msg);
 	theta = palloc_extended(sizeof(double) * ((Size) K * V + 1), MCXT_ALLOC_HUGE);
 	for (int64 i = 0; i < (int64) K * V; i++)
+	{
+		if ((i & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
 		theta[i] = pq_getmsgfloat8(&msg);
+	}
 	prob = palloc_extended(sizeof(double) * ((Size) part->n_docs * K + 1), MCXT_ALLOC_HUGE);
-	last = palloc(sizeof(int32) * ((Size) part->n_docs + 1));
+	last = palloc_extended(sizeof(int32) * ((Size) part->n_docs + 1), MCXT_ALLOC_HUGE);
 	for (int32 d = 0; d < part->n_docs; d++)
 	{
 		if ((d & 1023) == 0)

@@ -22,6 +22,25 @@
 #define SETUP_MAGIC		0x474E4253	/* "GNBS" */
 #define SETUP_VERSION	1
 
+/*
+ * A bytea of exactly size bytes to write with pq_send* and end with
+ * pq_endtypsend: allocated once, at its size (pq_begintypsend's buffer
+ * doubles as it grows, up to twice what was counted against a budget).
+ */
+void
+gnb_sized_bytea_begin(StringInfo buf, Size size)
+{
+	if (size > MaxAllocSize - VARHDRSZ - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a gibbs_nb node message of %zu bytes is too large", size)));
+	buf->maxlen = (int) (VARHDRSZ + size + 1);
+	buf->data = palloc_extended(buf->maxlen, MCXT_ALLOC_HUGE);
+	buf->len = VARHDRSZ;
+	buf->cursor = 0;
+	buf->data[buf->len] = '\0';
+}
+
 static void
 send_name(StringInfo buf, const char *name)
 {

@@ -553,7 +553,7 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
  * Train with the chains' documents held by nodes (the file's comment): each
  * chain run by gnb_train_chain on a corpus of no documents, its nodes called
  * through SQL; each chain's estimates taken from the nodes and combined as
- * gnb_train combines them, the documents' lengths with the first.  The
+ * gnb_train combines them, with the documents' lengths.  The
  * corpus was read with on_nodes (ids and word counts only).  Returns the run,
  * whose nodes still hold the documents (gnb_nodes_labels_only,
  * gnb_nodes_release).  In the worker's transaction-free state between its
@@ -692,12 +692,12 @@ gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
 
 	gnb_check_job_memory(run->params, (double) MemoryContextMemAllocated(run->cxt, true),
 						 size + VARHDRSZ, "the labels-only model for the nodes");
-	if (size > MaxAllocSize - VARHDRSZ)
+	if (size > MaxAllocSize - VARHDRSZ - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the labels-only model of gibbs_nb job " INT64_FORMAT " is too large to send to its nodes",
 						run->params->job_id)));
-	pq_begintypsend(&buf);
+	gnb_sized_bytea_begin(&buf, (Size) size);
 	pq_sendint32(&buf, K);
 	pq_sendint32(&buf, V);
 	for (int32 k = 0; k < K; k++)

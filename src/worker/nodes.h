@@ -36,6 +36,7 @@ typedef struct GnbNodeSetup
 /* node_setup.c */
 extern bytea *gnb_node_setup_encode(const GnbNodeSetup *setup);
 extern void gnb_node_setup_decode(bytea *value, GnbNodeSetup *setup);
+extern void gnb_sized_bytea_begin(StringInfo buf, Size size);
 
 /* nodes.c: the job's worker, training through nodes */
 typedef struct NodesRun GnbNodesRun;

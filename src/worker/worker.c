@@ -482,7 +482,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	gnb_reserve_labels_table(p);
 	MemoryContextSwitchTo(job_cxt);
 
-	/* a chain whose documents nodes hold: the worker reads none of them */
+	/* a chain whose documents nodes hold: the worker reads their ids and words' counts only */
 	on_nodes = gnb_nodes_wanted(p);
 	read_seconds = read_job_corpus(p, on_nodes, job_cxt, &corpus, &init_label, &ids_dump_bytes);
 

@@ -179,6 +179,37 @@ SELECT m.model_name, m.unlabeled_weight, m.unlabeled_weight_chosen,
        p.label_probabilities = s.label_probabilities AS labels, p.log_theta = s.log_theta AS theta
 FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version), gibbs_nb.packed s
 WHERE m.model_name = 'bl_misfit_nodes' AND s.model_name = 'bl_misfit';
+-- sources of other shapes read for nodes as for the local chain: tokens as
+-- tsvector, no label column, held-out rows
+CREATE TABLE bl_shapes AS
+SELECT id, pg_catalog.array_to_tsvector(tokens) AS lexemes, tokens, label FROM blocked_mail;
+ALTER TABLE bl_shapes ADD PRIMARY KEY (id);
+CREATE FUNCTION bl_shape_train(suffix text) RETURNS TABLE (v text, status text)
+LANGUAGE sql AS $$
+SELECT v, (SELECT status FROM gibbs_nb_train('bl_shape_' || v || suffix, 'bl_shapes',
+               CASE v WHEN 'tsv' THEN 'lexemes' ELSE 'tokens' END,
+               CASE v WHEN 'nolabel' THEN NULL ELSE 'label' END,
+               n_classes => CASE v WHEN 'nolabel' THEN 2 END,
+               holdout => CASE v WHEN 'holdout' THEN 0.3 ELSE 0 END,
+               sampler => 'blocked', sweeps => 20, burn_in => 5, seed => 5,
+               unlabeled_weight => 0.5))
+FROM (VALUES ('tsv'), ('nolabel'), ('holdout')) v(v) ORDER BY 1
+$$;
+SELECT * FROM bl_shape_train('0');
+SET gibbs_nb.blocked_nodes = 2;
+SELECT * FROM bl_shape_train('2');
+RESET gibbs_nb.blocked_nodes;
+DROP FUNCTION bl_shape_train(text);
+SELECT m.model_name, p.log_theta = s.log_theta AND p.log_pi = s.log_pi AND p.tokens = s.tokens
+       AND p.word_counts = s.word_counts AND p.label_ids = s.label_ids
+       AND p.label_probabilities = s.label_probabilities AS same,
+       (m.n_documents, m.n_labeled, m.n_skipped, m.n_tokens, m.holdout_metrics::text)
+       IS NOT DISTINCT FROM (l.n_documents, l.n_labeled, l.n_skipped, l.n_tokens,
+                             l.holdout_metrics::text) AS counts
+FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version)
+JOIN gibbs_nb.models l ON l.model_name = pg_catalog.replace(m.model_name, '2', '0')
+JOIN gibbs_nb.packed s ON s.model_name = l.model_name AND s.version = l.version
+WHERE m.model_name LIKE 'bl\_shape\_%2' ORDER BY 1;
 -- a warm start trains as without nodes: bl_nodes3's warm retrain is bl_sw1's
 SET gibbs_nb.blocked_nodes = 2;
 SELECT status FROM gibbs_nb_retrain('bl_nodes3', warm => true);
@@ -204,6 +235,11 @@ SELECT try($$SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 0, 1, '\x
 SELECT try($$SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 2, 2, NULL, NULL)$$);
 SELECT try($$SELECT gibbs_nb.blocked_node(NULL, 'blocked_mail'::regclass, 0, 1, NULL, NULL)$$);
 SELECT gibbs_nb.blocked_node(1, 'blocked_mail'::regclass, 0, 1, NULL, NULL) IS NULL AS released;
+-- the labels-only scores: of a node this role started, with a model of its shape
+SELECT try($$SELECT gibbs_nb.blocked_node_scores(1, 'blocked_mail'::regclass, 0, 1, '\x00'::bytea)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node_scores(1, 'blocked_mail'::regclass, 0, 1, NULL)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node_scores(1, 'blocked_mail'::regclass, 0, 0, '\x00'::bytea)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 'blocked_mail'::regclass, 0, 1)$$);
 SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 'blocked_mail'::regclass, 0, 1)$$);
 -- the same documents read in another order (ids as text under two
 -- collations that sort them differently, so the read's ORDER BY id differs):
@@ -258,6 +294,8 @@ RESET gibbs_nb.sweep_workers;
 DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_labels,
     bl_sw3_labels, bl_sw_setting_labels, bl_paper_setting_labels, bl_text1_labels,
     bl_text2_labels, bl_money_paper_labels, bl_c_labels, bl_icu_labels, bl_nodes1_labels,
-    bl_nodes3_labels, bl_text_nodes_labels, bl_misfit_labels, bl_misfit_nodes_labels, bl_misfit;
+    bl_nodes3_labels, bl_text_nodes_labels, bl_misfit_labels, bl_misfit_nodes_labels, bl_misfit,
+    bl_shape_tsv0_labels, bl_shape_tsv2_labels, bl_shape_nolabel0_labels, bl_shape_nolabel2_labels,
+    bl_shape_holdout0_labels, bl_shape_holdout2_labels, bl_shapes;
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE blocked_mail, blocked_mail_text, blocked_mail_money, blocked_mail_c, blocked_mail_icu;

@@ -260,6 +260,40 @@ is(alice(q{
           FROM gibbs_nb.packed WHERE model_name = 'bulk_local')}),
 	't', 'the same model from the cluster');
 
+# the label check's fallback on the cluster: by default, on few labels that
+# do not fit the unlabelled documents, the version is the labels-only model,
+# its probabilities of the documents given by the nodes that hold them
+$coord->safe_psql('postgres', q{
+  SET client_min_messages = warning;
+  CREATE TABLE misfit (id int PRIMARY KEY, tokens text[], label text);
+  INSERT INTO misfit
+  SELECT i, ARRAY[t || '1', t || '2', t || '3', t || '4', t || '5', l], CASE WHEN i <= 20 THEN l END
+  FROM generate_series(1, 800) i,
+       LATERAL (SELECT CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END,
+                       CASE WHEN i % 4 < 2 THEN 'x' ELSE 'y' END) s(t, l);
+  CREATE TABLE misfit_local AS SELECT * FROM misfit;
+  ALTER TABLE misfit OWNER TO alice;
+  ALTER TABLE misfit_local OWNER TO alice;
+  SELECT create_distributed_table('misfit', 'id', shard_count => 8);
+  SELECT truncate_local_data_after_distributing_table('misfit');
+});
+foreach my $source ('misfit', 'misfit_local')
+{
+	is(alice("SELECT status FROM gibbs_nb_train('$source', '$source', 'tokens', 'label',
+                                                sampler => 'blocked', sweeps => 40, seed => 1)"),
+		'succeeded', "the blocked sampler by default on $source");
+}
+is(alice(q{
+  SELECT string_agg(unlabeled_weight || ' ' || unlabeled_weight_chosen, ', ' ORDER BY model_name)
+  FROM gibbs_nb.models WHERE model_name IN ('misfit', 'misfit_local')}),
+	'0 true, 0 true', 'both are the labels-only model');
+is(alice(q{
+  SELECT (SELECT row(log_pi, log_theta, label_ids, label_probabilities) FROM gibbs_nb.packed
+          WHERE model_name = 'misfit')
+       = (SELECT row(log_pi, log_theta, label_ids, label_probabilities) FROM gibbs_nb.packed
+          WHERE model_name = 'misfit_local')}),
+	't', 'the same labels-only model and probabilities from the cluster');
+
 # gibbs_nb.theta, a view of the reference table, on the coordinator and on a
 # worker: the model's rows, as many as the packed row holds, the same as the
 # local model's; bob sees none of them
