@@ -92,21 +92,27 @@ fi
 
 # the blocked sampler: its sweeps on the workers' nodes (the job's worker keeps
 # the counts) against one node; per sweep from the job's sampling seconds
-per_sweep() {   # model source seed: a blocked training's sampling ms per sweep
+per_sweep() {   # model source seed: a blocked training's sampling ms per sweep, read ms, publish ms
   local job
   job=$(q -At -c "SELECT job_id FROM gibbs_nb_train('$1', '$2', 'tokens', 'label', sampler => 'blocked',
                     sweeps => $SWEEPS, seed => $3, unlabeled_weight => 0.5)")
-  q -At -c "SELECT sample_seconds * 1000 / $SWEEPS FROM gibbs_nb_jobs WHERE job_id = $job"
+  q -At -F ' ' -c "SELECT sample_seconds * 1000 / $SWEEPS, read_seconds * 1000, publish_seconds * 1000
+                   FROM gibbs_nb_jobs WHERE job_id = $job"
 }
-bt=() bl=()
+bt=() bl=() brt=() brl=() bpt=() bpl=()
 for r in $(seq 1 "$REPEAT"); do
-  bt+=("$(per_sweep bdist mail "$r")")
-  bl+=("$(per_sweep blocal mail_local "$r")")
+  read -r s rd pb <<<"$(per_sweep bdist mail "$r")"; bt+=("$s") brt+=("$rd") bpt+=("$pb")
+  read -r s rd pb <<<"$(per_sweep blocal mail_local "$r")"; bl+=("$s") brl+=("$rd") bpl+=("$pb")
 done
 bd=$(printf '%s\n' "${bt[@]}" | median)
 bo=$(printf '%s\n' "${bl[@]}" | median)
 row "blocked sampler, per sweep (sampling / sweeps)" "$bd" "$bo"
 awk -v d="$bd" -v l="$bo" 'BEGIN { printf "  (per-sweep overhead of the nodes: %.1f ms)\n", d - l }'
+# the job's reading (with nodes: the ids and the words' counts only) and its publishing
+row "blocked sampler, the job's read" \
+  "$(printf '%s\n' "${brt[@]}" | median)" "$(printf '%s\n' "${brl[@]}" | median)"
+row "blocked sampler, the job's publish" \
+  "$(printf '%s\n' "${bpt[@]}" | median)" "$(printf '%s\n' "${bpl[@]}" | median)"
 same=$(q -At -c "SELECT (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'bdist' ORDER BY version DESC LIMIT 1)
                       = (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'blocal' ORDER BY version DESC LIMIT 1)")
 echo "  (the same blocked model from both: $same)"

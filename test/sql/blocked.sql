@@ -179,6 +179,27 @@ SELECT m.model_name, m.unlabeled_weight, m.unlabeled_weight_chosen,
        p.label_probabilities = s.label_probabilities AS labels, p.log_theta = s.log_theta AS theta
 FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version), gibbs_nb.packed s
 WHERE m.model_name = 'bl_misfit_nodes' AND s.model_name = 'bl_misfit';
+-- the job's worker does not hold the documents its nodes hold: 3,000
+-- documents of 300 words, too many for an 11 MB job locally (53200), train
+-- through nodes under the same cap (the nodes' memory has a budget of its
+-- own: gibbs_nb.max_job_memory of the backend that holds them, all of its
+-- nodes together, so two nodes of about 4 MB exceed 5 MB)
+CREATE TABLE bl_bulk (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO bl_bulk
+SELECT i, ARRAY(SELECT 'w' || ((i * 7 + j * 13) % 600) FROM generate_series(1, 300) j),
+       CASE WHEN i % 10 = 0 THEN CASE WHEN i % 20 = 0 THEN 'a' ELSE 'b' END END
+FROM generate_series(1, 3000) i;
+SET gibbs_nb.max_job_memory = '11MB';
+SELECT left(try($$SELECT gibbs_nb_train('bl_bulk', 'bl_bulk', 'tokens', 'label', sampler => 'blocked',
+                                        sweeps => 10, seed => 1, unlabeled_weight => 0.5)$$), 5) AS local;
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_train('bl_bulk', 'bl_bulk', 'tokens', 'label', sampler => 'blocked',
+                                  sweeps => 10, seed => 1, unlabeled_weight => 0.5);
+SET gibbs_nb.max_job_memory = '5MB';
+SELECT left(try($$SELECT gibbs_nb_train('bl_bulk', 'bl_bulk', 'tokens', 'label', sampler => 'blocked',
+                                        sweeps => 10, seed => 1, unlabeled_weight => 0.5)$$), 5) AS nodes;
+RESET gibbs_nb.max_job_memory;
+RESET gibbs_nb.blocked_nodes;
 -- sources of other shapes read for nodes as for the local chain: tokens as
 -- tsvector, no label column, held-out rows
 CREATE TABLE bl_shapes AS
@@ -296,6 +317,6 @@ DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_
     bl_text2_labels, bl_money_paper_labels, bl_c_labels, bl_icu_labels, bl_nodes1_labels,
     bl_nodes3_labels, bl_text_nodes_labels, bl_misfit_labels, bl_misfit_nodes_labels, bl_misfit,
     bl_shape_tsv0_labels, bl_shape_tsv2_labels, bl_shape_nolabel0_labels, bl_shape_nolabel2_labels,
-    bl_shape_holdout0_labels, bl_shape_holdout2_labels, bl_shapes;
+    bl_shape_holdout0_labels, bl_shape_holdout2_labels, bl_shapes, bl_bulk_labels, bl_bulk;
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE blocked_mail, blocked_mail_text, blocked_mail_money, blocked_mail_c, blocked_mail_icu;

@@ -222,6 +222,21 @@ is(alice(q{SELECT count(*) FROM gibbs_nb.models WHERE model_name = 'spam_lost'})
 ok($_->poll_query_until('postgres', "SELECT count(*) = 0 FROM ($nodes_backend) b"),
 	'no backend of the job is left on ' . $_->name) foreach @workers;
 
+# a blocked job cancelled while its nodes sweep: cancelled, nothing
+# published, no backend of it left on the workers
+my $cancelled = alice(q{SELECT job_id FROM gibbs_nb_train('spam_cancelled', 'mail', 'tokens', label_column => 'label',
+                                                          sampler => 'blocked', sweeps => 1000000, seed => 7,
+                                                          wait => false)});
+ok($coord->poll_query_until('postgres', "SELECT sweep > 1 FROM gibbs_nb.jobs WHERE job_id = $cancelled"),
+	'a long blocked job sweeps on the nodes again');
+is(alice("SELECT gibbs_nb_cancel($cancelled)"), 't', 'alice cancels it');
+ok($coord->poll_query_until('postgres', "SELECT status FROM gibbs_nb_jobs WHERE job_id = $cancelled",
+		'cancelled'), 'the job is cancelled');
+is(alice(q{SELECT count(*) FROM gibbs_nb.models WHERE model_name = 'spam_cancelled'}), '0',
+	'nothing of it is published');
+ok($_->poll_query_until('postgres', "SELECT count(*) = 0 FROM ($nodes_backend) b"),
+	'no backend of the cancelled job is left on ' . $_->name) foreach @workers;
+
 # a corpus larger than the coordinator's gibbs_nb.max_job_memory: the job's
 # worker reads only the ids and the words' counts (the pushed-down
 # aggregate), each worker's node holds its own documents; the local copy
