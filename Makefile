@@ -84,7 +84,7 @@ test/unit/test_scores_asan: test/unit/test_scores.c $(CORE_SRC) $(CORE_HDR) $(UN
 	$(CC) $(CORE_CFLAGS) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
 		-fno-omit-frame-pointer -o $@ test/unit/test_scores.c $(CORE_SRC) -lm
 
-.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-sweeps soak bench-import bench-quality bench-few-labels check-sklearn bench-citus bench-citus-probe isolationcheck prove_installcheck upgradecheck schemacheck
+.PHONY: unit unit-asan unit-valgrind bench bench-core-ab bench-versions bench-chains bench-sweeps bench-fixed soak bench-import bench-quality bench-few-labels check-sklearn bench-citus bench-citus-probe isolationcheck prove_installcheck upgradecheck schemacheck
 
 # 0.1.0 (built from git) trains a model, then ALTER EXTENSION UPDATE to this
 # build: in a private copy of the PostgreSQL installation (run as root).
@@ -146,6 +146,12 @@ bench-versions:
 # another, on SpamAssassin (not in the test command; about 10 minutes)
 bench-chains:
 	test/bench/run-chains.sh
+
+# a job's fixed cost (read, sample 2 sweeps, publish) on the spam corpus,
+# JOBS jobs, against BASE's build in the same run if given:
+#   make bench-fixed [JOBS=7] [BASE=<commit>]
+bench-fixed:
+	test/bench/run-fixed.sh
 
 # the blocked sampler with 1 and 2 sweep workers against paper (medians of 3):
 #   make bench-sweeps [SWEEPS=400] [ROUNDS=3] [LAMBDA=1]

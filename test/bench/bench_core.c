@@ -41,6 +41,8 @@
  *	Gamma draws are timed separately by `gamma`.  perf on this binary shows
  *	where within a sweep the time goes.
  *
+ *	With BENCH_LAMBDA=x the chain runs at unlabeled_weight x (1 by default).
+ *
  *	Output: one line of key=value pairs.
  */
 #include "gnb_rng.h"
@@ -621,7 +623,7 @@ run_sweeps(const corpus_buf *c, gnb_sampler_kind kind, int32_t sweeps)
 	params.chains = 1;
 	params.gamma_pi = 1.0;
 	params.gamma_theta = 1.0;
-	params.unlabeled_weight = 1.0;
+	params.unlabeled_weight = getenv("BENCH_LAMBDA") ? atof(getenv("BENCH_LAMBDA")) : 1.0;
 	params.seed = 42;
 	params.no_trace = 1;
 	if ((err = gnb_check(&corpus, &params)) != NULL)
