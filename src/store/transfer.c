@@ -255,10 +255,13 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 												   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 			nulls[8] = ' ';
 		}
-		/* not folded into the plan: that copied the arrays once more */
+		/*
+		 * not folded into the plan: that copied the arrays once more; a
+		 * SELECT, for Citus's binary COPY (versions.c's write_packed)
+		 */
 		gnb_execute_unfolded("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
 						 "tokens, log_theta, version_id, word_counts) "
-						 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+						 "SELECT * FROM (VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)) AS v",
 						 9, types, v, nulls, GNB_AS_INTERNAL, SPI_OK_INSERT);
 	}
 	(void) gnb_apply_retention(owner, model_name, version, keep);

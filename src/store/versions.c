@@ -139,9 +139,16 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	values[9] = PointerGetDatum(gnb_float8_array(labels->probs, (int) (labels->n * K)));
 	/* each word's occurrences in the training documents, labelled or not */
 	values[10] = PointerGetDatum(corpus->word_counts);
+	/*
+	 * INSERT ... SELECT, not VALUES: where gibbs_nb.packed is a Citus
+	 * reference table, Citus writes the row of an INSERT ... SELECT to
+	 * every worker by binary COPY, where a VALUES row goes as SQL text with
+	 * the arrays as literals, megabytes each worker parses (1.3 s of a
+	 * job's publishing on the spam corpus, docs/performance.md)
+	 */
 	gnb_execute_unfolded("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
 					 "tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
-					 "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+					 "SELECT * FROM (VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)) AS v",
 					 11, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT);
 	pfree(log_theta);
 }
