@@ -205,22 +205,19 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	b->n_labeled++;
 }
 
-/* A row of the documents query: (id, tokens), an unlabelled document. */
-static void
-add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
+/*
+ * An unlabelled document's row begins: its id must not be NULL; a row
+ * without tokens is skipped (false); else the document's pairs start here.
+ */
+static bool
+document_begins(CorpusBuilder *b, const GnbJobParams *params, bool id_null, bool no_tokens)
 {
-	bool		id_null = nulls[0],
-				tokens_null = nulls[1];
-	Datum		id = values[0];
-	Datum		tokens = values[1];
-	MemoryContext old;
-
 	if (id_null)
 		null_id_error(params);
-	if (tokens_null)
+	if (no_tokens)
 	{
 		b->n_skipped++;
-		return;
+		return false;
 	}
 	if (b->n_docs == PG_INT32_MAX - 1)
 		ereport(ERROR,
@@ -229,9 +226,15 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bo
 	if (b->n_docs == b->docs_cap)
 		corpus_grow_docs(b);
 	b->doc_start[b->n_docs] = b->n_pairs;
-	check_value_size(b, params, tokens);
-	b->token_doc = b->n_docs;
-	gnb_each_token(tokens, params->source.tokens_base == TSVECTOROID, corpus_add_token, b);
+	return true;
+}
+
+/* ... and ends, unlabelled, with its id. */
+static void
+document_ends(CorpusBuilder *b, const GnbJobParams *params, Datum id)
+{
+	MemoryContext old;
+
 	b->label[b->n_docs] = -1;
 	if (b->id_typlen == -1)
 		check_value_size(b, params, id);
@@ -239,6 +242,20 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bo
 	b->ids[b->n_docs] = datumCopy(id, b->id_typbyval, b->id_typlen);
 	MemoryContextSwitchTo(old);
 	b->n_docs++;
+}
+
+/* A row of the documents query: (id, tokens), an unlabelled document. */
+static void
+add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
+{
+	Datum		tokens = values[1];
+
+	if (!document_begins(b, params, nulls[0], nulls[1]))
+		return;
+	check_value_size(b, params, tokens);
+	b->token_doc = b->n_docs;
+	gnb_each_token(tokens, params->source.tokens_base == TSVECTOROID, corpus_add_token, b);
+	document_ends(b, params, values[0]);
 }
 
 /*
@@ -595,29 +612,8 @@ take_unlabeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *
 static void
 add_document_id_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
 {
-	MemoryContext old;
-
-	if (nulls[0])
-		null_id_error(params);
-	if (DatumGetBool(values[1]))
-	{
-		b->n_skipped++;
-		return;
-	}
-	if (b->n_docs == PG_INT32_MAX - 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("too many documents")));
-	if (b->n_docs == b->docs_cap)
-		corpus_grow_docs(b);
-	b->doc_start[b->n_docs] = b->n_pairs;
-	b->label[b->n_docs] = -1;
-	if (b->id_typlen == -1)
-		check_value_size(b, params, values[0]);
-	old = MemoryContextSwitchTo(b->cxt);
-	b->ids[b->n_docs] = datumCopy(values[0], b->id_typbyval, b->id_typlen);
-	MemoryContextSwitchTo(old);
-	b->n_docs++;
+	if (document_begins(b, params, nulls[0], DatumGetBool(values[1])))
+		document_ends(b, params, values[0]);
 }
 
 /*
