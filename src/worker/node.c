@@ -188,6 +188,39 @@ node_relations(Oid relid, const GnbNodeSetup *setup)
 }
 
 /*
+ * A warm start's first labels of the node's documents: those the job's
+ * worker found in the version (the setup's, by document key), -1 for the
+ * others.
+ */
+static int32 *
+warm_labels(const NodeEntry *entry, const GnbNodeSetup *setup)
+{
+	int32	   *init = palloc_extended(sizeof(int32) * ((Size) entry->part.n_docs + 1),
+									   MCXT_ALLOC_HUGE);
+
+	for (int32 d = 0; d < entry->part.n_docs; d++)
+	{
+		uint64		key = entry->part.doc_key[d];
+		int64		lo = 0,
+					hi = setup->n_warm;
+
+		if ((d & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		while (lo < hi)
+		{
+			int64		mid = lo + (hi - lo) / 2;
+
+			if (setup->warm_keys[mid] < key)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		init[d] = lo < setup->n_warm && setup->warm_keys[lo] == key ? setup->warm_labels[lo] : -1;
+	}
+	return init;
+}
+
+/*
  * A new node for key from its setup: its relation (or shards, node_relations)
  * described as gibbs_nb_train describes a source, its part read as the
  * calling role.
@@ -263,6 +296,8 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 		entry->core.extra_doc_counts = setup.extra_doc_counts;
 		entry->core.all_unlabeled_count = setup.all_unlabeled_count;
 		entry->core.all_n_unlabeled = setup.all_n_unlabeled;
+		if (setup.warm)
+			entry->core.init_label = warm_labels(entry, &setup);
 		if ((problem = gnb_check(&entry->core, &entry->params.sampler)) != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

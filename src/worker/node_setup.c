@@ -20,7 +20,7 @@
 #include "utils/memutils.h"
 
 #define SETUP_MAGIC		0x474E4253	/* "GNBS" */
-#define SETUP_VERSION	1
+#define SETUP_VERSION	2
 
 /*
  * A bytea of exactly size bytes to write with pq_send* and end with
@@ -98,6 +98,13 @@ gnb_node_setup_encode(const GnbNodeSetup *s)
 	for (int32 w = 0; w < V; w++)
 		pq_sendint64(&buf, s->all_unlabeled_count[w]);
 	pq_sendint64(&buf, s->all_n_unlabeled);
+	pq_sendint32(&buf, s->warm);
+	pq_sendint64(&buf, s->n_warm);
+	for (int64 i = 0; i < s->n_warm; i++)
+	{
+		pq_sendint64(&buf, (int64) s->warm_keys[i]);
+		pq_sendint32(&buf, s->warm_labels[i]);
+	}
 	return pq_endtypsend(&buf);
 }
 
@@ -213,6 +220,25 @@ gnb_node_setup_decode(bytea *value, GnbNodeSetup *s)
 	for (int32 w = 0; w < V; w++)
 		s->all_unlabeled_count[w] = pq_getmsgint64(&msg);
 	s->all_n_unlabeled = pq_getmsgint64(&msg);
+	need(&msg, 4 + 8);
+	s->warm = pq_getmsgint(&msg, 4);
+	s->n_warm = pq_getmsgint64(&msg);
+	if ((s->warm != 0 && s->warm != 1) || s->n_warm < 0 || (s->n_warm > 0 && !s->warm) ||
+		s->n_warm > s->all_n_unlabeled)
+		bad_setup("Its warm start is out of range.");
+	need(&msg, 12.0 * s->n_warm);
+	s->warm_keys = palloc_extended(sizeof(uint64) * ((Size) s->n_warm + 1), MCXT_ALLOC_HUGE);
+	s->warm_labels = palloc_extended(sizeof(int32) * ((Size) s->n_warm + 1), MCXT_ALLOC_HUGE);
+	for (int64 i = 0; i < s->n_warm; i++)
+	{
+		s->warm_keys[i] = (uint64) pq_getmsgint64(&msg);
+		s->warm_labels[i] = pq_getmsgint(&msg, 4);
+		if (s->warm_labels[i] < 0 || s->warm_labels[i] >= K)
+			bad_setup("A warm start's label is out of range.");
+		/* searched by the nodes: each key once, in order */
+		if (i > 0 && s->warm_keys[i] <= s->warm_keys[i - 1])
+			bad_setup("Its warm start's keys are not in order.");
+	}
 	if (msg.cursor != msg.len)
 		bad_setup("It is longer than its lengths say.");
 }

@@ -454,9 +454,8 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 /*
  * Does the job train through nodes?  With gibbs_nb.blocked_nodes, or the
  * blocked sampler on a Citus source whose shards nodes can hold
- * (gnb_citus_nodes_column); not a warm start, which trains as without
- * nodes (its labels are the worker's, by document).  In a transaction of
- * its own.
+ * (gnb_citus_nodes_column).  A warm start too: its first labels go to the
+ * nodes with their setup.  In a transaction of its own.
  */
 bool
 gnb_nodes_wanted(const GnbJobParams *params)
@@ -464,7 +463,7 @@ gnb_nodes_wanted(const GnbJobParams *params)
 	MemoryContext cxt = CurrentMemoryContext;
 	bool		wanted;
 
-	if (params->sampler.sampler != GNB_SAMPLER_BLOCKED || params->warm_version_id != 0)
+	if (params->sampler.sampler != GNB_SAMPLER_BLOCKED)
 		return false;
 	if (params->blocked_nodes > 0)
 		return true;
@@ -502,7 +501,7 @@ cmp_key_doc(const void *a, const void *b)
  */
 static void
 describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_corpus *core,
-				gnb_corpus *chain_corpus, GnbNodeSetup *setup)
+				const int32 *init_label, gnb_corpus *chain_corpus, GnbNodeSetup *setup)
 {
 	const int32 V = core->n_words;
 	const GnbSourceDesc *src = &params->source;
@@ -526,6 +525,8 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	chain_corpus->extra_doc_counts = core->extra_doc_counts;
 	chain_corpus->all_unlabeled_count = all_count;
 	chain_corpus->all_n_unlabeled = core->n_docs;
+	/* a warm start, said to a chain of no documents (gnb_sampler.h) */
+	chain_corpus->init_label = init_label ? &nothing : NULL;
 
 	memset(setup, 0, sizeof(*setup));
 	setup->job_id = params->job_id;
@@ -547,6 +548,31 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	setup->extra_doc_counts = (double *) core->extra_doc_counts;
 	setup->all_unlabeled_count = all_count;
 	setup->all_n_unlabeled = core->n_docs;
+	/* a warm start's first labels, by key, for the nodes to look theirs up */
+	setup->warm = init_label != NULL;
+	if (init_label)
+	{
+		KeyDoc	   *warm = palloc_extended(sizeof(KeyDoc) * ((Size) core->n_docs + 1),
+										   MCXT_ALLOC_HUGE);
+
+		for (int32 j = 0; j < core->n_docs; j++)
+			if (init_label[j] >= 0)
+			{
+				warm[setup->n_warm].key = core->doc_key[j];
+				warm[setup->n_warm++].doc = init_label[j];
+			}
+		qsort(warm, setup->n_warm, sizeof(KeyDoc), cmp_key_doc);
+		setup->warm_keys = palloc_extended(sizeof(uint64) * ((Size) setup->n_warm + 1),
+										   MCXT_ALLOC_HUGE);
+		setup->warm_labels = palloc_extended(sizeof(int32) * ((Size) setup->n_warm + 1),
+											 MCXT_ALLOC_HUGE);
+		for (int64 i = 0; i < setup->n_warm; i++)
+		{
+			setup->warm_keys[i] = warm[i].key;
+			setup->warm_labels[i] = warm[i].doc;
+		}
+		pfree(warm);
+	}
 }
 
 /*
@@ -554,14 +580,16 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
  * chain run by gnb_train_chain on a corpus of no documents, its nodes called
  * through SQL; each chain's estimates taken from the nodes and combined as
  * gnb_train combines them, with the documents' lengths.  The
- * corpus was read with on_nodes (ids and word counts only).  Returns the run,
+ * corpus was read with on_nodes (ids and word counts only); a warm start's
+ * first labels (init_label, by document, or NULL) go to the nodes by key
+ * with the setup.  Returns the run,
  * whose nodes still hold the documents (gnb_nodes_labels_only,
  * gnb_nodes_release).  In the worker's transaction-free state between its
  * phases; the sampler's memory through hooks, as gnb_train's.
  */
 GnbNodesRun *
 gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_corpus *core,
-				const gnb_hooks *hooks, gnb_result *result)
+				const int32 *init_label, const gnb_hooks *hooks, gnb_result *result)
 {
 	const int32 K = core->n_classes;
 	const int32 D = core->n_docs;
@@ -576,16 +604,17 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	const char *problem;
 	char	   *column;
 
-	/* (gnb_nodes_wanted) */
+	/* a warm start's first labels go to the nodes, not into the chain */
 	if (core->init_label)
-		elog(ERROR, "gibbs_nb: a warm start does not train through nodes");
+		elog(ERROR, "gibbs_nb: a warm start's labels belong to the nodes");
 	/*
 	 * beyond what sampling was checked for: the unlabelled counts, the
 	 * documents by key and the nodes' estimates, an answer's entries, the
 	 * setup (the vocabulary again, the counts)
 	 */
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(CurrentMemoryContext, true),
-						 (double) D * (8.0 * K + 33.0) + (double) core->n_words * (40.0 + 24.0 * K) +
+						 (double) D * (8.0 * K + 33.0 + (init_label ? 36.0 : 0.0)) +
+						 (double) core->n_words * (40.0 + 24.0 * K) +
 						 2.0 * VARSIZE_ANY(corpus->tokens) + 64.0 * 1024,
 						 "the chain's calls of its nodes");
 	run->params = params;
@@ -599,7 +628,7 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(run->cxt);
-	describe_corpus(params, corpus, core, &chain_corpus, &setup);
+	describe_corpus(params, corpus, core, init_label, &chain_corpus, &setup);
 	if (params->blocked_nodes > 0)
 		column = NULL;
 	else

@@ -31,6 +31,15 @@ typedef struct GnbNodeSetup
 	double	   *extra_doc_counts;	/* K, or NULL */
 	int64	   *all_unlabeled_count;	/* V: each word's count in all unlabelled documents */
 	int64		all_n_unlabeled;
+	/*
+	 * A warm start (warm 1): the first labels the job's worker found for
+	 * its documents in the version, by document key, keys increasing; the
+	 * other documents start cold
+	 */
+	int32		warm;
+	int64		n_warm;
+	uint64	   *warm_keys;
+	int32	   *warm_labels;
 } GnbNodeSetup;
 
 /* node_setup.c */
@@ -42,8 +51,8 @@ extern void gnb_sized_bytea_begin(StringInfo buf, Size size);
 typedef struct NodesRun GnbNodesRun;
 extern bool gnb_nodes_wanted(const GnbJobParams *params);
 extern GnbNodesRun *gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus,
-									const gnb_corpus *core, const gnb_hooks *hooks,
-									gnb_result *result);
+									const gnb_corpus *core, const int32 *init_label,
+									const gnb_hooks *hooks, gnb_result *result);
 extern void gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result);
 extern void gnb_nodes_release(GnbNodesRun *run);
 

@@ -386,7 +386,8 @@ core_corpus(const GnbCorpus *corpus, int32 *init_label, gnb_corpus *core)
 	core->label = corpus->label;
 	/* lent: the paper sampler packs its pairs there rather than in a copy */
 	core->lent_word = corpus->word;
-	core->init_label = init_label;
+	/* (documents held by nodes: the nodes start them, gnb_train_nodes) */
+	core->init_label = corpus->unlabeled_word_count ? NULL : init_label;
 	core->doc_key = corpus->doc_key;
 	/* documents held by nodes: the whole's summary, their lengths to come */
 	if (corpus->unlabeled_word_count)
@@ -509,7 +510,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	SpinLockRelease(&job->mutex);
 	ws->last_row_update = phase_start = GetCurrentTimestamp();
 	if (on_nodes)
-		nodes = gnb_train_nodes(p, &corpus, &core, &hooks, &result);
+		nodes = gnb_train_nodes(p, &corpus, &core, init_label, &hooks, &result);
 	else if (p->sampler.sampler == GNB_SAMPLER_BLOCKED && p->sweep_workers > 1 &&
 			 p->max_chain_workers > 0)
 		gnb_train_sweeps(job, &core, &hooks, committed, &result);

@@ -200,6 +200,21 @@ SELECT left(try($$SELECT gibbs_nb_train('bl_bulk', 'bl_bulk', 'tokens', 'label',
                                         sweeps => 10, seed => 1, unlabeled_weight => 0.5)$$), 5) AS nodes;
 RESET gibbs_nb.max_job_memory;
 RESET gibbs_nb.blocked_nodes;
+-- (a warm start shows in few sweeps: with keyed draws, chains from two
+-- starts that reach one state go on as one) the nodes' first labels from
+-- the version are the local warm start's
+SELECT n, (SELECT status FROM gibbs_nb_train('bl_warm' || n, 'bl_bulk', 'tokens', 'label',
+                 sampler => 'blocked', sweeps => 3, burn_in => 0, seed => 3, unlabeled_weight => 0.5))
+FROM (VALUES ('_local'), ('_nodes')) v(n) ORDER BY 1;
+SELECT status FROM gibbs_nb_retrain('bl_warm_local', warm => true);
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_retrain('bl_warm_nodes', warm => true);
+RESET gibbs_nb.blocked_nodes;
+SELECT p.version, p.log_theta = s.log_theta AND p.label_probabilities = s.label_probabilities AS same,
+       p.label_probabilities = c.label_probabilities AS as_cold
+FROM gibbs_nb.packed p JOIN gibbs_nb.packed s USING (version), gibbs_nb.packed c
+WHERE p.model_name = 'bl_warm_nodes' AND s.model_name = 'bl_warm_local'
+  AND c.model_name = 'bl_warm_local' AND c.version = 1 ORDER BY 1;
 -- sources of other shapes read for nodes as for the local chain: tokens as
 -- tsvector, no label column, held-out rows
 CREATE TABLE bl_shapes AS
@@ -231,7 +246,8 @@ FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version)
 JOIN gibbs_nb.models l ON l.model_name = pg_catalog.replace(m.model_name, '2', '0')
 JOIN gibbs_nb.packed s ON s.model_name = l.model_name AND s.version = l.version
 WHERE m.model_name LIKE 'bl\_shape\_%2' ORDER BY 1;
--- a warm start trains as without nodes: bl_nodes3's warm retrain is bl_sw1's
+-- a warm start through nodes, each taking its documents' first labels from
+-- the version: bl_nodes3's warm retrain is bl_sw1's
 SET gibbs_nb.blocked_nodes = 2;
 SELECT status FROM gibbs_nb_retrain('bl_nodes3', warm => true);
 RESET gibbs_nb.blocked_nodes;
@@ -317,6 +333,6 @@ DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_
     bl_text2_labels, bl_money_paper_labels, bl_c_labels, bl_icu_labels, bl_nodes1_labels,
     bl_nodes3_labels, bl_text_nodes_labels, bl_misfit_labels, bl_misfit_nodes_labels, bl_misfit,
     bl_shape_tsv0_labels, bl_shape_tsv2_labels, bl_shape_nolabel0_labels, bl_shape_nolabel2_labels,
-    bl_shape_holdout0_labels, bl_shape_holdout2_labels, bl_shapes, bl_bulk_labels, bl_bulk;
+    bl_shape_holdout0_labels, bl_shape_holdout2_labels, bl_shapes, bl_bulk_labels, bl_warm_local_labels, bl_warm_nodes_labels, bl_bulk;
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE blocked_mail, blocked_mail_text, blocked_mail_money, blocked_mail_c, blocked_mail_icu;

@@ -275,6 +275,29 @@ is(alice(q{
           FROM gibbs_nb.packed WHERE model_name = 'bulk_local')}),
 	't', 'the same model from the cluster');
 
+# a warm retrain on the cluster: each worker's node takes its documents'
+# first labels from the version (gibbs_nb.packed, a reference table, read
+# there as alice); few sweeps, so that the start shows
+foreach my $source ('bulk', 'bulk_local')
+{
+	is(alice("SELECT status FROM gibbs_nb_train('warm_$source', '$source', 'tokens', 'label',
+                                                sampler => 'blocked', sweeps => 3, burn_in => 0, seed => 3,
+                                                unlabeled_weight => 0.5)"),
+		'succeeded', "a short blocked training on $source");
+	is(alice("SELECT status FROM gibbs_nb_retrain('warm_$source', warm => true)"), 'succeeded',
+		"its warm retrain");
+}
+is(alice(q{
+  SELECT string_agg((p.log_theta = s.log_theta AND p.label_probabilities = s.label_probabilities)::text,
+                    ' ' ORDER BY p.version)
+  FROM gibbs_nb.packed p JOIN gibbs_nb.packed s USING (version)
+  WHERE p.model_name = 'warm_bulk' AND s.model_name = 'warm_bulk_local'}),
+	'true true', 'the cluster\'s versions, cold and warm, are the local ones');
+is(alice(q{
+  SELECT (SELECT label_probabilities FROM gibbs_nb.packed WHERE model_name = 'warm_bulk' AND version = 1)
+       = (SELECT label_probabilities FROM gibbs_nb.packed WHERE model_name = 'warm_bulk' AND version = 2)}),
+	'f', 'and the warm start made a difference');
+
 # the label check's fallback on the cluster: by default, on few labels that
 # do not fit the unlabelled documents, the version is the labels-only model,
 # its probabilities of the documents given by the nodes that hold them
