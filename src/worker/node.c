@@ -298,6 +298,12 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 		entry->core.all_n_unlabeled = setup.all_n_unlabeled;
 		if (setup.warm)
 			entry->core.init_label = warm_labels(entry, &setup);
+		/* what only the start needed: the vocabulary, the warm start's table */
+		for (int32 w = 0; w < setup.n_words; w++)
+			pfree(setup.tokens[w]);
+		pfree(setup.tokens);
+		pfree(setup.warm_keys);
+		pfree(setup.warm_labels);
 		if ((problem = gnb_check(&entry->core, &entry->params.sampler)) != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -486,6 +492,7 @@ encode_estimates(const NodeEntry *entry, const double *prob, const int32 *last)
 		for (int32 k = 0; k < K; k++)
 			pq_sendfloat8(&buf, prob[(int64) d * K + k]);
 	}
+	Assert(buf.len == VARHDRSZ + (20 + 8 * K) * part->n_docs + 8);
 	return pq_endtypsend(&buf);
 }
 

@@ -57,8 +57,23 @@ gnb_node_setup_encode(const GnbNodeSetup *s)
 	const int32 K = s->n_classes;
 	const int32 V = s->n_words;
 	const gnb_params *p = &s->sampler;
+	double		size;
 
-	pq_begintypsend(&buf);
+	/* its size, written below: within one value, in one allocation */
+	size = 8 + 8 + 5 * 4 + 3 * 8 + 8 + 3 * 4 + 2 * 4 +
+		12.0 + strlen(s->id_column) + strlen(s->tokens_column) + strlen(s->label_column) + 8 +
+		1 + (s->extra_word_counts ? 8.0 * V * K + 8.0 * K : 0.0) + 8.0 * V + 8 + 4 + 8 +
+		12.0 * s->n_warm;
+	for (int32 w = 0; w < V; w++)
+		size += 4.0 + strlen(s->tokens[w]);
+	if (size > MaxAllocSize - VARHDRSZ - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the setup of gibbs_nb job " INT64_FORMAT "'s nodes would take %.0f bytes",
+						s->job_id, size),
+				 errdetail("A value holds at most 1 GB: the vocabulary, the clamped counts and a "
+						   "warm start's labels must fit in it.")));
+	gnb_sized_bytea_begin(&buf, (Size) size);
 	pq_sendint32(&buf, SETUP_MAGIC);
 	pq_sendint32(&buf, SETUP_VERSION);
 	pq_sendint64(&buf, s->job_id);
@@ -105,6 +120,7 @@ gnb_node_setup_encode(const GnbNodeSetup *s)
 		pq_sendint64(&buf, (int64) s->warm_keys[i]);
 		pq_sendint32(&buf, s->warm_labels[i]);
 	}
+	Assert(buf.len == VARHDRSZ + (int) size);
 	return pq_endtypsend(&buf);
 }
 

@@ -273,6 +273,8 @@ call_nodes(void *arg, const gnb_node_call *call)
 						   " tokens, the job read " INT64_FORMAT " of " INT64_FORMAT ".",
 						   run->held_docs, run->held_tokens, run->all_docs, run->all_tokens)));
 	/* the nodes have read their parts: later calls carry no setup */
+	if (run->setup)
+		pfree(run->setup);
 	run->setup = NULL;
 }
 
@@ -737,6 +739,7 @@ gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
 			CHECK_FOR_INTERRUPTS();
 		pq_sendfloat8(&buf, result->theta[i]);
 	}
+	Assert(buf.len == VARHDRSZ + (int) size);
 	model = pq_endtypsend(&buf);
 	all_estimates(run, run->scores_sql, model);
 	pfree(model);

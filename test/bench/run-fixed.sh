@@ -8,7 +8,10 @@
 # medians, read + publish among them.  With BASE=<commit>, that commit's
 # build is installed and timed the same way in the same run, alternating
 # with this tree's job by job, so that the machine's load weighs on both
-# alike; the ratios are this tree's over BASE's.
+# alike; the ratios are this tree's over BASE's.  The extension is created
+# once, from this tree's scripts: BASE's library runs against them (said when
+# BASE's sql/ differs).  This tree's build is installed again at the end,
+# whatever happens.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -22,6 +25,8 @@ make -s >/dev/null
 if [ -n "$BASE" ]; then
   git archive "$BASE" | tar -x -C "$work"
   make -s -C "$work" >/dev/null
+  git diff --quiet "$BASE" -- sql/ ||
+    echo "note: $BASE's sql/ differs from this tree's; its library runs against this tree's catalog"
 fi
 corpus=$(test/bench/fetch-corpus.sh)
 # shellcheck source=../cluster.sh
@@ -31,7 +36,7 @@ source test/bench/corpus.sh
 export PGOPTIONS="-c client_min_messages=warning"
 make -s install >/dev/null
 cluster_start "$work/cluster" "shared_buffers = 256MB"
-trap 'cluster_stop; rm -rf "$work"' EXIT
+trap 'cluster_stop; make -s install >/dev/null; rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 psql_q -c "CREATE EXTENSION gibbs_nb"
 load_mail "$corpus"
@@ -44,7 +49,7 @@ job() {
   id=$(psql_q -At -c "SELECT job_id FROM gibbs_nb_train('fixed', 'mail', 'tokens', 'label', sweeps => 2, seed => 7)")
   end=$(date +%s.%N)
   psql_q -At -F ' ' -c "SELECT read_seconds, sample_seconds, publish_seconds, $end - $start
-                        FROM gibbs_nb.jobs WHERE job_id = $id"
+                        FROM gibbs_nb.jobs WHERE job_id = $id AND status = 'succeeded'"
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -56,6 +61,7 @@ for round in $(seq 1 "$JOBS"); do
     # each build installed before its job; a new session loads it
     if [ "$b" = base ]; then make -s -C "$work" install >/dev/null; else make -s install >/dev/null; fi
     read -r r s p c <<<"$(job)"
+    [ -n "$c" ] || { echo "a job of the $b build did not succeed" >&2; exit 1; }
     printf '%-5s job %d: read %.3f s, sample %.3f s, publish %.3f s, call %.3f s\n' "$b" "$round" "$r" "$s" "$p" "$c"
     col[$b,r]+="$r "; col[$b,s]+="$s "; col[$b,p]+="$p "; col[$b,c]+="$c "
     col[$b,rp]+="$(awk -v r="$r" -v p="$p" 'BEGIN { print r + p }') "

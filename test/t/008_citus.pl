@@ -276,10 +276,14 @@ is(alice(q{
 	't', 'the same model from the cluster');
 
 # a warm retrain on the cluster: each worker's node takes its documents'
-# first labels from the version (gibbs_nb.packed, a reference table, read
-# there as alice); few sweeps, so that the start shows
+# first labels from the job's worker, which found them in the version by id;
+# under the cap that refuses the local job (8 MB), and few sweeps, so that
+# the start shows
+$coord->safe_psql('postgres', "ALTER ROLE alice SET gibbs_nb.max_job_memory = '8MB'");
 foreach my $source ('bulk', 'bulk_local')
 {
+	$coord->safe_psql('postgres', 'ALTER ROLE alice RESET gibbs_nb.max_job_memory')
+	  if $source eq 'bulk_local';
 	is(alice("SELECT status FROM gibbs_nb_train('warm_$source', '$source', 'tokens', 'label',
                                                 sampler => 'blocked', sweeps => 3, burn_in => 0, seed => 3,
                                                 unlabeled_weight => 0.5)"),
@@ -297,6 +301,17 @@ is(alice(q{
   SELECT (SELECT label_probabilities FROM gibbs_nb.packed WHERE model_name = 'warm_bulk' AND version = 1)
        = (SELECT label_probabilities FROM gibbs_nb.packed WHERE model_name = 'warm_bulk' AND version = 2)}),
 	'f', 'and the warm start made a difference');
+
+# retention in the transaction that writes the version's row by COPY to the
+# reference table: keeping 1, a retrain leaves only its own version
+is(alice("SELECT gibbs_nb_set_retention('warm_bulk', 1) >= 0"), 't', 'keep one version');
+is(alice("SELECT status FROM gibbs_nb_retrain('warm_bulk', warm => true)"), 'succeeded',
+	'a retrain with retention');
+is(alice("SELECT string_agg(version::text, ' ') FROM gibbs_nb.packed WHERE model_name = 'warm_bulk'"),
+	'3', 'only the newest version is left');
+is($workers[0]->safe_psql('postgres',
+		"SELECT string_agg(version::text, ' ') FROM gibbs_nb.packed WHERE model_name = 'warm_bulk'"),
+	'3', 'on the workers too');
 
 # the label check's fallback on the cluster: by default, on few labels that
 # do not fit the unlabelled documents, the version is the labels-only model,
