@@ -200,22 +200,11 @@ warm_labels(const NodeEntry *entry, const GnbNodeSetup *setup)
 
 	for (int32 d = 0; d < entry->part.n_docs; d++)
 	{
-		uint64		key = entry->part.doc_key[d];
-		int64		lo = 0,
-					hi = setup->n_warm;
+		int64		at = gnb_key_position(setup->warm_keys, setup->n_warm, entry->part.doc_key[d]);
 
 		if ((d & 4095) == 0)
 			CHECK_FOR_INTERRUPTS();
-		while (lo < hi)
-		{
-			int64		mid = lo + (hi - lo) / 2;
-
-			if (setup->warm_keys[mid] < key)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		init[d] = lo < setup->n_warm && setup->warm_keys[lo] == key ? setup->warm_labels[lo] : -1;
+		init[d] = at >= 0 ? setup->warm_labels[at] : -1;
 	}
 	return init;
 }

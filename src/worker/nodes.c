@@ -309,26 +309,15 @@ take_estimates(NodesRun *run, const gnb_node_call *call, bytea *value)
 		bad_estimates(run, "Their length is not that of their documents.");
 	for (int32 d = 0; d < n; d++)
 	{
-		uint64		key = (uint64) pq_getmsgint64(&msg);
-		int32		lo = 0,
-					hi = run->n_docs;
+		int64		at = gnb_key_position(run->sorted_keys, run->n_docs,
+										  (uint64) pq_getmsgint64(&msg));
 		int32		j;
 
 		if ((d & 4095) == 0)
 			CHECK_FOR_INTERRUPTS();
-
-		while (lo < hi)
-		{
-			int32		mid = lo + (hi - lo) / 2;
-
-			if (run->sorted_keys[mid] < key)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo == run->n_docs || run->sorted_keys[lo] != key)
+		if (at < 0)
 			bad_estimates(run, "A node holds a document the job did not read.");
-		j = run->doc_of_key[lo];
+		j = run->doc_of_key[at];
 		if (run->estimated[j])
 			bad_estimates(run, "Two nodes hold one document.");
 		run->estimated[j] = true;

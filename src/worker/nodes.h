@@ -42,6 +42,25 @@ typedef struct GnbNodeSetup
 	int32	   *warm_labels;
 } GnbNodeSetup;
 
+/* The place of key among n increasing keys, or -1 if it is not one of them. */
+static inline int64
+gnb_key_position(const uint64 *keys, int64 n, uint64 key)
+{
+	int64		lo = 0,
+				hi = n;
+
+	while (lo < hi)
+	{
+		int64		mid = lo + (hi - lo) / 2;
+
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && keys[lo] == key ? lo : -1;
+}
+
 /* node_setup.c */
 extern bytea *gnb_node_setup_encode(const GnbNodeSetup *setup);
 extern void gnb_node_setup_decode(bytea *value, GnbNodeSetup *setup);
