@@ -29,6 +29,7 @@
 #include "counts/tokens.h"
 
 #include "access/detoast.h"
+#include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
@@ -39,6 +40,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 #include "access/detoast.h"
 
@@ -108,8 +110,8 @@ row_receiver_noop(DestReceiver *self)
 }
 
 static void
-for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
-			 int ncols, const Oid *types, row_fn fn)
+for_each_row_with(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
+				  ParamListInfo args, int ncols, const Oid *types, row_fn fn)
 {
 	RowReceiver r;
 	SPIExecuteOptions options;
@@ -132,6 +134,7 @@ for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
 	memset(&options, 0, sizeof(options));
 	options.read_only = true;
 	options.dest = &r.pub;
+	options.params = args;
 
 	/*
 	 * In this process alone: it is the one whose memory is watched while it
@@ -149,6 +152,13 @@ for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
 	if (rc < 0)
 		elog(ERROR, "gibbs_nb: reading the source failed (%s): %s", SPI_result_code_string(rc), sql);
 	MemoryContextDelete(r.row_cxt);
+}
+
+static void
+for_each_row(CorpusBuilder *b, const GnbJobParams *params, const char *sql,
+			 int ncols, const Oid *types, row_fn fn)
+{
+	for_each_row_with(b, params, sql, NULL, ncols, types, fn);
 }
 
 /*
@@ -649,12 +659,56 @@ read_unlabeled(CorpusBuilder *b, const GnbJobParams *params, const char *source_
 	b->doc_start[b->n_docs] = b->n_pairs;
 }
 
+/* A row of the checked ids query: (id), one of the documents to check. */
+static void
+add_checked_id(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
+{
+	MemoryContext old;
+
+	if (nulls[0] || b->n_checked_ids == b->checked_cap)
+		elog(ERROR, "the labelled documents changed while they were read");
+	if (b->id_typlen == -1)
+		check_value_size(b, params, values[0]);
+	old = MemoryContextSwitchTo(b->scratch);
+	b->checked_ids[b->n_checked_ids++] = datumCopy(values[0], b->id_typbyval, b->id_typlen);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * The id type's equality as SQL, OPERATOR(schema.name), for a condition
+ * id = ANY(array): found by OID in the type's cache and named with its
+ * schema.  (gibbs_nb_train refuses an id type without an equality or an
+ * array type.)
+ */
+static char *
+id_equality(Oid id_type)
+{
+	TypeCacheEntry *tc = lookup_type_cache(id_type, TYPECACHE_EQ_OPR);
+	HeapTuple	tup;
+	Form_pg_operator op;
+	char	   *sql;
+
+	if (!OidIsValid(tc->eq_opr) || !OidIsValid(get_array_type(id_type)))
+		elog(ERROR, "id type %s has no equality or no array type", format_type_be(id_type));
+	tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(tc->eq_opr));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for operator %u", tc->eq_opr);
+	op = (Form_pg_operator) GETSTRUCT(tup);
+	sql = psprintf("OPERATOR(%s.%s)", quote_identifier(get_namespace_name(op->oprnamespace)),
+				   NameStr(op->oprname));
+	ReleaseSysCache(tup);
+	return sql;
+}
+
 /*
  * Step 3b of read_source: with both kinds, up to GNB_CHECKED_DOCS labelled
  * documents with their tokens, for the label check: all of them, or those
  * first by a hash of their id keyed by the seed (as holdout chooses), the id
  * breaking ties where it has an order: the same ones for the same seed and
- * data, whatever order the ids follow.
+ * data, whatever order the ids follow.  Those are chosen by their ids first
+ * and then read by id, where the id type has an equality: on Citus each
+ * shard's first ones would otherwise come with their tokens, up to
+ * GNB_CHECKED_DOCS a shard.
  */
 static void
 read_checked_documents(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
@@ -666,6 +720,12 @@ read_checked_documents(CorpusBuilder *b, const GnbJobParams *params, const char 
 	const char *tokens = quote_identifier(src->tokens_column);
 	Oid			checked_types[3] = {src->id_type, TEXTOID, src->tokens_type};
 	int32		n = Min(b->n_labeled, GNB_CHECKED_DOCS);
+	char	   *equality;
+	char	   *first;
+	ParamListInfo args;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
 
 	b->checked_start = MemoryContextAlloc(b->cxt, sizeof(int64) * (n + 1));
 	b->checked_value = MemoryContextAlloc(b->cxt, sizeof(int32) * (n + 1));
@@ -673,23 +733,42 @@ read_checked_documents(CorpusBuilder *b, const GnbJobParams *params, const char 
 	b->checked_cap = n;
 	/* all of them: in any order (the check's counts do not depend on it) */
 	if (n == b->n_labeled)
+	{
 		for_each_row(b, params,
 					 psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
 							  "WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s)",
 							  id, label, tokens, source_sql, label, tokens,
 							  held_out ? held_out : "false"),
 					 3, checked_types, add_checked_row);
-	else
-		for_each_row(b, params,
-					 psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
-							  "WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s) "
-							  "ORDER BY pg_catalog.hashtextextended(%s::pg_catalog.text "
-							  "COLLATE pg_catalog.\"C\", (" INT64_FORMAT ")::pg_catalog.int8)%s "
-							  "LIMIT %d",
-							  id, label, tokens, source_sql, label, tokens,
-							  held_out ? held_out : "false", id,
-							  (int64) params->sampler.seed, ordered ? ", 1" : "", n),
-					 3, checked_types, add_checked_row);
+		return;
+	}
+	first = psprintf("FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL AND NOT (%s) "
+					 "ORDER BY pg_catalog.hashtextextended(%s::pg_catalog.text "
+					 "COLLATE pg_catalog.\"C\", (" INT64_FORMAT ")::pg_catalog.int8)%s "
+					 "LIMIT %d",
+					 source_sql, label, tokens, held_out ? held_out : "false", id,
+					 (int64) params->sampler.seed, ordered ? ", 1" : "", n);
+	equality = id_equality(src->id_type);
+	/* their ids, then the documents of those ids (in any order) */
+	b->checked_ids = MemoryContextAlloc(b->scratch, sizeof(Datum) * (n + 1));
+	b->n_checked_ids = 0;
+	for_each_row(b, params, psprintf("SELECT %s %s", id, first), 1, &src->id_type,
+				 add_checked_id);
+	args = makeParamList(1);
+	get_typlenbyvalalign(src->id_type, &typlen, &typbyval, &typalign);
+	args->params[0].ptype = get_array_type(src->id_type);
+	args->params[0].isnull = false;
+	args->params[0].pflags = PARAM_FLAG_CONST;
+	args->params[0].value =
+		PointerGetDatum(construct_array(b->checked_ids, b->n_checked_ids, src->id_type,
+										typlen, typbyval, typalign));
+	for_each_row_with(b, params,
+					  psprintf("SELECT %s, %s::pg_catalog.text, %s FROM %s "
+							   "WHERE %s %s ANY ($1) AND %s IS NOT NULL AND %s IS NOT NULL",
+							   id, label, tokens, source_sql, id, equality, label, tokens),
+					  args, 3, checked_types, add_checked_row);
+	if (b->n_checked != b->n_checked_ids)
+		elog(ERROR, "the labelled documents changed while they were read");
 }
 
 /*

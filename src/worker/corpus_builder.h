@@ -84,6 +84,9 @@ typedef struct CorpusBuilder
 	 */
 	int32		n_checked;
 	int32		checked_cap;
+	/* their ids when chosen first (read_checked_documents), in scratch */
+	Datum	   *checked_ids;
+	int32		n_checked_ids;
 	int64	   *checked_start;
 	int32	   *checked_value;
 	/* labelled documents: ids and first-seen label ids */

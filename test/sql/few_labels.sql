@@ -79,12 +79,29 @@ SELECT status FROM gibbs_nb_train('two_chains', 'aligned', 'tokens', 'label', sw
                                   seed => 2, chains => 2, unlabeled_weight => 1);
 SELECT chain_agreement > 0.9 AS agree, warnings FROM gibbs_nb.models WHERE model_name = 'two_chains';
 
+-- more labelled documents than the check scores (2,000): those first by a
+-- hash of their id (chosen by their ids, then read by id), the same
+-- whatever order the rows are stored in; a word tells the label apart in
+-- two thirds of the documents, the other third carry the other class's
+CREATE TABLE many (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO many
+SELECT i, ARRAY['w' || (i % 50), CASE WHEN (i % 3 = 0) = (i % 5 < 3) THEN 'ay' ELSE 'bee' END],
+       CASE WHEN i <= 2100 THEN CASE WHEN i % 3 = 0 THEN 'a' ELSE 'b' END END
+FROM generate_series(1, 2400) i;
+CREATE TABLE many_shuffled AS SELECT * FROM many ORDER BY md5(id::text);
+ALTER TABLE many_shuffled ADD PRIMARY KEY (id);
+SELECT t, (SELECT status FROM gibbs_nb_train(t, t::regclass, 'tokens', 'label', sweeps => 10,
+                                             seed => 1, unlabeled_weight => 1))
+FROM (VALUES ('many'), ('many_shuffled')) v(t) ORDER BY 1;
+SELECT model_name, labels_agreement, labels_only_agreement FROM gibbs_nb.models
+WHERE model_name IN ('many', 'many_shuffled') ORDER BY 1;
+
 -- gibbs_nb_models shows the figures
 SELECT model_name, init, unlabeled_weight, unlabeled_weight_chosen,
        labels_agreement IS NOT NULL AS checked, chain_agreement IS NOT NULL AS chains_compared
 FROM gibbs_nb_models WHERE model_name IN ('misfit', 'two_chains') ORDER BY model_name;
 
 SELECT count(gibbs_nb_drop(m)) FROM unnest(ARRAY['start_random', 'aligned', 'misfit_w1',
-                                                'misfit', 'two_chains']) m;
-DROP TABLE aligned, misfit;
+                                                'misfit', 'two_chains', 'many', 'many_shuffled']) m;
+DROP TABLE aligned, misfit, many, many_shuffled;
 DROP EXTENSION gibbs_nb CASCADE;

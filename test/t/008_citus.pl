@@ -347,6 +347,37 @@ is(alice(q{
           WHERE model_name = 'misfit_local')}),
 	't', 'the same labels-only model and probabilities from the cluster');
 
+# more labelled documents than the label check scores (2,000): chosen by
+# their ids, read by id from the shards; the same figures and model as the
+# local copy
+$coord->safe_psql('postgres', q{
+  SET client_min_messages = warning;
+  CREATE TABLE many (id int PRIMARY KEY, tokens text[], label text);
+  INSERT INTO many
+  SELECT i, ARRAY['w' || (i % 50), CASE WHEN (i % 3 = 0) = (i % 5 < 3) THEN 'ay' ELSE 'bee' END],
+         CASE WHEN i <= 2100 THEN CASE WHEN i % 3 = 0 THEN 'a' ELSE 'b' END END
+  FROM generate_series(1, 2400) i;
+  CREATE TABLE many_local AS SELECT * FROM many;
+  ALTER TABLE many OWNER TO alice;
+  ALTER TABLE many_local OWNER TO alice;
+  SELECT create_distributed_table('many', 'id', shard_count => 8);
+  SELECT truncate_local_data_after_distributing_table('many');
+});
+foreach my $source ('many', 'many_local')
+{
+	is(alice("SELECT status FROM gibbs_nb_train('$source', '$source', 'tokens', 'label', sweeps => 10,
+                                                seed => 1, unlabeled_weight => 1)"),
+		'succeeded', "training on $source, 2,100 labelled");
+}
+is(alice(q{
+  SELECT string_agg(labels_agreement || ' ' || labels_only_agreement, ', ' ORDER BY model_name)
+  FROM gibbs_nb.models WHERE model_name IN ('many', 'many_local')}),
+	'0.6635 0.6635, 0.6635 0.6635', 'the label check scores the same 2,000 documents');
+is(alice(q{
+  SELECT (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'many')
+       = (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'many_local')}),
+	't', 'and the same model');
+
 # gibbs_nb.theta, a view of the reference table, on the coordinator and on a
 # worker: the model's rows, as many as the packed row holds, the same as the
 # local model's; bob sees none of them
