@@ -224,6 +224,14 @@ is($busy_failed, 0, 'no prediction failed while the roles worked') or diag($busy
 unlike($busy_err, qr/aborted|error/i, 'no prediction client aborted') or diag($busy_err);
 
 # --- restarts while a version publishes ---
+# the busy phase's jobs still running hold the roles' job slots
+# (gibbs_nb.max_jobs_per_login): cancelled and waited for, so that each
+# restart's training starts whatever the busy phase left
+$node->safe_psql('postgres',
+	q{SELECT count(gibbs_nb_cancel(job_id)) FROM gibbs_nb_jobs WHERE status = 'running'});
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) = 0 FROM gibbs_nb_jobs WHERE status = 'running'}),
+	'the busy phase\'s jobs have ended');
 my ($restarted, $mid_publish) = (0, 0);
 for my $i (1 .. $restarts)
 {
