@@ -394,8 +394,8 @@ gnb_labels_only_model(const gnb_corpus *corpus, const gnb_params *params,
 				rest * (n + g) / (tokens[k] + clamped_words * g) : other;
 		}
 	}
-	/* documents held elsewhere: whoever holds them scores them */
-	for (int32_t j = 0; corpus->doc_length == NULL && j < corpus->n_docs; j++)
+	/* documents held elsewhere (doc_length): whoever holds them scores them */
+	for (int32_t j = 0; j < (corpus->doc_length ? 0 : corpus->n_docs); j++)
 	{
 		if (corpus->label[j] >= 0)
 			continue;

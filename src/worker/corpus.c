@@ -172,49 +172,6 @@ check_value_size(CorpusBuilder *b, const GnbJobParams *params, Datum value)
 						 (double) toast_raw_datum_size(value), "reading the source");
 }
 
-/* A row of the ids query: (id, label, tokens IS NULL, held out). */
-static void
-add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
-{
-	bool		id_null = nulls[0],
-				label_null = nulls[1];
-	Datum		id = values[0];
-	Datum		label = values[1];
-	bool		no_tokens = DatumGetBool(values[2]);
-	bool		held_out = DatumGetBool(values[3]);
-	text	   *t;
-	MemoryContext old;
-
-	if (id_null)
-		null_id_error(params);
-	if (no_tokens)
-	{
-		b->n_skipped++;
-		if (held_out)
-			b->n_holdout_skipped++;
-		return;
-	}
-	if (label_null || held_out)
-		return;					/* read with its tokens */
-	if (b->n_labeled == b->labeled_cap)
-	{
-		int32		cap = b->labeled_cap * 2;
-
-		b->labeled_ids = corpus_grow(b->cxt, b->labeled_ids, sizeof(Datum), cap);
-		b->labeled_value = corpus_grow(b->cxt, b->labeled_value, sizeof(int32), cap);
-		b->labeled_cap = cap;
-	}
-	check_value_size(b, params, label);
-	t = DatumGetTextPP(label);
-	b->labeled_value[b->n_labeled] = corpus_intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-	if (b->id_typlen == -1)
-		check_value_size(b, params, id);
-	old = MemoryContextSwitchTo(b->cxt);
-	b->labeled_ids[b->n_labeled] = datumCopy(id, b->id_typbyval, b->id_typlen);
-	MemoryContextSwitchTo(old);
-	b->n_labeled++;
-}
-
 /*
  * An unlabelled document's row begins: its id must not be NULL; a row
  * without tokens is skipped (false); else the document's pairs start here.
@@ -252,6 +209,59 @@ document_ends(CorpusBuilder *b, const GnbJobParams *params, Datum id)
 	b->ids[b->n_docs] = datumCopy(id, b->id_typbyval, b->id_typlen);
 	MemoryContextSwitchTo(old);
 	b->n_docs++;
+}
+
+/*
+ * A row of the ids query: (id, label, tokens IS NULL, held out).  When
+ * nodes hold the unlabelled documents, an unlabelled row is its document,
+ * its id all the job's worker reads of it (read_unlabeled).
+ */
+static void
+add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
+{
+	bool		id_null = nulls[0],
+				label_null = nulls[1];
+	Datum		id = values[0];
+	Datum		label = values[1];
+	bool		no_tokens = DatumGetBool(values[2]);
+	bool		held_out = DatumGetBool(values[3]);
+	text	   *t;
+	MemoryContext old;
+
+	if (id_null)
+		null_id_error(params);
+	if (no_tokens)
+	{
+		b->n_skipped++;
+		if (held_out)
+			b->n_holdout_skipped++;
+		return;
+	}
+	if (label_null && b->unlabeled_ids_only)
+	{
+		if (document_begins(b, params, false, false))
+			document_ends(b, params, id);
+		return;
+	}
+	if (label_null || held_out)
+		return;					/* read with its tokens */
+	if (b->n_labeled == b->labeled_cap)
+	{
+		int32		cap = b->labeled_cap * 2;
+
+		b->labeled_ids = corpus_grow(b->cxt, b->labeled_ids, sizeof(Datum), cap);
+		b->labeled_value = corpus_grow(b->cxt, b->labeled_value, sizeof(int32), cap);
+		b->labeled_cap = cap;
+	}
+	check_value_size(b, params, label);
+	t = DatumGetTextPP(label);
+	b->labeled_value[b->n_labeled] = corpus_intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	if (b->id_typlen == -1)
+		check_value_size(b, params, id);
+	old = MemoryContextSwitchTo(b->cxt);
+	b->labeled_ids[b->n_labeled] = datumCopy(id, b->id_typbyval, b->id_typlen);
+	MemoryContextSwitchTo(old);
+	b->n_labeled++;
 }
 
 /* A row of the documents query: (id, tokens), an unlabelled document. */
@@ -627,34 +637,38 @@ add_document_id_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values,
 }
 
 /*
- * Step 3 of read_source: the unlabelled documents (the rows meeting
- * condition, in order), with their tokens, or when nodes hold them their
- * ids and their words' counts only.
+ * Step 3 of read_source: the unlabelled documents (the rows without a label,
+ * or every row without a label column: label NULL), in order, with their
+ * tokens; or, when nodes hold them, their words' counts only, their ids
+ * having come with the ids query (add_labeled_row), or without a label
+ * column from a query of their own.
  */
 static void
 read_unlabeled(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
-			   const char *condition, const char *order, bool on_nodes)
+			   const char *label, const char *order, bool on_nodes)
 {
 	const GnbSourceDesc *src = &params->source;
 	const char *id = quote_identifier(src->id_column);
 	const char *tokens = quote_identifier(src->tokens_column);
 	Oid			document_types[2] = {src->id_type, src->tokens_type};
 	Oid			id_types[2] = {src->id_type, BOOLOID};
+	char	   *unlabeled = label ?
+		psprintf("%s IS NULL AND %s IS NOT NULL", label, tokens) : NULL;
 
 	if (!on_nodes)
 		for_each_row(b, params,
-					 psprintf("SELECT %s, %s FROM %s WHERE %s%s", id, tokens, source_sql,
-							  condition, order),
+					 psprintf("SELECT %s, %s FROM %s%s%s%s", id, tokens, source_sql,
+							  label ? " WHERE " : "", label ? unlabeled : "", order),
 					 2, document_types, add_document_row);
 	else
 	{
-		for_each_row(b, params,
-					 psprintf("SELECT %s, %s IS NULL FROM %s WHERE %s%s", id, tokens, source_sql,
-							  condition, order),
-					 2, id_types, add_document_id_row);
+		if (label == NULL)
+			for_each_row(b, params,
+						 psprintf("SELECT %s, %s IS NULL FROM %s%s", id, tokens, source_sql, order),
+						 2, id_types, add_document_id_row);
 		if (b->n_docs > 0)
 			take_unlabeled_counts(b, params, source_sql,
-								  psprintf("%s AND %s IS NOT NULL", condition, tokens));
+								  label ? unlabeled : psprintf("%s IS NOT NULL", tokens));
 	}
 	b->doc_start[b->n_docs] = b->n_pairs;
 }
@@ -795,21 +809,21 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 	SPI_connect();
 	if (src->label_attnum == 0)
 	{
-		read_unlabeled(b, params, source_sql, "true", order, on_nodes);
+		read_unlabeled(b, params, source_sql, NULL, order, on_nodes);
 		SPI_finish();
 		return;
 	}
 	{
 		const char *label = quote_identifier(src->label_column);
 
+		b->unlabeled_ids_only = on_nodes;
 		for_each_row(b, params,
 					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL, %s FROM %s%s",
 							  id, label, tokens, held_out ? held_out : "false", source_sql, order),
 					 4, labeled_types, add_labeled_row);
 		if (b->n_labeled > 0)
 			take_labeled_counts(b, params, source_sql, held_out);
-		read_unlabeled(b, params, source_sql,
-					   psprintf("%s IS NULL AND %s IS NOT NULL", label, tokens), order, on_nodes);
+		read_unlabeled(b, params, source_sql, label, order, on_nodes);
 		if (b->n_labeled > 0 && b->n_docs > 0)
 			read_checked_documents(b, params, source_sql, held_out, *order != '\0');
 		if (held_out)

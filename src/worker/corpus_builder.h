@@ -113,6 +113,8 @@ typedef struct CorpusBuilder
 	int64	   *unlabeled_counts;
 	int32		n_unlabeled_count_words;
 	int64		unlabeled_tokens;
+	/* the ids query takes the unlabelled rows' ids as their documents */
+	bool		unlabeled_ids_only;
 	/* held-out documents: ids, tokens (copies) and labels */
 	int32		n_holdout;
 	int32		n_holdout_skipped;	/* held out, but without tokens */

@@ -543,6 +543,7 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	setup->warm = init_label != NULL;
 	if (init_label)
 	{
+		/* (sorted as the documents by key are: .doc holds the label) */
 		KeyDoc	   *warm = palloc_extended(sizeof(KeyDoc) * ((Size) core->n_docs + 1),
 										   MCXT_ALLOC_HUGE);
 
