@@ -155,10 +155,10 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 	/* a keyed draw's counter holds the chain in 16 bits (gnb_rng.h) */
 	if (params->sampler == GNB_SAMPLER_BLOCKED && params->chains > 65536)
 		return "the blocked sampler takes at most 65536 chains";
-	if (!(params->gamma_pi > 0.0) || !isfinite(params->gamma_pi))
-		return "gamma_pi must be positive and finite";
-	if (!(params->gamma_theta > 0.0) || !isfinite(params->gamma_theta))
-		return "gamma_theta must be positive and finite";
+	if (!(params->gamma_pi > 0.0 && params->gamma_pi <= GNB_GAMMA_LIMIT))
+		return "gamma_pi must be positive and at most 1000000";
+	if (!(params->gamma_theta > 0.0 && params->gamma_theta <= GNB_GAMMA_LIMIT))
+		return "gamma_theta must be positive and at most 1000000";
 	if (!(params->unlabeled_weight >= 0.0 && params->unlabeled_weight <= 1.0))
 		return "unlabeled_weight must be between 0 and 1";
 	if (params->gamma_grid)

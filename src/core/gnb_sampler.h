@@ -165,6 +165,14 @@ extern int	gnb_sampler_from_name(const char *name);
 #define GNB_GAMMA_MIN 1e-3
 #define GNB_GAMMA_MAX 1e3
 
+/*
+ * The largest gamma a chain takes (gnb_check): the blocked sampler keeps its
+ * log joint's word terms, lgamma(count + gamma_theta), as exact integer sums
+ * in 64 bits, which a gamma near 1e300 overflows; a pseudocount of a million
+ * for every word already outweighs any corpus.
+ */
+#define GNB_GAMMA_LIMIT 1e6
+
 /* What the progress hook hears after every sweep of every chain. */
 typedef struct gnb_sweep
 {

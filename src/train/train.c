@@ -69,15 +69,17 @@ require_not_null(FunctionCallInfo fcinfo, int arg)
 #define invalid_argument(...) \
 	ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg(__VA_ARGS__)))
 
+/* A fixed gamma: positive, at most what the samplers take (GNB_GAMMA_LIMIT) */
 static double
-positive_finite(FunctionCallInfo fcinfo, int arg)
+fixed_gamma(FunctionCallInfo fcinfo, int arg)
 {
 	double		v;
 
 	require_not_null(fcinfo, arg);
 	v = PG_GETARG_FLOAT8(arg);
-	if (!(v > 0.0) || isinf(v))
-		invalid_argument("%s must be positive and finite, not %g", arg_names[arg], v);
+	if (!(v > 0.0 && v <= GNB_GAMMA_LIMIT))
+		invalid_argument("%s must be positive and at most %.15g, not %.15g", arg_names[arg],
+						 GNB_GAMMA_LIMIT, v);
 	return v;
 }
 
@@ -378,9 +380,9 @@ resolve_sampler_arguments(FunctionCallInfo fcinfo, GnbJobParams *p)
 	 * the model row then records its posterior mean.
 	 */
 	sp->sample_gamma_pi = PG_ARGISNULL(ARG_GAMMA_PI);
-	sp->gamma_pi = sp->sample_gamma_pi ? 1.0 : positive_finite(fcinfo, ARG_GAMMA_PI);
+	sp->gamma_pi = sp->sample_gamma_pi ? 1.0 : fixed_gamma(fcinfo, ARG_GAMMA_PI);
 	sp->sample_gamma_theta = PG_ARGISNULL(ARG_GAMMA_THETA);
-	sp->gamma_theta = sp->sample_gamma_theta ? 1.0 : positive_finite(fcinfo, ARG_GAMMA_THETA);
+	sp->gamma_theta = sp->sample_gamma_theta ? 1.0 : fixed_gamma(fcinfo, ARG_GAMMA_THETA);
 	/*
 	 * How unlabelled labels start (gnb_init_kind): from the labels, or
 	 * uniformly at random as before 0.2.0

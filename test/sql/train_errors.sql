@@ -71,6 +71,8 @@ SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_pi => 0
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_pi => -1)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_theta => 'NaN')$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_theta => 'Infinity')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_theta => 1e300, sampler => 'blocked')$$);
+SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', gamma_pi => 1000001)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', unlabeled_weight => 1.5)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', unlabeled_weight => -0.1)$$);
 SELECT try($$SELECT gibbs_nb_train('m', 'docs', 'tokens', 'label', unlabeled_weight => 'NaN')$$);

@@ -2701,6 +2701,60 @@ test_chains_disagree(void)
  * probability in every class, and the label probabilities are those of
  * Naive Bayes on the labelled documents with their own vocabulary.
  */
+/*
+ * The largest gammas (GNB_GAMMA_LIMIT), which the SQL call once let past up
+ * to any finite number: 1e300 reached the blocked sampler's integer sums of
+ * lgamma terms (a 64-bit overflow, which UBSan in test_core_asan stops at)
+ * and a conversion to int in its setup.  Past the limit gnb_check refuses;
+ * at it, every sampler trains to finite estimates.
+ */
+static void
+test_gamma_limit(void)
+{
+	const double gammas[] = {GNB_GAMMA_LIMIT, 1.0e300, 3.0e9};
+
+	for (size_t i = 0; i < sizeof(gammas) / sizeof(gammas[0]); i++)
+		for (int sm = 0; sm < 3; sm++)
+			for (int which = 0; which < 2; which++)
+			{
+				tiny_corpus t;
+				gnb_params	p = {0};
+				gnb_result	res;
+				int			finite = 1;
+				const char *problem;
+
+				make_tiny(&t, 31 + i, 8, 5, 2, 2, 0);
+				p.sampler = sm == 0 ? GNB_SAMPLER_PAPER :
+					sm == 1 ? GNB_SAMPLER_COLLAPSED : GNB_SAMPLER_BLOCKED;
+				p.sweeps = 20;
+				p.burn_in = 10;
+				p.lag = 1;
+				p.chains = 1;
+				p.gamma_pi = which == 0 ? gammas[i] : 1.0;
+				p.gamma_theta = which == 1 ? gammas[i] : 1.0;
+				p.unlabeled_weight = 1.0;
+				p.seed = 5;
+				problem = gnb_check(&t.c, &p);
+				if (gammas[i] > GNB_GAMMA_LIMIT)
+				{
+					CHECK(problem != NULL, "gamma %g (%s) sampler %d: accepted", gammas[i],
+						  which == 0 ? "pi" : "theta", sm);
+					continue;
+				}
+				CHECK(problem == NULL, "gamma %g sampler %d: refused: %s", gammas[i], sm,
+					  problem);
+				gnb_train(&t.c, &p, NULL, &res);
+				for (int64_t j = 0; j < (int64_t) t.c.n_words * t.c.n_classes; j++)
+					finite &= isfinite(res.theta[j]) != 0;
+				for (int32_t k = 0; k < t.c.n_classes; k++)
+					finite &= isfinite(res.pi[k]) != 0;
+				CHECK(finite && isfinite(res.final_log_joint),
+					  "gamma %g (%s) sampler %d: estimates not finite", gammas[i],
+					  which == 0 ? "pi" : "theta", sm);
+				gnb_result_free(&res, NULL);
+			}
+}
+
 static void
 test_labels_only_model(void)
 {
@@ -4203,6 +4257,7 @@ main(void)
 	test_label_check();
 	test_chains_disagree();
 	test_labels_only_model();
+	test_gamma_limit();
 	test_documents_held_elsewhere();
 	printf("alignment with some classes clamped\n");
 	test_partial_alignment();
