@@ -208,8 +208,11 @@ EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan test/unit/test_score
 # functions; fuzz_model any bytes to gibbs_nb_import's parser
 # (src/models/model_format.c) and writes what it accepts back; fuzz_tokens builds valid text[] and tsvector
 # values and feeds them to gnb_each_token, the vocabulary hash and the
-# aggregate's transition.  They compile the files of src/counts and src/models/model_format.c unchanged against
-# the server headers, with test/fuzz/shim.c for the backend functions it
+# aggregate's transition; fuzz_node any bytes (or any numbers in valid
+# messages) as the setup and calls of gibbs_nb.blocked_node, through the
+# setup's decoder, the core's check and a node of the blocked sampler.
+# They compile the files of src/counts, src/models/model_format.c,
+# src/worker/node_setup.c and the core unchanged against the server headers, with test/fuzz/shim.c for the backend functions it
 # calls, under AddressSanitizer and UBSan, with the server's -fwrapv (and
 # without the warning about its gcc-only printf attribute, as PGXS does for
 # its clang bitcode).
@@ -221,7 +224,7 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR = test/fuzz
 FUZZ_BUILD = $(FUZZ_DIR)/build
-FUZZ_TARGETS = counts tokens model
+FUZZ_TARGETS = counts tokens model node
 FUZZ_SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -fwrapv -fno-strict-aliasing \
 	-Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
@@ -235,9 +238,10 @@ FUZZ_LIBS = $(firstword $(wildcard $(pkglibdir)/libpgcommon_shlib.a $(libdir)/li
 FUZZ_HDR = $(wildcard src/*.h src/*/*.h) $(FUZZ_DIR)/shim.h
 FUZZ_BINS = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_OWN_OBJS = $(FUZZ_BUILD)/shim.o $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%.o)
-# the server code under test, compiled unchanged: the count aggregate and the
-# export format (with the samplers' names)
-FUZZ_SERVER_SRC = $(sort $(wildcard src/counts/*.c)) src/models/model_format.c src/core/gnb_names.c
+# the server code under test, compiled unchanged: the count aggregate, the
+# export format, a blocked chain's node setup, and the sampler core
+FUZZ_SERVER_SRC = $(sort $(wildcard src/counts/*.c)) src/models/model_format.c \
+	src/worker/node_setup.c $(CORE_SRC)
 FUZZ_SERVER_OBJS = $(FUZZ_SERVER_SRC:src/%.c=$(FUZZ_BUILD)/server/%.o)
 
 $(FUZZ_SERVER_OBJS): $(FUZZ_BUILD)/server/%.o: src/%.c $(FUZZ_HDR)
@@ -249,7 +253,7 @@ $(FUZZ_OWN_OBJS): $(FUZZ_BUILD)/%.o: $(FUZZ_DIR)/%.c $(FUZZ_HDR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
 $(FUZZ_BINS): $(FUZZ_BUILD)/%: $(FUZZ_BUILD)/%.o $(FUZZ_SERVER_OBJS) $(FUZZ_BUILD)/shim.o
-	$(FUZZ_CC) $(FUZZ_SANITIZE) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_SANITIZE) -fsanitize=fuzzer -o $@ $^ $(FUZZ_LIBS) -lm
 
 .PHONY: fuzz fuzz-build
 fuzz-build: $(FUZZ_BINS)

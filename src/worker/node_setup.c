@@ -236,6 +236,8 @@ gnb_node_setup_decode(bytea *value, GnbNodeSetup *s)
 	for (int32 w = 0; w < V; w++)
 		s->all_unlabeled_count[w] = pq_getmsgint64(&msg);
 	s->all_n_unlabeled = pq_getmsgint64(&msg);
+	if (s->all_n_unlabeled < 0)
+		bad_setup("Its number of unlabelled documents is negative.");
 	need(&msg, 4 + 8);
 	s->warm = pq_getmsgint(&msg, 4);
 	s->n_warm = pq_getmsgint64(&msg);

@@ -1,7 +1,8 @@
 /*
  * shim.c
- *	  The backend functions the files of src/counts and src/tokens.h reference,
- *	  for running them under libFuzzer outside the server (see shim.h).
+ *	  The backend functions the files of src/counts, src/tokens.h,
+ *	  src/models/model_format.c and src/worker/node_setup.c reference, for
+ *	  running them under libFuzzer outside the server (see shim.h).
  *
  * Each function behaves as the server's does for what the fuzz targets give
  * it, and raises the same errors (SQLSTATE and message) where the code under
@@ -20,6 +21,7 @@
  */
 #define appendBinaryStringInfo shim_hidden_appendBinaryStringInfo
 #define tuplestore_putvalues shim_hidden_tuplestore_putvalues
+#define pq_sendbytes shim_hidden_pq_sendbytes
 #include "shim.h"
 
 #include <setjmp.h>
@@ -30,6 +32,7 @@
 #include "catalog/dependency.h"
 #include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "libpq/pqformat.h"
 #include "mb/pg_wchar.h"
 #include "nodes/memnodes.h"
 #include "utils/array.h"
@@ -39,6 +42,7 @@
 #include "utils/tuplestore.h"
 #undef appendBinaryStringInfo
 #undef tuplestore_putvalues
+#undef pq_sendbytes
 
 /* ---- memory ---- */
 
@@ -642,6 +646,107 @@ pnstrdup(const char *in, Size len)
 	memcpy(out, in, len);
 	out[len] = '\0';
 	return out;
+}
+
+/* ---- pqformat, as in libpq/pqformat.c (node_setup.c) ---- */
+
+void		pq_sendbytes(StringInfo buf, const void *data, int datalen);
+
+void
+pq_sendbytes(StringInfo buf, const void *data, int datalen)
+{
+	appendBinaryStringInfo(buf, data, datalen);
+}
+
+void
+pq_sendfloat8(StringInfo buf, float8 f)
+{
+	union
+	{
+		float8		f;
+		int64		i;
+	}			swap;
+
+	swap.f = f;
+	pq_sendint64(buf, swap.i);
+}
+
+bytea *
+pq_endtypsend(StringInfo buf)
+{
+	bytea	   *result = (bytea *) buf->data;
+
+	SET_VARSIZE(result, buf->len);
+	return result;
+}
+
+/* the message's next datalen bytes, or the server's protocol error */
+static const char *
+shim_msg_bytes(StringInfo msg, int datalen)
+{
+	const char *p;
+
+	if (datalen < 0 || datalen > (msg->len - msg->cursor))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("insufficient data left in message")));
+	p = &msg->data[msg->cursor];
+	msg->cursor += datalen;
+	return p;
+}
+
+int
+pq_getmsgbyte(StringInfo msg)
+{
+	if (msg->cursor >= msg->len)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("no data left in message")));
+	return (unsigned char) msg->data[msg->cursor++];
+}
+
+unsigned int
+pq_getmsgint(StringInfo msg, int b)
+{
+	const unsigned char *p;
+	unsigned int result = 0;
+
+	if (b != 1 && b != 2 && b != 4)
+		elog(ERROR, "unsupported integer size %d", b);
+	p = (const unsigned char *) shim_msg_bytes(msg, b);
+	for (int i = 0; i < b; i++)
+		result = (result << 8) | p[i];
+	return result;
+}
+
+int64
+pq_getmsgint64(StringInfo msg)
+{
+	const unsigned char *p = (const unsigned char *) shim_msg_bytes(msg, 8);
+	uint64		result = 0;
+
+	for (int i = 0; i < 8; i++)
+		result = (result << 8) | p[i];
+	return (int64) result;
+}
+
+float8
+pq_getmsgfloat8(StringInfo msg)
+{
+	union
+	{
+		float8		f;
+		int64		i;
+	}			swap;
+
+	swap.i = pq_getmsgint64(msg);
+	return swap.f;
+}
+
+const char *
+pq_getmsgbytes(StringInfo msg, int datalen)
+{
+	return shim_msg_bytes(msg, datalen);
 }
 
 /* ---- calling a V1 function ---- */
