@@ -106,6 +106,7 @@ extern void gnb_store_packed_model(int64 version_id, GnbPackedModel *p);
 /* transfer.c */
 extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);
 extern int32 gnb_store_import(const char *model_name, GnbModelImage *img);
+extern double gnb_store_warm_start_memory(int64 version_id);
 extern int64 gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type,
 								  int32 *init_label);
 

@@ -268,17 +268,59 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 	return version;
 }
 
-/* An id of the previous version, for the warm start's binary search. */
+/*
+ * An id of the previous version, for the warm start's binary search: its
+ * text where the version's array holds it (no copy), in byte order
+ */
 typedef struct WarmId
 {
 	const char *id;
+	int32		len;
 	int32		doc;
 } WarmId;
 
 static int
 cmp_warm_id(const void *a, const void *b)
 {
-	return strcmp(((const WarmId *) a)->id, ((const WarmId *) b)->id);
+	const WarmId *x = a;
+	const WarmId *y = b;
+	int			c = memcmp(x->id, y->id, Min(x->len, y->len));
+
+	return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/*
+ * What gnb_store_warm_start(version_id, ...) holds at most, in bytes: the
+ * ids' array, the probabilities, a Datum and a search
+ * entry an id; 0 if the version keeps no labels.  From the stored sizes,
+ * before anything is detoasted: the label columns are stored uncompressed
+ * (STORAGE EXTERNAL), so pg_column_size is their size in memory.  Read as
+ * the caller.  SPI connected.
+ */
+double
+gnb_store_warm_start_memory(int64 version_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		args[1] = {Int64GetDatum(version_id)};
+	bool		isnull;
+	double		ids_bytes,
+				probs_bytes,
+				n_classes;
+
+	gnb_execute("SELECT pg_catalog.pg_column_size(label_ids)::pg_catalog.float8, "
+				"pg_catalog.pg_column_size(label_probabilities)::pg_catalog.float8, "
+				"pg_catalog.cardinality(classes)::pg_catalog.float8 "
+				"FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
+				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	if (SPI_processed != 1)
+		return 0.0;
+	ids_bytes = DatumGetFloat8(gnb_result_value(1, &isnull));
+	if (isnull)
+		return 0.0;
+	probs_bytes = DatumGetFloat8(gnb_result_value(2, &isnull));
+	n_classes = DatumGetFloat8(gnb_result_value(3, &isnull));
+	return ids_bytes + probs_bytes +
+		(sizeof(Datum) + sizeof(WarmId)) * probs_bytes / (8.0 * Max(n_classes, 1.0)) + 1024.0;
 }
 
 /*
@@ -340,7 +382,8 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 	sorted = palloc_extended(sizeof(WarmId) * ((Size) n + 1), MCXT_ALLOC_HUGE);
 	for (int i = 0; i < n; i++)
 	{
-		sorted[i].id = TextDatumGetCString(id_texts[i]);
+		sorted[i].id = VARDATA_ANY(DatumGetPointer(id_texts[i]));
+		sorted[i].len = VARSIZE_ANY_EXHDR(DatumGetPointer(id_texts[i]));
 		sorted[i].doc = i;
 	}
 	qsort(sorted, n, sizeof(WarmId), cmp_warm_id);
@@ -349,14 +392,19 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 	getTypeOutputInfo(id_type, &output, &varlena);
 	for (int32 j = 0; j < corpus->n_docs; j++)
 	{
+		char	   *text;
 		WarmId		key;
 		WarmId	   *hit;
 		const double *row;
 		int			best = 0;
 
 		CHECK_FOR_INTERRUPTS();
-		key.id = OidOutputFunctionCall(output, corpus->ids[j]);
+		text = OidOutputFunctionCall(output, corpus->ids[j]);
+		key.id = text;
+		key.len = (int32) strlen(text);
 		hit = bsearch(&key, sorted, n, sizeof(WarmId), cmp_warm_id);
+		/* kept, the corpus's ids' text would add up to the version's again */
+		pfree(text);
 		if (hit == NULL)
 			continue;
 		row = (const double *) ARR_DATA_PTR(probs) + (int64) hit->doc * Kp;

@@ -349,6 +349,10 @@ read_job_corpus(GnbJobParams *p, bool on_nodes, MemoryContext job_cxt, GnbCorpus
 		*init_label = MemoryContextAllocExtended(job_cxt, sizeof(int32) * ((Size) corpus->n_docs + 1),
 												MCXT_ALLOC_HUGE);
 		SPI_connect();
+		/* the version's labels, all of them, beside the corpus */
+		gnb_check_job_memory(p, (double) MemoryContextMemAllocated(job_cxt, true),
+							 gnb_store_warm_start_memory(p->warm_version_id),
+							 "the previous version's labels, for a warm start");
 		warm_docs = gnb_store_warm_start(p->warm_version_id, corpus, p->source.id_type,
 										 *init_label);
 		SPI_finish();

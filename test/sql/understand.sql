@@ -209,6 +209,31 @@ FROM clusters_labels b JOIN v1_labels a USING (id);
 SELECT try($$SELECT gibbs_nb_retrain('clusters', true, NULL)$$);
 SELECT gibbs_nb_drop('clusters');
 DROP TABLE notes, v1_labels;
+-- a warm start holds the previous version's labels, each id's text, beside
+-- the corpus: within gibbs_nb.max_job_memory (3,000 ids of 1,000 bytes, about
+-- 3 MB; not counted before, the warm retrain ran under a cap it broke)
+CREATE TABLE long_ids (id text PRIMARY KEY, tokens text[], label text);
+INSERT INTO long_ids
+SELECT lpad(i::text, 1000, 'y'), ARRAY['w' || i % 7, 'v' || i % 5],
+       CASE WHEN i % 10 = 0 THEN CASE WHEN i % 20 = 0 THEN 'a' ELSE 'b' END END
+FROM generate_series(1, 3000) i;
+SELECT status FROM gibbs_nb_train('long', 'long_ids', 'tokens', 'label', sweeps => 4, seed => 1);
+SET gibbs_nb.max_job_memory = '6MB';
+SELECT status AS cold_under_6mb FROM gibbs_nb_retrain('long');
+DO $$
+DECLARE
+  state text; msg text; detail text;
+BEGIN
+  PERFORM gibbs_nb_retrain('long', warm => true);
+  RAISE NOTICE 'the warm job succeeded';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+  RAISE NOTICE '%: % / %', state, regexp_replace(msg, '\d+', 'N', 'g'), split_part(detail, ':', 1);
+END $$;
+RESET gibbs_nb.max_job_memory;
+SELECT status AS warm_with_room FROM gibbs_nb_retrain('long', warm => true);
+SELECT gibbs_nb_drop('long');
+DROP TABLE long_ids;
 
 DROP VIEW top_reference;
 DROP TABLE mail, probe, probe_tsv;
