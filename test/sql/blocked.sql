@@ -179,6 +179,29 @@ SELECT m.model_name, m.unlabeled_weight, m.unlabeled_weight_chosen,
        p.label_probabilities = s.label_probabilities AS labels, p.log_theta = s.log_theta AS theta
 FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version), gibbs_nb.packed s
 WHERE m.model_name = 'bl_misfit_nodes' AND s.model_name = 'bl_misfit';
+-- a source that changes between the job's read and its nodes' reads: a view
+-- of 700 rows in the job worker's first transaction (its read) and of 750
+-- after (the nodes read theirs at their first call, one transaction each).
+-- The nodes hold other documents than the job counted: 55000, nothing
+-- published
+CREATE FUNCTION bl_shift_rows() RETURNS int LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF coalesce(current_setting('gnb_test.first_read', true), '') = '' THEN
+    PERFORM set_config('gnb_test.first_read', 'done', false);
+    PERFORM set_config('gnb_test.in_first_read', 'yes', true);
+  END IF;
+  RETURN CASE WHEN current_setting('gnb_test.in_first_read', true) = 'yes' THEN 700 ELSE 750 END;
+END $$;
+CREATE VIEW bl_shifting AS
+SELECT id, tokens, label FROM bl_misfit WHERE id <= (SELECT bl_shift_rows());
+SET gibbs_nb.blocked_nodes = 2;
+SELECT regexp_replace(try($$SELECT gibbs_nb_train('bl_shift', 'bl_shifting', 'tokens', 'label',
+                            sweeps => 10, seed => 1, sampler => 'blocked')$$),
+                      'job \d+', 'job N') AS shifted;
+RESET gibbs_nb.blocked_nodes;
+SELECT count(*) AS published FROM gibbs_nb.models WHERE model_name = 'bl_shift';
+DROP VIEW bl_shifting;
+DROP FUNCTION bl_shift_rows();
 -- the job's worker does not hold the documents its nodes hold: 3,000
 -- documents of 300 words, too many for an 11 MB job locally (53200), train
 -- through nodes under the same cap (the nodes' memory has a budget of its
