@@ -179,6 +179,26 @@ SELECT m.model_name, m.unlabeled_weight, m.unlabeled_weight_chosen,
        p.label_probabilities = s.label_probabilities AS labels, p.log_theta = s.log_theta AS theta
 FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version), gibbs_nb.packed s
 WHERE m.model_name = 'bl_misfit_nodes' AND s.model_name = 'bl_misfit';
+-- with nodes, the labelled and unlabelled documents' words are counted by
+-- one scan, the unlabelled ones as a class of their own: a label that is the
+-- empty string is still a label, the same model as without nodes
+CREATE TABLE bl_empty_label (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO bl_empty_label
+SELECT i, ARRAY['a' || i % 5, 'b' || i % 3],
+       CASE WHEN i % 4 = 0 THEN '' WHEN i % 4 = 1 THEN 'x' END
+FROM generate_series(1, 400) i;
+SELECT status FROM gibbs_nb_train('bl_empty', 'bl_empty_label', 'tokens', 'label',
+                                  sampler => 'blocked', sweeps => 20, seed => 3);
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_train('bl_empty_nodes', 'bl_empty_label', 'tokens', 'label',
+                                  sampler => 'blocked', sweeps => 20, seed => 3);
+RESET gibbs_nb.blocked_nodes;
+SELECT p.classes, p.log_theta = s.log_theta AS theta,
+       p.label_probabilities = s.label_probabilities AS labels, p.word_counts = s.word_counts AS counts
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_empty_nodes' AND s.model_name = 'bl_empty';
+SELECT gibbs_nb_drop('bl_empty'), gibbs_nb_drop('bl_empty_nodes');
+DROP TABLE bl_empty_label;
 -- a source that changes between the job's read and its nodes' reads: a view
 -- of 700 rows in the job worker's first transaction (its read) and of 750
 -- after (the nodes read theirs at their first call, one transaction each).
