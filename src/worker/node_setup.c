@@ -144,8 +144,10 @@ need(StringInfo msg, double n)
 static void
 get_name(StringInfo msg, char *dst)
 {
-	int			len = pq_getmsgint(msg, 4);
+	int			len;
 
+	need(msg, 4);
+	len = pq_getmsgint(msg, 4);
 	if (len < 0 || len >= NAMEDATALEN)
 		bad_setup("A name is longer than an identifier may be.");
 	need(msg, len);
@@ -203,9 +205,12 @@ gnb_node_setup_decode(bytea *value, GnbNodeSetup *s)
 	s->tokens = palloc_extended(sizeof(char *) * ((Size) V + 1), MCXT_ALLOC_HUGE);
 	for (int32 w = 0; w < V; w++)
 	{
-		int			len = pq_getmsgint(&msg, 4);
+		int			len;
 		char	   *t;
 
+		/* the tokens before may have taken what the lengths were counted on */
+		need(&msg, 4);
+		len = pq_getmsgint(&msg, 4);
 		if (len < 0)
 			bad_setup("A token has a negative length.");
 		need(&msg, len);
