@@ -472,19 +472,11 @@ counts_twice(const char *what)
  * count value are the first of the vocabulary, ids 0 .. n_words - 1 in its
  * order, its classes labels the ids query saw; the counts held by word and
  * label id, 32-bit while they fit.
- *
- * With `unlabeled` (nodes hold the unlabelled documents, whose ids the ids
- * query took), the unlabelled documents' words are counted by the same
- * scan, as take_unlabeled_counts would: each label is counted as its text
- * after a 'L', the unlabelled documents as the empty class, which no label
- * can be.  One scan of the source, not two (on Citus, one distributed
- * aggregate).
  */
 static void
 take_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
-					const char *held_out, bool unlabeled)
+					const char *held_out)
 {
-	const char *label = quote_identifier(params->source.label_column);
 	bool		found;
 	bool	   *class_seen;
 	MemoryContext parse_cxt = AllocSetContextCreate(b->scratch, "gibbs_nb counts",
@@ -496,22 +488,12 @@ take_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 				word;
 	int64		n;
 	int32	   *count_class;
-	const char *labeled = psprintf("%s IS NOT NULL%s%s", label, held_out ? " AND NOT " : "",
-								   held_out ? held_out : "");
-	/* its text after a prefix, which no label's count is without */
-	const char *prefix = unlabeled ? "L" : "";
 
 	memset(&counts, 0, sizeof(counts));
-	if (!unlabeled)
-		read_counts(b, params, source_sql, label, labeled, parse_cxt, &counts);
-	else
-		read_counts(b, params, source_sql,
-					psprintf("CASE WHEN %s IS NULL THEN ''::pg_catalog.text "
-							 "ELSE pg_catalog.textcat('%s'::pg_catalog.text, %s::pg_catalog.text) END",
-							 label, prefix, label),
-					psprintf("((%s) OR (%s IS NULL AND %s IS NOT NULL))", labeled, label,
-							 quote_identifier(params->source.tokens_column)),
-					parse_cxt, &counts);
+	read_counts(b, params, source_sql, quote_identifier(params->source.label_column),
+				psprintf("%s IS NOT NULL%s%s", quote_identifier(params->source.label_column),
+						 held_out ? " AND NOT " : "", held_out ? held_out : ""),
+				parse_cxt, &counts);
 	/*
 	 * The word table at its size for them at once, not doubled step by step
 	 * with the old table beside the new each time
@@ -536,18 +518,9 @@ take_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	class_seen = MemoryContextAllocZero(parse_cxt, sizeof(bool) * (n_values + 1));
 	for (int32 c = 0; c < counts.n_classes; c++)
 	{
-		VocabEntry *e;
+		VocabEntry *e = vocab_lookup(b->labels, token_key(counts.class_str[c],
+														  counts.class_len[c]));
 
-		if (unlabeled && counts.class_len[c] == 0)
-		{
-			count_class[c] = -1;	/* the unlabelled documents */
-			continue;
-		}
-		if (counts.class_len[c] < (int32) strlen(prefix) ||
-			memcmp(counts.class_str[c], prefix, strlen(prefix)) != 0)
-			elog(ERROR, "gibbs_nb_class_counts gave a class without its prefix");
-		e = vocab_lookup(b->labels, token_key(counts.class_str[c] + strlen(prefix),
-											  counts.class_len[c] - strlen(prefix)));
 		if (e == NULL)
 			elog(ERROR, "gibbs_nb_class_counts saw a label the ids query did not");
 		if (class_seen[e->id])
@@ -565,27 +538,10 @@ take_labeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *so
 	Assert(b->n_words == counts.n_words);
 	b->n_count_words = counts.n_words;
 	b->n_count_values = n_values;
-	if (unlabeled)
-	{
-		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
-							 (double) sizeof(int64) * ((double) counts.n_words + 1),
-							 "the unlabelled documents' counts");
-		b->n_unlabeled_count_words = counts.n_words;
-		b->unlabeled_counts = MemoryContextAllocExtended(b->scratch,
-														 sizeof(int64) * ((Size) counts.n_words + 1),
-														 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	}
 	gnb_counts_iter_init(&cells, &counts);
 	while (gnb_counts_next(&cells, &cls, &word, &n))
 	{
 		int64		at = (int64) word * n_values + count_class[cls];
-
-		if (count_class[cls] < 0)
-		{
-			b->unlabeled_counts[word] += n;
-			b->unlabeled_tokens += n;
-			continue;
-		}
 
 		if (b->labeled_counts32 != NULL &&
 			(uint64) n > (uint64) PG_UINT32_MAX - b->labeled_counts32[at])
@@ -683,14 +639,13 @@ add_document_id_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values,
 /*
  * Step 3 of read_source: the unlabelled documents (the rows without a label,
  * or every row without a label column: label NULL), in order, with their
- * tokens; or, when nodes hold them, their words' counts only (unless
- * `counted` with the labelled documents'), their ids having come with the
- * ids query (add_labeled_row), or without a label column from a query of
- * their own.
+ * tokens; or, when nodes hold them, their words' counts only, their ids
+ * having come with the ids query (add_labeled_row), or without a label
+ * column from a query of their own.
  */
 static void
 read_unlabeled(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql,
-			   const char *label, const char *order, bool on_nodes, bool counted)
+			   const char *label, const char *order, bool on_nodes)
 {
 	const GnbSourceDesc *src = &params->source;
 	const char *id = quote_identifier(src->id_column);
@@ -711,7 +666,7 @@ read_unlabeled(CorpusBuilder *b, const GnbJobParams *params, const char *source_
 			for_each_row(b, params,
 						 psprintf("SELECT %s, %s IS NULL FROM %s%s", id, tokens, source_sql, order),
 						 2, id_types, add_document_id_row);
-		if (b->n_docs > 0 && !counted)
+		if (b->n_docs > 0)
 			take_unlabeled_counts(b, params, source_sql,
 								  label ? unlabeled : psprintf("%s IS NOT NULL", tokens));
 	}
@@ -854,25 +809,21 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 	SPI_connect();
 	if (src->label_attnum == 0)
 	{
-		read_unlabeled(b, params, source_sql, NULL, order, on_nodes, false);
+		read_unlabeled(b, params, source_sql, NULL, order, on_nodes);
 		SPI_finish();
 		return;
 	}
 	{
 		const char *label = quote_identifier(src->label_column);
-		bool		counted;
 
 		b->unlabeled_ids_only = on_nodes;
 		for_each_row(b, params,
 					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL, %s FROM %s%s",
 							  id, label, tokens, held_out ? held_out : "false", source_sql, order),
 					 4, labeled_types, add_labeled_row);
-		/* with nodes, the unlabelled documents' counts by the same scan */
-		counted = b->n_labeled > 0 && on_nodes && b->n_docs > 0;
-
 		if (b->n_labeled > 0)
-			take_labeled_counts(b, params, source_sql, held_out, counted);
-		read_unlabeled(b, params, source_sql, label, order, on_nodes, counted);
+			take_labeled_counts(b, params, source_sql, held_out);
+		read_unlabeled(b, params, source_sql, label, order, on_nodes);
 		if (b->n_labeled > 0 && b->n_docs > 0)
 			read_checked_documents(b, params, source_sql, held_out, *order != '\0');
 		if (held_out)
