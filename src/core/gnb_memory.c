@@ -156,9 +156,9 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 	if (params->sampler == GNB_SAMPLER_BLOCKED && params->chains > 65536)
 		return "the blocked sampler takes at most 65536 chains";
 	if (!(params->gamma_pi > 0.0 && params->gamma_pi <= GNB_GAMMA_LIMIT))
-		return "gamma_pi must be positive and at most 1000000";
+		return "gamma_pi must be positive and at most " GNB_GAMMA_LIMIT_TEXT;
 	if (!(params->gamma_theta > 0.0 && params->gamma_theta <= GNB_GAMMA_LIMIT))
-		return "gamma_theta must be positive and at most 1000000";
+		return "gamma_theta must be positive and at most " GNB_GAMMA_LIMIT_TEXT;
 	if (!(params->unlabeled_weight >= 0.0 && params->unlabeled_weight <= 1.0))
 		return "unlabeled_weight must be between 0 and 1";
 	if (params->gamma_grid)
@@ -166,8 +166,8 @@ gnb_check(const gnb_corpus *corpus, const gnb_params *params)
 		if (params->n_gamma_grid < 1 || params->n_gamma_grid > 64)
 			return "a gamma grid needs 1 to 64 points";
 		for (int32_t i = 0; i < params->n_gamma_grid; i++)
-			if (!(params->gamma_grid[i] > 0.0) || !isfinite(params->gamma_grid[i]))
-				return "gamma grid points must be positive and finite";
+			if (!(params->gamma_grid[i] > 0.0 && params->gamma_grid[i] <= GNB_GAMMA_LIMIT))
+				return "gamma grid points must be positive and at most " GNB_GAMMA_LIMIT_TEXT;
 	}
 	else if ((params->sample_gamma_theta &&
 			  !(params->gamma_theta >= GNB_GAMMA_MIN && params->gamma_theta <= GNB_GAMMA_MAX)) ||

@@ -172,6 +172,7 @@ extern int	gnb_sampler_from_name(const char *name);
  * for every word already outweighs any corpus.
  */
 #define GNB_GAMMA_LIMIT 1e6
+#define GNB_GAMMA_LIMIT_TEXT "1000000"
 
 /* What the progress hook hears after every sweep of every chain. */
 typedef struct gnb_sweep

@@ -753,6 +753,16 @@ gibbs_nb_retrain(PG_FUNCTION_ARGS)
 	/* not the version's: it chooses processes, not the model */
 	call->args[ARG_SWEEP_WORKERS].value = PG_NARGS() > 3 ? PG_GETARG_DATUM(3) : (Datum) 0;
 	call->args[ARG_SWEEP_WORKERS].isnull = PG_NARGS() <= 3 || PG_ARGISNULL(3);
+	/* a version trained before gammas were bounded (or imported from one) */
+	for (int arg = ARG_GAMMA_PI; arg <= ARG_GAMMA_THETA; arg++)
+		if (!call->args[arg].isnull &&
+			!(DatumGetFloat8(call->args[arg].value) <= GNB_GAMMA_LIMIT))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("model \"%s\" was trained with %s %.15g, more than gibbs_nb_train takes (at most %.15g)",
+							model_name, arg_names[arg], DatumGetFloat8(call->args[arg].value),
+							GNB_GAMMA_LIMIT),
+					 errhint("Train it again with gibbs_nb_train and a smaller %s.", arg_names[arg])));
 	gnb_train_call(call, owner, warm_version_id);
 	return (Datum) 0;
 }
