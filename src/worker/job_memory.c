@@ -26,6 +26,15 @@
 void
 gnb_check_job_memory(const GnbJobParams *params, double in_use, double more, const char *what)
 {
+	gnb_check_job_memory_hint(params, in_use, more, what,
+							  "Use fewer sweeps, chains or classes, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).");
+}
+
+/* The same, with the hint the caller knows to give. */
+void
+gnb_check_job_memory_hint(const GnbJobParams *params, double in_use, double more,
+						  const char *what, const char *hint)
+{
 	if (in_use + more <= (double) params->max_job_memory)
 		return;
 	ereport(ERROR,
@@ -35,7 +44,7 @@ gnb_check_job_memory(const GnbJobParams *params, double in_use, double more, con
 					params->max_job_memory / (1024.0 * 1024.0)),
 			 errdetail("%s: %.0f MB on top of %.0f MB in use.", what,
 					   more / (1024.0 * 1024.0), in_use / (1024.0 * 1024.0)),
-			 errhint("Use fewer sweeps, chains or classes, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).")));
+			 errhint("%s", hint)));
 }
 
 /* ---- the source's query, watched while the job reads ---- */

@@ -350,9 +350,10 @@ read_job_corpus(GnbJobParams *p, bool on_nodes, MemoryContext job_cxt, GnbCorpus
 												MCXT_ALLOC_HUGE);
 		SPI_connect();
 		/* the version's labels, all of them, beside the corpus */
-		gnb_check_job_memory(p, (double) MemoryContextMemAllocated(job_cxt, true),
-							 gnb_store_warm_start_memory(p->warm_version_id),
-							 "the previous version's labels, for a warm start");
+		gnb_check_job_memory_hint(p, (double) MemoryContextMemAllocated(job_cxt, true),
+								  gnb_store_warm_start_memory(p->warm_version_id),
+								  "the previous version's labels, for a warm start",
+								  "Retrain without warm => true, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).");
 		warm_docs = gnb_store_warm_start(p->warm_version_id, corpus, p->source.id_type,
 										 *init_label);
 		SPI_finish();

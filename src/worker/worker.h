@@ -17,6 +17,8 @@
 /* job_memory.c: the job's memory budget */
 extern void gnb_check_job_memory(const GnbJobParams *params, double in_use, double more,
 								 const char *what);
+extern void gnb_check_job_memory_hint(const GnbJobParams *params, double in_use, double more,
+									  const char *what, const char *hint);
 extern void gnb_watch_source_memory(const GnbJobParams *params);
 extern void gnb_unwatch_source_memory(void);
 extern void gnb_source_memory_check(const GnbJobParams *params, bool in_error);
