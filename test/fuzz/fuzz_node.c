@@ -19,11 +19,12 @@
  * order), so that the fuzzer gets past the decoders to the node itself.
  *
  * What must hold: the setup decoder accepts or refuses with 22P03 (and its
- * encoder's value decodes to the same setup); a node never writes outside
- * its arrays (AddressSanitizer); after every call each document's label is
- * a class; the start holds the part's documents and tokens; an answer names
- * only entries the chain has, each once, and encodes and decodes to itself.
- * Any other outcome aborts (shim_fail).
+ * encoder's value decodes to the very setup it was made of, bit for bit); a
+ * node never writes outside its arrays (AddressSanitizer); after every call,
+ * from the first on, each document's label is a class; the start holds the
+ * part's documents and tokens; an answer names only entries the chain has,
+ * each once, and encodes and decodes to itself.  Any other outcome aborts
+ * (shim_fail).
  */
 #include "gibbs_nb.h"
 
@@ -75,8 +76,8 @@ take_double(Input *in)
 typedef struct NodeRun
 {
 	bytea	   *value;
-	int64		all_n_unlabeled;	/* fields: what the setup was made with */
-	GnbNodeSetup setup;
+	GnbNodeSetup made;			/* fields: the setup the value was made of */
+	GnbNodeSetup setup;			/* the value decoded */
 } NodeRun;
 
 static void
@@ -99,7 +100,7 @@ bytes_value(const uint8 *p, size_t n)
 
 /* A setup made of the input's fields, encoded as the job's worker does. */
 static bytea *
-fields_setup(Input *in, int64 *all_n_unlabeled)
+fields_setup(Input *in, GnbNodeSetup *made)
 {
 	GnbNodeSetup s;
 	gnb_params *p = &s.sampler;
@@ -107,6 +108,7 @@ fields_setup(Input *in, int64 *all_n_unlabeled)
 				V;
 
 	memset(&s, 0, sizeof(s));
+	p->no_trace = 1;			/* as the decoder sets it */
 	s.job_id = (int64) take(in, 2);
 	p->sampler = GNB_SAMPLER_BLOCKED;
 	p->sweeps = (int32) (take(in, 1) % 10) - 1;
@@ -142,7 +144,7 @@ fields_setup(Input *in, int64 *all_n_unlabeled)
 	s.all_unlabeled_count = palloc(sizeof(int64) * (V + 1));
 	for (int32 w = 0; w < V; w++)
 		s.all_unlabeled_count[w] = 8 + (int64) (int8) take(in, 1);
-	s.all_n_unlabeled = *all_n_unlabeled = PART_DOCS + (int64) (int8) take(in, 1);
+	s.all_n_unlabeled = PART_DOCS + (int64) (int8) take(in, 1);
 	s.warm = (int32) (take(in, 1) % 2);
 	s.n_warm = s.warm ? (int64) (take(in, 1) % (PART_DOCS + 1)) : 0;
 	if (s.n_warm > s.all_n_unlabeled)
@@ -157,7 +159,54 @@ fields_setup(Input *in, int64 *all_n_unlabeled)
 		s.warm_keys[i] = 101 * (uint64) (i + 1) + (take(in, 1) & 1);
 		s.warm_labels[i] = (int32) (take(in, 1) % K);
 	}
+	*made = s;
 	return gnb_node_setup_encode(&s);
+}
+
+/* n items at a and b the same bits (both NULL when n is 0 and nothing was sent) */
+static bool
+same_bits(const void *a, const void *b, size_t bytes)
+{
+	return bytes == 0 || (a != NULL && b != NULL && memcmp(a, b, bytes) == 0);
+}
+
+/* What the encoder was given is what the decoder gives back. */
+static void
+check_round_trip(const GnbNodeSetup *m, const GnbNodeSetup *d)
+{
+	const gnb_params *a = &m->sampler;
+	const gnb_params *b = &d->sampler;
+	const int64 VK = (int64) m->n_words * m->n_classes;
+
+	if (d->job_id != m->job_id || b->sampler != a->sampler || b->sweeps != a->sweeps ||
+		b->burn_in != a->burn_in || b->lag != a->lag || b->chains != a->chains ||
+		!same_bits(&b->gamma_pi, &a->gamma_pi, sizeof(double)) ||
+		!same_bits(&b->gamma_theta, &a->gamma_theta, sizeof(double)) ||
+		!same_bits(&b->unlabeled_weight, &a->unlabeled_weight, sizeof(double)) ||
+		b->seed != a->seed || b->init != a->init ||
+		b->sample_gamma_theta != a->sample_gamma_theta ||
+		b->sample_gamma_pi != a->sample_gamma_pi || b->no_trace != a->no_trace ||
+		b->gamma_grid != NULL || d->n_classes != m->n_classes || d->n_words != m->n_words ||
+		strcmp(d->id_column, m->id_column) != 0 ||
+		strcmp(d->tokens_column, m->tokens_column) != 0 ||
+		strcmp(d->label_column, m->label_column) != 0 ||
+		d->max_job_memory != m->max_job_memory)
+		shim_fail("setup: its parameters decode to others");
+	for (int32 w = 0; w < m->n_words; w++)
+		if (strcmp(d->tokens[w], m->tokens[w]) != 0)
+			shim_fail("setup: token %d decodes to \"%s\", not \"%s\"", w, d->tokens[w],
+					  m->tokens[w]);
+	if ((d->extra_word_counts == NULL) != (m->extra_word_counts == NULL) ||
+		(m->extra_word_counts &&
+		 (!same_bits(d->extra_word_counts, m->extra_word_counts, sizeof(double) * VK) ||
+		  !same_bits(d->extra_doc_counts, m->extra_doc_counts, sizeof(double) * m->n_classes))))
+		shim_fail("setup: its clamped counts decode to others");
+	if (!same_bits(d->all_unlabeled_count, m->all_unlabeled_count, sizeof(int64) * m->n_words) ||
+		d->all_n_unlabeled != m->all_n_unlabeled || d->warm != m->warm ||
+		d->n_warm != m->n_warm ||
+		!same_bits(d->warm_keys, m->warm_keys, sizeof(uint64) * m->n_warm) ||
+		!same_bits(d->warm_labels, m->warm_labels, sizeof(int32) * m->n_warm))
+		shim_fail("setup: its summary or warm start decodes to another");
 }
 
 /*
@@ -309,7 +358,6 @@ run_node(Input *in, bool fields, const GnbNodeSetup *s)
 	int64		theta_length;
 	int64		held_tokens;
 	int64		n_active = 0;
-	bool		started = false;
 
 	make_part(s, &core, &held_tokens);
 	if (gnb_check(&core, &params) != NULL)
@@ -344,7 +392,6 @@ run_node(Input *in, bool fields, const GnbNodeSetup *s)
 		ch = gnb_node_run(node, &call);
 		if (call.what == GNB_NODE_START)
 		{
-			started = true;
 			if (ch->held_docs != core.n_docs || ch->held_tokens != held_tokens)
 				shim_fail("a node holds %lld documents and %lld tokens, not %d and %lld",
 						  (long long) ch->held_docs, (long long) ch->held_tokens,
@@ -352,7 +399,8 @@ run_node(Input *in, bool fields, const GnbNodeSetup *s)
 		}
 		check_answer(ch, s->n_classes, n_active * s->n_classes);
 		gnb_node_estimates(node, &prob, &last);
-		for (int32 d = 0; started && d < core.n_docs; d++)
+		/* every label a class, from the first call on (a node starts them at 0) */
+		for (int32 d = 0; d < core.n_docs; d++)
 			if (last[d] < 0 || last[d] >= s->n_classes)
 				shim_fail("document %d has label %d of %d classes", d, last[d], s->n_classes);
 	}
@@ -370,7 +418,7 @@ LLVMFuzzerTestOneInput(const uint8 *data, size_t size)
 		return 0;
 	fields = take(&in, 1) & 1;
 	if (fields)
-		run.value = fields_setup(&in, &run.all_n_unlabeled);
+		run.value = fields_setup(&in, &run.made);
 	else
 	{
 		size_t		len = (size_t) take(&in, 2);
@@ -385,11 +433,15 @@ LLVMFuzzerTestOneInput(const uint8 *data, size_t size)
 		if (shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION)
 			shim_fail("setup: SQLSTATE %s (%s)", shim_sqlstate(shim_sqlerrcode), shim_errmsg);
 		/* what the encoder wrote decodes, unless its count of documents is negative */
-		if (fields && run.all_n_unlabeled >= 0)
+		if (fields && run.made.all_n_unlabeled >= 0)
 			shim_fail("setup: its own encoding refused: %s", shim_errmsg);
 	}
 	else
+	{
+		if (fields)
+			check_round_trip(&run.made, &run.setup);
 		run_node(&in, fields, &run.setup);
+	}
 	shim_free_all();
 	return 0;
 }
