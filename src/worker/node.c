@@ -531,7 +531,6 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 	int32		parts;
 	NodeEntry  *entry;
 	bytea	   *model;
-	StringInfoData msg;
 	int32		K,
 				V;
 	double	   *pi;
@@ -554,15 +553,7 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 	V = entry->core.n_words;
 	part = &entry->part;
 	model = PG_GETARG_BYTEA_PP(4);
-	msg.data = VARDATA_ANY(model);
-	msg.len = VARSIZE_ANY_EXHDR(model);
-	msg.maxlen = msg.len;
-	msg.cursor = 0;
-	if (msg.len < 8 || pq_getmsgint(&msg, 4) != K || pq_getmsgint(&msg, 4) != V ||
-		(double) msg.len != 8.0 + 8.0 * K + 8.0 * K * V)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("invalid gibbs_nb node model: not one of %d classes and %d words", K, V)));
+	gnb_node_model_check(model, K, V);
 	/*
 	 * the model detoasted and decoded, the documents' scores and their
 	 * answer, within the backend's budget
@@ -574,15 +565,8 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 					  "a node's scores");
 	pi = palloc(sizeof(double) * K);
 	s = palloc(sizeof(double) * K);
-	for (int32 k = 0; k < K; k++)
-		pi[k] = pq_getmsgfloat8(&msg);
 	theta = palloc_extended(sizeof(double) * ((Size) K * V + 1), MCXT_ALLOC_HUGE);
-	for (int64 i = 0; i < (int64) K * V; i++)
-	{
-		if ((i & 65535) == 0)
-			CHECK_FOR_INTERRUPTS();
-		theta[i] = pq_getmsgfloat8(&msg);
-	}
+	gnb_node_model_read(model, K, V, pi, theta);
 	prob = palloc_extended(sizeof(double) * ((Size) part->n_docs * K + 1), MCXT_ALLOC_HUGE);
 	last = palloc_extended(sizeof(int32) * ((Size) part->n_docs + 1), MCXT_ALLOC_HUGE);
 	for (int32 d = 0; d < part->n_docs; d++)

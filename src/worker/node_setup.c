@@ -10,13 +10,16 @@
  * doubles by their bits.  Decoding checks every length against what is left
  * of the value before it allocates by it, so that a value made up by hand
  * costs about twice its own size at most (a pointer and a chunk a token),
- * which the node checks against its budget before it decodes.
+ * which the node checks against its budget before it decodes.  The
+ * labels-only model the nodes score their documents by, when the label
+ * check falls back to it, is read here too.
  */
 #include "gibbs_nb.h"
 
 #include "worker/nodes.h"
 
 #include "libpq/pqformat.h"
+#include "miscadmin.h"
 #include "utils/memutils.h"
 
 #define SETUP_MAGIC		0x474E4253	/* "GNBS" */
@@ -264,4 +267,48 @@ gnb_node_setup_decode(bytea *value, GnbNodeSetup *s)
 	}
 	if (msg.cursor != msg.len)
 		bad_setup("It is longer than its lengths say.");
+}
+
+/*
+ * The labels-only model a node scores its documents by
+ * (gibbs_nb.blocked_node_scores): K and V as int4, then pi (K) and theta-hat
+ * class-major (K x V) as float8s, in network order.  gnb_node_model_check
+ * refuses (22P03) a value that is not one of K classes and V words, before
+ * anything is allocated by it; gnb_node_model_read then reads pi and theta
+ * into the caller's arrays.
+ */
+void
+gnb_node_model_check(bytea *value, int32 K, int32 V)
+{
+	StringInfoData msg;
+
+	msg.data = VARDATA_ANY(value);
+	msg.len = VARSIZE_ANY_EXHDR(value);
+	msg.maxlen = msg.len;
+	msg.cursor = 0;
+	if (msg.len < 8 || (int32) pq_getmsgint(&msg, 4) != K || (int32) pq_getmsgint(&msg, 4) != V ||
+		(double) msg.len != 8.0 + 8.0 * K + 8.0 * K * V)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("invalid gibbs_nb node model: not one of %d classes and %d words", K, V)));
+}
+
+void
+gnb_node_model_read(bytea *value, int32 K, int32 V, double *pi, double *theta)
+{
+	StringInfoData msg;
+
+	gnb_node_model_check(value, K, V);
+	msg.data = VARDATA_ANY(value);
+	msg.len = VARSIZE_ANY_EXHDR(value);
+	msg.maxlen = msg.len;
+	msg.cursor = 8;
+	for (int32 k = 0; k < K; k++)
+		pi[k] = pq_getmsgfloat8(&msg);
+	for (int64 i = 0; i < (int64) K * V; i++)
+	{
+		if ((i & 65535) == 0)
+			CHECK_FOR_INTERRUPTS();
+		theta[i] = pq_getmsgfloat8(&msg);
+	}
 }

@@ -9,8 +9,10 @@
  * what the node does with them after reading its part: the setup's decoder
  * (src/worker/node_setup.c, unchanged, with shim.c for pqformat), the
  * core's parameter check, gnb_node_begin on a small part of unlabelled
- * documents, and each call through gnb_node_call_decode and gnb_node_run,
- * as node.c does (the first refused call ends the node, as there).
+ * documents, each call through gnb_node_call_decode and gnb_node_run, as
+ * node.c does (the first refused call ends the node, as there), and a
+ * labels-only model through gnb_node_model_check and _read, the part's
+ * documents scored by it (gibbs_nb.blocked_node_scores).
  *
  * The first byte chooses how the rest is read: as raw bytes (a setup's
  * length and bytes, then each call's length and bytes), or as fields that
@@ -23,13 +25,17 @@
  * node never writes outside its arrays (AddressSanitizer); after every call,
  * from the first on, each document's label is a class; the start holds the
  * part's documents and tokens; an answer names only entries the chain has,
- * each once, and encodes and decodes to itself.  Any other outcome aborts
- * (shim_fail).
+ * each once, and encodes and decodes to itself; a model is refused with
+ * 22P03 or read whole, and scores every document a class.  Any other
+ * outcome aborts (shim_fail).
  */
 #include "gibbs_nb.h"
 
 #include "worker/nodes.h"
+#include "gnb_label_check.h"
 #include "shim.h"
+
+#include "libpq/pqformat.h"
 
 #include <math.h>
 
@@ -310,6 +316,96 @@ fields_call(Input *in, const GnbNodeSetup *s, int64 theta_length, size_t *len)
 	return out;
 }
 
+typedef struct ModelRun
+{
+	bytea	   *value;
+	int32		K;
+	int32		V;
+	double	   *pi;
+	double	   *theta;
+} ModelRun;
+
+static void
+check_model(void *arg)
+{
+	ModelRun   *m = arg;
+
+	gnb_node_model_check(m->value, m->K, m->V);
+}
+
+static void
+read_model(void *arg)
+{
+	ModelRun   *m = arg;
+
+	gnb_node_model_read(m->value, m->K, m->V, m->pi, m->theta);
+}
+
+/*
+ * gibbs_nb.blocked_node_scores: a labels-only model (the input's bytes, or
+ * one of the node's shape or nearly, made of the input's numbers) checked,
+ * read and each of the part's documents scored by it, as node.c does.
+ */
+static void
+score_part(Input *in, bool fields, const GnbNodeSetup *s, const gnb_corpus *core)
+{
+	ModelRun	m;
+	const int32 K = s->n_classes;
+	const int32 V = s->n_words;
+	double	   *scratch = palloc(sizeof(double) * K);
+	double	   *prob = palloc(sizeof(double) * K);
+
+	m.K = K;
+	m.V = V;
+	if (!fields)
+	{
+		size_t		len = (size_t) take(in, 2);
+
+		len = Min(len, in->left);
+		m.value = bytes_value(in->p, len);
+		in->p += len;
+		in->left -= len;
+	}
+	else
+	{
+		/* a class or a word more or fewer, now and then */
+		uint8		shape = (uint8) take(in, 1);
+		int32		k_sent = K + (shape % 8 == 1) - (shape % 8 == 2);
+		int32		v_sent = V + (shape % 8 == 3) - (shape % 8 == 4 && V > 0);
+		int64		n = (int64) k_sent * (1 + v_sent);
+		StringInfoData buf;
+
+		initStringInfo(&buf);
+		appendStringInfoSpaces(&buf, VARHDRSZ);
+		pq_sendint32(&buf, k_sent);
+		pq_sendint32(&buf, v_sent);
+		for (int64 i = 0; i < n; i++)
+			pq_sendfloat8(&buf, take_double(in));
+		m.value = pq_endtypsend(&buf);
+	}
+	if (!shim_try(check_model, &m))
+	{
+		if (shim_sqlerrcode != ERRCODE_INVALID_BINARY_REPRESENTATION)
+			shim_fail("scores: SQLSTATE %s (%s)", shim_sqlstate(shim_sqlerrcode), shim_errmsg);
+		return;
+	}
+	m.pi = palloc(sizeof(double) * K);
+	m.theta = palloc(sizeof(double) * ((int64) K * V + 1));
+	if (!shim_try(read_model, &m))
+		shim_fail("scores: a model that passed its check was refused: %s", shim_errmsg);
+	for (int32 d = 0; d < core->n_docs; d++)
+	{
+		int32		label = gnb_labels_only_doc(m.theta, m.pi, core->extra_word_counts, K, V,
+												core->word + core->doc_start[d],
+												core->count + core->doc_start[d],
+												core->doc_start[d + 1] - core->doc_start[d],
+												scratch, prob);
+
+		if (label < 0 || label >= K)
+			shim_fail("scores: document %d scored class %d of %d", d, label, K);
+	}
+}
+
 /* What every answer must be, and its bytes decoded again. */
 static void
 check_answer(const gnb_count_changes *ch, int32 K, int64 max_entries)
@@ -367,6 +463,9 @@ run_node(Input *in, bool fields, const GnbNodeSetup *s)
 	/* an answer's entries: the active words' (some in the corpus's summary) by class */
 	for (int32 w = 0; w < s->n_words; w++)
 		n_active += s->all_unlabeled_count[w] > 0;
+	/* the node's documents scored by a labels-only model, whenever asked */
+	if (take(in, 1) & 1)
+		score_part(in, fields, s, &core);
 	for (int calls = 0; calls < MAX_CALLS && in->left > 0; calls++)
 	{
 		const uint8 *bytes;
