@@ -291,11 +291,11 @@ cmp_warm_id(const void *a, const void *b)
 
 /*
  * What gnb_store_warm_start(version_id, ...) holds at most, in bytes: the
- * ids' array, the probabilities, a Datum and a search
- * entry an id; 0 if the version keeps no labels.  From the stored sizes,
- * before anything is detoasted: the label columns are stored uncompressed
- * (STORAGE EXTERNAL), so pg_column_size is their size in memory.  Read as
- * the caller.  SPI connected.
+ * ids' array, the probabilities, and a Datum and a search entry an id; 0 if
+ * the version keeps no labels.  From the stored sizes, before anything is
+ * detoasted: the label columns are stored uncompressed (STORAGE EXTERNAL),
+ * so pg_column_size is their size in memory.  Read as the caller.  SPI
+ * connected.
  */
 double
 gnb_store_warm_start_memory(int64 version_id)
