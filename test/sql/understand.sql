@@ -222,13 +222,15 @@ SET gibbs_nb.max_job_memory = '6MB';
 SELECT status AS cold_under_6mb FROM gibbs_nb_retrain('long');
 DO $$
 DECLARE
-  state text; msg text; detail text;
+  state text; msg text; detail text; hint text;
 BEGIN
   PERFORM gibbs_nb_retrain('long', warm => true);
   RAISE NOTICE 'the warm job succeeded';
 EXCEPTION WHEN OTHERS THEN
-  GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
-  RAISE NOTICE '%: % / %', state, regexp_replace(msg, '\d+', 'N', 'g'), split_part(detail, ':', 1);
+  GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL,
+                          hint = PG_EXCEPTION_HINT;
+  RAISE NOTICE '%: % / % / %', state, regexp_replace(msg, '\d+', 'N', 'g'), split_part(detail, ':', 1),
+               hint;
 END $$;
 RESET gibbs_nb.max_job_memory;
 SELECT status AS warm_with_room FROM gibbs_nb_retrain('long', warm => true);

@@ -2706,6 +2706,9 @@ static void
 test_gamma_limit(void)
 {
 	const double gammas[] = {GNB_GAMMA_LIMIT, 1.0e300, 3.0e9};
+	const double grid[2] = {1.0, GNB_GAMMA_LIMIT * (1.0 + 1e-9)};
+	tiny_corpus g;
+	gnb_params	gp = {0};
 
 	for (size_t i = 0; i < sizeof(gammas) / sizeof(gammas[0]); i++)
 		for (int sm = 0; sm < 3; sm++)
@@ -2749,6 +2752,25 @@ test_gamma_limit(void)
 					  which == 0 ? "pi" : "theta", sm);
 				gnb_result_free(&res, NULL);
 			}
+	/* the messages say the limit: its text is its number */
+	CHECK(strtod(GNB_GAMMA_LIMIT_TEXT, NULL) == GNB_GAMMA_LIMIT, "GNB_GAMMA_LIMIT_TEXT is %s",
+		  GNB_GAMMA_LIMIT_TEXT);
+	/* a grid point past the limit is refused as a fixed gamma is */
+	make_tiny(&g, 41, 8, 5, 2, 2, 0);
+	gp.sampler = GNB_SAMPLER_COLLAPSED;
+	gp.sweeps = 20;
+	gp.burn_in = 10;
+	gp.lag = 1;
+	gp.chains = 1;
+	gp.gamma_pi = 1.0;
+	gp.gamma_theta = 1.0;
+	gp.unlabeled_weight = 1.0;
+	gp.sample_gamma_theta = 1;
+	gp.gamma_grid = grid;
+	gp.n_gamma_grid = 1;
+	CHECK(gnb_check(&g.c, &gp) == NULL, "a grid at 1 refused");
+	gp.n_gamma_grid = 2;
+	CHECK(gnb_check(&g.c, &gp) != NULL, "a grid point past the limit accepted");
 }
 
 /*
