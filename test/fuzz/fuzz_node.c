@@ -169,7 +169,7 @@ fields_setup(Input *in, GnbNodeSetup *made)
 	return gnb_node_setup_encode(&s);
 }
 
-/* n items at a and b the same bits (both NULL when n is 0 and nothing was sent) */
+/* n items at a and b the same bits (a and b may be anything when n is 0) */
 static bool
 same_bits(const void *a, const void *b, size_t bytes)
 {
@@ -354,6 +354,8 @@ score_part(Input *in, bool fields, const GnbNodeSetup *s, const gnb_corpus *core
 	const int32 V = s->n_words;
 	double	   *scratch = palloc(sizeof(double) * K);
 	double	   *prob = palloc(sizeof(double) * K);
+	double	   *sent = NULL;		/* fields: pi then theta, as sent */
+	bool		sane = true;		/* every number sent finite and positive */
 
 	m.K = K;
 	m.V = V;
@@ -375,12 +377,17 @@ score_part(Input *in, bool fields, const GnbNodeSetup *s, const gnb_corpus *core
 		int64		n = (int64) k_sent * (1 + v_sent);
 		StringInfoData buf;
 
+		sent = palloc(sizeof(double) * (n + 1));
 		initStringInfo(&buf);
 		appendStringInfoSpaces(&buf, VARHDRSZ);
 		pq_sendint32(&buf, k_sent);
 		pq_sendint32(&buf, v_sent);
 		for (int64 i = 0; i < n; i++)
-			pq_sendfloat8(&buf, take_double(in));
+		{
+			sent[i] = take_double(in);
+			sane &= isfinite(sent[i]) && sent[i] > 0.0;
+			pq_sendfloat8(&buf, sent[i]);
+		}
 		m.value = pq_endtypsend(&buf);
 	}
 	if (!shim_try(check_model, &m))
@@ -389,10 +396,14 @@ score_part(Input *in, bool fields, const GnbNodeSetup *s, const gnb_corpus *core
 			shim_fail("scores: SQLSTATE %s (%s)", shim_sqlstate(shim_sqlerrcode), shim_errmsg);
 		return;
 	}
+	/* at their exact sizes: a read past either is AddressSanitizer's */
 	m.pi = palloc(sizeof(double) * K);
-	m.theta = palloc(sizeof(double) * ((int64) K * V + 1));
+	m.theta = palloc(sizeof(double) * Max((int64) K * V, 1));
 	if (!shim_try(read_model, &m))
 		shim_fail("scores: a model that passed its check was refused: %s", shim_errmsg);
+	if (sent && (memcmp(m.pi, sent, sizeof(double) * K) != 0 ||
+				 memcmp(m.theta, sent + K, sizeof(double) * K * V) != 0))
+		shim_fail("scores: the model read is not the one sent");
 	for (int32 d = 0; d < core->n_docs; d++)
 	{
 		int32		label = gnb_labels_only_doc(m.theta, m.pi, core->extra_word_counts, K, V,
@@ -400,9 +411,22 @@ score_part(Input *in, bool fields, const GnbNodeSetup *s, const gnb_corpus *core
 												core->count + core->doc_start[d],
 												core->doc_start[d + 1] - core->doc_start[d],
 												scratch, prob);
+		double		total = 0.0;
 
 		if (label < 0 || label >= K)
 			shim_fail("scores: document %d scored class %d of %d", d, label, K);
+		/* a model of finite positive numbers: probabilities, the label the likeliest */
+		if (!sent || !sane)
+			continue;
+		for (int32 k = 0; k < K; k++)
+		{
+			if (!(prob[k] >= 0.0 && prob[k] <= 1.0) || prob[label] < prob[k])
+				shim_fail("scores: document %d: class %d has probability %g, its label %d %g",
+						  d, k, prob[k], label, prob[label]);
+			total += prob[k];
+		}
+		if (fabs(total - 1.0) > 1e-12 * K)
+			shim_fail("scores: document %d: probabilities summing to %.17g", d, total);
 	}
 }
 
