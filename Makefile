@@ -209,8 +209,9 @@ EXTRA_CLEAN += test/unit/test_core test/unit/test_core_asan test/unit/test_score
 # (src/models/model_format.c) and writes what it accepts back; fuzz_tokens builds valid text[] and tsvector
 # values and feeds them to gnb_each_token, the vocabulary hash and the
 # aggregate's transition; fuzz_node any bytes (or any numbers in valid
-# messages) as the setup and calls of gibbs_nb.blocked_node, through the
-# setup's decoder, the core's check and a node of the blocked sampler.
+# messages) as the setup and calls of gibbs_nb.blocked_node and the model of
+# gibbs_nb.blocked_node_scores, through their decoders, the core's check and
+# a node of the blocked sampler.
 # They compile the files of src/counts, src/models/model_format.c,
 # src/worker/node_setup.c and the core unchanged against the server headers, with test/fuzz/shim.c for the backend functions it
 # calls, under AddressSanitizer and UBSan, with the server's -fwrapv (and

@@ -625,7 +625,7 @@ tuplestore_putvalues(Tuplestorestate *state, TupleDesc tdesc, const Datum *value
 	shim_row_hook(values, isnull, shim_row_arg);
 }
 
-/* ---- interrupts (CHECK_FOR_INTERRUPTS in model_format.c): never pending ---- */
+/* ---- interrupts (CHECK_FOR_INTERRUPTS in model_format.c, node_setup.c): never pending ---- */
 
 volatile sig_atomic_t InterruptPending = false;
 
