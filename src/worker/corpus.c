@@ -196,18 +196,27 @@ document_begins(CorpusBuilder *b, const GnbJobParams *params, bool id_null, bool
 	return true;
 }
 
+/* A row's id kept: its size within the job's budget, copied into cxt. */
+static Datum
+keep_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, MemoryContext cxt)
+{
+	MemoryContext old;
+	Datum		copy;
+
+	if (b->id_typlen == -1)
+		check_value_size(b, params, id);
+	old = MemoryContextSwitchTo(cxt);
+	copy = datumCopy(id, b->id_typbyval, b->id_typlen);
+	MemoryContextSwitchTo(old);
+	return copy;
+}
+
 /* ... and ends, unlabelled, with its id. */
 static void
 document_ends(CorpusBuilder *b, const GnbJobParams *params, Datum id)
 {
-	MemoryContext old;
-
 	b->label[b->n_docs] = -1;
-	if (b->id_typlen == -1)
-		check_value_size(b, params, id);
-	old = MemoryContextSwitchTo(b->cxt);
-	b->ids[b->n_docs] = datumCopy(id, b->id_typbyval, b->id_typlen);
-	MemoryContextSwitchTo(old);
+	b->ids[b->n_docs] = keep_id(b, params, id, b->cxt);
 	b->n_docs++;
 }
 
@@ -226,7 +235,6 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	bool		no_tokens = DatumGetBool(values[2]);
 	bool		held_out = DatumGetBool(values[3]);
 	text	   *t;
-	MemoryContext old;
 
 	if (id_null)
 		null_id_error(params);
@@ -256,11 +264,7 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	check_value_size(b, params, label);
 	t = DatumGetTextPP(label);
 	b->labeled_value[b->n_labeled] = corpus_intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-	if (b->id_typlen == -1)
-		check_value_size(b, params, id);
-	old = MemoryContextSwitchTo(b->cxt);
-	b->labeled_ids[b->n_labeled] = datumCopy(id, b->id_typbyval, b->id_typlen);
-	MemoryContextSwitchTo(old);
+	b->labeled_ids[b->n_labeled] = keep_id(b, params, id, b->cxt);
 	b->n_labeled++;
 }
 
@@ -337,10 +341,8 @@ add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	check_value_size(b, params, tokens);
 	check_value_size(b, params, label);
 	gnb_check_label_length((int) (toast_raw_datum_size(label) - VARHDRSZ));
-	if (b->id_typlen == -1)
-		check_value_size(b, params, id);
+	b->holdout_ids[b->n_holdout] = keep_id(b, params, id, b->cxt);
 	old = MemoryContextSwitchTo(b->cxt);
-	b->holdout_ids[b->n_holdout] = datumCopy(id, b->id_typbyval, b->id_typlen);
 	b->holdout_tokens[b->n_holdout] = PointerGetDatum(PG_DETOAST_DATUM_COPY(tokens));
 	b->holdout_labels[b->n_holdout] = TextDatumGetCString(label);
 	MemoryContextSwitchTo(old);
@@ -677,15 +679,10 @@ read_unlabeled(CorpusBuilder *b, const GnbJobParams *params, const char *source_
 static void
 add_checked_id(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
 {
-	MemoryContext old;
-
 	if (nulls[0] || b->n_checked_ids == b->checked_cap)
 		elog(ERROR, "the labelled documents changed while they were read");
-	if (b->id_typlen == -1)
-		check_value_size(b, params, values[0]);
-	old = MemoryContextSwitchTo(b->scratch);
-	b->checked_ids[b->n_checked_ids++] = datumCopy(values[0], b->id_typbyval, b->id_typlen);
-	MemoryContextSwitchTo(old);
+	b->checked_ids[b->n_checked_ids] = keep_id(b, params, values[0], b->scratch);
+	b->n_checked_ids++;
 }
 
 /*
