@@ -73,8 +73,24 @@ is($workers[0]->safe_psql('postgres',
 	$coord->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'gibbs_nb'"),
 	'the extension is on the workers');
 
-# 403 e-mails, half of them labelled; `mail` distributed by id over 8
-# shards, `mail_local` the same rows on the coordinator alone
+# `table`, alice's, distributed by id over 8 shards; `table_local` the same
+# rows on the coordinator alone
+sub distribute_with_local_copy
+{
+	my ($table) = @_;
+	$coord->safe_psql('postgres', qq{
+  SET client_min_messages = warning;
+  CREATE TABLE ${table}_local AS SELECT * FROM $table;
+  ALTER TABLE ${table}_local ADD PRIMARY KEY (id);
+  ALTER TABLE $table OWNER TO alice;
+  ALTER TABLE ${table}_local OWNER TO alice;
+  SELECT create_distributed_table('$table', 'id', shard_count => 8);
+  SELECT truncate_local_data_after_distributing_table('$table');
+});
+	return;
+}
+
+# 403 e-mails, half of them labelled
 $coord->safe_psql('postgres', qq{
   SET client_min_messages = warning;
   CREATE TABLE raw (id int, label text, folder text, body text);
@@ -83,13 +99,8 @@ $coord->safe_psql('postgres', qq{
   INSERT INTO mail
   SELECT id, CASE WHEN id % 2 = 0 THEN label END, label,
          tsvector_to_array(to_tsvector('english', body)) FROM raw;
-  CREATE TABLE mail_local AS SELECT * FROM mail;
-  ALTER TABLE mail_local ADD PRIMARY KEY (id);
-  ALTER TABLE mail OWNER TO alice;
-  ALTER TABLE mail_local OWNER TO alice;
-  SELECT create_distributed_table('mail', 'id', shard_count => 8);
-  SELECT truncate_local_data_after_distributing_table('mail');
 });
+distribute_with_local_copy('mail');
 
 # --- the count aggregate is pushed down ---
 my $plan = $coord->safe_psql('postgres',
@@ -248,14 +259,9 @@ $coord->safe_psql('postgres', q{
   SELECT i, ARRAY(SELECT 'w' || ((i * 7 + j * 13) % 600) FROM generate_series(1, 300) j),
          CASE WHEN i % 10 = 0 THEN CASE WHEN i % 20 = 0 THEN 'a' ELSE 'b' END END
   FROM generate_series(1, 3000) i;
-  CREATE TABLE bulk_local AS SELECT * FROM bulk;
-  ALTER TABLE bulk_local ADD PRIMARY KEY (id);
-  ALTER TABLE bulk OWNER TO alice;
-  ALTER TABLE bulk_local OWNER TO alice;
-  SELECT create_distributed_table('bulk', 'id', shard_count => 8);
-  SELECT truncate_local_data_after_distributing_table('bulk');
   ALTER ROLE alice SET gibbs_nb.max_job_memory = '8MB';
 });
+distribute_with_local_copy('bulk');
 my $bulk_train = q{sampler => 'blocked', sweeps => 10, seed => 1, unlabeled_weight => 0.5};
 is(alice("SELECT status FROM gibbs_nb_train('bulk', 'bulk', 'tokens', 'label', $bulk_train)"),
 	'succeeded', 'a corpus larger than max_job_memory trains on the cluster');
@@ -324,12 +330,8 @@ $coord->safe_psql('postgres', q{
   FROM generate_series(1, 800) i,
        LATERAL (SELECT CASE WHEN i % 2 = 0 THEN 'a' ELSE 'b' END,
                        CASE WHEN i % 4 < 2 THEN 'x' ELSE 'y' END) s(t, l);
-  CREATE TABLE misfit_local AS SELECT * FROM misfit;
-  ALTER TABLE misfit OWNER TO alice;
-  ALTER TABLE misfit_local OWNER TO alice;
-  SELECT create_distributed_table('misfit', 'id', shard_count => 8);
-  SELECT truncate_local_data_after_distributing_table('misfit');
 });
+distribute_with_local_copy('misfit');
 foreach my $source ('misfit', 'misfit_local')
 {
 	is(alice("SELECT status FROM gibbs_nb_train('$source', '$source', 'tokens', 'label',
@@ -357,12 +359,8 @@ $coord->safe_psql('postgres', q{
   SELECT i, ARRAY['w' || (i % 50), CASE WHEN (i % 3 = 0) = (i % 5 < 3) THEN 'ay' ELSE 'bee' END],
          CASE WHEN i <= 2100 THEN CASE WHEN i % 3 = 0 THEN 'a' ELSE 'b' END END
   FROM generate_series(1, 2400) i;
-  CREATE TABLE many_local AS SELECT * FROM many;
-  ALTER TABLE many OWNER TO alice;
-  ALTER TABLE many_local OWNER TO alice;
-  SELECT create_distributed_table('many', 'id', shard_count => 8);
-  SELECT truncate_local_data_after_distributing_table('many');
 });
+distribute_with_local_copy('many');
 foreach my $source ('many', 'many_local')
 {
 	is(alice("SELECT status FROM gibbs_nb_train('$source', '$source', 'tokens', 'label', sweeps => 10,
