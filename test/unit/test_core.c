@@ -2707,15 +2707,17 @@ test_gamma_limit(void)
 {
 	const double gammas[] = {GNB_GAMMA_LIMIT, 1.0e300, 3.0e9};
 	const double grid[2] = {1.0, GNB_GAMMA_LIMIT * (1.0 + 1e-9)};
+	const gnb_params base = {.sweeps = 20, .burn_in = 10, .lag = 1, .chains = 1, .gamma_pi = 1.0,
+	.gamma_theta = 1.0, .unlabeled_weight = 1.0, .seed = 5};
 	tiny_corpus g;
-	gnb_params	gp = {0};
+	gnb_params	gp = base;
 
 	for (size_t i = 0; i < sizeof(gammas) / sizeof(gammas[0]); i++)
 		for (int sm = 0; sm < 3; sm++)
 			for (int which = 0; which < 2; which++)
 			{
 				tiny_corpus t;
-				gnb_params	p = {0};
+				gnb_params	p = base;
 				gnb_result	res;
 				int			finite = 1;
 				const char *problem;
@@ -2723,14 +2725,10 @@ test_gamma_limit(void)
 				make_tiny(&t, 31 + i, 8, 5, 2, 2, 0);
 				p.sampler = sm == 0 ? GNB_SAMPLER_PAPER :
 					sm == 1 ? GNB_SAMPLER_COLLAPSED : GNB_SAMPLER_BLOCKED;
-				p.sweeps = 20;
-				p.burn_in = 10;
-				p.lag = 1;
-				p.chains = 1;
-				p.gamma_pi = which == 0 ? gammas[i] : 1.0;
-				p.gamma_theta = which == 1 ? gammas[i] : 1.0;
-				p.unlabeled_weight = 1.0;
-				p.seed = 5;
+				if (which == 0)
+					p.gamma_pi = gammas[i];
+				else
+					p.gamma_theta = gammas[i];
 				problem = gnb_check(&t.c, &p);
 				if (gammas[i] > GNB_GAMMA_LIMIT)
 				{
@@ -2758,13 +2756,6 @@ test_gamma_limit(void)
 	/* a grid point past the limit is refused as a fixed gamma is */
 	make_tiny(&g, 41, 8, 5, 2, 2, 0);
 	gp.sampler = GNB_SAMPLER_COLLAPSED;
-	gp.sweeps = 20;
-	gp.burn_in = 10;
-	gp.lag = 1;
-	gp.chains = 1;
-	gp.gamma_pi = 1.0;
-	gp.gamma_theta = 1.0;
-	gp.unlabeled_weight = 1.0;
 	gp.sample_gamma_theta = 1;
 	gp.gamma_grid = grid;
 	gp.n_gamma_grid = 1;
