@@ -485,14 +485,42 @@ cmp_key_doc(const void *a, const void *b)
 }
 
 /*
+ * The documents by key, once for the job: their keys increasing and the
+ * document of each (for the nodes' estimates, and a warm start's table).
+ */
+static void
+documents_by_key(const gnb_corpus *core, uint64 **sorted_keys, int32 **doc_of_key)
+{
+	const int32 D = core->n_docs;
+	KeyDoc	   *keys = palloc_extended(sizeof(KeyDoc) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+
+	for (int32 j = 0; j < D; j++)
+	{
+		keys[j].key = core->doc_key[j];
+		keys[j].doc = j;
+	}
+	qsort(keys, D, sizeof(KeyDoc), cmp_key_doc);
+	*sorted_keys = palloc_extended(sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	*doc_of_key = palloc_extended(sizeof(int32) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	for (int32 i = 0; i < D; i++)
+	{
+		(*sorted_keys)[i] = keys[i].key;
+		(*doc_of_key)[i] = keys[i].doc;
+	}
+	pfree(keys);
+}
+
+/*
  * What the chain and its nodes are told of the corpus: the clamped counts
  * as its extra counts, each word's count in the unlabelled documents, and
  * the setup that carries them to the nodes with the vocabulary and the
- * source's name.
+ * source's name; a warm start's first labels (init_label) by key, in the
+ * documents' key order (sorted_keys, doc_of_key).
  */
 static void
 describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_corpus *core,
-				const int32 *init_label, gnb_corpus *chain_corpus, GnbNodeSetup *setup)
+				const int32 *init_label, const uint64 *sorted_keys, const int32 *doc_of_key,
+				gnb_corpus *chain_corpus, GnbNodeSetup *setup)
 {
 	const int32 V = core->n_words;
 	const GnbSourceDesc *src = &params->source;
@@ -543,27 +571,16 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	setup->warm = init_label != NULL;
 	if (init_label)
 	{
-		/* (sorted as the documents by key are: .doc holds the label) */
-		KeyDoc	   *warm = palloc_extended(sizeof(KeyDoc) * ((Size) core->n_docs + 1),
+		setup->warm_keys = palloc_extended(sizeof(uint64) * ((Size) core->n_docs + 1),
 										   MCXT_ALLOC_HUGE);
-
-		for (int32 j = 0; j < core->n_docs; j++)
-			if (init_label[j] >= 0)
-			{
-				warm[setup->n_warm].key = core->doc_key[j];
-				warm[setup->n_warm++].doc = init_label[j];
-			}
-		qsort(warm, setup->n_warm, sizeof(KeyDoc), cmp_key_doc);
-		setup->warm_keys = palloc_extended(sizeof(uint64) * ((Size) setup->n_warm + 1),
-										   MCXT_ALLOC_HUGE);
-		setup->warm_labels = palloc_extended(sizeof(int32) * ((Size) setup->n_warm + 1),
+		setup->warm_labels = palloc_extended(sizeof(int32) * ((Size) core->n_docs + 1),
 											 MCXT_ALLOC_HUGE);
-		for (int64 i = 0; i < setup->n_warm; i++)
-		{
-			setup->warm_keys[i] = warm[i].key;
-			setup->warm_labels[i] = warm[i].doc;
-		}
-		pfree(warm);
+		for (int32 i = 0; i < core->n_docs; i++)
+			if (init_label[doc_of_key[i]] >= 0)
+			{
+				setup->warm_keys[setup->n_warm] = sorted_keys[i];
+				setup->warm_labels[setup->n_warm++] = init_label[doc_of_key[i]];
+			}
 	}
 }
 
@@ -590,7 +607,6 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	gnb_corpus	chain_corpus;
 	GnbNodeSetup setup;
 	gnb_combiner *cb;
-	KeyDoc	   *keys;
 	uint64	   *sorted_keys;
 	int32	   *doc_of_key;
 	const char *problem;
@@ -620,7 +636,9 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(run->cxt);
-	describe_corpus(params, corpus, core, init_label, &chain_corpus, &setup);
+	documents_by_key(core, &sorted_keys, &doc_of_key);
+	describe_corpus(params, corpus, core, init_label, sorted_keys, doc_of_key, &chain_corpus,
+					&setup);
 	if (params->blocked_nodes > 0)
 		column = NULL;
 	else
@@ -649,22 +667,6 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	for (int32 w = 0; w < core->n_words; w++)
 		run->all_tokens += setup.all_unlabeled_count[w];
 
-	/* the documents by key, for the nodes' estimates */
-	keys = palloc_extended(sizeof(KeyDoc) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-	for (int32 j = 0; j < D; j++)
-	{
-		keys[j].key = core->doc_key[j];
-		keys[j].doc = j;
-	}
-	qsort(keys, D, sizeof(KeyDoc), cmp_key_doc);
-	sorted_keys = palloc_extended(sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-	doc_of_key = palloc_extended(sizeof(int32) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-	for (int32 i = 0; i < D; i++)
-	{
-		sorted_keys[i] = keys[i].key;
-		doc_of_key[i] = keys[i].doc;
-	}
-	pfree(keys);
 	run->n_docs = D;
 	run->sorted_keys = sorted_keys;
 	run->doc_of_key = doc_of_key;
