@@ -141,6 +141,11 @@ like($err, qr/model "a" is being trained by job $a/, 'a second training of a run
 # chains count from 1 in gibbs_nb_jobs, as in pg_stat_activity and the trace
 ok( $node->poll_query_until('postgres', "SELECT sweep > 0 FROM gibbs_nb_jobs WHERE job_id = $a"),
 	'the job reports its progress');
+# the worker's activity is set a moment after its sweep is shared (at most
+# every PROGRESS_ROW_MS): waited for, not raced
+$node->poll_query_until('postgres', qq{
+  SELECT a.query ~ '^gibbs_nb job $a: chain '
+  FROM gibbs_nb_jobs j, pg_stat_activity a WHERE j.job_id = $a AND a.pid = j.worker_pid});
 is($node->safe_psql('postgres', qq{
   SELECT j.chain || '|' || (a.query ~ '^gibbs_nb job $a: chain 1/1, ')::text
   FROM gibbs_nb_jobs j, pg_stat_activity a WHERE j.job_id = $a AND a.pid = j.worker_pid}),
