@@ -193,13 +193,38 @@ ALTER TABLE gibbs_nb.packed
     DROP CONSTRAINT packed_pkey,
     ADD PRIMARY KEY (model_name, owner, version),
     ADD COLUMN pinned boolean NOT NULL DEFAULT false,
-    ADD COLUMN label_ids text[],
-    ADD COLUMN label_probabilities float8[],
     ADD COLUMN word_counts bigint[],
-    ALTER COLUMN label_ids SET STORAGE EXTERNAL,
-    ALTER COLUMN label_probabilities SET STORAGE EXTERNAL,
     ALTER COLUMN word_counts SET STORAGE EXTERNAL;
 COMMENT ON TABLE gibbs_nb.packed IS 'a model version as prediction loads it';
+
+/*
+ * gibbs_nb.document_labels: the label probabilities a version gave each of
+ * its training documents (K of them, in the version's class order), by the
+ * document's id as text, so that gibbs_nb_deploy can restore the version's
+ * labels table and a warm start (gibbs_nb_retrain(..., warm => true)) can
+ * begin from them.  A row a document, not arrays in the packed row: packed
+ * is a reference table on Citus (every node would keep every version's
+ * ids), one row is read or written whole (a version's labels were the
+ * largest allocation of a job's publishing, a deploy and a warm start), and
+ * pg_dump writes a row as one piece of text of at most 1 GB.  On Citus it is
+ * distributed by id (gibbs_nb_citus_distribute).  Ids are written and read
+ * with DateStyle ISO, IntervalStyle postgres, extra_float_digits 3 and
+ * lc_monetary C, whatever the role's or session's settings, so that a date
+ * or float id reads back as itself.  No btree on id: an id may be longer
+ * than a btree entry can be.  Versions published before 0.2.0 keep none.
+ */
+CREATE TABLE gibbs_nb.document_labels (
+    version_id    bigint NOT NULL,
+    owner         text NOT NULL,
+    id            text NOT NULL,
+    probabilities float8[] NOT NULL
+);
+CREATE INDEX document_labels_version_idx ON gibbs_nb.document_labels (version_id);
+REVOKE ALL ON gibbs_nb.document_labels FROM PUBLIC;
+GRANT SELECT ON gibbs_nb.document_labels TO PUBLIC;
+ALTER TABLE gibbs_nb.document_labels ENABLE ROW LEVEL SECURITY;
+COMMENT ON TABLE gibbs_nb.document_labels
+    IS 'the label probabilities a version gave each training document, by id (row security: your models)';
 
 --
 -- gibbs_nb.pi and gibbs_nb.trace.
@@ -350,6 +375,7 @@ CREATE POLICY owner_sees ON gibbs_nb.models FOR SELECT USING (gibbs_nb.has_privi
 CREATE POLICY owner_sees ON gibbs_nb.pi FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
 CREATE POLICY owner_sees ON gibbs_nb.trace FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
 CREATE POLICY owner_sees ON gibbs_nb.packed FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
+CREATE POLICY owner_sees ON gibbs_nb.document_labels FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
 CREATE POLICY owner_sees ON gibbs_nb.jobs FOR SELECT USING (gibbs_nb.has_privileges_of(owner));
 
 --
@@ -900,7 +926,9 @@ COMMENT ON AGGREGATE gibbs_nb.labelled_counts(text, tsvector, bigint)
 /*
  * gibbs_nb_citus_distribute(): on a Citus coordinator, make gibbs_nb.packed
  * (the table prediction reads) a Citus reference table, so that every node
- * holds the models and gibbs_nb_predict runs wherever Citus puts it.  A
+ * holds the models and gibbs_nb_predict runs wherever Citus puts it, and
+ * gibbs_nb.document_labels (a row a training document) a table distributed
+ * by the document's id, so that no node holds every version's labels.  A
  * superuser runs it once, after CREATE EXTENSION gibbs_nb and adding the
  * workers (Citus copies reference tables to nodes added later).  Returns
  * the tables it distributed (none if they already were).
@@ -924,6 +952,11 @@ BEGIN
                    WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'gibbs_nb.packed'::pg_catalog.regclass) THEN
         PERFORM pg_catalog.create_reference_table('gibbs_nb.packed'::pg_catalog.regclass);
         RETURN NEXT 'gibbs_nb.packed'::pg_catalog.regclass;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition d
+                   WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'gibbs_nb.document_labels'::pg_catalog.regclass) THEN
+        PERFORM pg_catalog.create_distributed_table('gibbs_nb.document_labels'::pg_catalog.regclass, 'id');
+        RETURN NEXT 'gibbs_nb.document_labels'::pg_catalog.regclass;
     END IF;
 END $$;
 REVOKE ALL ON FUNCTION gibbs_nb_citus_distribute() FROM PUBLIC;
@@ -1025,6 +1058,7 @@ COMMENT ON FUNCTION gibbs_nb_class_counts_rows(bytea) IS 'the cells of a gibbs_n
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.models', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.pi', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.packed', '');
+SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.document_labels', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.trace', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.jobs', '');
 SELECT pg_catalog.pg_extension_config_dump('gibbs_nb.versions_issued', '');

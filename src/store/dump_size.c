@@ -10,15 +10,16 @@
  * into one such buffer again at restore.  A longer row makes every pg_dump of
  * the database fail ("Cannot enlarge string buffer"), for every role's data,
  * not only the model's owner's.  A model's largest row by far is its
- * gibbs_nb.packed row: the vocabulary, log theta-hat (vocabulary x classes),
- * and the documents' ids and label probabilities (documents x classes).
- * Escaping makes text longer than the bytes: a backslash in a text[] element
+ * gibbs_nb.packed row: the vocabulary and log theta-hat (vocabulary x
+ * classes); a gibbs_nb.document_labels row holds one document's id, which
+ * may be as long as text allows, and its label probabilities.  Escaping makes text longer than the bytes: a backslash in a text[] element
  * is written \\ by array_out and each of those doubled again by COPY, so a
  * vocabulary of backslashes of 300 MB (a few MB compressed on disk) would be
  * 1.2 GB of text.  The other rows are bounded by the limits on what they
  * hold: classes (GNB_MAX_CLASSES of at most GNB_LABEL_MAX bytes), names, the
- * tokenizer (GNB_TOKENIZER_MAX); a theta-hat row or a labels-table row holds
- * a subset of the packed row.
+ * tokenizer (GNB_TOKENIZER_MAX); a theta-hat row holds a subset of the
+ * packed row, a labels-table row a document's label besides what its
+ * document_labels row holds.
  *
  * (With --inserts a restore also needs each value under 512 MB as a literal,
  * the SQL lexer's buffer growing by doubling up to 1 GB: not bounded here, and
@@ -97,9 +98,9 @@ add_token_dump_bytes(void *arg, const char *str, int len, int32 count)
 	*(uint64 *) arg += element_dump_bytes(str, len);
 }
 
-/* Refuse a version whose packed row would be longer than a row may be. */
+/* Refuse a version one of whose rows would be longer than a row may be. */
 static void
-check_packed_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents)
+check_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents)
 {
 	if (bytes > GNB_DUMP_ROW_MAX)
 		ereport(ERROR,
@@ -120,16 +121,16 @@ published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
 }
 
 /*
- * The documents' ids as publish writes them into the packed row (every
- * document's, the held-out ones' included), as dump text: called once the
- * source is read, inside its transaction (the ids' output functions may read
- * the catalogs).
+ * The longest of the documents' ids as publish writes them (every
+ * document's, the held-out ones' included, each in a document_labels row),
+ * as dump text: called once the source is read, inside its transaction (the
+ * ids' output functions may read the catalogs).
  */
 uint64
-gnb_corpus_ids_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus)
+gnb_corpus_longest_id_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus)
 {
 	int64		n_labels = published_labels(params, corpus);
-	uint64		bytes = 0;
+	uint64		longest = 0;
 	MemoryContext scratch;
 	MemoryContext old;
 	Oid			output;
@@ -153,7 +154,7 @@ gnb_corpus_ids_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus)
 		else
 			id = corpus->holdout_ids[i - corpus->n_labeled - corpus->n_docs];
 		text = OidOutputFunctionCall(output, id);
-		bytes += element_dump_bytes(text, strlen(text));
+		longest = Max(longest, element_dump_bytes(text, strlen(text)));
 		if ((i & 1023) == 1023)
 		{
 			CHECK_FOR_INTERRUPTS();
@@ -163,37 +164,36 @@ gnb_corpus_ids_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus)
 	AtEOXact_GUC(true, level);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(scratch);
-	return bytes;
+	return longest;
 }
 
 /*
  * Whether the version a job would publish from this corpus fits in a dump
- * (see the file's comment); raises 54000 if not.  ids_bytes is
- * gnb_corpus_ids_dump_bytes.  Checked before sampling, after the job's
- * memory (which, at the default gibbs_nb.max_job_memory, binds first for a
- * model whose size is its vocabulary times its classes), so that a job that
- * could never be stored does not sample.
+ * (see the file's comment); raises 54000 if not.  longest_id_bytes is
+ * gnb_corpus_longest_id_dump_bytes.  Checked before sampling, after the
+ * job's memory (which, at the default gibbs_nb.max_job_memory, binds first
+ * for a model whose size is its vocabulary times its classes), so that a
+ * job that could never be stored does not sample.
  */
 void
 gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
-						  uint64 ids_bytes)
+						  uint64 longest_id_bytes)
 {
 	int32		K = corpus->n_classes;
 	int64		V = corpus->n_words;
 	int64		n_labels = published_labels(params, corpus);
-	uint64		bytes = PACKED_FIXED_TEXT + ids_bytes;
+	uint64		bytes = PACKED_FIXED_TEXT;
 
 	for (int32 k = 0; k < K; k++)
 		bytes += element_dump_bytes(corpus->classes[k], strlen(corpus->classes[k]));
-	/*
-	 * log pi-hat, log theta-hat, the estimated label probabilities; the
-	 * labelled documents' (0 and 1); the words' counts
-	 */
-	bytes += (uint64) (K + (V + n_labels - corpus->n_labeled) * K) * (FLOAT8_TEXT_MAX + 1);
-	bytes += (uint64) corpus->n_labeled * K * 2;
+	/* log pi-hat, log theta-hat; the words' counts */
+	bytes += (uint64) (K + V * K) * (FLOAT8_TEXT_MAX + 1);
 	bytes += (uint64) V * (INT8_TEXT_MAX + 1);
 	gnb_each_token(PointerGetDatum(corpus->tokens), false, add_token_dump_bytes, &bytes);
-	check_packed_row(bytes, V, K, n_labels);
+	check_row(bytes, V, K, n_labels);
+	/* a document's row: its id and probabilities (the owner is a role's name) */
+	check_row(PACKED_FIXED_TEXT + longest_id_bytes + (uint64) K * (FLOAT8_TEXT_MAX + 1),
+			  V, K, n_labels);
 }
 
 /* The same for an imported model (which stores no documents' labels). */
@@ -210,5 +210,5 @@ gnb_check_image_dumpable(const GnbModelImage *img)
 		bytes += element_dump_bytes(img->word_str[w], img->word_len[w]);
 	bytes += (uint64) (K + V * K) * (FLOAT8_TEXT_MAX + 1);
 	bytes += (uint64) V * (INT8_TEXT_MAX + 1);
-	check_packed_row(bytes, V, K, 0);
+	check_row(bytes, V, K, 0);
 }

@@ -58,6 +58,7 @@ gnb_delete_versions(const char *owner, const char *model_name, const char *filte
 	Int32GetDatum(arg)};
 	static const char *const estimates[] = {"pi", "packed"};
 	bool		isnull;
+	Datum		version_ids;
 	int			dropped;
 
 	if (labels_tables)
@@ -70,6 +71,24 @@ gnb_delete_versions(const char *owner, const char *model_name, const char *filte
 										 DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
 																		SPI_tuptable->tupdesc,
 																		1, &isnull)));
+	}
+	/*
+	 * the documents' labels by version_id, given as a value: on Citus they
+	 * are a distributed table, which a subquery of gibbs_nb.models (a table
+	 * of the coordinator) would have to be planned beside
+	 */
+	gnb_execute(psprintf("SELECT pg_catalog.array_agg(version_id) FROM gibbs_nb.models WHERE %s",
+						 filter),
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
+	version_ids = gnb_result_value(1, &isnull);
+	if (!isnull)
+	{
+		Oid			id_types[1] = {INT8ARRAYOID};
+		Datum		ids[1] = {version_ids};
+
+		gnb_execute("DELETE FROM gibbs_nb.document_labels "
+					"WHERE version_id OPERATOR(pg_catalog.=) ANY ($1)",
+					1, id_types, ids, NULL, GNB_AS_INTERNAL, SPI_OK_DELETE, 0);
 	}
 	gnb_execute(psprintf("DELETE FROM gibbs_nb.trace WHERE job_id OPERATOR(pg_catalog.=) ANY "
 						 "(SELECT job_id FROM gibbs_nb.models WHERE %s)", filter),
@@ -241,11 +260,47 @@ gnb_store_pin(const char *owner, const char *model_name, int32 version)
 	return version != 0 ? version : gnb_store_newest_version(owner, model_name);
 }
 
+/* What deploy_label adds each document's label to. */
+typedef struct DeployLabels
+{
+	GnbDocLabels *dl;
+	int64		allocated;		/* documents dl has room for */
+	Oid			input;			/* the labels table's id type's input */
+	Oid			ioparam;
+	const char *model_name;
+	int32		version;
+} DeployLabels;
+
+static void
+deploy_label(void *arg, const struct varlena *id, const double *probs, int n_probs)
+{
+	DeployLabels *d = arg;
+	GnbDocLabels *dl = d->dl;
+	int32		K = dl->n_classes;
+	char	   *str;
+
+	if (n_probs != K)
+		elog(ERROR, "gibbs_nb.document_labels row of model \"%s\" version %d is malformed",
+			 d->model_name, d->version);
+	if (dl->n == d->allocated)
+	{
+		d->allocated *= 2;
+		dl->ids = repalloc_huge(dl->ids, sizeof(Datum) * d->allocated);
+		dl->probs = repalloc_huge(dl->probs, sizeof(double) * d->allocated * K);
+	}
+	str = text_to_cstring((const text *) id);
+	dl->ids[dl->n] = OidInputFunctionCall(d->input, str, d->ioparam, -1);
+	pfree(str);
+	memcpy(dl->probs + dl->n * K, probs, sizeof(double) * K);
+	dl->n++;
+}
+
 /*
  * A version's labels as it was published: its classes, its documents' ids
- * (converted from text by the id type's input function) and probabilities,
- * its labels table and that table's id type.  False if the version keeps
- * none (published before 0.2.0).  SPI connected.
+ * (converted from text by the id type's input function, as the current
+ * user) and probabilities (gibbs_nb.document_labels, read as the current
+ * user), its labels table and that table's id type.  False if the version
+ * keeps none (published before 0.2.0, or imported).  SPI connected.
  */
 bool
 gnb_store_version_labels(const char *owner, const char *model_name, int32 version,
@@ -255,18 +310,14 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 	Datum		values[3] = {CStringGetTextDatum(owner), CStringGetTextDatum(model_name),
 	Int32GetDatum(version)};
 	bool		isnull;
-	ArrayType  *ids;
-	ArrayType  *probs;
 	ArrayType  *cls;
-	Datum	   *id_texts;
 	Datum	   *class_texts;
-	int			n;
 	int			K;
-	Oid			input;
+	int64		version_id;
+	DeployLabels d;
 	int			level;
-	Oid			ioparam;
 
-	gnb_execute("SELECT p.label_ids, p.label_probabilities, p.classes, "
+	gnb_execute("SELECT p.classes, p.version_id, "
 				"gibbs_nb.model_relation(m.labels_relid, m.labels_table, m.catalog, m.owner) "
 				"FROM gibbs_nb.packed p JOIN gibbs_nb.models m USING (model_name, owner, version) "
 				"WHERE p.owner OPERATOR(pg_catalog.=) $1 AND p.model_name OPERATOR(pg_catalog.=) $2 "
@@ -274,34 +325,30 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 1);
 	if (SPI_processed == 0)
 		return false;
-	(void) gnb_result_value(1, &isnull);
-	if (isnull)
-		return false;
-	ids = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
-	probs = DatumGetArrayTypePCopy(gnb_result_value(2, &isnull));
-	cls = DatumGetArrayTypePCopy(gnb_result_value(3, &isnull));
-	*labels_relid = DatumGetObjectId(gnb_result_value(4, &isnull));
+	cls = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
+	version_id = DatumGetInt64(gnb_result_value(2, &isnull));
+	*labels_relid = DatumGetObjectId(gnb_result_value(3, &isnull));
 	/* the labels table's id column: what its rows must be made of */
 	*id_type = get_atttype(*labels_relid, 1);
 	if (!OidIsValid(*id_type))
 		return false;
 
-	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &id_texts, NULL, &n);
 	deconstruct_array(cls, TEXTOID, -1, false, TYPALIGN_INT, &class_texts, NULL, &K);
-	if (ARR_HASNULL(probs) || ArrayGetNItems(ARR_NDIM(probs), ARR_DIMS(probs)) != (int64) n * K)
-		elog(ERROR, "gibbs_nb.packed row of model \"%s\" version %d is malformed",
-			 model_name, version);
 	*classes = palloc(sizeof(char *) * K);
 	for (int k = 0; k < K; k++)
 		(*classes)[k] = TextDatumGetCString(class_texts[k]);
-	getTypeInputInfo(*id_type, &input, &ioparam);
-	dl->n = n;
+
+	dl->n = 0;
 	dl->n_classes = K;
-	dl->ids = palloc_extended(sizeof(Datum) * ((Size) n + 1), MCXT_ALLOC_HUGE);
+	d.dl = dl;
+	d.allocated = 1024;
+	dl->ids = palloc(sizeof(Datum) * d.allocated);
+	dl->probs = palloc(sizeof(double) * d.allocated * K);
+	getTypeInputInfo(*id_type, &d.input, &d.ioparam);
+	d.model_name = model_name;
+	d.version = version;
 	level = gnb_pin_id_text_format();
-	for (int i = 0; i < n; i++)
-		dl->ids[i] = OidInputFunctionCall(input, TextDatumGetCString(id_texts[i]), ioparam, -1);
+	(void) gnb_store_each_document_label(version_id, deploy_label, &d);
 	AtEOXact_GUC(true, level);
-	dl->probs = (double *) ARR_DATA_PTR(probs);
-	return true;
+	return dl->n > 0;
 }

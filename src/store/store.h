@@ -61,6 +61,18 @@ extern struct ArrayType *gnb_text_array_strided(const char *const *strs, size_t 
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data);
 
+/*
+ * Documents' labels are written a batch at a time: a batch's ids as an
+ * array, and its probabilities as one row-major array, K a document.
+ * GNB_BATCH_ROW_SQL(probs, o, k) is the SQL of the o-th document's K of
+ * them (o from 1, a slice: its bounds renumbered from 1).
+ */
+#define GNB_LABELS_BATCH 50000
+#define GNB_BATCH_ROW_SQL(probs, o, k) \
+	probs "[((" o " OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) " k \
+	" OPERATOR(pg_catalog.+) 1)::pg_catalog.int4 : (" o " OPERATOR(pg_catalog.*) " k \
+	")::pg_catalog.int4]"
+
 /* versions.c */
 extern int	gnb_pin_id_text_format(void);
 extern void gnb_store_lock_model(const char *owner, const char *model_name);
@@ -74,6 +86,10 @@ extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpu
 							  gnb_result *result, struct ArrayType *warnings,
 							  const GnbDocLabels *labels, int32 version, int64 version_id,
 							  Oid labels_relid, int32 keep_versions, double seconds);
+/* a document's id (as text) and its probabilities, in its version's class order */
+typedef void (*GnbDocumentLabelFn) (void *arg, const struct varlena *id, const double *probs,
+									int n_probs);
+extern int64 gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg);
 extern void gnb_store_holdout(const char *owner, const char *model_name, int32 version,
 							  double holdout, const char *metrics_json);
 
@@ -129,9 +145,10 @@ extern bool gnb_store_version_labels(const char *owner, const char *model_name, 
 									 Oid *id_type);
 
 /* dump_size.c */
-extern uint64 gnb_corpus_ids_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus);
+extern uint64 gnb_corpus_longest_id_dump_bytes(const GnbJobParams *params,
+											   const GnbCorpus *corpus);
 extern void gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
-									  uint64 ids_bytes);
+									  uint64 longest_id_bytes);
 extern void gnb_check_image_dumpable(const GnbModelImage *img);
 
 /* citus.c */

@@ -270,13 +270,18 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 
 /*
  * An id of the previous version, for the warm start's binary search: its
- * text where the version's array holds it (no copy), in byte order
+ * text (at `at` in the ids' buffer, then where that is), in byte order, and
+ * the class it was most probably (-1 if this corpus has no such class)
  */
 typedef struct WarmId
 {
-	const char *id;
+	union
+	{
+		int64		at;
+		const char *id;
+	}			text;
 	int32		len;
-	int32		doc;
+	int32		label;
 } WarmId;
 
 static int
@@ -284,17 +289,15 @@ cmp_warm_id(const void *a, const void *b)
 {
 	const WarmId *x = a;
 	const WarmId *y = b;
-	int			c = memcmp(x->id, y->id, Min(x->len, y->len));
+	int			c = memcmp(x->text.id, y->text.id, Min(x->len, y->len));
 
 	return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
 }
 
 /*
  * What gnb_store_warm_start(version_id, ...) holds at most, in bytes: the
- * ids' array, the probabilities, and a Datum and a search entry an id; 0 if
- * the version keeps no labels.  From the stored sizes, before anything is
- * detoasted: the label columns are stored uncompressed (STORAGE EXTERNAL),
- * so pg_column_size is their size in memory.  Read as the caller.  SPI
+ * previous version's ids and a search entry an id (their probabilities are
+ * not kept); 0 if the version keeps no labels.  Read as the caller.  SPI
  * connected.
  */
 double
@@ -303,24 +306,64 @@ gnb_store_warm_start_memory(int64 version_id)
 	Oid			types[1] = {INT8OID};
 	Datum		args[1] = {Int64GetDatum(version_id)};
 	bool		isnull;
-	double		ids_bytes,
-				probs_bytes,
-				n_classes;
+	double		n_ids,
+				ids_bytes;
 
-	gnb_execute("SELECT pg_catalog.pg_column_size(label_ids)::pg_catalog.float8, "
-				"pg_catalog.pg_column_size(label_probabilities)::pg_catalog.float8, "
-				"pg_catalog.cardinality(classes)::pg_catalog.float8 "
-				"FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
+	gnb_execute("SELECT pg_catalog.count(*)::pg_catalog.float8, "
+				"pg_catalog.sum(pg_catalog.octet_length(id))::pg_catalog.float8 "
+				"FROM gibbs_nb.document_labels WHERE version_id OPERATOR(pg_catalog.=) $1",
 				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
-	if (SPI_processed != 1)
+	n_ids = DatumGetFloat8(gnb_result_value(1, &isnull));
+	ids_bytes = DatumGetFloat8(gnb_result_value(2, &isnull));
+	if (isnull || n_ids == 0.0)
 		return 0.0;
-	ids_bytes = DatumGetFloat8(gnb_result_value(1, &isnull));
-	if (isnull)
-		return 0.0;
-	probs_bytes = DatumGetFloat8(gnb_result_value(2, &isnull));
-	n_classes = DatumGetFloat8(gnb_result_value(3, &isnull));
-	return ids_bytes + probs_bytes +
-		(sizeof(Datum) + sizeof(WarmId)) * probs_bytes / (8.0 * Max(n_classes, 1.0)) + 1024.0;
+	/* the buffers double as they fill: up to twice what they hold */
+	return 2.0 * (ids_bytes + sizeof(WarmId) * n_ids) + 1024.0;
+}
+
+/* What warm_id adds each of the previous version's documents to. */
+typedef struct WarmIds
+{
+	WarmId	   *ids;
+	int64		n;
+	int64		allocated;
+	char	   *text;			/* the ids' bytes, one after another */
+	int64		text_used;
+	int64		text_allocated;
+	const int32 *class_map;		/* the previous classes in this corpus */
+	int			n_classes;		/* the previous version's */
+	int64		version_id;
+} WarmIds;
+
+static void
+warm_id(void *arg, const struct varlena *id, const double *probs, int n_probs)
+{
+	WarmIds    *w = arg;
+	int32		len = VARSIZE_ANY_EXHDR(id);
+	int			best = 0;
+
+	if (n_probs != w->n_classes)
+		elog(ERROR, "gibbs_nb.document_labels row of version " INT64_FORMAT " is malformed",
+			 w->version_id);
+	for (int k = 1; k < n_probs; k++)
+		if (probs[k] > probs[best])
+			best = k;
+	if (w->n == w->allocated)
+	{
+		w->allocated *= 2;
+		w->ids = repalloc_huge(w->ids, sizeof(WarmId) * w->allocated);
+	}
+	while (w->text_used + len > w->text_allocated)
+	{
+		w->text_allocated *= 2;
+		w->text = repalloc_huge(w->text, w->text_allocated);
+	}
+	memcpy(w->text + w->text_used, VARDATA_ANY(id), len);
+	w->ids[w->n].text.at = w->text_used;
+	w->ids[w->n].len = len;
+	w->ids[w->n].label = w->class_map[best];
+	w->text_used += len;
+	w->n++;
 }
 
 /*
@@ -336,15 +379,11 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 	Oid			types[1] = {INT8OID};
 	Datum		args[1] = {Int64GetDatum(version_id)};
 	bool		isnull;
-	ArrayType  *ids;
-	ArrayType  *probs;
 	ArrayType  *classes;
-	Datum	   *id_texts;
 	Datum	   *class_texts;
-	int			n;
 	int			Kp;
 	int32	   *class_map;
-	WarmId	   *sorted;
+	WarmIds		w;
 	Oid			output;
 	bool		varlena;
 	int64		matched = 0;
@@ -352,21 +391,12 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 
 	for (int32 j = 0; j < corpus->n_docs; j++)
 		init_label[j] = -1;
-	gnb_execute("SELECT label_ids, label_probabilities, classes FROM gibbs_nb.packed "
-				"WHERE version_id OPERATOR(pg_catalog.=) $1",
+	gnb_execute("SELECT classes FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
 				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	if (SPI_processed != 1)
 		return 0;
-	(void) gnb_result_value(1, &isnull);
-	if (isnull)
-		return 0;				/* a version that keeps no labels: a cold start */
-	ids = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
-	probs = DatumGetArrayTypePCopy(gnb_result_value(2, &isnull));
-	classes = DatumGetArrayTypePCopy(gnb_result_value(3, &isnull));
-	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &id_texts, NULL, &n);
+	classes = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
 	deconstruct_array(classes, TEXTOID, -1, false, TYPALIGN_INT, &class_texts, NULL, &Kp);
-	if (ARR_HASNULL(probs) || ArrayGetNItems(ARR_NDIM(probs), ARR_DIMS(probs)) != (int64) n * Kp)
-		elog(ERROR, "gibbs_nb.packed row of version " INT64_FORMAT " is malformed", version_id);
 
 	/* the previous classes, by name, in this corpus's order */
 	class_map = palloc(sizeof(int32) * Kp);
@@ -379,14 +409,21 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 			if (strcmp(corpus->classes[c], name) == 0)
 				class_map[k] = c;
 	}
-	sorted = palloc_extended(sizeof(WarmId) * ((Size) n + 1), MCXT_ALLOC_HUGE);
-	for (int i = 0; i < n; i++)
-	{
-		sorted[i].id = VARDATA_ANY(DatumGetPointer(id_texts[i]));
-		sorted[i].len = VARSIZE_ANY_EXHDR(DatumGetPointer(id_texts[i]));
-		sorted[i].doc = i;
-	}
-	qsort(sorted, n, sizeof(WarmId), cmp_warm_id);
+	w.n = 0;
+	w.allocated = 1024;
+	w.ids = palloc(sizeof(WarmId) * w.allocated);
+	w.text_used = 0;
+	w.text_allocated = 16384;
+	w.text = palloc(w.text_allocated);
+	w.class_map = class_map;
+	w.n_classes = Kp;
+	w.version_id = version_id;
+	(void) gnb_store_each_document_label(version_id, warm_id, &w);
+	if (w.n == 0)
+		return 0;				/* a version that keeps no labels: a cold start */
+	for (int64 i = 0; i < w.n; i++)
+		w.ids[i].text.id = w.text + w.ids[i].text.at;
+	qsort(w.ids, w.n, sizeof(WarmId), cmp_warm_id);
 
 	level = gnb_pin_id_text_format();
 	getTypeOutputInfo(id_type, &output, &varlena);
@@ -395,25 +432,17 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 		char	   *text;
 		WarmId		key;
 		WarmId	   *hit;
-		const double *row;
-		int			best = 0;
 
 		CHECK_FOR_INTERRUPTS();
 		text = OidOutputFunctionCall(output, corpus->ids[j]);
-		key.id = text;
+		key.text.id = text;
 		key.len = (int32) strlen(text);
-		hit = bsearch(&key, sorted, n, sizeof(WarmId), cmp_warm_id);
+		hit = bsearch(&key, w.ids, w.n, sizeof(WarmId), cmp_warm_id);
 		/* kept, the corpus's ids' text would add up to the version's again */
 		pfree(text);
-		if (hit == NULL)
-			continue;
-		row = (const double *) ARR_DATA_PTR(probs) + (int64) hit->doc * Kp;
-		for (int k = 1; k < Kp; k++)
-			if (row[k] > row[best])
-				best = k;
-		if (class_map[best] >= 0)
+		if (hit != NULL && hit->label >= 0)
 		{
-			init_label[j] = class_map[best];
+			init_label[j] = hit->label;
 			matched++;
 		}
 	}

@@ -60,7 +60,7 @@ write_pi(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *
 }
 
 /*
- * Ids cross versions as text (gibbs_nb.packed.label_ids): written by a job
+ * Ids cross versions as text (gibbs_nb.document_labels.id): written by a job
  * under its role's settings, read back by a deploy or a warm start under the
  * session's.  The text of a date, a float or an interval depends on
  * DateStyle, IntervalStyle, extra_float_digits and lc_monetary: a date id
@@ -85,6 +85,104 @@ gnb_pin_id_text_format(void)
 }
 
 /*
+ * The documents' labels of the version: a gibbs_nb.document_labels row a
+ * document, its id as text (a version's labels outlive its job and the
+ * source's type) and its K probabilities, written a batch at a time: the
+ * ids' text is never all held at once.
+ */
+static void
+write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, int64 version_id)
+{
+	int32		K = labels->n_classes;
+	Oid			types[5] = {INT8OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID};
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"gibbs_nb document labels batch",
+													ALLOCSET_DEFAULT_SIZES);
+	Oid			output;
+	bool		varlena;
+	int			level;
+
+	level = gnb_pin_id_text_format();
+	getTypeOutputInfo(params->source.id_type, &output, &varlena);
+	for (int64 start = 0; start < labels->n; start += GNB_LABELS_BATCH)
+	{
+		int32		n = (int32) Min(GNB_LABELS_BATCH, labels->n - start);
+		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+		char	  **ids = palloc(sizeof(char *) * n);
+		Datum		values[5];
+
+		for (int32 i = 0; i < n; i++)
+			ids[i] = OidOutputFunctionCall(output, labels->ids[start + i]);
+		values[0] = Int64GetDatum(version_id);
+		values[1] = CStringGetTextDatum(params->model_owner);
+		values[2] = PointerGetDatum(gnb_text_array(ids, n));
+		values[3] = PointerGetDatum(gnb_float8_array(labels->probs + start * K, n * K));
+		values[4] = Int64GetDatum(K);
+		MemoryContextSwitchTo(old);
+		gnb_execute("INSERT INTO gibbs_nb.document_labels (version_id, owner, id, probabilities) "
+					"SELECT $1, $2, u.id, " GNB_BATCH_ROW_SQL("$4", "u.o", "$5") " "
+					"FROM ROWS FROM (pg_catalog.unnest($3)) WITH ORDINALITY AS u(id, o)",
+					5, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+		MemoryContextReset(batch_cxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+	AtEOXact_GUC(true, level);
+	MemoryContextDelete(batch_cxt);
+}
+
+/*
+ * Call fn(arg, id, probabilities, n_probabilities) for each of a version's
+ * gibbs_nb.document_labels rows, in no particular order: read as the
+ * current user (row security applies: a model's owner sees its rows) by a
+ * cursor, GNB_LABELS_BATCH rows at a time, so that a version's rows are
+ * never all held at once.  A row's values are gone after fn returns.  A
+ * row whose probabilities are not a one-dimensional array of numbers is an
+ * error.  Returns how many rows.  SPI connected.
+ */
+int64
+gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(version_id)};
+	GnbPrivilegeState priv;
+	Portal		portal;
+	int64		n = 0;
+
+	gnb_pin_search_path(&priv);
+	portal = SPI_cursor_open_with_args(NULL,
+									   "SELECT id, probabilities FROM gibbs_nb.document_labels "
+									   "WHERE version_id OPERATOR(pg_catalog.=) $1",
+									   1, types, values, NULL, false, CURSOR_OPT_NO_SCROLL);
+	gnb_restore_user(&priv);
+	for (;;)
+	{
+		gnb_pin_search_path(&priv);
+		SPI_cursor_fetch(portal, true, GNB_LABELS_BATCH);
+		gnb_restore_user(&priv);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[i];
+			bool		isnull;
+			text	   *id = DatumGetTextPP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
+			ArrayType  *probs = DatumGetArrayTypeP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2,
+																 &isnull));
+
+			if (ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) || ARR_ELEMTYPE(probs) != FLOAT8OID)
+				elog(ERROR, "gibbs_nb.document_labels row of version " INT64_FORMAT " is malformed",
+					 version_id);
+			fn(arg, id, (const double *) ARR_DATA_PTR(probs), ARR_DIMS(probs)[0]);
+		}
+		n += SPI_processed;
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+	return n;
+}
+
+/*
  * The packed row prediction loads: vocabulary and log theta-hat as arrays.
  * Each large array is made in place (gnb_fixed_array, gnb_text_array); the
  * words' counts were made when the sampler let the documents go
@@ -93,31 +191,19 @@ gnb_pin_id_text_format(void)
  */
 static void
 write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
-			 gnb_result *result, const GnbDocLabels *labels, int32 version,
-			 int64 version_id)
+			 gnb_result *result, int32 version, int64 version_id)
 {
 	int32		V = corpus->n_words;
 	int32		K = corpus->n_classes;
 	double	   *log_pi = palloc(sizeof(double) * K);
-	Oid			types[11] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
-	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, TEXTARRAYOID, FLOAT8ARRAYOID, INT8ARRAYOID};
-	Datum		values[11];
-	char	  **ids = palloc_extended(sizeof(char *) * (labels->n + 1), MCXT_ALLOC_HUGE);
+	Oid			types[9] = {TEXTOID, INT4OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID,
+	TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID, INT8ARRAYOID};
+	Datum		values[9];
 	ArrayType  *log_theta;
 	double	   *lt;
-	Oid			output;
-	bool		varlena;
-	int			level;
 
 	if (corpus->word_counts == NULL)
 		elog(ERROR, "gibbs_nb: the words' counts were not made before publishing");
-
-	/* the documents' ids as text: a version's labels outlive its job */
-	level = gnb_pin_id_text_format();
-	getTypeOutputInfo(params->source.id_type, &output, &varlena);
-	for (int64 i = 0; i < labels->n; i++)
-		ids[i] = OidOutputFunctionCall(output, labels->ids[i]);
-	AtEOXact_GUC(true, level);
 
 	log_theta = gnb_fixed_array(FLOAT8OID, sizeof(float8), (int64) V * K, (void **) &lt);
 	for (int32 w = 0; w < V; w++)
@@ -135,10 +221,8 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	values[5] = PointerGetDatum(corpus->tokens);
 	values[6] = PointerGetDatum(log_theta);
 	values[7] = Int64GetDatum(version_id);
-	values[8] = PointerGetDatum(gnb_text_array(ids, (int) labels->n));
-	values[9] = PointerGetDatum(gnb_float8_array(labels->probs, (int) (labels->n * K)));
 	/* each word's occurrences in the training documents, labelled or not */
-	values[10] = PointerGetDatum(corpus->word_counts);
+	values[8] = PointerGetDatum(corpus->word_counts);
 	/*
 	 * INSERT ... SELECT, not VALUES: where gibbs_nb.packed is a Citus
 	 * reference table, Citus writes the row of an INSERT ... SELECT to
@@ -147,9 +231,9 @@ write_packed(const GnbJobParams *params, const GnbCorpus *corpus,
 	 * job's publishing on the spam corpus, docs/performance.md)
 	 */
 	gnb_execute_unfolded("INSERT INTO gibbs_nb.packed (model_name, version, owner, classes, log_pi, "
-					 "tokens, log_theta, version_id, label_ids, label_probabilities, word_counts) "
-					 "SELECT * FROM (VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)) AS v",
-					 11, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT);
+					 "tokens, log_theta, version_id, word_counts) "
+					 "SELECT * FROM (VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)) AS v",
+					 9, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT);
 	pfree(log_theta);
 }
 
@@ -340,9 +424,9 @@ write_tokenizer(const GnbJobParams *params, int64 version_id)
 }
 
 /*
- * Write a version's rows: pi, packed and the model row (the trace was
- * written as the job sampled, gnb_store_trace_rows), as the extension's
- * owner, in the caller's transaction.  theta-hat is written once, in the
+ * Write a version's rows: pi, packed, its documents' labels and the model
+ * row (the trace was written as the job sampled, gnb_store_trace_rows), as
+ * the extension's owner, in the caller's transaction.  theta-hat is written once, in the
  * packed row: gibbs_nb.theta is a view of it; result->theta is released
  * as soon as that row's log theta-hat is made (NULL after).  warnings is
  * the model row's (worker/warnings.c composes them).  SPI connected.
@@ -353,7 +437,8 @@ gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, gnb_resul
 				  int64 version_id, Oid labels_relid, int32 keep_versions, double seconds)
 {
 	write_pi(params, corpus, result, version);
-	write_packed(params, corpus, result, labels, version, version_id);
+	write_packed(params, corpus, result, version, version_id);
+	write_document_labels(params, labels, version_id);
 	write_model_row(params, corpus, result, warnings, version, version_id, labels_relid,
 					keep_versions, seconds);
 	write_tokenizer(params, version_id);

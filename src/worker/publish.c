@@ -48,9 +48,6 @@
  */
 #define LABELS_TABLE_COMMENT "labels of a gibbs_nb model"
 
-/* Rows of the labels table per INSERT statement. */
-#define PUBLISH_BATCH 50000
-
 /* How long creating a labels table waits for another transaction (ms). */
 #define LABELS_CREATE_WAIT_MS 5000
 
@@ -606,16 +603,13 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 	gnb_execute_on_relation(relid, psprintf("DELETE FROM %s", qualified), 0, NULL, NULL,
 							SPI_OK_DELETE);
 	insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
-					  "SELECT u.id, u.label, u.p, "
-					  "$4[((u.o OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) $6 "
-					  "OPERATOR(pg_catalog.+) 1)::pg_catalog.int4 : "
-					  "(u.o OPERATOR(pg_catalog.*) $6)::pg_catalog.int4], $5 "
+					  "SELECT u.id, u.label, u.p, " GNB_BATCH_ROW_SQL("$4", "u.o", "$6") ", $5 "
 					  "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) "
 					  "WITH ORDINALITY AS u(id, label, p, o)",
 					  qualified);
-	for (int64 start = 0; start < dl->n; start += PUBLISH_BATCH)
+	for (int64 start = 0; start < dl->n; start += GNB_LABELS_BATCH)
 	{
-		int32		n = (int32) Min(PUBLISH_BATCH, dl->n - start);
+		int32		n = (int32) Min(GNB_LABELS_BATCH, dl->n - start);
 		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
 		char	  **labels = palloc(sizeof(char *) * n);
 		double	   *best = palloc(sizeof(double) * n);

@@ -311,7 +311,7 @@ check_labels(GnbJobParams *p, const GnbCorpus *corpus, const gnb_corpus *core,
  */
 static double
 read_job_corpus(GnbJobParams *p, bool on_nodes, MemoryContext job_cxt, GnbCorpus *corpus,
-				int32 **init_label, uint64 *ids_dump_bytes)
+				int32 **init_label, uint64 *longest_id_dump_bytes)
 {
 	char		activity[128];
 	TimestampTz phase_start;
@@ -341,8 +341,8 @@ read_job_corpus(GnbJobParams *p, bool on_nodes, MemoryContext job_cxt, GnbCorpus
 	gnb_unwatch_source_memory();
 	/* a source that caught the watch's cancel and went on does not train */
 	gnb_source_memory_check(p, false);
-	/* the ids' text, for the check that a backup can hold the version */
-	*ids_dump_bytes = gnb_corpus_ids_dump_bytes(p, corpus);
+	/* the longest id's text, for the check that a backup can hold the version */
+	*longest_id_dump_bytes = gnb_corpus_longest_id_dump_bytes(p, corpus);
 	if (p->warm_version_id != 0)
 	{
 		/* a warm start: the documents still there start where they were */
@@ -465,7 +465,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	double		sample_seconds;
 	int32	   *init_label = NULL;
 	double		committed;
-	uint64		ids_dump_bytes;
+	uint64		longest_id_dump_bytes;
 	bool		on_nodes;
 	GnbNodesRun *nodes = NULL;
 
@@ -490,7 +490,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 
 	/* a chain whose documents nodes hold: the worker reads their ids and words' counts only */
 	on_nodes = gnb_nodes_wanted(p);
-	read_seconds = read_job_corpus(p, on_nodes, job_cxt, &corpus, &init_label, &ids_dump_bytes);
+	read_seconds = read_job_corpus(p, on_nodes, job_cxt, &corpus, &init_label,
+								   &longest_id_dump_bytes);
 
 	if (corpus.n_docs + corpus.n_labeled == 0)
 		ereport(ERROR,
@@ -508,7 +509,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	committed = job_memory_committed(p, &corpus, job_cxt);
 	gnb_check_job_memory(p, 0.0, committed, "sampling and publishing");
 	/* a version no backup could hold is refused before it samples */
-	gnb_check_corpus_dumpable(p, &corpus, ids_dump_bytes);
+	gnb_check_corpus_dumpable(p, &corpus, longest_id_dump_bytes);
 
 	SpinLockAcquire(&job->mutex);
 	job->sampling_started = GetCurrentTimestamp();

@@ -75,6 +75,7 @@ printf '%5s %9s %9s %9s %9s %9s %9s %9s %9s %9s %12s %12s %12s\n' med "${meds[@]
 same=$(psql_q -At -c "SELECT count(*) FROM gibbs_nb.packed p JOIN gibbs_nb.packed s
          ON s.model_name = 'blocked1' AND s.version = p.version
         WHERE p.model_name = 'blocked2' AND p.log_theta = s.log_theta AND p.log_pi = s.log_pi
-          AND p.label_probabilities = s.label_probabilities")
+          AND (SELECT array_agg(d.id || '=' || d.probabilities::text ORDER BY d.id COLLATE \"C\") FROM gibbs_nb.document_labels d WHERE d.version_id = p.version_id)
+            = (SELECT array_agg(d.id || '=' || d.probabilities::text ORDER BY d.id COLLATE \"C\") FROM gibbs_nb.document_labels d WHERE d.version_id = s.version_id)")
 echo "blocked models with 1 and 2 processes equal bit for bit: $same of $ROUNDS rounds"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,6 +16,17 @@ END $$;
 SELECT current_database() AS db \gset
 ALTER DATABASE :"db" SET gibbs_nb.progress_interval = 0;
 
+-- doc_labels(version_id): a version's documents' labels (gibbs_nb.document_labels)
+-- as one value, each id with its probabilities, by id: two versions' are
+-- equal when they gave the same documents the same probabilities, bit for
+-- bit (float8 text is its shortest exact form).  (PL/pgSQL: the extension
+-- is created after this file.)
+CREATE FUNCTION public.doc_labels(v bigint) RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT pg_catalog.array_agg(d.id || '=' || d.probabilities::text ORDER BY d.id COLLATE "C")
+          FROM gibbs_nb.document_labels d WHERE d.version_id = v);
+END $$;
+
 -- debug_parallel_guc(): the setting that forces parallel plans, by the name
 -- this server gives it (force_parallel_mode until PostgreSQL 15,
 -- debug_parallel_query since 16).  In psql:

@@ -31,6 +31,13 @@ SELECT DISTINCT version FROM dm_labels;
 -- retention keeps the deployed version, whatever its age
 SELECT gibbs_nb_set_retention('dm', 1) AS dropped;
 SELECT array_agg(version ORDER BY version) AS versions FROM gibbs_nb.models WHERE model_name = 'dm';
+-- each version keeps its documents' labels (40 of them), a dropped version's go
+-- with it
+SELECT m.version, count(d.id) AS document_labels
+FROM gibbs_nb.models m LEFT JOIN gibbs_nb.document_labels d USING (version_id)
+WHERE m.model_name = 'dm' GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS orphan_document_labels FROM gibbs_nb.document_labels d
+WHERE NOT EXISTS (SELECT 1 FROM gibbs_nb.models m WHERE m.version_id = d.version_id);
 
 -- roll forward: NULL serves the latest again, its labels with it
 SELECT gibbs_nb_deploy('dm', NULL);
@@ -90,5 +97,6 @@ RESET ROLE;
 DROP ROLE gnb_deploy_other;
 
 SELECT gibbs_nb_drop('dm');
+SELECT count(*) AS document_labels_left FROM gibbs_nb.document_labels;
 DROP TABLE dmail, v1_labels;
 DROP EXTENSION gibbs_nb;

@@ -51,6 +51,7 @@ SELECT count(*) FROM gibbs_nb_jobs WHERE mallory.leak(model_name, source);
 SELECT count(*) FROM gibbs_nb.jobs WHERE mallory.leak(model_name, owner::text, source, message);
 SELECT count(*) FROM gibbs_nb.models WHERE mallory.leak(model_name, owner::text, source);
 SELECT count(*) FROM gibbs_nb.packed WHERE mallory.leak(model_name, owner::text);
+SELECT count(*) FROM gibbs_nb.document_labels WHERE mallory.leak(id, owner, probabilities::text);
 RESET ROLE;
 SELECT * FROM public.evidence;
 

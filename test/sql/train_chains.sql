@@ -36,7 +36,7 @@ SELECT pg_temp.train('ch_seq2', 'paper', 2, 0), pg_temp.train('ch_par2', 'paper'
 -- the same model: packed arrays, model row figures, trace, labels table
 SELECT p.model_name, s.model_name AS like_model,
        p.log_theta = s.log_theta AS theta, p.log_pi = s.log_pi AS pi,
-       p.label_ids = s.label_ids AND p.label_probabilities = s.label_probabilities AS labels
+       doc_labels(p.version_id) = doc_labels(s.version_id) AS labels
 FROM gibbs_nb.packed p
 JOIN gibbs_nb.packed s ON s.model_name = CASE p.model_name WHEN 'ch_par2' THEN 'ch_seq2' ELSE 'ch_seq3' END
 WHERE p.model_name IN ('ch_par2', 'ch_par3', 'ch_mix3') ORDER BY 1;
@@ -70,7 +70,7 @@ SELECT status FROM gibbs_nb_retrain('ch_seq3');
 SET gibbs_nb.max_chain_workers = 4;
 SELECT status FROM gibbs_nb_retrain('ch_par3');
 SELECT p.log_theta = s.log_theta AND p.log_pi = s.log_pi
-       AND p.label_probabilities = s.label_probabilities AS warm_same
+       AND doc_labels(p.version_id) = doc_labels(s.version_id) AS warm_same
 FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE p.model_name = 'ch_par3' AND p.version = 2 AND s.model_name = 'ch_seq3' AND s.version = 2;
 RESET gibbs_nb.max_chain_workers;

@@ -103,7 +103,7 @@ DROP TYPE squatted_labels;
 SELECT count(*) AS jobs FROM gibbs_nb.jobs;
 SELECT count(*) AS models FROM gibbs_nb.models;
 SELECT count(*) AS theta FROM gibbs_nb.theta;
-SELECT relname FROM pg_class WHERE relname LIKE '%labels' ORDER BY 1;
+SELECT relname FROM pg_class WHERE relname LIKE '%labels' AND relnamespace <> 'gibbs_nb'::regnamespace ORDER BY 1;
 
 -- an error inside the worker comes back with its message and SQLSTATE,
 -- the job is recorded as failed, and nothing is published

@@ -129,7 +129,8 @@ WHERE a.probabilities <> b.probabilities;
 -- dropping each model drops the labels tables training created
 SELECT model_name, gibbs_nb_drop(model_name) AS versions
 FROM (SELECT DISTINCT model_name FROM gibbs_nb.models) m ORDER BY 1;
-SELECT relname FROM pg_class WHERE relname LIKE '%\_labels' AND relkind = 'r';
+SELECT relname FROM pg_class WHERE relname LIKE '%\_labels' AND relkind = 'r'
+  AND relnamespace <> 'gibbs_nb'::regnamespace;
 DROP VIEW tsv_positions, tsv_stripped, tsv_array, same_tsv, same_tsv_counted, arr_labelled;
 DROP TABLE arr, tsv, same, clusters, par;
 -- tokens of any length (up to what text allows) and labels of up to 1,024

@@ -52,6 +52,12 @@ my $theta = q{SELECT count(*) || ' ' || md5(string_agg(format('%s/%s v%s %s %s %
                                                       ';' ORDER BY owner, model_name, version, token, class))
               FROM gibbs_nb.theta};
 my $theta_before = $old->safe_psql('shop', $theta);
+# the documents' labels each version keeps (what gibbs_nb_deploy restores)
+my $doc_labels = q{SELECT count(*) || ' ' || md5(string_agg(format('%s v%s %s %s', owner, version, id,
+                                                                  probabilities),
+                                                           ';' ORDER BY owner, version, id))
+                   FROM gibbs_nb.document_labels JOIN gibbs_nb.models USING (version_id, owner)};
+my $doc_labels_before = $old->safe_psql('shop', $doc_labels);
 my $max_job = $old->safe_psql('shop', 'SELECT max(job_id) FROM gibbs_nb.jobs');
 my $max_version_id = $old->safe_psql('shop', 'SELECT max(version_id) FROM gibbs_nb.models');
 
@@ -98,6 +104,13 @@ is($new->safe_psql('shop', q{SET ROLE bob; SELECT string_agg(DISTINCT owner, ','
 	'bob', 'bob sees only his model\'s theta');
 is($new->safe_psql('shop', q{SELECT count(*) FROM alice.spam_labels}), '200',
 	'the labels table came back');
+like($doc_labels_before, qr/^450 /, 'before: each version keeps its documents\' labels (200 + 200 + 50)');
+is($new->safe_psql('shop', $doc_labels), $doc_labels_before, 'they come back, to the last digit');
+is($new->safe_psql('shop', q{SET ROLE alice; SELECT gibbs_nb_deploy('spam', 1);
+                             SELECT DISTINCT version FROM alice.spam_labels}), "1\n1",
+	'alice deploys version 1 from them: its labels table holds version 1');
+is($new->safe_psql('shop', q{SET ROLE alice; SELECT gibbs_nb_deploy('spam', NULL)}), '2',
+	'and goes back to the latest');
 
 # Owner names came back registered in the old cluster: taken at their word
 # until the role trains again, which registers its name with its OID here.

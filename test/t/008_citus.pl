@@ -26,6 +26,7 @@ use File::Basename qw(dirname);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use GibbsNbTest;
 
 my $pkglibdir = `pg_config --pkglibdir`;
 chomp $pkglibdir;
@@ -147,12 +148,18 @@ like($err, qr/permission denied for function gibbs_nb_citus_distribute/,
 ($ret, $out, $err) = $workers[0]->psql('postgres', 'SELECT gibbs_nb_citus_distribute()');
 like($err, qr/runs on the Citus coordinator/, 'and for the coordinator');
 is($coord->safe_psql('postgres', 'SELECT * FROM gibbs_nb_citus_distribute()'),
-	'gibbs_nb.packed', 'it makes gibbs_nb.packed a reference table');
+	"gibbs_nb.packed\ngibbs_nb.document_labels",
+	'it makes gibbs_nb.packed a reference table and distributes gibbs_nb.document_labels');
 is($coord->safe_psql('postgres', 'SELECT count(*) FROM gibbs_nb_citus_distribute()'),
 	'0', 'once');
 is($coord->safe_psql('postgres',
 		"SELECT partmethod FROM pg_dist_partition WHERE logicalrelid = 'gibbs_nb.packed'::regclass"),
 	'n', 'gibbs_nb.packed is a reference table');
+is($coord->safe_psql('postgres', q{
+  SELECT partmethod::text || ' ' || column_to_column_name(logicalrelid, partkey)
+  FROM pg_dist_partition WHERE logicalrelid = 'gibbs_nb.document_labels'::regclass}),
+	'h id', 'gibbs_nb.document_labels is distributed by the documents\' ids');
+create_doc_labels($coord);
 
 # --- training from the distributed source, as alice ---
 sub alice
@@ -184,9 +191,9 @@ is(alice(q{SELECT status FROM gibbs_nb_train('spam_blocked_local', 'mail_local',
                                              gamma_theta => NULL)}),
 	'succeeded', 'and on the local copy');
 is(alice(q{
-  SELECT (SELECT row(classes, log_pi, tokens, log_theta, label_probabilities) FROM gibbs_nb.packed
+  SELECT (SELECT row(classes, log_pi, tokens, log_theta, public.doc_labels(version_id)) FROM gibbs_nb.packed
           WHERE model_name = 'spam_blocked')
-       = (SELECT row(classes, log_pi, tokens, log_theta, label_probabilities) FROM gibbs_nb.packed
+       = (SELECT row(classes, log_pi, tokens, log_theta, public.doc_labels(version_id)) FROM gibbs_nb.packed
           WHERE model_name = 'spam_blocked_local')
      AND (SELECT row(log_likelihood, ess, gamma_theta) FROM gibbs_nb.models WHERE model_name = 'spam_blocked')
        = (SELECT row(log_likelihood, ess, gamma_theta) FROM gibbs_nb.models
@@ -275,9 +282,9 @@ $coord->safe_psql('postgres', 'ALTER ROLE alice RESET gibbs_nb.max_job_memory');
 is(alice("SELECT status FROM gibbs_nb_train('bulk_local', 'bulk_local', 'tokens', 'label', $bulk_train)"),
 	'succeeded', 'with room, on one node');
 is(alice(q{
-  SELECT (SELECT row(log_pi, tokens, log_theta, label_ids, label_probabilities, word_counts)
+  SELECT (SELECT row(log_pi, tokens, log_theta, public.doc_labels(version_id), word_counts)
           FROM gibbs_nb.packed WHERE model_name = 'bulk')
-       = (SELECT row(log_pi, tokens, log_theta, label_ids, label_probabilities, word_counts)
+       = (SELECT row(log_pi, tokens, log_theta, public.doc_labels(version_id), word_counts)
           FROM gibbs_nb.packed WHERE model_name = 'bulk_local')}),
 	't', 'the same model from the cluster');
 
@@ -298,14 +305,14 @@ foreach my $source ('bulk', 'bulk_local')
 		"its warm retrain");
 }
 is(alice(q{
-  SELECT string_agg((p.log_theta = s.log_theta AND p.label_probabilities = s.label_probabilities)::text,
+  SELECT string_agg((p.log_theta = s.log_theta AND public.doc_labels(p.version_id) = public.doc_labels(s.version_id))::text,
                     ' ' ORDER BY p.version)
   FROM gibbs_nb.packed p JOIN gibbs_nb.packed s USING (version)
   WHERE p.model_name = 'warm_bulk' AND s.model_name = 'warm_bulk_local'}),
 	'true true', 'the cluster\'s versions, cold and warm, are the local ones');
 is(alice(q{
-  SELECT (SELECT label_probabilities FROM gibbs_nb.packed WHERE model_name = 'warm_bulk' AND version = 1)
-       = (SELECT label_probabilities FROM gibbs_nb.packed WHERE model_name = 'warm_bulk' AND version = 2)}),
+  SELECT (SELECT public.doc_labels(version_id) FROM gibbs_nb.packed WHERE model_name = 'warm_bulk' AND version = 1)
+       = (SELECT public.doc_labels(version_id) FROM gibbs_nb.packed WHERE model_name = 'warm_bulk' AND version = 2)}),
 	'f', 'and the warm start made a difference');
 
 # retention in the transaction that writes the version's row by COPY to the
@@ -343,9 +350,9 @@ is(alice(q{
   FROM gibbs_nb.models WHERE model_name IN ('misfit', 'misfit_local')}),
 	'0 true, 0 true', 'both are the labels-only model');
 is(alice(q{
-  SELECT (SELECT row(log_pi, log_theta, label_ids, label_probabilities) FROM gibbs_nb.packed
+  SELECT (SELECT row(log_pi, log_theta, public.doc_labels(version_id)) FROM gibbs_nb.packed
           WHERE model_name = 'misfit')
-       = (SELECT row(log_pi, log_theta, label_ids, label_probabilities) FROM gibbs_nb.packed
+       = (SELECT row(log_pi, log_theta, public.doc_labels(version_id)) FROM gibbs_nb.packed
           WHERE model_name = 'misfit_local')}),
 	't', 'the same labels-only model and probabilities from the cluster');
 
@@ -372,8 +379,8 @@ is(alice(q{
   FROM gibbs_nb.models WHERE model_name IN ('many', 'many_local')}),
 	'0.6635 0.6635, 0.6635 0.6635', 'the label check scores the same 2,000 documents');
 is(alice(q{
-  SELECT (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'many')
-       = (SELECT row(log_theta, label_probabilities) FROM gibbs_nb.packed WHERE model_name = 'many_local')}),
+  SELECT (SELECT row(log_theta, public.doc_labels(version_id)) FROM gibbs_nb.packed WHERE model_name = 'many')
+       = (SELECT row(log_theta, public.doc_labels(version_id)) FROM gibbs_nb.packed WHERE model_name = 'many_local')}),
 	't', 'and the same model');
 
 # gibbs_nb.theta, a view of the reference table, on the coordinator and on a
@@ -392,6 +399,19 @@ is($workers[0]->safe_psql('postgres', sprintf($theta_q, 'spam'), extra_params =>
 	$theta_spam, 'and the same on a worker');
 is($coord->safe_psql('postgres', q{SELECT count(*) FROM gibbs_nb.theta}, extra_params => [ '-U', 'bob' ]),
 	'0', 'bob sees no theta rows of alice\'s');
+# the documents' labels are on the workers' shards; their row security holds
+# there as on one node
+is(alice(q{SELECT (SELECT count(*) FROM gibbs_nb.document_labels d JOIN gibbs_nb.packed p USING (version_id)
+                   WHERE p.model_name = 'spam' AND p.version = 1)
+                = (SELECT n_documents FROM gibbs_nb.models WHERE model_name = 'spam' AND version = 1)}),
+	't', "alice sees her version's documents' labels, one row a document");
+is($coord->safe_psql('postgres', q{SELECT count(*) FROM gibbs_nb.document_labels},
+		extra_params => [ '-U', 'bob' ]),
+	'0', 'bob sees none of them');
+is($coord->safe_psql('postgres', q{
+  SELECT count(DISTINCT nodeport) FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid)
+  WHERE s.logicalrelid = 'gibbs_nb.document_labels'::regclass}),
+	'2', 'their shards are on both workers');
 is($coord->safe_psql('postgres', q{
   SELECT l.partmethod::text || ' ' || (l.colocationid = s.colocationid)::text
   FROM pg_dist_partition l, pg_dist_partition s

@@ -24,6 +24,7 @@ $node->append_conf('postgresql.conf',
 	  . "gibbs_nb.max_jobs_per_role = 0\ngibbs_nb.max_jobs_per_login = 0\n");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION gibbs_nb');
+create_doc_labels($node);
 create_docs($node, 'public.docs');
 
 my $no_workers = q{SELECT count(*) = 0 FROM pg_stat_activity
@@ -58,7 +59,7 @@ sub same_model
 	my ($first, $second) = @_;
 	return $node->safe_psql('postgres', qq{
 	  SELECT p.log_theta = s.log_theta AND p.log_pi = s.log_pi
-	         AND p.label_probabilities = s.label_probabilities
+	         AND public.doc_labels(p.version_id) = public.doc_labels(s.version_id)
 	  FROM gibbs_nb.packed p, gibbs_nb.packed s
 	  WHERE p.model_name = '$first' AND s.model_name = '$second'});
 }

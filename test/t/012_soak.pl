@@ -295,6 +295,10 @@ is( $node->safe_psql('postgres', q{
                         WHERE p.owner = m.owner AND p.model_name = m.model_name
                           AND p.version = m.version)}),
 	'0', 'no packed row without its version');
+is( $node->safe_psql('postgres', q{
+      SELECT count(*) FROM gibbs_nb.document_labels d
+      WHERE NOT EXISTS (SELECT FROM gibbs_nb.models m WHERE m.version_id = d.version_id)}),
+	'0', 'no document labels without their version');
 my $labels_problems = 0;
 for my $row (split /\n/, $node->safe_psql('postgres', q{
       SELECT labels_table::oid || ' ' || serving_version FROM gibbs_nb_models
