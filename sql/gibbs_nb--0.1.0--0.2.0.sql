@@ -220,6 +220,8 @@ CREATE TABLE gibbs_nb.document_labels (
     probabilities float8[] NOT NULL
 );
 CREATE INDEX document_labels_version_idx ON gibbs_nb.document_labels (version_id);
+-- no key: logical replication (a Citus shard move) replicates its deletes by whole rows
+ALTER TABLE gibbs_nb.document_labels REPLICA IDENTITY FULL;
 REVOKE ALL ON gibbs_nb.document_labels FROM PUBLIC;
 GRANT SELECT ON gibbs_nb.document_labels TO PUBLIC;
 ALTER TABLE gibbs_nb.document_labels ENABLE ROW LEVEL SECURITY;
@@ -955,13 +957,15 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition d
                    WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'gibbs_nb.document_labels'::pg_catalog.regclass) THEN
-        PERFORM pg_catalog.create_distributed_table('gibbs_nb.document_labels'::pg_catalog.regclass, 'id');
+        -- in no user table's colocation group (a group moves as one)
+        PERFORM pg_catalog.create_distributed_table('gibbs_nb.document_labels'::pg_catalog.regclass, 'id',
+                                                    colocate_with => 'none');
         RETURN NEXT 'gibbs_nb.document_labels'::pg_catalog.regclass;
     END IF;
 END $$;
 REVOKE ALL ON FUNCTION gibbs_nb_citus_distribute() FROM PUBLIC;
 COMMENT ON FUNCTION gibbs_nb_citus_distribute()
-    IS 'on a Citus coordinator (superuser, once): the models become a reference table, so prediction runs on every node';
+    IS 'on a Citus coordinator (superuser, once): the models become a reference table, so prediction runs on every node, and the documents'' labels a table distributed by id';
 
 --
 -- DROP EXTENSION gibbs_nb waits for no job: it is refused while jobs run.

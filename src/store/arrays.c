@@ -32,6 +32,7 @@
 #include "utils/memutils.h"
 #include "utils/regproc.h"
 #include "utils/array.h"
+#include "utils/datum.h"
 #include "utils/float.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -169,4 +170,23 @@ gnb_int4_array(const int32 *values, int n)
 	if (n > 0)
 		memcpy(data, values, sizeof(int32) * n);
 	return a;
+}
+
+/*
+ * How many of the n documents whose ids start at ids go in one batch of
+ * label rows (GNB_LABELS_BATCH, GNB_LABELS_BATCH_BYTES): at least one.  The
+ * ids as held (not toasted: read by the worker, or made by deploy).
+ */
+int32
+gnb_labels_batch_size(const Datum *ids, int64 n, int32 n_classes, int16 typlen, bool typbyval)
+{
+	Size		bytes = 0;
+	int32		count = 0;
+
+	while (count < n && count < GNB_LABELS_BATCH && (count == 0 || bytes <= GNB_LABELS_BATCH_BYTES))
+	{
+		bytes += datumGetSize(ids[count], typbyval, typlen) + sizeof(double) * n_classes;
+		count++;
+	}
+	return count;
 }

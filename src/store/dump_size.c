@@ -52,6 +52,7 @@
 #define INT8_TEXT_MAX 20
 /* the packed row's other columns: names, numbers, braces */
 #define PACKED_FIXED_TEXT (16 * 1024)
+#define PACKED_HINT "Train with fewer distinct tokens: a tokenizer that drops rare ones, or a sample of the documents."
 
 /*
  * The longest a text[] element of these bytes is in a dump: as array_out
@@ -98,9 +99,12 @@ add_token_dump_bytes(void *arg, const char *str, int len, int32 count)
 	*(uint64 *) arg += element_dump_bytes(str, len);
 }
 
-/* Refuse a version one of whose rows would be longer than a row may be. */
+/*
+ * Refuse a version one of whose rows would be longer than a row may be
+ * (hint: what would make it shorter).
+ */
 static void
-check_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents)
+check_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents, const char *hint)
 {
 	if (bytes > GNB_DUMP_ROW_MAX)
 		ereport(ERROR,
@@ -109,7 +113,7 @@ check_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents)
 						bytes, GNB_DUMP_ROW_MAX),
 				 errdetail("pg_dump writes a row as one piece of text; a longer row makes every backup of the database fail.  The model has " INT64_FORMAT " tokens and %d classes, for " INT64_FORMAT " documents.",
 						   n_words, n_classes, n_documents),
-				 errhint("Train on fewer documents (a sample), or with fewer distinct tokens.")));
+				 errhint("%s", hint)));
 }
 
 /* How many documents' labels publish stores: doc_labels' count (publish.c) */
@@ -190,10 +194,10 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
 	bytes += (uint64) (K + V * K) * (FLOAT8_TEXT_MAX + 1);
 	bytes += (uint64) V * (INT8_TEXT_MAX + 1);
 	gnb_each_token(PointerGetDatum(corpus->tokens), false, add_token_dump_bytes, &bytes);
-	check_row(bytes, V, K, n_labels);
+	check_row(bytes, V, K, n_labels, PACKED_HINT);
 	/* a document's row: its id and probabilities (the owner is a role's name) */
 	check_row(PACKED_FIXED_TEXT + longest_id_bytes + (uint64) K * (FLOAT8_TEXT_MAX + 1),
-			  V, K, n_labels);
+			  V, K, n_labels, "Give the documents shorter ids.");
 }
 
 /* The same for an imported model (which stores no documents' labels). */
@@ -210,5 +214,5 @@ gnb_check_image_dumpable(const GnbModelImage *img)
 		bytes += element_dump_bytes(img->word_str[w], img->word_len[w]);
 	bytes += (uint64) (K + V * K) * (FLOAT8_TEXT_MAX + 1);
 	bytes += (uint64) V * (INT8_TEXT_MAX + 1);
-	check_row(bytes, V, K, 0);
+	check_row(bytes, V, K, 0, PACKED_HINT);
 }

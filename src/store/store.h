@@ -60,14 +60,21 @@ extern struct ArrayType *gnb_text_array_strided(const char *const *strs, size_t 
 												  const int32 *lens, int n);
 extern struct ArrayType *gnb_int4_array(const int32 *values, int n);
 extern struct ArrayType *gnb_fixed_array(Oid elmtype, int elmlen, int64 n, void **data);
+extern int32 gnb_labels_batch_size(const Datum *ids, int64 n, int32 n_classes, int16 typlen,
+								   bool typbyval);
 
 /*
  * Documents' labels are written a batch at a time: a batch's ids as an
- * array, and its probabilities as one row-major array, K a document.
- * GNB_BATCH_ROW_SQL(probs, o, k) is the SQL of the o-th document's K of
- * them (o from 1, a slice: its bounds renumbered from 1).
+ * array, and its probabilities as one row-major array, K a document; at
+ * most GNB_LABELS_BATCH documents, and documents are added while their ids
+ * and probabilities take at most GNB_LABELS_BATCH_BYTES (an array is at
+ * most 1 GB; ids may be long: one id of at most the dump's bound past it).  GNB_BATCH_ROW_SQL(probs, o, k) is the SQL of the o-th
+ * document's K of them (o from 1, a slice: its bounds renumbered from 1).
+ * They are read GNB_LABELS_FETCH rows at a time.
  */
 #define GNB_LABELS_BATCH 50000
+#define GNB_LABELS_BATCH_BYTES (64 * 1024 * 1024)
+#define GNB_LABELS_FETCH 10000
 #define GNB_BATCH_ROW_SQL(probs, o, k) \
 	probs "[((" o " OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) " k \
 	" OPERATOR(pg_catalog.+) 1)::pg_catalog.int4 : (" o " OPERATOR(pg_catalog.*) " k \

@@ -297,8 +297,10 @@ cmp_warm_id(const void *a, const void *b)
 /*
  * What gnb_store_warm_start(version_id, ...) holds at most, in bytes: the
  * previous version's ids and a search entry an id (their probabilities are
- * not kept); 0 if the version keeps no labels.  Read as the caller.  SPI
- * connected.
+ * not kept), in buffers that double as they fill (up to twice what they
+ * hold), and a fetch of the rows they are read from
+ * (gnb_store_each_document_label); 0 if the version keeps no labels.  Read
+ * as the caller.  SPI connected.
  */
 double
 gnb_store_warm_start_memory(int64 version_id)
@@ -307,18 +309,22 @@ gnb_store_warm_start_memory(int64 version_id)
 	Datum		args[1] = {Int64GetDatum(version_id)};
 	bool		isnull;
 	double		n_ids,
+				rows_bytes,
 				ids_bytes;
 
 	gnb_execute("SELECT pg_catalog.count(*)::pg_catalog.float8, "
+				"pg_catalog.sum(pg_catalog.octet_length(id) OPERATOR(pg_catalog.+) "
+				"pg_catalog.pg_column_size(probabilities))::pg_catalog.float8, "
 				"pg_catalog.sum(pg_catalog.octet_length(id))::pg_catalog.float8 "
 				"FROM gibbs_nb.document_labels WHERE version_id OPERATOR(pg_catalog.=) $1",
 				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
 	n_ids = DatumGetFloat8(gnb_result_value(1, &isnull));
-	ids_bytes = DatumGetFloat8(gnb_result_value(2, &isnull));
+	rows_bytes = DatumGetFloat8(gnb_result_value(2, &isnull));
+	ids_bytes = DatumGetFloat8(gnb_result_value(3, &isnull));
 	if (isnull || n_ids == 0.0)
 		return 0.0;
-	/* the buffers double as they fill: up to twice what they hold */
-	return 2.0 * (ids_bytes + sizeof(WarmId) * n_ids) + 1024.0;
+	return 2.0 * (ids_bytes + sizeof(WarmId) * n_ids) +
+		Min(n_ids, GNB_LABELS_FETCH) * (rows_bytes / n_ids + 64.0) + 1024.0;
 }
 
 /* What warm_id adds each of the previous version's documents to. */

@@ -32,6 +32,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/portal.h"
 #include "utils/regproc.h"
 #include "utils/array.h"
 #include "utils/float.h"
@@ -104,25 +105,31 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
 
 	level = gnb_pin_id_text_format();
 	getTypeOutputInfo(params->source.id_type, &output, &varlena);
-	for (int64 start = 0; start < labels->n; start += GNB_LABELS_BATCH)
+	for (int64 start = 0, n; start < labels->n; start += n)
 	{
-		int32		n = (int32) Min(GNB_LABELS_BATCH, labels->n - start);
 		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-		char	  **ids = palloc(sizeof(char *) * n);
+		int32		room = (int32) Min(GNB_LABELS_BATCH, labels->n - start);
+		char	  **ids = palloc(sizeof(char *) * room);
+		Size		bytes = 0;
 		Datum		values[5];
 
-		for (int32 i = 0; i < n; i++)
-			ids[i] = OidOutputFunctionCall(output, labels->ids[start + i]);
+		/* a batch's ids' text and probabilities in at most GNB_LABELS_BATCH_BYTES */
+		for (n = 0; n < room && (n == 0 || bytes <= GNB_LABELS_BATCH_BYTES); n++)
+		{
+			ids[n] = OidOutputFunctionCall(output, labels->ids[start + n]);
+			bytes += strlen(ids[n]) + sizeof(double) * K;
+		}
 		values[0] = Int64GetDatum(version_id);
 		values[1] = CStringGetTextDatum(params->model_owner);
 		values[2] = PointerGetDatum(gnb_text_array(ids, n));
 		values[3] = PointerGetDatum(gnb_float8_array(labels->probs + start * K, n * K));
 		values[4] = Int64GetDatum(K);
 		MemoryContextSwitchTo(old);
-		gnb_execute("INSERT INTO gibbs_nb.document_labels (version_id, owner, id, probabilities) "
-					"SELECT $1, $2, u.id, " GNB_BATCH_ROW_SQL("$4", "u.o", "$5") " "
-					"FROM ROWS FROM (pg_catalog.unnest($3)) WITH ORDINALITY AS u(id, o)",
-					5, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT, 0);
+		/* not folded into the plan: that copied the arrays once more */
+		gnb_execute_unfolded("INSERT INTO gibbs_nb.document_labels (version_id, owner, id, probabilities) "
+							 "SELECT $1, $2, u.id, " GNB_BATCH_ROW_SQL("$4", "u.o", "$5") " "
+							 "FROM ROWS FROM (pg_catalog.unnest($3)) WITH ORDINALITY AS u(id, o)",
+							 5, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_INSERT);
 		MemoryContextReset(batch_cxt);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -134,10 +141,16 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
  * Call fn(arg, id, probabilities, n_probabilities) for each of a version's
  * gibbs_nb.document_labels rows, in no particular order: read as the
  * current user (row security applies: a model's owner sees its rows) by a
- * cursor, GNB_LABELS_BATCH rows at a time, so that a version's rows are
- * never all held at once.  A row's values are gone after fn returns.  A
- * row whose probabilities are not a one-dimensional array of numbers is an
- * error.  Returns how many rows.  SPI connected.
+ * cursor, GNB_LABELS_FETCH rows at a time, so that a version's rows are
+ * never all held at once; fn runs in the caller's memory context, and a
+ * row's values are gone after it returns.  A row whose probabilities are
+ * not a one-dimensional array of numbers is an error.  Returns how many
+ * rows.  SPI connected.
+ *
+ * fn may run a user's code (deploy's ids are made by the labels table's id
+ * type's input, a domain's CHECK perhaps), which must neither close the
+ * cursor under the loop (it is pinned: CLOSE fails) nor read rows of it
+ * (the cursor's position is checked after each fetch).
  */
 int64
 gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg)
@@ -146,6 +159,9 @@ gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg
 	Datum		values[1] = {Int64GetDatum(version_id)};
 	GnbPrivilegeState priv;
 	Portal		portal;
+	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext,
+												  "gibbs_nb document label",
+												  ALLOCSET_DEFAULT_SIZES);
 	int64		n = 0;
 
 	gnb_pin_search_path(&priv);
@@ -154,31 +170,43 @@ gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg
 									   "WHERE version_id OPERATOR(pg_catalog.=) $1",
 									   1, types, values, NULL, false, CURSOR_OPT_NO_SCROLL);
 	gnb_restore_user(&priv);
+	PinPortal(portal);
 	for (;;)
 	{
 		gnb_pin_search_path(&priv);
-		SPI_cursor_fetch(portal, true, GNB_LABELS_BATCH);
+		SPI_cursor_fetch(portal, true, GNB_LABELS_FETCH);
 		gnb_restore_user(&priv);
+		if (portal->portalPos != (uint64) n + SPI_processed)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("a version's documents' labels were read by another statement while gibbs_nb read them"),
+					 errdetail("The version's id is " INT64_FORMAT ".", version_id)));
 		if (SPI_processed == 0)
 			break;
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			HeapTuple	tuple = SPI_tuptable->vals[i];
 			bool		isnull;
+			MemoryContext old = MemoryContextSwitchTo(row_cxt);
+			/* (detoasted, or copied out of a short header, in row_cxt) */
 			text	   *id = DatumGetTextPP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
 			ArrayType  *probs = DatumGetArrayTypeP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2,
 																 &isnull));
 
+			MemoryContextSwitchTo(old);
 			if (ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) || ARR_ELEMTYPE(probs) != FLOAT8OID)
 				elog(ERROR, "gibbs_nb.document_labels row of version " INT64_FORMAT " is malformed",
 					 version_id);
 			fn(arg, id, (const double *) ARR_DATA_PTR(probs), ARR_DIMS(probs)[0]);
+			MemoryContextReset(row_cxt);
 		}
 		n += SPI_processed;
 		SPI_freetuptable(SPI_tuptable);
 		CHECK_FOR_INTERRUPTS();
 	}
+	UnpinPortal(portal);
 	SPI_cursor_close(portal);
+	MemoryContextDelete(row_cxt);
 	return n;
 }
 

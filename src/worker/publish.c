@@ -607,16 +607,19 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 					  "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) "
 					  "WITH ORDINALITY AS u(id, label, p, o)",
 					  qualified);
-	for (int64 start = 0; start < dl->n; start += GNB_LABELS_BATCH)
+	for (int64 start = 0, n; start < dl->n; start += n)
 	{
-		int32		n = (int32) Min(GNB_LABELS_BATCH, dl->n - start);
 		MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-		char	  **labels = palloc(sizeof(char *) * n);
-		double	   *best = palloc(sizeof(double) * n);
-		/* a copy: construct_array detoasts its elements in place */
-		Datum	   *ids = palloc(sizeof(Datum) * n);
+		char	  **labels;
+		double	   *best;
+		Datum	   *ids;
 		Datum		values[6];
 
+		n = gnb_labels_batch_size(dl->ids + start, dl->n - start, K, typlen, typbyval);
+		labels = palloc(sizeof(char *) * n);
+		best = palloc(sizeof(double) * n);
+		/* a copy: construct_array detoasts its elements in place */
+		ids = palloc(sizeof(Datum) * n);
 		for (int32 i = 0; i < n; i++)
 		{
 			const double *p = dl->probs + (start + i) * K;

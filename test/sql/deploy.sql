@@ -86,6 +86,26 @@ RESET datestyle;
 SELECT gibbs_nb_drop('dd');
 DROP TABLE ddate, dd_v1;
 
+-- more documents than a batch of rows (50,000) and a fetch of them (10,000):
+-- their labels written in two batches, read back in six fetches, all of them
+-- deployed
+CREATE TABLE dbig AS
+SELECT i AS id, ARRAY['w' || i % 7, 'v' || i % 3] AS tokens,
+       CASE WHEN i <= 200 THEN CASE WHEN i % 7 < 3 THEN 'a' ELSE 'b' END END AS label
+FROM generate_series(1, 50001) i;
+SELECT version FROM gibbs_nb_train('big', 'dbig', 'tokens', 'label', sweeps => 2, seed => 1);
+CREATE TABLE big_v1 AS SELECT * FROM big_labels;
+SELECT count(*) AS document_labels FROM gibbs_nb.document_labels d JOIN gibbs_nb.models m USING (version_id)
+WHERE m.model_name = 'big';
+SELECT version FROM gibbs_nb_retrain('big');
+SELECT gibbs_nb_deploy('big', 1);
+SELECT count(*) AS rows, min(version), max(version) FROM big_labels;
+SELECT count(*) AS differ_from_v1
+FROM big_labels l FULL JOIN big_v1 o USING (id)
+WHERE l.label IS DISTINCT FROM o.label OR l.probabilities IS DISTINCT FROM o.probabilities;
+SELECT gibbs_nb_drop('big');
+DROP TABLE dbig, big_v1;
+
 -- errors
 SELECT try($$SELECT gibbs_nb_deploy('dm', 99)$$);
 SELECT try($$SELECT gibbs_nb_deploy('nope', 1)$$);

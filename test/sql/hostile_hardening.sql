@@ -494,6 +494,52 @@ SET ROLE gnb_h_victim;
 SELECT gibbs_nb_deploy('tm', NULL) AS deployed_again;
 RESET ROLE;
 SELECT ran_as, op FROM public.hh_runs GROUP BY 1, 2 ORDER BY 1, 2;
+-- nor close, nor read from, the cursor a deploy reads the version's labels
+-- with (gibbs_nb.document_labels, 10,000 rows a fetch), which is open while
+-- the CHECK runs: a cursor closed under it was used after it was freed.
+-- CLOSE fails on it; rows read away fail the deploy, which changes nothing
+SET ROLE gnb_h_team;
+CREATE TABLE ht.many AS
+SELECT i AS id, ARRAY['w' || i % 5] AS tokens,
+       CASE WHEN i <= 10 THEN CASE WHEN i % 2 = 0 THEN 'spam' ELSE 'ham' END END AS label
+FROM generate_series(1, 10005) i;
+SELECT status FROM gibbs_nb_train('tmb', 'ht.many', 'tokens', 'label', sweeps => 2, seed => 1);
+RESET ROLE;
+SET ROLE gnb_h_mallory;
+CREATE FUNCTION hm.take_cursors(x int) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  names text[];
+  n text;
+  c refcursor;
+  r record;
+BEGIN
+  IF coalesce(current_setting('hm.cursor_op', true), '') = '' THEN
+    RETURN true;
+  END IF;
+  SELECT array_agg(name) INTO names FROM pg_catalog.pg_cursors;
+  FOREACH n IN ARRAY coalesce(names, '{}') LOOP
+    c := n;
+    IF current_setting('hm.cursor_op') = 'close' THEN
+      CLOSE c;
+    ELSE
+      FETCH c INTO r;
+    END IF;
+  END LOOP;
+  RETURN true;
+END $$;
+CREATE DOMAIN hm.taking_id AS int CHECK (hm.take_cursors(VALUE));
+ALTER TABLE ht.tmb_labels ALTER COLUMN id TYPE hm.taking_id;
+RESET ROLE;
+SET ROLE gnb_h_victim;
+SET hm.cursor_op = 'close';
+SELECT regexp_replace(try($$SELECT gibbs_nb_deploy('tmb', NULL)$$), 'portal \d+', 'portal N') AS closing;
+SET hm.cursor_op = 'fetch';
+SELECT try($$SELECT gibbs_nb_deploy('tmb', NULL)$$) AS reading;
+RESET hm.cursor_op;
+SELECT gibbs_nb_deploy('tmb', NULL) AS deployed_when_left_alone;
+SELECT count(*) AS rows, min(version) FROM ht.tmb_labels;
+SELECT gibbs_nb_drop('tmb') AS dropped;
+RESET ROLE;
 -- a labels table dropped and made again by a member's retrain is the group's
 SET ROLE gnb_h_mallory;
 DROP TABLE ht.tm_labels;
@@ -547,7 +593,13 @@ SELECT id, CASE WHEN id = 1 THEN ARRAY[repeat(E'\\', 268435456)] ELSE tokens END
 FROM hm.small;
 SELECT regexp_replace(try($$SELECT status FROM gibbs_nb_train('bs', 'hm.backslashes', 'tokens', 'label',
                                                sweeps => 2, seed => 1)$$), '\d{7,}', 'N', 'g') AS try;
--- a label of 1025 bytes: refused when training is asked for, and by the
+-- the same for a document's id: each document's labels are a row of their
+-- own (gibbs_nb.document_labels), and one id of 2^28 backslashes makes it 1 GB
+CREATE VIEW hm.backslash_id AS
+SELECT CASE WHEN id = 1 THEN repeat(E'\\', 268435456) ELSE id::text END AS id, tokens, label
+FROM hm.small;
+SELECT regexp_replace(try($$SELECT status FROM gibbs_nb_train('bs', 'hm.backslash_id', 'tokens', 'label',
+                                               sweeps => 2, seed => 1)$$), '\d{7,}', 'N', 'g') AS try;
 -- worker (here a view gives it to the worker only)
 CREATE VIEW hm.long_label AS
 SELECT id, tokens, CASE WHEN id = 2 THEN repeat('a', 1025) ELSE label END AS label FROM hm.small;

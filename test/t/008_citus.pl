@@ -147,6 +147,11 @@ like($err, qr/permission denied for function gibbs_nb_citus_distribute/,
 	'gibbs_nb_citus_distribute is for superusers');
 ($ret, $out, $err) = $workers[0]->psql('postgres', 'SELECT gibbs_nb_citus_distribute()');
 like($err, qr/runs on the Citus coordinator/, 'and for the coordinator');
+# a user's table distributed by text, of the shard count gibbs_nb's would have
+$coord->safe_psql('postgres', q{
+  CREATE TABLE public.text_keyed (k text PRIMARY KEY);
+  SELECT create_distributed_table('public.text_keyed', 'k');
+});
 is($coord->safe_psql('postgres', 'SELECT * FROM gibbs_nb_citus_distribute()'),
 	"gibbs_nb.packed\ngibbs_nb.document_labels",
 	'it makes gibbs_nb.packed a reference table and distributes gibbs_nb.document_labels');
@@ -159,6 +164,12 @@ is($coord->safe_psql('postgres', q{
   SELECT partmethod::text || ' ' || column_to_column_name(logicalrelid, partkey)
   FROM pg_dist_partition WHERE logicalrelid = 'gibbs_nb.document_labels'::regclass}),
 	'h id', 'gibbs_nb.document_labels is distributed by the documents\' ids');
+is($coord->safe_psql('postgres', q{
+  SELECT string_agg(logicalrelid::text, ',') FROM pg_dist_partition
+  WHERE colocationid = (SELECT colocationid FROM pg_dist_partition
+                        WHERE logicalrelid = 'gibbs_nb.document_labels'::regclass)}),
+	'gibbs_nb.document_labels', 'in a colocation group of its own (not the user\'s text-keyed table\'s)');
+$coord->safe_psql('postgres', 'DROP TABLE public.text_keyed');
 create_doc_labels($coord);
 
 # --- training from the distributed source, as alice ---
@@ -512,7 +523,13 @@ is(alice(q{
 	1, 'after gibbs_nb_deploy the workers predict with the deployed version');
 is(alice(q{SELECT version || ' ' || count(*) FROM spam_labels GROUP BY version}),
 	'1 403', 'and the distributed labels table follows');
+my $dropped_version = alice(q{SELECT version_id FROM gibbs_nb.models WHERE model_name = 'spam_local'});
+is(alice(qq{SELECT count(*) > 0 FROM gibbs_nb.document_labels WHERE version_id = $dropped_version}),
+	't', 'the version keeps its documents\' labels on the shards');
 is(alice(q{SELECT gibbs_nb_drop('spam_local')}), '1', 'gibbs_nb_drop (one version)');
+is($coord->safe_psql('postgres',
+		qq{SELECT count(*) FROM gibbs_nb.document_labels WHERE version_id = $dropped_version}),
+	'0', 'its documents\' labels are deleted from the shards');
 is($coord->safe_psql('postgres', "SELECT to_regclass('public.spam_local_labels') IS NULL"), 't',
 	'with its labels table');
 ($ret, $out, $err) = $coord->psql('postgres',
