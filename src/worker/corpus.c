@@ -42,7 +42,6 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
-#include "access/detoast.h"
 
 #include <math.h>
 #include <sys/mman.h>
@@ -206,7 +205,15 @@ keep_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, MemoryContext cx
 	if (b->id_typlen == -1)
 		check_value_size(b, params, id);
 	old = MemoryContextSwitchTo(cxt);
-	copy = datumCopy(id, b->id_typbyval, b->id_typlen);
+	/*
+	 * An id stored out of line is fetched now: the pointer would lead to
+	 * nothing once the row is deleted and vacuumed while the job samples
+	 * (publishing failed with XX001, "missing chunk number 0")
+	 */
+	if (b->id_typlen == -1 && VARATT_IS_EXTERNAL(DatumGetPointer(id)))
+		copy = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(id)));
+	else
+		copy = datumCopy(id, b->id_typbyval, b->id_typlen);
 	MemoryContextSwitchTo(old);
 	return copy;
 }

@@ -150,4 +150,39 @@ SELECT count(*) FROM gibbs_nb.theta WHERE model_name = 'longtok' AND token = rep
 SELECT gibbs_nb_drop('longtok');
 DROP TABLE longtok;
 
+-- ids stored out of line (2,240 bytes, STORAGE EXTERNAL), their table
+-- truncated while the job samples (its out-of-line values gone at once):
+-- the job kept the ids themselves, not pointers to them (publishing failed
+-- with XX001, "missing chunk number 0 for toast value")
+CREATE TABLE toasted_ids (id text PRIMARY KEY, tokens text[], label text);
+ALTER TABLE toasted_ids ALTER COLUMN id SET STORAGE EXTERNAL;
+INSERT INTO toasted_ids
+SELECT (SELECT string_agg(md5(i::text || '-' || k), '') FROM generate_series(1, 70) k),
+       array(SELECT 'w' || ((i * 7 + k * 13) % 50) FROM generate_series(1, 20) k),
+       CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END
+FROM generate_series(1, 300) i;
+CREATE TABLE toasted_before AS SELECT id FROM toasted_ids;
+-- bounded polling: until the job samples (its read committed), at most 60 s
+CREATE FUNCTION wait_for_sampling(j bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. 6000 LOOP
+    IF (SELECT sweep > 0 FROM gibbs_nb_jobs WHERE job_id = j) THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN false;
+END $$;
+SELECT job_id AS toasted_job
+FROM gibbs_nb_train('toasted', 'toasted_ids', 'tokens', 'label', sweeps => 200000, seed => 1,
+                    wait => false) \gset
+SELECT wait_for_sampling(:toasted_job) AS sampling;
+TRUNCATE toasted_ids;
+SELECT status, sqlstate, message FROM gibbs_nb_wait(:toasted_job);
+SELECT count(*) AS labelled_ids, count(*) FILTER (WHERE b.id IS NULL) AS unknown
+FROM toasted_labels l LEFT JOIN toasted_before b USING (id);
+SELECT gibbs_nb_drop('toasted');
+DROP TABLE toasted_ids, toasted_before;
+DROP FUNCTION wait_for_sampling(bigint);
+
 DROP EXTENSION gibbs_nb;
