@@ -220,8 +220,6 @@ CREATE TABLE gibbs_nb.document_labels (
     probabilities float8[] NOT NULL
 );
 CREATE INDEX document_labels_version_idx ON gibbs_nb.document_labels (version_id);
--- no key: logical replication (a Citus shard move) replicates its deletes by whole rows
-ALTER TABLE gibbs_nb.document_labels REPLICA IDENTITY FULL;
 REVOKE ALL ON gibbs_nb.document_labels FROM PUBLIC;
 GRANT SELECT ON gibbs_nb.document_labels TO PUBLIC;
 ALTER TABLE gibbs_nb.document_labels ENABLE ROW LEVEL SECURITY;
@@ -957,7 +955,9 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition d
                    WHERE d.logicalrelid OPERATOR(pg_catalog.=) 'gibbs_nb.document_labels'::pg_catalog.regclass) THEN
-        -- in no user table's colocation group (a group moves as one)
+        -- in no user table's colocation group (a group moves as one); no key,
+        -- so a shard move's logical replication finds deleted rows by all columns
+        ALTER TABLE gibbs_nb.document_labels REPLICA IDENTITY FULL;
         PERFORM pg_catalog.create_distributed_table('gibbs_nb.document_labels'::pg_catalog.regclass, 'id',
                                                     colocate_with => 'none');
         RETURN NEXT 'gibbs_nb.document_labels'::pg_catalog.regclass;

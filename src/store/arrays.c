@@ -33,6 +33,7 @@
 #include "utils/regproc.h"
 #include "utils/array.h"
 #include "utils/datum.h"
+#include "access/detoast.h"
 #include "utils/float.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -174,8 +175,7 @@ gnb_int4_array(const int32 *values, int n)
 
 /*
  * How many of the n documents whose ids start at ids go in one batch of
- * label rows (GNB_LABELS_BATCH, GNB_LABELS_BATCH_BYTES): at least one.  The
- * ids as held (not toasted: read by the worker, or made by deploy).
+ * label rows (GNB_LABELS_BATCH, GNB_LABELS_BATCH_BYTES): at least one.
  */
 int32
 gnb_labels_batch_size(const Datum *ids, int64 n, int32 n_classes, int16 typlen, bool typbyval)
@@ -183,9 +183,16 @@ gnb_labels_batch_size(const Datum *ids, int64 n, int32 n_classes, int16 typlen, 
 	Size		bytes = 0;
 	int32		count = 0;
 
-	while (count < n && count < GNB_LABELS_BATCH && (count == 0 || bytes <= GNB_LABELS_BATCH_BYTES))
+	while (count < n && count < GNB_LABELS_BATCH)
 	{
-		bytes += datumGetSize(ids[count], typbyval, typlen) + sizeof(double) * n_classes;
+		/* a varlena id as the array will hold it: expanded if compressed or toasted */
+		Size		size = (typlen == -1 ? toast_raw_datum_size(ids[count]) :
+							datumGetSize(ids[count], typbyval, typlen)) +
+			sizeof(double) * n_classes;
+
+		if (count > 0 && bytes + size > GNB_LABELS_BATCH_BYTES)
+			break;
+		bytes += size;
 		count++;
 	}
 	return count;

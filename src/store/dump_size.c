@@ -92,6 +92,39 @@ element_dump_bytes(const char *str, int len)
 	return n;
 }
 
+/*
+ * The longest a text column of these bytes is in a dump: as COPY escapes it
+ * (\ doubled; \b \f \n \r \t \v as two characters) or an INSERT's literal
+ * does (' doubled), with the literal's quotes.  (A document's id is a
+ * column of its own, not an array's element.)
+ */
+static uint64
+column_dump_bytes(const char *str, int len)
+{
+	uint64		n = 2;
+
+	for (int i = 0; i < len; i++)
+	{
+		switch (str[i])
+		{
+			case '\\':
+			case '\'':
+			case '\b':
+			case '\f':
+			case '\n':
+			case '\r':
+			case '\t':
+			case '\v':
+				n += 2;
+				break;
+			default:
+				n += 1;
+				break;
+		}
+	}
+	return n;
+}
+
 /* element_dump_bytes as a gnb_token_fn: adds to the uint64 at arg */
 static void
 add_token_dump_bytes(void *arg, const char *str, int len, int32 count)
@@ -158,7 +191,7 @@ gnb_corpus_longest_id_dump_bytes(const GnbJobParams *params, const GnbCorpus *co
 		else
 			id = corpus->holdout_ids[i - corpus->n_labeled - corpus->n_docs];
 		text = OidOutputFunctionCall(output, id);
-		longest = Max(longest, element_dump_bytes(text, strlen(text)));
+		longest = Max(longest, column_dump_bytes(text, strlen(text)));
 		if ((i & 1023) == 1023)
 		{
 			CHECK_FOR_INTERRUPTS();

@@ -265,7 +265,7 @@ typedef struct DeployLabels
 {
 	GnbDocLabels *dl;
 	int64		allocated;		/* documents dl has room for */
-	Oid			input;			/* the labels table's id type's input */
+	FmgrInfo	input;			/* the labels table's id type's input, looked up once */
 	Oid			ioparam;
 	const char *model_name;
 	int32		version;
@@ -289,7 +289,7 @@ deploy_label(void *arg, const struct varlena *id, const double *probs, int n_pro
 		dl->probs = repalloc_huge(dl->probs, sizeof(double) * d->allocated * K);
 	}
 	str = text_to_cstring((const text *) id);
-	dl->ids[dl->n] = OidInputFunctionCall(d->input, str, d->ioparam, -1);
+	dl->ids[dl->n] = InputFunctionCall(&d->input, str, d->ioparam, -1);
 	pfree(str);
 	memcpy(dl->probs + dl->n * K, probs, sizeof(double) * K);
 	dl->n++;
@@ -315,6 +315,7 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 	int			K;
 	int64		version_id;
 	DeployLabels d;
+	Oid			input;
 	int			level;
 
 	gnb_execute("SELECT p.classes, p.version_id, "
@@ -344,7 +345,9 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 	d.allocated = 1024;
 	dl->ids = palloc(sizeof(Datum) * d.allocated);
 	dl->probs = palloc(sizeof(double) * d.allocated * K);
-	getTypeInputInfo(*id_type, &d.input, &d.ioparam);
+	getTypeInputInfo(*id_type, &input, &d.ioparam);
+	/* once: a domain's input keeps its CHECK's state across calls (fn_extra) */
+	fmgr_info(input, &d.input);
 	d.model_name = model_name;
 	d.version = version;
 	level = gnb_pin_id_text_format();

@@ -66,9 +66,9 @@ extern int32 gnb_labels_batch_size(const Datum *ids, int64 n, int32 n_classes, i
 /*
  * Documents' labels are written a batch at a time: a batch's ids as an
  * array, and its probabilities as one row-major array, K a document; at
- * most GNB_LABELS_BATCH documents, and documents are added while their ids
- * and probabilities take at most GNB_LABELS_BATCH_BYTES (an array is at
- * most 1 GB; ids may be long: one id of at most the dump's bound past it).  GNB_BATCH_ROW_SQL(probs, o, k) is the SQL of the o-th
+ * most GNB_LABELS_BATCH documents whose ids and probabilities take at most
+ * GNB_LABELS_BATCH_BYTES (an array is at most 1 GB; ids may be long), or
+ * one document alone.  GNB_BATCH_ROW_SQL(probs, o, k) is the SQL of the o-th
  * document's K of them (o from 1, a slice: its bounds renumbered from 1).
  * They are read GNB_LABELS_FETCH rows at a time.
  */

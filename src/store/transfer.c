@@ -299,7 +299,9 @@ cmp_warm_id(const void *a, const void *b)
  * previous version's ids and a search entry an id (their probabilities are
  * not kept), in buffers that double as they fill (up to twice what they
  * hold), and a fetch of the rows they are read from
- * (gnb_store_each_document_label); 0 if the version keeps no labels.  Read
+ * (gnb_store_each_document_label: a row's tuple, its other columns and its
+ * pointer some 160 bytes besides its id and probabilities); 0 if the
+ * version keeps no labels.  Read
  * as the caller.  SPI connected.
  */
 double
@@ -324,7 +326,7 @@ gnb_store_warm_start_memory(int64 version_id)
 	if (isnull || n_ids == 0.0)
 		return 0.0;
 	return 2.0 * (ids_bytes + sizeof(WarmId) * n_ids) +
-		Min(n_ids, GNB_LABELS_FETCH) * (rows_bytes / n_ids + 64.0) + 1024.0;
+		Min(n_ids, GNB_LABELS_FETCH) * (rows_bytes / n_ids + 160.0) + 1024.0;
 }
 
 /* What warm_id adds each of the previous version's documents to. */

@@ -114,10 +114,15 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
 		Datum		values[5];
 
 		/* a batch's ids' text and probabilities in at most GNB_LABELS_BATCH_BYTES */
-		for (n = 0; n < room && (n == 0 || bytes <= GNB_LABELS_BATCH_BYTES); n++)
+		for (n = 0; n < room; n++)
 		{
-			ids[n] = OidOutputFunctionCall(output, labels->ids[start + n]);
-			bytes += strlen(ids[n]) + sizeof(double) * K;
+			char	   *id = OidOutputFunctionCall(output, labels->ids[start + n]);
+			Size		size = strlen(id) + sizeof(double) * K;
+
+			if (n > 0 && bytes + size > GNB_LABELS_BATCH_BYTES)
+				break;			/* (made again for the next batch) */
+			ids[n] = id;
+			bytes += size;
 		}
 		values[0] = Int64GetDatum(version_id);
 		values[1] = CStringGetTextDatum(params->model_owner);
@@ -188,7 +193,7 @@ gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg
 			HeapTuple	tuple = SPI_tuptable->vals[i];
 			bool		isnull;
 			MemoryContext old = MemoryContextSwitchTo(row_cxt);
-			/* (detoasted, or copied out of a short header, in row_cxt) */
+			/* (detoasted, or an array copied out of a short header, in row_cxt) */
 			text	   *id = DatumGetTextPP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
 			ArrayType  *probs = DatumGetArrayTypeP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2,
 																 &isnull));

@@ -169,6 +169,9 @@ is($coord->safe_psql('postgres', q{
   WHERE colocationid = (SELECT colocationid FROM pg_dist_partition
                         WHERE logicalrelid = 'gibbs_nb.document_labels'::regclass)}),
 	'gibbs_nb.document_labels', 'in a colocation group of its own (not the user\'s text-keyed table\'s)');
+is($coord->safe_psql('postgres',
+		"SELECT relreplident FROM pg_class WHERE oid = 'gibbs_nb.document_labels'::regclass"),
+	'f', 'its rows identified by all their columns, for a shard move');
 $coord->safe_psql('postgres', 'DROP TABLE public.text_keyed');
 create_doc_labels($coord);
 
