@@ -301,8 +301,7 @@ cmp_warm_id(const void *a, const void *b)
  * hold), and a fetch of the rows they are read from
  * (gnb_store_each_document_label: a row's tuple, its other columns and its
  * pointer some 160 bytes besides its id and probabilities); 0 if the
- * version keeps no labels.  Read
- * as the caller.  SPI connected.
+ * version keeps no labels.  Read as the caller.  SPI connected.
  */
 double
 gnb_store_warm_start_memory(int64 version_id)
