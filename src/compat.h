@@ -64,4 +64,19 @@ typedef uint8 gnb_b64_byte;
 typedef char gnb_b64_byte;
 #endif
 
+/*
+ * The longest a btree entry may be (an index tuple, its header included),
+ * as nbtree.h has it for BLCKSZ pages: PostgreSQL 18's BTMaxItemSize takes
+ * no page; 15's measured a page (the same 2,704 bytes at 8 kB).  Where it
+ * is used, access/nbtree.h is included.
+ */
+#if PG_VERSION_NUM >= 180000
+#define GNB_BTREE_ITEM_MAX ((Size) BTMaxItemSize)
+#else
+#define GNB_BTREE_ITEM_MAX \
+	((Size) MAXALIGN_DOWN((BLCKSZ - MAXALIGN(SizeOfPageHeaderData + 3 * sizeof(ItemIdData) + \
+											 3 * sizeof(ItemPointerData)) - \
+						   MAXALIGN(sizeof(BTPageOpaqueData))) / 3))
+#endif
+
 #endif							/* GNB_COMPAT_H */

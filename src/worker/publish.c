@@ -16,13 +16,20 @@
 
 #include <math.h>
 
+#include "access/detoast.h"
 #include "access/htup_details.h"
+#include "access/nbtree.h"
+#include "access/relation.h"
+#include "access/toast_compression.h"
+#include "access/toast_internals.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/objectaddress.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/comment.h"
@@ -232,6 +239,109 @@ gnb_reserve_labels_table(GnbJobParams *params)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+}
+
+/* Has the labels table relid a btree index on its id (column 1)? */
+static bool
+has_btree_on_id(Oid relid)
+{
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		found = false;
+
+	/* no wait: the check is worth none (publish waits for the table's lock) */
+	if (!ConditionalLockRelationOid(relid, AccessShareLock))
+		return false;
+	rel = try_relation_open(relid, NoLock);
+	if (rel == NULL)
+	{
+		UnlockRelationOid(relid, AccessShareLock);
+		return false;
+	}
+	indexes = RelationGetIndexList(rel);
+	foreach(lc, indexes)
+	{
+		HeapTuple	index = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
+		HeapTuple	class = SearchSysCache1(RELOID, ObjectIdGetDatum(lfirst_oid(lc)));
+
+		if (HeapTupleIsValid(index) && HeapTupleIsValid(class) &&
+			((Form_pg_class) GETSTRUCT(class))->relam == BTREE_AM_OID)
+		{
+			Form_pg_index ix = (Form_pg_index) GETSTRUCT(index);
+
+			for (int i = 0; i < ix->indnatts; i++)
+				if (ix->indkey.values[i] == 1)
+					found = true;
+		}
+		if (HeapTupleIsValid(index))
+			ReleaseSysCache(index);
+		if (HeapTupleIsValid(class))
+			ReleaseSysCache(class);
+	}
+	list_free(indexes);
+	relation_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * A document's id must fit an entry of the labels table's btree index on
+ * id (the primary key training gives it): at most GNB_BTREE_ITEM_MAX bytes
+ * with the entry's header, compressed as the index compresses it.  A longer
+ * one failed the INSERT of its row at publish, after every sweep ("index
+ * row requires N bytes"); now the job fails before it samples (54000).  In
+ * the read's transaction, once the corpus is read.
+ */
+void
+gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus)
+{
+	int16		typlen = get_typlen(params->source.id_type);
+	Oid			nspid = get_namespace_oid(params->labels_schema, true);
+	Oid			relid = OidIsValid(nspid) ? get_relname_relid(params->labels_table, nspid) :
+		InvalidOid;
+	int64		n = (int64) corpus->n_labeled + corpus->n_docs + corpus->n_holdout;
+
+	if (typlen != -1 || !OidIsValid(relid) || !has_btree_on_id(relid))
+		return;
+	for (int64 i = 0; i < n; i++)
+	{
+		Datum		id;
+		Size		size;
+
+		if (i < corpus->n_labeled)
+			id = corpus->labeled_ids[i];
+		else if (i < (int64) corpus->n_labeled + corpus->n_docs)
+			id = corpus->ids[i - corpus->n_labeled];
+		else
+			id = corpus->holdout_ids[i - corpus->n_labeled - corpus->n_docs];
+		if ((i & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+		size = toast_raw_datum_size(id);
+		if (MAXALIGN(sizeof(IndexTupleData) + size) <= GNB_BTREE_ITEM_MAX)
+			continue;
+		/* as the index would hold it: compressed, if that makes it shorter */
+		if (VARATT_IS_COMPRESSED(DatumGetPointer(id)))
+			size = VARSIZE(DatumGetPointer(id));
+		else if (!VARATT_IS_EXTERNAL(DatumGetPointer(id)))
+		{
+			Datum		compressed = toast_compress_datum(id, default_toast_compression);
+
+			if (DatumGetPointer(compressed) != NULL)
+			{
+				size = VARSIZE(DatumGetPointer(compressed));
+				pfree(DatumGetPointer(compressed));
+			}
+		}
+		if (MAXALIGN(sizeof(IndexTupleData) + size) > GNB_BTREE_ITEM_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a document id of %zu bytes is too long for the labels table's index on id",
+							(size_t) (toast_raw_datum_size(id) - VARHDRSZ)),
+					 errdetail("An entry of a btree index is at most %zu bytes, this id's would be %zu. The job would have sampled, then failed to write its labels.",
+							   (size_t) GNB_BTREE_ITEM_MAX,
+							   (size_t) MAXALIGN(sizeof(IndexTupleData) + size)),
+					 errhint("Give the documents shorter ids.")));
+	}
 }
 
 /*

@@ -343,6 +343,8 @@ read_job_corpus(GnbJobParams *p, bool on_nodes, MemoryContext job_cxt, GnbCorpus
 	gnb_source_memory_check(p, false);
 	/* the longest id's text, for the check that a backup can hold the version */
 	*longest_id_dump_bytes = gnb_corpus_longest_id_dump_bytes(p, corpus);
+	/* and that the labels table can hold every id */
+	gnb_check_ids_fit_labels_table(p, corpus);
 	if (p->warm_version_id != 0)
 	{
 		/* a warm start: the documents still there start where they were */

@@ -38,6 +38,7 @@ extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *m
 								 const GnbDocLabels *labels, int32 version);
 extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
 extern void gnb_reserve_labels_table(GnbJobParams *params);
+extern void gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus);
 extern void gnb_release_labels_table(const GnbJobParams *params);
 extern void gnb_release_lost_labels_tables(const GnbJobParams *params);
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,

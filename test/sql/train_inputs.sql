@@ -150,6 +150,25 @@ SELECT count(*) FROM gibbs_nb.theta WHERE model_name = 'longtok' AND token = rep
 SELECT gibbs_nb_drop('longtok');
 DROP TABLE longtok;
 
+-- an id longer than an entry of the labels table's primary key (a btree:
+-- 2,704 bytes) fails the job before it samples (it sampled, then failed to
+-- write its labels table); a long id that compresses into an entry trains
+CREATE TABLE longid AS
+SELECT (SELECT string_agg(md5(i::text || '-' || k), '') FROM generate_series(1, 100) k) AS id,
+       array(SELECT 'w' || ((i * 7 + k * 13) % 50) FROM generate_series(1, 20) k) AS tokens,
+       CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END AS label
+FROM generate_series(1, 40) i;
+SELECT try($$SELECT status FROM gibbs_nb_train('longid', 'longid', 'tokens', 'label', sweeps => 5,
+                                               seed => 1)$$);
+SELECT sweep, sample_seconds IS NULL AS not_sampled FROM gibbs_nb_jobs WHERE model_name = 'longid';
+CREATE TABLE longid_compressible AS
+SELECT repeat('x', 5000) || row_number() OVER (ORDER BY id) AS id, tokens, label FROM longid;
+SELECT status FROM gibbs_nb_train('longidc', 'longid_compressible', 'tokens', 'label', sweeps => 5,
+                                  seed => 1);
+SELECT count(*) AS rows, min(octet_length(id)) AS shortest_id FROM longidc_labels;
+SELECT gibbs_nb_drop('longidc');
+DROP TABLE longid, longid_compressible;
+
 -- ids stored out of line (2,240 bytes, STORAGE EXTERNAL), their table
 -- truncated while the job samples (its out-of-line values gone at once):
 -- the job kept the ids themselves, not pointers to them (publishing failed
