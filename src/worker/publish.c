@@ -241,29 +241,43 @@ gnb_reserve_labels_table(GnbJobParams *params)
 	CommitTransactionCommand();
 }
 
-/* Has the labels table relid a btree index on its id (column 1)? */
-static bool
-has_btree_on_id(Oid relid)
+/* How a btree index of the labels table holds its id: storage, compression. */
+typedef struct IdEntry
 {
+	char		storage;		/* the index column's attstorage */
+	char		compression;	/* its attcompression, or the default's */
+} IdEntry;
+
+/*
+ * The labels table relid's btree indexes on its id: how each holds it
+ * (*n of them, the array palloc'd).
+ */
+static IdEntry *
+btree_entries_of_id(Oid relid, int *n)
+{
+	AttrNumber	id_attnum = get_attnum(relid, "id");
 	Relation	rel;
 	List	   *indexes;
 	ListCell   *lc;
-	bool		found = false;
+	IdEntry    *entries;
 
+	*n = 0;
 	/* no wait: the check is worth none (publish waits for the table's lock) */
-	if (!ConditionalLockRelationOid(relid, AccessShareLock))
-		return false;
+	if (id_attnum == InvalidAttrNumber || !ConditionalLockRelationOid(relid, AccessShareLock))
+		return NULL;
 	rel = try_relation_open(relid, NoLock);
 	if (rel == NULL)
 	{
 		UnlockRelationOid(relid, AccessShareLock);
-		return false;
+		return NULL;
 	}
 	indexes = RelationGetIndexList(rel);
+	entries = palloc(sizeof(IdEntry) * (list_length(indexes) + 1));
 	foreach(lc, indexes)
 	{
-		HeapTuple	index = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		HeapTuple	class = SearchSysCache1(RELOID, ObjectIdGetDatum(lfirst_oid(lc)));
+		Oid			indexoid = lfirst_oid(lc);
+		HeapTuple	index = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(indexoid));
+		HeapTuple	class = SearchSysCache1(RELOID, ObjectIdGetDatum(indexoid));
 
 		if (HeapTupleIsValid(index) && HeapTupleIsValid(class) &&
 			((Form_pg_class) GETSTRUCT(class))->relam == BTREE_AM_OID)
@@ -271,8 +285,22 @@ has_btree_on_id(Oid relid)
 			Form_pg_index ix = (Form_pg_index) GETSTRUCT(index);
 
 			for (int i = 0; i < ix->indnatts; i++)
-				if (ix->indkey.values[i] == 1)
-					found = true;
+			{
+				HeapTuple	att;
+
+				if (ix->indkey.values[i] != id_attnum)
+					continue;
+				att = SearchSysCache2(ATTNUM, ObjectIdGetDatum(indexoid), Int16GetDatum(i + 1));
+				if (!HeapTupleIsValid(att))
+					continue;
+				entries[*n].storage = ((Form_pg_attribute) GETSTRUCT(att))->attstorage;
+				entries[*n].compression = ((Form_pg_attribute) GETSTRUCT(att))->attcompression;
+				if (!CompressionMethodIsValid(entries[*n].compression))
+					entries[*n].compression = default_toast_compression;
+				(*n)++;
+				ReleaseSysCache(att);
+				break;
+			}
 		}
 		if (HeapTupleIsValid(index))
 			ReleaseSysCache(index);
@@ -281,32 +309,45 @@ has_btree_on_id(Oid relid)
 	}
 	list_free(indexes);
 	relation_close(rel, AccessShareLock);
-	return found;
+	return entries;
 }
 
 /*
- * A document's id must fit an entry of the labels table's btree index on
- * id (the primary key training gives it): at most GNB_BTREE_ITEM_MAX bytes
- * with the entry's header, compressed as the index compresses it.  A longer
- * one failed the INSERT of its row at publish, after every sweep ("index
- * row requires N bytes"); now the job fails before it samples (54000).  In
- * the read's transaction, once the corpus is read.
+ * A document's id must fit an entry of each of the labels table's btree
+ * indexes on id (the primary key training gives it): at most
+ * GNB_BTREE_ITEM_MAX bytes with the entry's header, compressed as
+ * index_form_tuple compresses it (with the index column's method, from the
+ * id as the labels table's INSERT has it: whole).  A longer one failed the
+ * INSERT of its row at publish, after every sweep ("index row size N
+ * exceeds btree version 4 maximum 2704"); now the job fails before it
+ * samples (54000).  Not while another version is deployed: publishing then
+ * writes no labels row.  In the read's transaction, once the corpus is
+ * read.
  */
 void
 gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus)
 {
-	int16		typlen = get_typlen(params->source.id_type);
 	Oid			nspid = get_namespace_oid(params->labels_schema, true);
 	Oid			relid = OidIsValid(nspid) ? get_relname_relid(params->labels_table, nspid) :
 		InvalidOid;
 	int64		n = (int64) corpus->n_labeled + corpus->n_docs + corpus->n_holdout;
+	IdEntry    *entries;
+	int			n_entries;
+	bool		pinned;
 
-	if (typlen != -1 || !OidIsValid(relid) || !has_btree_on_id(relid))
+	if (get_typlen(params->source.id_type) != -1 || !OidIsValid(relid))
 		return;
-	for (int64 i = 0; i < n; i++)
+	SPI_connect();
+	pinned = gnb_store_pinned(params->model_owner, params->model_name);
+	SPI_finish();
+	if (pinned)
+		return;
+	entries = btree_entries_of_id(relid, &n_entries);
+	for (int64 i = 0; i < n && n_entries > 0; i++)
 	{
 		Datum		id;
-		Size		size;
+		struct varlena *whole;
+		Size		raw;
 
 		if (i < corpus->n_labeled)
 			id = corpus->labeled_ids[i];
@@ -316,31 +357,38 @@ gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corp
 			id = corpus->holdout_ids[i - corpus->n_labeled - corpus->n_docs];
 		if ((i & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
-		size = toast_raw_datum_size(id);
-		if (MAXALIGN(sizeof(IndexTupleData) + size) <= GNB_BTREE_ITEM_MAX)
+		raw = toast_raw_datum_size(id);
+		if (MAXALIGN(sizeof(IndexTupleData) + raw) <= GNB_BTREE_ITEM_MAX)
 			continue;
-		/* as the index would hold it: compressed, if that makes it shorter */
-		if (VARATT_IS_COMPRESSED(DatumGetPointer(id)))
-			size = VARSIZE(DatumGetPointer(id));
-		else if (!VARATT_IS_EXTERNAL(DatumGetPointer(id)))
+		/* whole, as the labels table's INSERT hands it to the index */
+		whole = detoast_attr((struct varlena *) DatumGetPointer(id));
+		for (int e = 0; e < n_entries; e++)
 		{
-			Datum		compressed = toast_compress_datum(id, default_toast_compression);
+			Size		size = VARSIZE_ANY(whole);
 
-			if (DatumGetPointer(compressed) != NULL)
+			if (entries[e].storage == TYPSTORAGE_EXTENDED || entries[e].storage == TYPSTORAGE_MAIN)
 			{
-				size = VARSIZE(DatumGetPointer(compressed));
-				pfree(DatumGetPointer(compressed));
+				Datum		compressed = toast_compress_datum(PointerGetDatum(whole),
+															  entries[e].compression);
+
+				if (DatumGetPointer(compressed) != NULL)
+				{
+					size = VARSIZE(DatumGetPointer(compressed));
+					pfree(DatumGetPointer(compressed));
+				}
 			}
+			if (MAXALIGN(sizeof(IndexTupleData) + size) > GNB_BTREE_ITEM_MAX)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("a document id of %zu bytes is too long for the labels table's index on id",
+								(size_t) (raw - VARHDRSZ)),
+						 errdetail("An entry of a btree index is at most %zu bytes, this id's would be %zu. The job would have sampled, then failed to write its labels.",
+								   (size_t) GNB_BTREE_ITEM_MAX,
+								   (size_t) MAXALIGN(sizeof(IndexTupleData) + size)),
+						 errhint("Give the documents shorter ids.")));
 		}
-		if (MAXALIGN(sizeof(IndexTupleData) + size) > GNB_BTREE_ITEM_MAX)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("a document id of %zu bytes is too long for the labels table's index on id",
-							(size_t) (toast_raw_datum_size(id) - VARHDRSZ)),
-					 errdetail("An entry of a btree index is at most %zu bytes, this id's would be %zu. The job would have sampled, then failed to write its labels.",
-							   (size_t) GNB_BTREE_ITEM_MAX,
-							   (size_t) MAXALIGN(sizeof(IndexTupleData) + size)),
-					 errhint("Give the documents shorter ids.")));
+		if ((Pointer) whole != DatumGetPointer(id))
+			pfree(whole);
 	}
 }
 
