@@ -55,25 +55,27 @@
 #define PACKED_HINT "Train with fewer distinct tokens: a tokenizer that drops rare ones, or a sample of the documents."
 
 /*
- * The longest a text[] element of these bytes is in a dump: as array_out
- * writes it (quoted, with \ and " escaped), then as COPY escapes that
- * (\ doubled; \b \f \n \r \t \v as two characters) or as an INSERT's
- * literal does (' doubled); with its quotes and the comma after it.
+ * The longest these bytes are in a dump, as a text column or (element) a
+ * text[] element: as COPY escapes it (\ doubled; \b \f \n \r \t \v as
+ * two characters) or an INSERT's literal does (' doubled), with the
+ * literal's quotes; an element as array_out writes it first (quoted, with \
+ * and " escaped) and with the comma after it.  (A document's id is a column
+ * of its own.)
  */
 static uint64
-element_dump_bytes(const char *str, int len)
+dump_bytes(const char *str, int len, bool element)
 {
-	uint64		n = 3;
+	uint64		n = element ? 3 : 2;
 
 	for (int i = 0; i < len; i++)
 	{
 		switch (str[i])
 		{
 			case '\\':
-				n += 4;
+				n += element ? 4 : 2;
 				break;
 			case '"':
-				n += 3;
+				n += element ? 3 : 1;
 				break;
 			case '\'':
 			case '\b':
@@ -92,37 +94,10 @@ element_dump_bytes(const char *str, int len)
 	return n;
 }
 
-/*
- * The longest a text column of these bytes is in a dump: as COPY escapes it
- * (\ doubled; \b \f \n \r \t \v as two characters) or an INSERT's literal
- * does (' doubled), with the literal's quotes.  (A document's id is a
- * column of its own, not an array's element.)
- */
 static uint64
-column_dump_bytes(const char *str, int len)
+element_dump_bytes(const char *str, int len)
 {
-	uint64		n = 2;
-
-	for (int i = 0; i < len; i++)
-	{
-		switch (str[i])
-		{
-			case '\\':
-			case '\'':
-			case '\b':
-			case '\f':
-			case '\n':
-			case '\r':
-			case '\t':
-			case '\v':
-				n += 2;
-				break;
-			default:
-				n += 1;
-				break;
-		}
-	}
-	return n;
+	return dump_bytes(str, len, true);
 }
 
 /* element_dump_bytes as a gnb_token_fn: adds to the uint64 at arg */
@@ -158,6 +133,21 @@ published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
 }
 
 /*
+ * The i-th of the documents' ids publish stores, in its order (doc_labels,
+ * publish.c): the labelled documents', the unlabelled ones', the held-out
+ * ones'.
+ */
+Datum
+gnb_published_id(const GnbCorpus *corpus, int64 i)
+{
+	if (i < corpus->n_labeled)
+		return corpus->labeled_ids[i];
+	if (i < (int64) corpus->n_labeled + corpus->n_docs)
+		return corpus->ids[i - corpus->n_labeled];
+	return corpus->holdout_ids[i - corpus->n_labeled - corpus->n_docs];
+}
+
+/*
  * The longest of the documents' ids as publish writes them (every
  * document's, the held-out ones' included, each in a document_labels row),
  * as dump text: called once the source is read, inside its transaction (the
@@ -181,17 +171,9 @@ gnb_corpus_longest_id_dump_bytes(const GnbJobParams *params, const GnbCorpus *co
 	getTypeOutputInfo(params->source.id_type, &output, &varlena);
 	for (int64 i = 0; i < n_labels; i++)
 	{
-		Datum		id;
-		char	   *text;
+		char	   *text = OidOutputFunctionCall(output, gnb_published_id(corpus, i));
 
-		if (i < corpus->n_labeled)
-			id = corpus->labeled_ids[i];
-		else if (i < (int64) corpus->n_labeled + corpus->n_docs)
-			id = corpus->ids[i - corpus->n_labeled];
-		else
-			id = corpus->holdout_ids[i - corpus->n_labeled - corpus->n_docs];
-		text = OidOutputFunctionCall(output, id);
-		longest = Max(longest, column_dump_bytes(text, strlen(text)));
+		longest = Max(longest, dump_bytes(text, strlen(text), false));
 		if ((i & 1023) == 1023)
 		{
 			CHECK_FOR_INTERRUPTS();

@@ -345,16 +345,10 @@ gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corp
 	entries = btree_entries_of_id(relid, &n_entries);
 	for (int64 i = 0; i < n && n_entries > 0; i++)
 	{
-		Datum		id;
+		Datum		id = gnb_published_id(corpus, i);
 		struct varlena *whole;
 		Size		raw;
 
-		if (i < corpus->n_labeled)
-			id = corpus->labeled_ids[i];
-		else if (i < (int64) corpus->n_labeled + corpus->n_docs)
-			id = corpus->ids[i - corpus->n_labeled];
-		else
-			id = corpus->holdout_ids[i - corpus->n_labeled - corpus->n_docs];
 		if ((i & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
 		raw = toast_raw_datum_size(id);
