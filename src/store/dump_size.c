@@ -125,8 +125,8 @@ check_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents, const
 }
 
 /* How many documents' labels publish stores: doc_labels' count (publish.c) */
-static int64
-published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
+int64
+gnb_published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
 {
 	return (int64) corpus->n_labeled + corpus->n_docs +
 		(params->holdout > 0.0 ? corpus->n_holdout : 0);
@@ -156,7 +156,7 @@ gnb_published_id(const GnbCorpus *corpus, int64 i)
 uint64
 gnb_corpus_longest_id_dump_bytes(const GnbJobParams *params, const GnbCorpus *corpus)
 {
-	int64		n_labels = published_labels(params, corpus);
+	int64		n_labels = gnb_published_labels(params, corpus);
 	uint64		longest = 0;
 	MemoryContext scratch;
 	MemoryContext old;
@@ -200,7 +200,7 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
 {
 	int32		K = corpus->n_classes;
 	int64		V = corpus->n_words;
-	int64		n_labels = published_labels(params, corpus);
+	int64		n_labels = gnb_published_labels(params, corpus);
 	uint64		bytes = PACKED_FIXED_TEXT;
 
 	for (int32 k = 0; k < K; k++)

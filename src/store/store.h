@@ -153,6 +153,7 @@ extern bool gnb_store_version_labels(const char *owner, const char *model_name, 
 
 /* dump_size.c */
 extern Datum gnb_published_id(const GnbCorpus *corpus, int64 i);
+extern int64 gnb_published_labels(const GnbJobParams *params, const GnbCorpus *corpus);
 extern uint64 gnb_corpus_longest_id_dump_bytes(const GnbJobParams *params,
 											   const GnbCorpus *corpus);
 extern void gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,

@@ -330,7 +330,7 @@ gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corp
 	Oid			nspid = get_namespace_oid(params->labels_schema, true);
 	Oid			relid = OidIsValid(nspid) ? get_relname_relid(params->labels_table, nspid) :
 		InvalidOid;
-	int64		n = (int64) corpus->n_labeled + corpus->n_docs + corpus->n_holdout;
+	int64		n = gnb_published_labels(params, corpus);
 	IdEntry    *entries;
 	int			n_entries;
 	bool		pinned;
