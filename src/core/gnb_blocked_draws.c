@@ -107,12 +107,12 @@ draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked
  * draw_theta_block for K = 2 (sh->dense): the block's words are the rows
  * from..to-1 of N; both classes' draws of a word together, as theta_step2
  * does (sums of exponentials for small integer shapes, else Marsaglia and
- * Tsang with c from mt_c), their log-odds into log_theta and the log of
+ * Tsang), their log-odds into log_theta and the log of
  * each class's sum into block_lse.  work: GNB_BLOCKED_WORDS doubles.
  */
 static void
 draw_theta_block2(const run_shared *sh, const gnb_blocked_arrays *a,
-				  const gnb_blocked_step *step, int32_t b, const double *mt_c, double *work)
+				  const gnb_blocked_step *step, int32_t b, double *work)
 {
 	const int32_t nb = gnb_word_blocks(sh);
 	const int32_t from = sh->block_active[b];
@@ -142,7 +142,7 @@ draw_theta_block2(const run_shared *sh, const gnb_blocked_arrays *a,
 					s1[2] = {0.0, 0.0};
 		int32_t		i;
 
-		draw_gamma_pairs(&rng, N, g, n, mt_c, y0, lt);
+		draw_gamma_pairs(&rng, N, g, n, y0, lt);
 		i = sum_gamma_ratios(y0, lt, n, s0, s1);
 		if (i < n)
 		{
@@ -280,14 +280,10 @@ draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
 	}
 }
 
-/*
- * Units from..to of a phase: documents, or blocks of words.  mt_c: with
- * K = 2, the table of Marsaglia and Tsang's c.
- */
+/* Units from..to of a phase: documents, or blocks of words. */
 void
 gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a,
-					  const gnb_blocked_step *step, int64_t from, int64_t to, const double *mt_c,
-					  double *work)
+					  const gnb_blocked_step *step, int64_t from, int64_t to, double *work)
 {
 	if (step->phase == GNB_PHASE_LABELS)
 	{
@@ -302,7 +298,7 @@ gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a,
 		if ((u - from) % 64 == 0)
 			maybe_check_interrupts(sh, 0);
 		if (sh->dense)
-			draw_theta_block2(sh, a, step, (int32_t) u, mt_c, work);
+			draw_theta_block2(sh, a, step, (int32_t) u, work);
 		else
 			draw_theta_block(sh, a, step, (int32_t) u, work);
 	}

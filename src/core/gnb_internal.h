@@ -421,8 +421,6 @@ typedef struct chain_state
 	int64_t		nodes_changed;
 	int64_t		nodes_locked;
 	int			nodes_starting;
-	/* paper and blocked, K = 2: Marsaglia and Tsang's c for integer shapes */
-	double	   *mt_c;			/* GNB_MT_TABLE_MAX + 1 */
 	double	   *scores;			/* K scratch */
 	double	   *pred;			/* K scratch */
 	double	   *scratch;		/* K scratch */
@@ -764,26 +762,16 @@ packed_log_odds(const run_shared *sh, const double *lt, int32_t i)
 	return (l4[0] + l4[1]) + (l4[2] + l4[3]);
 }
 
-/* Marsaglia and Tsang's c for a shape, from the table when it has it */
-static inline double
-mt_c_of(const double *table, double shape)
-{
-	if (shape <= GNB_MT_TABLE_MAX && shape == (double) (int) shape)
-		return table[(int) shape];
-	return gnb_rng_mt_c(shape);
-}
-
 /*
  * K = 2, gamma_theta g >= 1: both classes' Gamma draws of m words, shapes
  * N[2i] + g and N[2i + 1] + g, into y0[i] and y1[i], word after word: sums
  * of exponentials when the shapes are integers adding up to at most
- * GNB_PAIR_EXP_MAX (gnb_rng_gamma_pair_exp), else Marsaglia and Tsang with c
- * from mt_c (gnb_mt_c_table).  The theta steps of the paper sampler
+ * GNB_PAIR_EXP_MAX (gnb_rng_gamma_pair_exp), else Marsaglia and Tsang
+ * (gnb_rng_gamma_mt).  The theta steps of the paper sampler
  * (theta_step2) and of the blocked one (draw_theta_block2).
  */
 static inline void
-draw_gamma_pairs(gnb_rng *rng, const double *N, double g, int32_t m, const double *mt_c,
-				 double *y0, double *y1)
+draw_gamma_pairs(gnb_rng *rng, const double *N, double g, int32_t m, double *y0, double *y1)
 {
 	for (int32_t i = 0; i < m; i++)
 	{
@@ -795,8 +783,8 @@ draw_gamma_pairs(gnb_rng *rng, const double *N, double g, int32_t m, const doubl
 			gnb_rng_gamma_pair_exp(rng, (int) a0, (int) a1, &y0[i], &y1[i]);
 		else
 		{
-			y0[i] = gnb_rng_gamma_mt_c(rng, a0, mt_c_of(mt_c, a0));
-			y1[i] = gnb_rng_gamma_mt_c(rng, a1, mt_c_of(mt_c, a1));
+			y0[i] = gnb_rng_gamma_mt(rng, a0);
+			y1[i] = gnb_rng_gamma_mt(rng, a1);
 		}
 	}
 }
@@ -897,7 +885,7 @@ extern int64_t gnb_blocked_end(chain_state *st);
 extern void gnb_blocked_word_terms_start(chain_state *st);
 
 /* gnb_blocked_draws.c */
-extern void gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step, int64_t from, int64_t to, const double *mt_c, double *work);
+extern void gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step, int64_t from, int64_t to, double *work);
 
 /* gnb_node.c */
 /* a node's own copies of what a call decoded from bytes carries (gnb_node_wire.c) */

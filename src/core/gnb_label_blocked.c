@@ -40,7 +40,6 @@ struct gnb_blocked_helper
 {
 	run_shared	sh;
 	double	   *work;			/* GNB_BLOCKED_WORK(K) */
-	double	   *mt_c;			/* K = 2: GNB_MT_TABLE_MAX + 1 */
 	/*
 	 * The work before each unlabelled document: the pairs of the documents
 	 * before the i-th (n_unlabeled + 1); a block's is sh.block_work
@@ -68,11 +67,6 @@ gnb_blocked_helper_begin(const gnb_corpus *corpus, const gnb_params *params,
 
 	gnb_setup_shared(&h->sh, corpus, params, hooks, GNB_SETUP_HELPER);
 	h->work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(corpus->n_classes), sizeof(double));
-	if (h->sh.dense)
-	{
-		h->mt_c = gnb_xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
-		gnb_mt_c_table(h->mt_c);
-	}
 	h->pairs_before = gnb_xalloc(hooks, (size_t) h->sh.n_unlabeled + 1, sizeof(int64_t));
 	for (int32_t i = 0; i < h->sh.n_unlabeled; i++)
 	{
@@ -129,7 +123,7 @@ void
 gnb_blocked_helper_run(gnb_blocked_helper *h, const gnb_blocked_arrays *a,
 					   const gnb_blocked_step *step, int64_t from, int64_t to)
 {
-	gnb_blocked_run_units(&h->sh, a, step, from, to, h->mt_c, h->work);
+	gnb_blocked_run_units(&h->sh, a, step, from, to, h->work);
 }
 
 uint64_t
@@ -152,14 +146,10 @@ gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes, in
 		(V / GNB_BLOCKED_WORDS + 2) * (sizeof(int32_t) + sizeof(int64_t)) +
 		K * (sizeof(double) + 1) +
 		GNB_BLOCKED_WORK(K) * sizeof(double) + sizeof(gnb_blocked_helper) + 32 * 64;
-	/*
-	 * K = 2: the packed pairs (at most two elements a pair), their offsets,
-	 * the table of c
-	 */
+	/* K = 2: the packed pairs (at most two elements a pair), their offsets */
 	if (K == 2)
 		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * 2 * sizeof(uint32_t) +
-			(D + 1) * (2 * sizeof(int64_t) + sizeof(int32_t) + 1) +
-			(GNB_MT_TABLE_MAX + 1) * sizeof(double);
+			(D + 1) * (2 * sizeof(int64_t) + sizeof(int32_t) + 1);
 	return bytes;
 }
 
@@ -170,8 +160,6 @@ gnb_blocked_helper_end(gnb_blocked_helper *h)
 
 	gnb_release_shared(&h->sh);
 	hooks->release(h->work, hooks->arg);
-	if (h->mt_c)
-		hooks->release(h->mt_c, hooks->arg);
 	hooks->release(h->pairs_before, hooks->arg);
 	hooks->release(h, hooks->arg);
 }
@@ -212,8 +200,7 @@ run_theta_phase(chain_state *st)
 	if (sh->hooks->blocked_phase)
 		sh->hooks->blocked_phase(sh->hooks->arg, &step);
 	else
-		gnb_blocked_run_units(sh, &st->blocked, &step, 0, gnb_word_blocks(sh), st->mt_c,
-							  st->blocked_work);
+		gnb_blocked_run_units(sh, &st->blocked, &step, 0, gnb_word_blocks(sh), st->blocked_work);
 }
 
 /* pi ~ Dirichlet(C + g_pi), as log pi, from this sweep's keyed stream. */

@@ -82,17 +82,16 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	bytes += D;
 	bytes += K * (sizeof(log_product) + 4 * sizeof(int32_t));
 	/*
-	 * paper and blocked, K = 2: the unlabelled documents' pairs (active word index and
-	 * count; a copy unless they are packed in the lent words, at most two
-	 * elements a pair), their offsets, the table of Marsaglia and Tsang's c,
-	 * the bits that say which rows of N or theta-hat are moved; while the
-	 * shared state is set up, the active words' sort keys
+	 * paper and blocked, K = 2: the unlabelled documents' pairs (active word
+	 * index and count; a copy unless they are packed in the lent words, at
+	 * most two elements a pair), their offsets, the bits that say which rows
+	 * of N or theta-hat are moved; while the shared state is set up, the
+	 * active words' sort keys
 	 */
 	if ((params->sampler == GNB_SAMPLER_PAPER || params->sampler == GNB_SAMPLER_BLOCKED) && K == 2)
 	{
 		bytes += (uint64_t) (n_pairs > 0 ? n_pairs : 0) * 2 * sizeof(uint32_t) + sizeof(uint32_t);
 		bytes += (D + 1) * (2 * sizeof(int64_t) + sizeof(int32_t) + 1);
-		bytes += (GNB_MT_TABLE_MAX + 1) * sizeof(double);
 		bytes += V * sizeof(active_key) + V * K / 8 + 1;
 	}
 	/*

@@ -31,7 +31,6 @@ struct gnb_node
 	double	   *prob_sum;		/* D x K: the kept sweeps' sums, then their means */
 	int32_t    *next_label;		/* by unlabelled position */
 	double	   *pred;			/* by unlabelled position x K (lambda < 1) */
-	double	   *mt_c;			/* K = 2: Marsaglia and Tsang's c */
 	double	   *work;			/* GNB_BLOCKED_WORK(K) */
 	/*
 	 * the call's changes: each entry's running change (n_active x K,
@@ -96,7 +95,6 @@ gnb_node_local(chain_state *st)
 	node->prob_sum = st->prob_sum;
 	node->next_label = st->blocked.next_label;
 	node->pred = st->blocked.pred;
-	node->mt_c = st->mt_c;
 	node->work = st->blocked_work;
 	alloc_changes(node);
 	return node;
@@ -121,11 +119,6 @@ gnb_node_begin(const gnb_corpus *part, const gnb_params *params, const gnb_hooks
 	node->prob_sum = gnb_xalloc(hooks, D * K, sizeof(double));
 	node->next_label = gnb_xalloc(hooks, D, sizeof(int32_t));
 	node->pred = gnb_xalloc(hooks, params->unlabeled_weight != 1.0 ? D * K : 1, sizeof(double));
-	if (node->sh->dense)
-	{
-		node->mt_c = gnb_xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
-		gnb_mt_c_table(node->mt_c);
-	}
 	node->work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(K), sizeof(double));
 	alloc_changes(node);
 	return node;
@@ -243,7 +236,7 @@ node_labels(gnb_node *node, const gnb_node_call *call)
 	if (node->local && node->hooks->blocked_phase)
 		node->hooks->blocked_phase(node->hooks->arg, &step);
 	else
-		gnb_blocked_run_units(sh, &a, &step, 0, sh->n_unlabeled, node->mt_c, node->work);
+		gnb_blocked_run_units(sh, &a, &step, 0, sh->n_unlabeled, node->work);
 	if (call->sweep == params->burn_in + 1)
 		memset(node->moved, 0, (size_t) sh->D);
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -391,8 +384,6 @@ gnb_node_end(gnb_node *node)
 		hooks->release(node->prob_sum, hooks->arg);
 		hooks->release(node->next_label, hooks->arg);
 		hooks->release(node->pred, hooks->arg);
-		if (node->mt_c)
-			hooks->release(node->mt_c, hooks->arg);
 		hooks->release(node->work, hooks->arg);
 	}
 	hooks->release(node->pending, hooks->arg);

@@ -117,14 +117,6 @@ gnb_rng_gamma_mt_reject(gnb_rng *rng, double d, double c, double x, double v, do
 	}
 }
 
-void
-gnb_mt_c_table(double *c)
-{
-	c[0] = 0.0;					/* no shape 0 */
-	for (int m = 1; m <= GNB_MT_TABLE_MAX; m++)
-		c[m] = gnb_rng_mt_c((double) m);
-}
-
 /*
  * log of a Gamma(shape, 1) draw, for any shape > 0.  For shape < 1 we use
  * Gamma(a) = Gamma(a + 1) * U^(1/a), taken in logs, so that tiny shapes give

@@ -149,20 +149,19 @@ extern double gnb_rng_gamma_mt_reject(gnb_rng *rng, double d, double c,
 									  double x, double v, double u);
 
 /*
- * Marsaglia and Tsang's constant c = 1 / sqrt(9 d), d = shape - 1/3.  The
- * theta step takes it from a table for integer shapes (gnb_mt_c_table): the
- * same bits, since sqrt and division are correctly rounded IEEE operations,
- * without a square root and a division per draw.
+ * Marsaglia and Tsang's constant c = 1 / sqrt(9 d), d = shape - 1/3,
+ * computed for every draw.  (A table of c for integer shapes, tried until
+ * 0.2.0, was slower: with unlabeled_weight < 1 a word's two shapes are an
+ * integer and a fraction in an order that follows its documents' classes,
+ * and the branch that chose the table was mispredicted where the square
+ * root and the division it saved are pipelined with the draw; see
+ * docs/performance.md.)
  */
 GNB_INLINE double
 gnb_rng_mt_c(double shape)
 {
 	return 1.0 / sqrt(9.0 * (shape - 1.0 / 3.0));
 }
-
-/* c for the integer shapes 1 .. GNB_MT_TABLE_MAX, filled by gnb_mt_c_table */
-#define GNB_MT_TABLE_MAX 1024
-extern void gnb_mt_c_table(double *c);
 
 /*
  * Gamma(shape, 1) for shape >= 1 by Marsaglia & Tsang (2000), given

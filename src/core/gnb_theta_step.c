@@ -64,7 +64,6 @@ theta_step2(chain_state *st)
 		 * odd words, over all blocks; the ratios in y0s's place, then their
 		 * logs in lt.
 		 */
-		const double *ct = st->mt_c;
 		double		y0s[GNB_THETA_BLOCK];
 		double		s0[2] = {0.0, 0.0},
 					s1[2] = {0.0, 0.0};
@@ -82,7 +81,7 @@ theta_step2(chain_state *st)
 			double	   *l = lt + from;
 			int32_t		i;
 
-			draw_gamma_pairs(&rng, nd, g, m, ct, y0s, l);
+			draw_gamma_pairs(&rng, nd, g, m, y0s, l);
 			i = sum_gamma_ratios(y0s, l, m, s0, s1);
 			if (i < m)
 			{

@@ -119,11 +119,6 @@ chain_begin(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 		st->unlabeled_N = gnb_xalloc(hooks, vk + 1, sizeof(double));
 		st->split_totals = gnb_xalloc(hooks, 4 * (size_t) K, sizeof(double));
 	}
-	if (sh->dense)
-	{
-		st->mt_c = gnb_xalloc(hooks, GNB_MT_TABLE_MAX + 1, sizeof(double));
-		gnb_mt_c_table(st->mt_c);
-	}
 	st->scores = gnb_xalloc(hooks, K, sizeof(double));
 	st->pred = gnb_xalloc(hooks, K, sizeof(double));
 	st->scratch = gnb_xalloc(hooks, K, sizeof(double));
@@ -192,7 +187,6 @@ chain_estimates(chain_state *st, run_shared *sh, const gnb_corpus *corpus,
 	{
 		int32_t    *pos;
 
-		hooks->release(st->mt_c, hooks->arg);
 		/*
 		 * The unlabelled documents' counts out of a lent N while it is by
 		 * row, then N word-major again: the rows' permutation from active

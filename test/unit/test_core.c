@@ -370,19 +370,18 @@ test_gamma_small_integers(void)
 /*
  * The theta step's Gamma methods (theta_step2, K = 2):
  * gnb_rng_gamma_pair_exp draws two integer shapes as m0 + m1 exponentials
- * split by masks, and gnb_rng_gamma_mt_c is Marsaglia and Tsang's method,
- * which the theta step now also uses for the small integer shapes of
- * frequent words, with c from gnb_mt_c_table.  For every split (m0, m1)
+ * split by masks, and gnb_rng_gamma_mt is Marsaglia and Tsang's method,
+ * which the theta step also uses for the small integer shapes of frequent
+ * words.  For every split (m0, m1)
  * with m0 + m1 <= 6, drawn in a mix that changes split from pair to pair
  * as the theta step's words do: KS of each draw against its Erlang CDF,
  * the mean and variance, and the correlation of y0 and y1 (independent:
- * within Z_TOLERANCE / sqrt(n) of 0).  For shapes 1 to 5 and 1000, the
- * table's c is bit for bit gnb_rng_mt_c's, and the MT draws pass KS, mean
- * and variance.  (Checked: a mask that gives y0 one exponential too few,
- * r < m0 - 1, or one too many, r <= m0, fails 60 of the 105 pair checks
- * (the splits with exponentials between the first and the last); a table c for shape m + 1
- * in place of m fails the table check and the KS, mean and variance of
- * shapes 1 to 5.)
+ * within Z_TOLERANCE / sqrt(n) of 0).  For shapes 1 to 5 and 1000 the MT
+ * draws pass KS, mean and variance.  (Checked: a mask that gives y0 one
+ * exponential too few, r < m0 - 1, or one too many, r <= m0, fails 60 of
+ * the 105 pair checks (the splits with exponentials between the first and
+ * the last); c for shape m + 1 in place of m fails the KS, mean and
+ * variance of shapes 1 to 5.)
  */
 static void
 test_gamma_pair_and_mt(void)
@@ -395,7 +394,6 @@ test_gamma_pair_and_mt(void)
 	double	   *y0 = malloc((size_t) n * 16 * sizeof(double));
 	double	   *y1 = malloc((size_t) n * 16 * sizeof(double));
 	double	   *xs = malloc(n * sizeof(double));
-	double	   *table = malloc((GNB_MT_TABLE_MAX + 1) * sizeof(double));
 	static const int mt_shapes[] = {1, 2, 3, 4, 5, 1000};
 	gnb_rng		rng;
 
@@ -448,17 +446,6 @@ test_gamma_pair_and_mt(void)
 			  cov / sqrt(var[0] * var[1]));
 	}
 
-	gnb_mt_c_table(table);
-	for (int m = 1; m <= GNB_MT_TABLE_MAX; m++)
-	{
-		double		c = gnb_rng_mt_c((double) m);
-
-		if (memcmp(&c, &table[m], sizeof(c)) != 0)
-		{
-			CHECK(0, "MT table c[%d] %a, not %a", m, table[m], c);
-			break;
-		}
-	}
 	for (size_t s = 0; s < sizeof(mt_shapes) / sizeof(mt_shapes[0]); s++)
 	{
 		double		a = mt_shapes[s];
@@ -466,7 +453,7 @@ test_gamma_pair_and_mt(void)
 					var = 0.0;
 
 		for (int i = 0; i < n; i++)
-			xs[i] = gnb_rng_gamma_mt_c(&rng, a, table[mt_shapes[s]]);
+			xs[i] = gnb_rng_gamma_mt(&rng, a);
 		for (int i = 0; i < n; i++)
 			mean += xs[i] / n;
 		for (int i = 0; i < n; i++)
@@ -480,7 +467,6 @@ test_gamma_pair_and_mt(void)
 	free(y0);
 	free(y1);
 	free(xs);
-	free(table);
 }
 
 /*
