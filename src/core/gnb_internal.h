@@ -780,14 +780,18 @@ draw_gamma_pairs(gnb_rng *rng, const double *N, double g, int32_t m, double *y0,
 		const double sum = a0 + a1;
 
 		/*
-		 * The sum first: it is the word's total plus 2 g, which no move of
-		 * a document changes, so in words ordered by total these tests are
-		 * predicted.  Which of a word's shapes is an integer follows the
-		 * classes of its documents: where words are not in the order of
-		 * their documents (the blocked sampler's ties go by word id), a
-		 * test of a0 first was mispredicted for about every other word
-		 * seen once (docs/performance.md).  The test is the same: two
-		 * integers add up to an integer.
+		 * The sum first: it is the word's total plus 2 g, which does not
+		 * depend on the classes of the word's documents (up to rounding),
+		 * so in words ordered by total it decides the branch predictably
+		 * for every word but those whose sum is an integer of at most
+		 * GNB_PAIR_EXP_MAX.  Which of a word's shapes is an integer
+		 * follows the classes of its documents: where words are not in
+		 * the order of their documents (the blocked sampler's ties go by
+		 * word id), a test of a0 first was mispredicted for about every
+		 * other word seen once (docs/performance.md).  The test is the
+		 * same: two integers add up to an integer, and with both shapes
+		 * at least 1 a sum of at most GNB_PAIR_EXP_MAX keeps every cast
+		 * in range.
 		 */
 		if (sum <= GNB_PAIR_EXP_MAX && sum == (double) (int) sum &&
 			a0 == (double) (int) a0 && a1 == (double) (int) a1)

@@ -150,12 +150,12 @@ extern double gnb_rng_gamma_mt_reject(gnb_rng *rng, double d, double c,
 
 /*
  * Marsaglia and Tsang's constant c = 1 / sqrt(9 d), d = shape - 1/3,
- * computed for every draw.  (A table of c for integer shapes, tried until
- * 0.2.0, was slower: with unlabeled_weight < 1 a word's two shapes are an
- * integer and a fraction in an order that follows its documents' classes,
- * and the branch that chose the table was mispredicted where the square
- * root and the division it saved are pipelined with the draw; see
- * docs/performance.md.)
+ * computed for every draw.  (A table of c for integer shapes, used during
+ * 0.2.0's development, was slower: with unlabeled_weight < 1 and an integer
+ * gamma_theta a word's two shapes are often an integer and a fraction in an
+ * order that follows its documents' classes, and the branch that chose the
+ * table was mispredicted where the square root and the division it saved
+ * overlap the draw; see docs/performance.md.)
  */
 GNB_INLINE double
 gnb_rng_mt_c(double shape)
