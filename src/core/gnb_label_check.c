@@ -26,18 +26,6 @@ gnb_check_labels_memory(int32_t n_words, int32_t n_classes)
 		8 * (K + 1) * sizeof(double) + 64 * 8;
 }
 
-/* argmax of s[0 .. K) */
-static int32_t
-best_class(const double *s, int32_t K)
-{
-	int32_t		best = 0;
-
-	for (int32_t k = 1; k < K; k++)
-		if (s[k] > s[best])
-			best = k;
-	return best;
-}
-
 /*
  * The clamped counts, V x K word-major: corpus->extra_word_counts, or when
  * some documents of the corpus are clamped a sum made in *own (release it);
@@ -275,8 +263,8 @@ gnb_check_labels(const gnb_corpus *corpus, const gnb_params *params,
 				s_model[k] += n * log(fmax(m - out_n, mg));
 			}
 		}
-		by_model = best_class(s_model, K);
-		by_labels = best_class(s_labels, K);
+		by_model = gnb_argmax(s_model, K);
+		by_labels = gnb_argmax(s_labels, K);
 		out->n++;
 		out->model_right += by_model == y;
 		out->labels_right += by_labels == y;
@@ -318,7 +306,6 @@ gnb_labels_only_doc(const double *theta, const double *pi, const double *clamped
 {
 	double		max = -INFINITY;
 	double		total = 0.0;
-	int32_t		best = 0;
 
 	for (int32_t k = 0; k < K; k++)
 		s[k] = log(pi[k]);
@@ -332,12 +319,8 @@ gnb_labels_only_doc(const double *theta, const double *pi, const double *clamped
 	for (int32_t k = 0; k < K; k++)
 		total += (s[k] = exp(s[k] - max));
 	for (int32_t k = 0; k < K; k++)
-	{
 		prob[k] = s[k] / total;
-		if (s[k] > s[best])
-			best = k;
-	}
-	return best;
+	return gnb_argmax(s, K);
 }
 
 void

@@ -493,6 +493,22 @@ extern int32_t gnb_diagnose(double split_r_hat, double ess_total,
 /* What one GNB_WARN_* bit suggests, and what helps. */
 extern const char *gnb_warning_text(int32_t warning);
 
+/*
+ * The place of the largest of s[0 .. n), the first of equal ones (0 when n
+ * is 0 or every s is NaN): the class a model labels with, from its scores
+ * or probabilities.  Inline: the prediction path calls it per row.
+ */
+static inline int32_t
+gnb_argmax(const double *s, int32_t n)
+{
+	int32_t		best = 0;
+
+	for (int32_t k = 1; k < n; k++)
+		if (s[k] > s[best])
+			best = k;
+	return best;
+}
+
 /* Default hooks: calloc/free, no progress, no interrupts. */
 extern const gnb_hooks gnb_default_hooks;
 

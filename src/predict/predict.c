@@ -430,17 +430,6 @@ score_document(const GnbModel *m, Datum tokens, bool is_tsvector, double *scores
 	gnb_vocab_index_score(m->index, tokens, is_tsvector, scores);
 }
 
-static int32
-best_class(const GnbModel *m, const double *scores)
-{
-	int32		best = 0;
-
-	for (int32 k = 1; k < m->n_classes; k++)
-		if (scores[k] > scores[best])
-			best = k;
-	return best;
-}
-
 static Datum
 predict(FunctionCallInfo fcinfo, bool is_tsvector)
 {
@@ -450,7 +439,7 @@ predict(FunctionCallInfo fcinfo, bool is_tsvector)
 
 	score_document(m, PG_GETARG_DATUM(1), is_tsvector, scores);
 	/* a copy: the cache entry may be evicted before the row is used */
-	return PointerGetDatum(DatumGetTextPCopy(m->class_texts[best_class(m, scores)]));
+	return PointerGetDatum(DatumGetTextPCopy(m->class_texts[gnb_argmax(scores, m->n_classes)]));
 }
 
 /*
@@ -466,7 +455,7 @@ gnb_model_proba(const GnbModel *m, Datum tokens, bool is_tsvector, double *probs
 				total = 0.0;
 
 	score_document(m, tokens, is_tsvector, probs);
-	best = best_class(m, probs);
+	best = gnb_argmax(probs, m->n_classes);
 	max = probs[best];
 	/* imports are bounded below (model_format.c): a safeguard, not a path */
 	if (!isfinite(max))

@@ -347,14 +347,12 @@ warm_id(void *arg, const struct varlena *id, const double *probs, int n_probs)
 {
 	WarmIds    *w = arg;
 	int32		len = VARSIZE_ANY_EXHDR(id);
-	int			best = 0;
+	int			best;
 
 	if (n_probs != w->n_classes)
 		elog(ERROR, "gibbs_nb.document_labels row of version " INT64_FORMAT " is malformed",
 			 w->version_id);
-	for (int k = 1; k < n_probs; k++)
-		if (probs[k] > probs[best])
-			best = k;
+	best = gnb_argmax(probs, n_probs);
 	if (w->n == w->allocated)
 	{
 		w->allocated *= 2;

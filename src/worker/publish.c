@@ -775,11 +775,8 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 		for (int32 i = 0; i < n; i++)
 		{
 			const double *p = dl->probs + (start + i) * K;
-			int32		arg = 0;
+			int32		arg = gnb_argmax(p, K);
 
-			for (int32 k = 1; k < K; k++)
-				if (p[k] > p[arg])
-					arg = k;
 			labels[i] = classes[arg];
 			best[i] = p[arg];
 		}
