@@ -496,7 +496,8 @@ extern const char *gnb_warning_text(int32_t warning);
 /*
  * The place of the largest of s[0 .. n), the first of equal ones (0 when n
  * is 0 or s[0] is NaN; a NaN after s[0] is passed over): the class a model
- * labels with, from its scores or probabilities.  Inline: the prediction path calls it per row.
+ * labels with, from its scores or probabilities.  Inline: the prediction
+ * path calls it per row.
  */
 static inline int32_t
 gnb_argmax(const double *s, int32_t n)

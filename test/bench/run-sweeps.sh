@@ -16,8 +16,9 @@
 # Prints per round the sampling seconds, steady ms per sweep and the ESS of
 # the log joint per sampling second (setup included: what a job gets), and
 # the ratios of the same round: blocked (1) / paper and blocked (2) /
-# blocked (1) per sweep, ESS/s of blocked (2) / paper; then their medians.  Also checks that the 1- and 2-process blocked models
-# are the same bit for bit.  Runs on a throwaway cluster.
+# blocked (1) per sweep, ESS/s of blocked (2) / paper; then their medians.
+# Also checks that the 1- and 2-process blocked models are the same bit for
+# bit.  Runs on a throwaway cluster.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
