@@ -1039,6 +1039,16 @@ CREATE FUNCTION gibbs_nb.blocked_node_scores(job bigint, relation pg_catalog.oid
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_scores'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION gibbs_nb.blocked_node_fold(job bigint, relation pg_catalog.oid, part int,
+                                           parts int, chain int, perm int[])
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_fold'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION gibbs_nb.blocked_node_combined(job bigint, relation pg_catalog.oid, part int,
+                                               parts int, chains int)
+RETURNS bytea
+AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_combined'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 --
 -- What \df+ says of 0.1.0's functions that are otherwise the same.

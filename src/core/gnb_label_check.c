@@ -179,29 +179,15 @@ gnb_check_labels(const gnb_corpus *corpus, const gnb_params *params,
 	clamped = clamped_counts(corpus, hooks, &own, docs, tokens);
 	clamped_words = clamped_vocabulary(clamped, V, K);
 
-	/* the model's expected totals */
+	/*
+	 * the model's expected totals: the unlabelled documents' as the combiner
+	 * (or their holders) summed them
+	 */
 	for (int32_t k = 0; k < K; k++)
 	{
-		model_docs[k] = docs[k];
-		model_tokens[k] = tokens[k];
+		model_docs[k] = docs[k] + lambda * result->unlabeled_mass[k];
+		model_tokens[k] = tokens[k] + lambda * result->unlabeled_mass[K + k];
 	}
-	for (int32_t j = 0; j < corpus->n_docs; j++)
-		if (corpus->label[j] < 0)
-		{
-			double		length = 0.0;
-
-			if (corpus->doc_length)
-				length = corpus->doc_length[j];
-			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-				length += corpus->count[p];
-			for (int32_t k = 0; k < K; k++)
-			{
-				double		pr = result->label_prob[(int64_t) j * K + k];
-
-				model_docs[k] += lambda * pr;
-				model_tokens[k] += lambda * pr * length;
-			}
-		}
 
 	for (int32_t j = 0; j < checked->n_docs; j++)
 	{

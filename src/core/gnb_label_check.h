@@ -46,7 +46,7 @@ typedef struct gnb_label_check
  * it were unlabelled and left out of the counts:
  *   - by the trained model: result's theta-hat, its expected counts (the
  *     clamped counts, and the unlabelled documents' at weight lambda by
- *     their label probabilities) with the document's word counts taken
+ *     their label probabilities: result->unlabeled_mass) with the document's word counts taken
  *     out, result's gammas;
  *   - by the labels-only model: posterior-mean theta and pi from the
  *     clamped counts with the document's word counts taken out, params'

@@ -73,8 +73,11 @@ gnb_memory_needed(int32_t n_docs, int32_t n_words, int32_t n_classes, int64_t n_
 	 * the alignment's cost matrix
 	 */
 	doubles += 2 * D + K * K;
-	/* K-sized vectors (C, Nk, S, priors, scores, sums, alignment scratch) */
-	doubles += 32 * (K + 1);
+	/*
+	 * K-sized vectors (C, Nk, S, priors, scores, sums, alignment scratch;
+	 * the unlabelled documents' mass, 2K, and its exact sums, 6K)
+	 */
+	doubles += 40 * (K + 1);
 	bytes = doubles * sizeof(double);
 	/* int32 per document (labels, last labels, unlabelled index), per word */
 	bytes += 4 * D * sizeof(int32_t) + 3 * V * sizeof(int32_t) + V;

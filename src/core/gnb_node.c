@@ -47,6 +47,15 @@ struct gnb_node
 	chain_state view;
 	/* a call decoded from bytes: its arrays, allocated when first needed */
 	gnb_node_buffers buf;
+	/*
+	 * the chains combined (gnb_node_fold): the last chain ended, the chains
+	 * folded into combined (D x K, allocated by the first), their sums made
+	 * means
+	 */
+	int32_t		ended_chain;
+	int32_t		folded;
+	int			combine_ended;
+	double	   *combined;
 };
 
 static void
@@ -120,6 +129,7 @@ gnb_node_begin(const gnb_corpus *part, const gnb_params *params, const gnb_hooks
 	node->next_label = gnb_xalloc(hooks, D, sizeof(int32_t));
 	node->pred = gnb_xalloc(hooks, params->unlabeled_weight != 1.0 ? D * K : 1, sizeof(double));
 	node->work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(K), sizeof(double));
+	node->ended_chain = -1;
 	alloc_changes(node);
 	return node;
 }
@@ -287,6 +297,7 @@ node_end(gnb_node *node, const gnb_node_call *call)
 	v->g_pi = call->g_pi;
 	for (int32_t k = 0; k < K; k++)
 		refresh_prior(v, k);
+	node->ended_chain = call->chain;
 	node->changes.locked = gnb_count_locked(v, params->sweeps - params->burn_in);
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
@@ -303,6 +314,8 @@ gnb_node_run(gnb_node *node, const gnb_node_call *call)
 	const int32_t K = node->sh->K;
 	gnb_count_changes *ch = &node->changes;
 
+	/* a chain's estimates are there to fold only until the next call */
+	node->ended_chain = -1;
 	ch->n_entries = 0;
 	ch->changed = 0;
 	ch->locked = 0;
@@ -329,6 +342,63 @@ void
 gnb_node_estimates(const gnb_node *node, const double **label_prob, const int32_t **last_labels)
 {
 	*label_prob = node->prob_sum;
+	*last_labels = node->z;
+}
+
+const char *
+gnb_node_fold(gnb_node *node, int32_t chain, const int32_t *perm, gnb_exact_sum *distance)
+{
+	const run_shared *sh = node->sh;
+	const int32_t K = sh->K;
+
+	if (node->local || node->combine_ended || chain != node->folded ||
+		chain != node->ended_chain)
+		return "the chain to fold is not the one that ended next";
+	if (node->combined == NULL)
+		node->combined = gnb_xalloc(node->hooks, (size_t) sh->D * K + 1, sizeof(double));
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int64_t		j = sh->unlabeled[i];
+
+		if (node->hooks->check_interrupts && (i & 4095) == 0)
+			node->hooks->check_interrupts(node->hooks->arg);
+		gnb_exact_add(distance, gnb_fold_document(node->combined + j * K,
+												  node->prob_sum + j * K, K, chain, perm));
+	}
+	node->folded++;
+	return NULL;
+}
+
+const char *
+gnb_node_combine_end(gnb_node *node, int32_t chains, gnb_exact_sum *mass)
+{
+	const run_shared *sh = node->sh;
+	const int32_t K = sh->K;
+
+	if (node->combined == NULL || node->combine_ended || chains != node->folded)
+		return "the chains folded are not the job's";
+	/* the means and their mass as gnb_combine_end makes the result's */
+	for (int32_t i = 0; i < sh->n_unlabeled; i++)
+	{
+		int64_t		j = sh->unlabeled[i];
+		double		length = 0.0;
+
+		if (node->hooks->check_interrupts && (i & 4095) == 0)
+			node->hooks->check_interrupts(node->hooks->arg);
+		for (int32_t k = 0; k < K; k++)
+			node->combined[j * K + k] /= chains;
+		for (int64_t p = sh->corpus->doc_start[j]; p < sh->corpus->doc_start[j + 1]; p++)
+			length += sh->corpus->count[p];
+		gnb_mass_document(mass, node->combined + j * K, length, K);
+	}
+	node->combine_ended = 1;
+	return NULL;
+}
+
+void
+gnb_node_combined(const gnb_node *node, const double **label_prob, const int32_t **last_labels)
+{
+	*label_prob = node->combined;
 	*last_labels = node->z;
 }
 
@@ -385,6 +455,8 @@ gnb_node_end(gnb_node *node)
 		hooks->release(node->next_label, hooks->arg);
 		hooks->release(node->pred, hooks->arg);
 		hooks->release(node->work, hooks->arg);
+		if (node->combined)
+			hooks->release(node->combined, hooks->arg);
 	}
 	hooks->release(node->pending, hooks->arg);
 	hooks->release(node->entry, hooks->arg);

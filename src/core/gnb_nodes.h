@@ -124,6 +124,23 @@ extern const gnb_count_changes *gnb_node_run(gnb_node *node, const gnb_node_call
 extern void gnb_node_estimates(const gnb_node *node, const double **label_prob,
 							   const int32_t **last_labels);
 
+/*
+ * The chains combined where the documents are (gnb_combine_add's comment):
+ * after GNB_NODE_END of chain c, gnb_node_fold folds the chain's estimates
+ * into the node's sums over the chains (classes aligned by perm, as
+ * gnb_combine_add gave it), chains in the order 0, 1, ..., and adds their
+ * distances to *distance; after the last, gnb_node_combine_end makes the
+ * sums means and adds their mass (2K exact sums, unlabeled_mass's) to
+ * mass, and gnb_node_combined gives the means (n_docs x K, by the
+ * documents' places in the part) and the last chain's last labels: the
+ * node's until it ends.  They return NULL, or what is out of order.
+ */
+extern const char *gnb_node_fold(gnb_node *node, int32_t chain, const int32_t *perm,
+								 gnb_exact_sum *distance);
+extern const char *gnb_node_combine_end(gnb_node *node, int32_t chains, gnb_exact_sum *mass);
+extern void gnb_node_combined(const gnb_node *node, const double **label_prob,
+							  const int32_t **last_labels);
+
 /* The number of doubles of a call's log_theta (and of N: V x K). */
 extern int64_t gnb_node_theta_length(const gnb_node *node);
 

@@ -313,6 +313,26 @@ extern void gnb_blocked_helper_end(gnb_blocked_helper *helper);
 extern uint64_t gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32_t n_classes,
 										  int64_t n_pairs);
 
+/*
+ * A sum of doubles that is the same in whatever order its terms come
+ * (gnb_exact_sum.c): each term rounded to a multiple of 2^-60 (the same
+ * term, the same multiple), the multiples added exactly as a 128-bit
+ * integer (lo, then hi with the carry).  For sums over documents that
+ * whoever holds them adds up: a node's part merged into the chain's gives
+ * the sum the chain would make of all of them.  Zeroed, it is 0; a term of
+ * 2^62 or more in magnitude, or not a number, makes the sum NaN.
+ */
+typedef struct gnb_exact_sum
+{
+	uint64_t	lo;
+	uint64_t	hi;
+	int32_t		invalid;
+} gnb_exact_sum;
+
+extern void gnb_exact_add(gnb_exact_sum *sum, double term);
+extern void gnb_exact_merge(gnb_exact_sum *sum, const gnb_exact_sum *part);
+extern double gnb_exact_value(const gnb_exact_sum *sum);
+
 typedef struct gnb_result
 {
 	int32_t		n_docs;
@@ -322,6 +342,13 @@ typedef struct gnb_result
 	int32_t		sweeps;
 	int32_t		kept;			/* kept sweeps per chain */
 	double	   *label_prob;		/* n_docs x K, row-major */
+	/*
+	 * 2K: over the unlabelled documents, the sum of each class's probability
+	 * (label_prob), then of its probability times the document's length
+	 * (tokens), each an exact sum (gnb_exact_sum), so that whoever holds
+	 * the documents makes the same; the label check's expected totals
+	 */
+	double	   *unlabeled_mass;
 	double	   *theta;			/* K x V, row-major: theta[k * V + w] */
 	double	   *pi;				/* K */
 	double	   *log_joint;		/* chains x sweeps: log P(L, W) per sweep (NULL with no_trace) */
@@ -445,12 +472,36 @@ extern void gnb_chain_free(gnb_chain *chain, const gnb_hooks *hooks);
  * gnb_train_chain for every chain, each added as it ends.  The corpus and
  * parameters must stay valid until gnb_combine_end, which frees the
  * combiner; the result is then complete.
+ *
+ * A chain whose unlabelled documents others hold (nodes, gnb_nodes.h) is
+ * added with label_prob and last_labels NULL: gnb_combine_add returns the
+ * alignment (the chain's class k is the result's perm[k]; the combiner's
+ * until the next add), with which the holders fold their documents'
+ * estimates into their sums (gnb_fold_document, as the combiner folds its
+ * own), and for every chain after the first the distance they sum goes to
+ * gnb_combine_distance.  gnb_combine_end then leaves the unlabelled
+ * documents' label_prob and last_labels, and unlabeled_mass, to the caller:
+ * the holders' (gnb_node_combine_end).
  */
 typedef struct gnb_combiner gnb_combiner;
 extern gnb_combiner *gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 									   const gnb_hooks *hooks, gnb_result *result);
-extern void gnb_combine_add(gnb_combiner *combiner, const gnb_chain *chain);
+extern const int32_t *gnb_combine_add(gnb_combiner *combiner, const gnb_chain *chain);
+extern void gnb_combine_distance(gnb_combiner *combiner, const gnb_exact_sum *distance);
 extern void gnb_combine_end(gnb_combiner *combiner);
+
+/*
+ * One document's estimates by chain `chain` (K, in the chain's classes)
+ * into its sum over the chains before (K, in the result's: perm as
+ * gnb_combine_add gives it); returns, for chain > 0, its distance from
+ * their mean (the sum of the K absolute differences; chain_agreement's
+ * term).  gnb_mass_document adds a document's means (K) and their products
+ * with its length to the 2K exact sums of unlabeled_mass.
+ */
+extern double gnb_fold_document(double *sum, const double *prob, int32_t K, int32_t chain,
+								const int32_t *perm);
+extern void gnb_mass_document(gnb_exact_sum *mass, const double *prob, double length,
+							  int32_t K);
 
 /* Release what gnb_train allocated in *result. */
 extern void gnb_result_free(gnb_result *result, const gnb_hooks *hooks);

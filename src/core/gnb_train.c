@@ -361,6 +361,7 @@ struct gnb_combiner
 	double	   *ref_theta;		/* chain 0's theta-hat (only with chains > 1) */
 	int32_t    *perm;
 	int32_t		added;
+	int			held;			/* the documents' estimates are their holders' */
 };
 
 gnb_combiner *
@@ -390,6 +391,7 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 	result->sweeps = params->sweeps;
 	result->kept = (params->sweeps - params->burn_in) / params->lag;
 	result->label_prob = gnb_xalloc(hooks, (size_t) D * K + 1, sizeof(double));
+	result->unlabeled_mass = gnb_xalloc(hooks, 2 * (size_t) K, sizeof(double));
 	/* theta-hat when the first chain is added: not beside a sampling chain's arrays */
 	result->theta = NULL;
 	result->pi = gnb_xalloc(hooks, K, sizeof(double));
@@ -447,12 +449,29 @@ transpose_in_place(const gnb_hooks *hooks, double *a, int32_t V, int32_t K)
 	hooks->release(done, hooks->arg);
 }
 
-static void combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta);
+static const int32_t *combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta);
 
-void
+const int32_t *
 gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
 {
-	combine_add(cb, (gnb_chain *) chain, 0);
+	return combine_add(cb, (gnb_chain *) chain, 0);
+}
+
+/*
+ * chain_agreement after a chain other than the first: distance is the sum
+ * over the unlabelled documents of gnb_fold_document's distances.
+ */
+void
+gnb_combine_distance(gnb_combiner *cb, const gnb_exact_sum *distance)
+{
+	gnb_result *result = cb->result;
+	double		d;
+
+	if (cb->added < 2 || cb->sh.n_unlabeled == 0)
+		return;
+	d = 0.5 * gnb_exact_value(distance) / cb->sh.n_unlabeled;
+	if (isnan(result->chain_agreement) || 1.0 - d < result->chain_agreement)
+		result->chain_agreement = 1.0 - d;
 }
 
 /*
@@ -460,7 +479,7 @@ gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
  * result's, transposed in place (chain->theta is then NULL): the sum it
  * starts is then never beside it.  The same values: 0 + x is x.
  */
-static void
+static const int32_t *
 combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta)
 {
 	const run_shared *sh = &cb->sh;
@@ -502,32 +521,27 @@ combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta)
 	for (int32_t k = 0; k < K; k++)
 		result->pi[perm[k]] += chain->pi[k];
 	/*
+	 * The documents' estimates summed under the alignment, and
 	 * chain_agreement: this chain against the mean of those before it,
-	 * whose sum the label probabilities hold so far
+	 * whose sum the label probabilities hold so far.  Documents held
+	 * elsewhere: their holders fold them with perm.
 	 */
-	if (c > 0 && sh->n_unlabeled > 0)
+	if (chain->label_prob)
 	{
-		double		distance = 0.0;
+		gnb_exact_sum distance = {0};
 
 		for (int32_t i = 0; i < sh->n_unlabeled; i++)
 		{
 			int64_t		j = sh->unlabeled[i];
 
-			for (int32_t k = 0; k < K; k++)
-				distance += fabs(chain->label_prob[j * K + k] -
-								 result->label_prob[j * K + perm[k]] / c);
+			gnb_exact_add(&distance, gnb_fold_document(result->label_prob + j * K,
+													   chain->label_prob + j * K, K, c,
+													   perm));
 		}
-		distance = 0.5 * distance / sh->n_unlabeled;
-		if (isnan(result->chain_agreement) || 1.0 - distance < result->chain_agreement)
-			result->chain_agreement = 1.0 - distance;
+		gnb_combine_distance(cb, &distance);
 	}
-	for (int32_t i = 0; i < sh->n_unlabeled; i++)
-	{
-		int64_t		j = sh->unlabeled[i];
-
-		for (int32_t k = 0; k < K; k++)
-			result->label_prob[j * K + perm[k]] += chain->label_prob[j * K + k];
-	}
+	else
+		cb->held = 1;
 	result->gamma_theta += chain->gamma_theta / params->chains;
 	result->gamma_pi += chain->gamma_pi / params->chains;
 	memcpy(result->kept_log_joint + (int64_t) c * result->kept_points, chain->kept_log_joint,
@@ -544,7 +558,9 @@ combine_add(gnb_combiner *cb, gnb_chain *chain, int take_theta)
 		memcpy(result->changed + (int64_t) c * params->sweeps, chain->changed,
 			   (size_t) params->sweeps * sizeof(double));
 	}
-	memcpy(result->last_labels, chain->last_labels, (size_t) sh->D * sizeof(int32_t));
+	if (chain->last_labels)
+		memcpy(result->last_labels, chain->last_labels, (size_t) sh->D * sizeof(int32_t));
+	return perm;
 }
 
 void
@@ -567,13 +583,34 @@ gnb_combine_end(gnb_combiner *cb)
 		result->theta[i] /= params->chains;
 	for (int32_t k = 0; k < K; k++)
 		result->pi[k] /= params->chains;
-	for (int32_t j = 0; j < D; j++)
+	/*
+	 * The documents' means, and their mass (exact sums, as their holders
+	 * make it when others hold them: gnb_node_combine_end)
+	 */
+	for (int32_t j = 0; j < D && !cb->held; j++)
 	{
 		if (corpus->label[j] >= 0)
 			result->label_prob[(int64_t) j * K + corpus->label[j]] = 1.0;
 		else
 			for (int32_t k = 0; k < K; k++)
 				result->label_prob[(int64_t) j * K + k] /= params->chains;
+	}
+	if (!cb->held)
+	{
+		gnb_exact_sum *mass = gnb_xalloc(hooks, 2 * (size_t) K, sizeof(gnb_exact_sum));
+
+		for (int32_t i = 0; i < sh->n_unlabeled; i++)
+		{
+			int64_t		j = sh->unlabeled[i];
+			double		length = corpus->doc_length ? corpus->doc_length[j] : 0.0;
+
+			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
+				length += corpus->count[p];
+			gnb_mass_document(mass, result->label_prob + j * K, length, K);
+		}
+		for (int32_t k = 0; k < 2 * K; k++)
+			result->unlabeled_mass[k] = gnb_exact_value(&mass[k]);
+		hooks->release(mass, hooks->arg);
 	}
 	for (int32_t chain = 0; chain < params->chains; chain++)
 	{
@@ -630,6 +667,7 @@ gnb_result_free(gnb_result *result, const gnb_hooks *hooks)
 	if (hooks == NULL)
 		hooks = &gnb_default_hooks;
 	hooks->release(result->label_prob, hooks->arg);
+	hooks->release(result->unlabeled_mass, hooks->arg);
 	hooks->release(result->theta, hooks->arg);
 	hooks->release(result->pi, hooks->arg);
 	if (result->log_joint)

@@ -31,6 +31,8 @@
 #include "executor/spi.h"
 #include "catalog/pg_class.h"
 #include "utils/acl.h"
+#include "utils/array.h"
+#include "catalog/pg_type.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "storage/lmgr.h"
@@ -57,10 +59,12 @@ typedef struct NodeEntry
 	gnb_corpus	core;
 	gnb_hooks	hooks;
 	gnb_node   *node;
-	/* the last call it answered, and chain estimated: a call again is a repeat */
+	/* the last call it answered, and what it gave since: a call again is a repeat */
 	bool		answered;
 	bool		scored;			/* the labels-only model's scores given */
-	int32		estimated_chain;
+	int32		folded_chain;	/* the last chain folded (-1: none) */
+	bool		combined;		/* the chains combined (their mass given) */
+	bool		estimated;		/* the combined estimates given */
 	int32		last_what;
 	int32		last_chain;
 	int32		last_sweep;
@@ -235,7 +239,9 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 	entry->node = NULL;
 	entry->answered = false;
 	entry->scored = false;
-	entry->estimated_chain = -1;
+	entry->folded_chain = -1;
+	entry->combined = false;
+	entry->estimated = false;
 	PG_TRY();
 	{
 		entry->cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb node",
@@ -491,8 +497,10 @@ PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_estimates);
  * gibbs_nb.blocked_node_estimates(job bigint, relation oid, part int, parts int)
  *	  RETURNS bytea
  *
- * The ended chain's estimates for the node's documents (encode_estimates);
- * NULL if it gave them already.  Internal, as gibbs_nb.blocked_node.
+ * The job's estimates for the node's documents, its chains combined
+ * (gibbs_nb.blocked_node_combined): their means over the chains, and the
+ * last chain's last labels (encode_estimates); NULL if it gave them
+ * already.  Internal, as gibbs_nb.blocked_node.
  */
 Datum
 gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
@@ -502,14 +510,154 @@ gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
 	NodeEntry  *entry;
 	const double *prob;
 	const int32 *last;
+	bytea	   *answer;
 
 	node_key(fcinfo, &key, &parts);
 	entry = find_node(&key, parts);
-	if (entry->estimated_chain == entry->last_chain)
+	if (entry->estimated)
 		PG_RETURN_NULL();
-	entry->estimated_chain = entry->last_chain;
-	gnb_node_estimates(entry->node, &prob, &last);
-	PG_RETURN_BYTEA_P(encode_estimates(entry, prob, last));
+	if (!entry->combined)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %d of %d of gibbs_nb job " INT64_FORMAT " has not combined its chains",
+						key.part, parts, key.job)));
+	gnb_node_combined(entry->node, &prob, &last);
+	answer = encode_estimates(entry, prob, last);
+	entry->estimated = true;
+	PG_RETURN_BYTEA_P(answer);
+}
+
+/* perm as an int array: a permutation of the node's K classes */
+static int32 *
+class_permutation(ArrayType *perm, int32 K)
+{
+	int32	   *p;
+	bool	   *seen;
+
+	if (ARR_NDIM(perm) != 1 || ARR_ELEMTYPE(perm) != INT4OID || ARR_HASNULL(perm) ||
+		ArrayGetNItems(ARR_NDIM(perm), ARR_DIMS(perm)) != K)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a node's class permutation must be %d integers without NULLs", K)));
+	p = (int32 *) ARR_DATA_PTR(perm);
+	seen = palloc0(sizeof(bool) * K);
+	for (int32 k = 0; k < K; k++)
+	{
+		if (p[k] < 0 || p[k] >= K || seen[p[k]])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a node's class permutation must name each of its %d classes once", K)));
+		seen[p[k]] = true;
+	}
+	pfree(seen);
+	return p;
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_fold);
+
+/*
+ * gibbs_nb.blocked_node_fold(job bigint, relation oid, part int, parts int,
+ *							  chain int, perm int[]) RETURNS bytea
+ *
+ * Fold the ended chain's estimates of the node's documents into their sums
+ * over the job's chains, its class k as the model's perm[k] (the job's
+ * alignment of the chain: gnb_node_fold), and answer the sum of their
+ * distances from the chains' before (one exact sum,
+ * gnb_exact_sums_encode); NULL if it folded that chain already.  Internal,
+ * as gibbs_nb.blocked_node.
+ */
+Datum
+gibbs_nb_blocked_node_fold(PG_FUNCTION_ARGS)
+{
+	NodeKey		key;
+	int32		parts;
+	NodeEntry  *volatile entry;
+	int32		chain;
+	int32	   *perm;
+	gnb_exact_sum distance = {0};
+	const char *err;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	node_key(fcinfo, &key, &parts);
+	if (PG_ARGISNULL(4) || PG_ARGISNULL(5))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("a node's chain and class permutation must not be NULL")));
+	entry = find_node(&key, parts);
+	chain = PG_GETARG_INT32(4);
+	if (entry->folded_chain == chain)
+		PG_RETURN_NULL();
+	perm = class_permutation(PG_GETARG_ARRAYTYPE_P(5), entry->core.n_classes);
+	PG_TRY();
+	{
+		err = gnb_node_fold(entry->node, chain, perm, &distance);
+	}
+	PG_CATCH();
+	{
+		/* a fold cut short leaves the sums half changed */
+		MemoryContextSwitchTo(caller_cxt);
+		forget_node(entry);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (err != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %d of %d of gibbs_nb job " INT64_FORMAT " cannot fold chain %d: %s",
+						key.part, parts, key.job, chain, err)));
+	entry->folded_chain = chain;
+	PG_RETURN_BYTEA_P(gnb_exact_sums_encode(&distance, 1));
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_combined);
+
+/*
+ * gibbs_nb.blocked_node_combined(job bigint, relation oid, part int,
+ *								  parts int, chains int) RETURNS bytea
+ *
+ * The node's sums over the job's chains, all folded, made means
+ * (gnb_node_combine_end), and their mass answered: 2K exact sums
+ * (gnb_exact_sums_encode), of each class's probability and of its products
+ * with the documents' lengths; NULL if it answered already.  Internal, as
+ * gibbs_nb.blocked_node.
+ */
+Datum
+gibbs_nb_blocked_node_combined(PG_FUNCTION_ARGS)
+{
+	NodeKey		key;
+	int32		parts;
+	NodeEntry  *volatile entry;
+	gnb_exact_sum *mass;
+	const char *err;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	node_key(fcinfo, &key, &parts);
+	if (PG_ARGISNULL(4))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("a node's number of chains must not be NULL")));
+	entry = find_node(&key, parts);
+	if (entry->combined)
+		PG_RETURN_NULL();
+	mass = palloc0(sizeof(gnb_exact_sum) * 2 * entry->core.n_classes);
+	PG_TRY();
+	{
+		err = gnb_node_combine_end(entry->node, PG_GETARG_INT32(4), mass);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller_cxt);
+		forget_node(entry);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (err != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %d of %d of gibbs_nb job " INT64_FORMAT " cannot combine its chains: %s",
+						key.part, parts, key.job, err)));
+	entry->combined = true;
+	PG_RETURN_BYTEA_P(gnb_exact_sums_encode(mass, 2 * entry->core.n_classes));
 }
 
 PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_scores);

@@ -312,3 +312,53 @@ gnb_node_model_read(bytea *value, int32 K, int32 V, double *pi, double *theta)
 		theta[i] = pq_getmsgfloat8(&msg);
 	}
 }
+
+/*
+ * n exact sums (gnb_exact_sum) as a node's answer: their words and whether
+ * each is a number, 20 bytes a sum.
+ */
+bytea *
+gnb_exact_sums_encode(const gnb_exact_sum *sums, int32 n)
+{
+	StringInfoData buf;
+
+	gnb_sized_bytea_begin(&buf, (Size) n * GNB_EXACT_SUM_BYTES);
+	for (int32 i = 0; i < n; i++)
+	{
+		pq_sendint64(&buf, (int64) sums[i].lo);
+		pq_sendint64(&buf, (int64) sums[i].hi);
+		pq_sendint32(&buf, sums[i].invalid ? 1 : 0);
+	}
+	return pq_endtypsend(&buf);
+}
+
+/*
+ * A node's n exact sums (gnb_exact_sums_encode) merged into sums; false if
+ * the value is not n of them.
+ */
+bool
+gnb_exact_sums_merge(bytea *value, gnb_exact_sum *sums, int32 n)
+{
+	StringInfoData msg;
+
+	msg.data = VARDATA_ANY(value);
+	msg.len = VARSIZE_ANY_EXHDR(value);
+	msg.maxlen = msg.len;
+	msg.cursor = 0;
+	if ((int64) msg.len != (int64) n * GNB_EXACT_SUM_BYTES)
+		return false;
+	for (int32 i = 0; i < n; i++)
+	{
+		gnb_exact_sum part;
+		int32		invalid;
+
+		part.lo = (uint64) pq_getmsgint64(&msg);
+		part.hi = (uint64) pq_getmsgint64(&msg);
+		invalid = (int32) pq_getmsgint(&msg, 4);
+		if (invalid != 0 && invalid != 1)
+			return false;
+		part.invalid = invalid;
+		gnb_exact_merge(&sums[i], &part);
+	}
+	return true;
+}

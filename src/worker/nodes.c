@@ -24,10 +24,15 @@
  * t/008_citus.pl).  The worker has read no unlabelled document's tokens
  * (gnb_read_corpus with on_nodes): only their ids, in the local read's
  * order, and their words' counts, which with the labelled counts make the
- * vocabulary and the summary the nodes are told.  After each chain it maps
- * the nodes' estimates back to its documents by their keys, for the
- * combiner and publishing, and takes their lengths from them, for the
- * label check; a labels-only version's probabilities come from the nodes
+ * vocabulary and the summary the nodes are told.  The chains are combined
+ * where the documents are: after each chain the worker's combiner aligns
+ * its classes (from theta, V x K) and the nodes fold its estimates into
+ * their sums by that alignment, answering their part of chain_agreement;
+ * after the last they make the sums means and answer their mass, which the
+ * label check weighs by; both exact sums (gnb_exact_sum), the local
+ * combiner's to the last bit.  Only then are their documents' means taken,
+ * once, mapped back to the worker's documents by their keys, for
+ * publishing; a labels-only version's probabilities come from the nodes
  * too (gnb_nodes_labels_only).
  */
 #include "gibbs_nb.h"
@@ -62,6 +67,8 @@ typedef struct NodesRun
 	 * answers the repeat NULL)
 	 */
 	char	   *call_sql;
+	char	   *fold_sql;		/* $2 the chain, $3 its alignment */
+	char	   *combined_sql;	/* $2 the number of chains */
 	char	   *estimates_sql;
 	char	   *scores_sql;		/* $2 the labels-only model */
 	char	   *release_sql;
@@ -87,12 +94,18 @@ typedef struct NodesRun
 	int64		held_tokens;
 	int64		all_docs;
 	int64		all_tokens;
-	/* the nodes' estimates, mapped to the worker's documents by their keys */
+	/* exact sums the nodes answer, merged (n_sums of them) */
+	gnb_exact_sum *sums;
+	int32		n_sums;
+	/*
+	 * the nodes' estimates, mapped to the worker's documents by their keys,
+	 * into label_prob (n_docs x K) and last_labels (n_docs): the result's
+	 */
 	int32		n_docs;
 	const uint64 *sorted_keys;	/* n_docs, increasing */
 	const int32 *doc_of_key;	/* the document of each */
-	double	   *label_prob;		/* n_docs x K */
-	int32	   *last_labels;	/* n_docs */
+	double	   *label_prob;
+	int32	   *last_labels;
 	bool	   *estimated;		/* n_docs */
 	double	   *doc_length;		/* n_docs: the corpus's, filled from the estimates */
 } NodesRun;
@@ -332,6 +345,61 @@ take_estimates(NodesRun *run, const gnb_node_call *call, bytea *value)
 	}
 }
 
+/* A node's exact sums (gnb_exact_sums_encode) into the run's. */
+static void
+take_sums(NodesRun *run, const gnb_node_call *call, bytea *value)
+{
+	if (!gnb_exact_sums_merge(value, run->sums, run->n_sums))
+		bad_estimates(run, psprintf("They are not %d sums.", run->n_sums));
+}
+
+/*
+ * Chain c folded into the nodes' sums, aligned by perm (gnb_combine_add's):
+ * its documents' distance from the chains' before, summed over the nodes
+ * into *distance.
+ */
+static void
+fold_chain(NodesRun *run, int32 c, const int32 *perm, gnb_exact_sum *distance)
+{
+	Oid			types[3] = {INT8OID, INT4OID, INT4ARRAYOID};
+	Datum		values[3];
+	Datum	   *elems = palloc(sizeof(Datum) * run->K);
+
+	for (int32 k = 0; k < run->K; k++)
+		elems[k] = Int32GetDatum(perm[k]);
+	values[0] = Int64GetDatum(run->params->job_id);
+	values[1] = Int32GetDatum(c);
+	values[2] = PointerGetDatum(construct_array(elems, run->K, INT4OID, sizeof(int32), true,
+												TYPALIGN_INT));
+	memset(distance, 0, sizeof(*distance));
+	run->sums = distance;
+	run->n_sums = 1;
+	query_nodes(run, run->fold_sql, 3, types, values, NULL, NULL, take_sums);
+	run->sums = NULL;
+	pfree(DatumGetPointer(values[2]));
+	pfree(elems);
+}
+
+/*
+ * The chains combined on the nodes: their sums made means, and the mass of
+ * those (gnb_result.unlabeled_mass, 2K) summed over the nodes into mass.
+ */
+static void
+combine_chains(NodesRun *run, int32 chains, double *mass)
+{
+	Oid			types[2] = {INT8OID, INT4OID};
+	Datum		values[2] = {Int64GetDatum(run->params->job_id), Int32GetDatum(chains)};
+	gnb_exact_sum *sums = palloc0(sizeof(gnb_exact_sum) * 2 * run->K);
+
+	run->sums = sums;
+	run->n_sums = 2 * run->K;
+	query_nodes(run, run->combined_sql, 2, types, values, NULL, NULL, take_sums);
+	run->sums = NULL;
+	for (int32 k = 0; k < 2 * run->K; k++)
+		mass[k] = gnb_exact_value(&sums[k]);
+	pfree(sums);
+}
+
 /* the nodes' queries without a call: their estimates, or their release */
 static void
 query_all_nodes(NodesRun *run, const char *sql, answer_fn fn)
@@ -343,16 +411,20 @@ query_all_nodes(NodesRun *run, const char *sql, answer_fn fn)
 }
 
 /*
- * Every document's estimates from the nodes (sql: a chain's estimates, or
- * with a model its scores) into the run's arrays, by key: each document
- * once.
+ * Every document's estimates from the nodes (sql: the chains' combined, or
+ * with a model its scores) into label_prob and last_labels, by key: each
+ * document once.
  */
 static void
-all_estimates(NodesRun *run, const char *sql, bytea *model)
+all_estimates(NodesRun *run, const char *sql, bytea *model, double *label_prob,
+			  int32 *last_labels)
 {
 	Oid			types[2] = {INT8OID, BYTEAOID};
 	Datum		values[2] = {Int64GetDatum(run->params->job_id), PointerGetDatum(model)};
 	double		tokens = 0.0;
+
+	run->label_prob = label_prob;
+	run->last_labels = last_labels;
 
 	memset(run->estimated, 0, sizeof(bool) * run->n_docs);
 	memset(run->label_prob, 0, sizeof(double) * ((Size) run->n_docs * run->K));
@@ -434,6 +506,10 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 								 PGC_S_SESSION, GUC_ACTION_SET, true, 0, false);
 	}
 	run->call_sql = psprintf("SELECT gibbs_nb.blocked_node($1, %s, $2, $3) FROM %s", args, from);
+	run->fold_sql = psprintf("SELECT gibbs_nb.blocked_node_fold($1, %s, $2, $3) FROM %s", args,
+							 from);
+	run->combined_sql = psprintf("SELECT gibbs_nb.blocked_node_combined($1, %s, $2) FROM %s",
+								 args, from);
 	run->estimates_sql = psprintf("SELECT gibbs_nb.blocked_node_estimates($1, %s) FROM %s", args,
 								  from);
 	run->scores_sql = psprintf("SELECT gibbs_nb.blocked_node_scores($1, %s, $2) FROM %s", args,
@@ -587,8 +663,9 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 /*
  * Train with the chains' documents held by nodes (the file's comment): each
  * chain run by gnb_train_chain on a corpus of no documents, its nodes called
- * through SQL; each chain's estimates taken from the nodes and combined as
- * gnb_train combines them, with the documents' lengths.  The
+ * through SQL; each chain combined as gnb_train combines them, its
+ * documents' estimates folded by the nodes, whose means and mass fill the
+ * result at the end.  The
  * corpus was read with on_nodes (ids and word counts only); a warm start's
  * first labels (init_label, by document, or NULL) go to the nodes by key
  * with the setup.  Returns the run,
@@ -617,11 +694,12 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 		elog(ERROR, "gibbs_nb: a warm start's labels belong to the nodes");
 	/*
 	 * beyond what sampling was checked for: the unlabelled counts, the
-	 * documents by key and the nodes' estimates, an answer's entries, the
+	 * documents by key (and while they are sorted, pairs of key and
+	 * document), which got estimates, an answer's entries, the
 	 * setup (the vocabulary again, the counts)
 	 */
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(CurrentMemoryContext, true),
-						 (double) D * (8.0 * K + 33.0 + (init_label ? 36.0 : 0.0)) +
+						 (double) D * (29.0 + (init_label ? 36.0 : 0.0)) +
 						 (double) core->n_words * (40.0 + 24.0 * K) +
 						 2.0 * VARSIZE_ANY(corpus->tokens) + 64.0 * 1024,
 						 "the chain's calls of its nodes");
@@ -670,8 +748,6 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	run->n_docs = D;
 	run->sorted_keys = sorted_keys;
 	run->doc_of_key = doc_of_key;
-	run->label_prob = palloc_extended(sizeof(double) * ((Size) D * K + 1), MCXT_ALLOC_HUGE);
-	run->last_labels = palloc_extended(sizeof(int32) * ((Size) D + 1), MCXT_ALLOC_HUGE);
 	run->estimated = palloc_extended(sizeof(bool) * ((Size) D + 1), MCXT_ALLOC_HUGE);
 	run->doc_length = corpus->doc_length;
 
@@ -681,20 +757,26 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 		gnb_chain	chain;
 		double	   *own_prob;
 		int32	   *own_last;
+		const int32 *perm;
+		gnb_exact_sum distance;
 
 		gnb_train_chain(&chain_corpus, &params->sampler, c, &node_hooks, &chain);
-		all_estimates(run, run->estimates_sql, NULL);
-		/* the chain as gnb_train_chain on the whole corpus would give it */
+		/* the chain's documents' estimates are the nodes': they fold them */
 		own_prob = chain.label_prob;
 		own_last = chain.last_labels;
-		chain.label_prob = run->label_prob;
-		chain.last_labels = run->last_labels;
-		gnb_combine_add(cb, &chain);
+		chain.label_prob = NULL;
+		chain.last_labels = NULL;
+		perm = gnb_combine_add(cb, &chain);
+		fold_chain(run, c, perm, &distance);
+		gnb_combine_distance(cb, &distance);
 		chain.label_prob = own_prob;
 		chain.last_labels = own_last;
 		gnb_chain_free(&chain, &node_hooks);
 	}
 	gnb_combine_end(cb);
+	/* the chains combined where the documents are: their mass, their estimates */
+	combine_chains(run, params->sampler.chains, result->unlabeled_mass);
+	all_estimates(run, run->estimates_sql, NULL, result->label_prob, result->last_labels);
 	return run;
 }
 
@@ -733,10 +815,8 @@ gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
 	}
 	Assert(buf.len == VARHDRSZ + (int) size);
 	model = pq_endtypsend(&buf);
-	all_estimates(run, run->scores_sql, model);
+	all_estimates(run, run->scores_sql, model, result->label_prob, result->last_labels);
 	pfree(model);
-	memcpy(result->label_prob, run->label_prob, sizeof(double) * ((Size) run->n_docs * K));
-	memcpy(result->last_labels, run->last_labels, sizeof(int32) * (Size) run->n_docs);
 }
 
 /* The nodes let go of the job's documents. */

@@ -67,6 +67,9 @@ extern void gnb_node_setup_decode(bytea *value, GnbNodeSetup *setup);
 extern void gnb_sized_bytea_begin(StringInfo buf, Size size);
 extern void gnb_node_model_check(bytea *value, int32 K, int32 V);
 extern void gnb_node_model_read(bytea *value, int32 K, int32 V, double *pi, double *theta);
+#define GNB_EXACT_SUM_BYTES 20
+extern bytea *gnb_exact_sums_encode(const gnb_exact_sum *sums, int32 n);
+extern bool gnb_exact_sums_merge(bytea *value, gnb_exact_sum *sums, int32 n);
 
 /* nodes.c: the job's worker, training through nodes */
 typedef struct NodesRun GnbNodesRun;

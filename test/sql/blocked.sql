@@ -333,6 +333,14 @@ SELECT try($$SELECT gibbs_nb.blocked_node_scores(1, 'blocked_mail'::regclass, 0,
 SELECT try($$SELECT gibbs_nb.blocked_node_scores(1, 'blocked_mail'::regclass, 0, 0, '\x00'::bytea)$$);
 SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 'blocked_mail'::regclass, 0, 1)$$);
 SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 'blocked_mail'::regclass, 0, 1)$$);
+-- the chains combined on the nodes: of a node this role started, with a chain
+-- and its alignment, or the number of chains
+SELECT try($$SELECT gibbs_nb.blocked_node_fold(1, 'blocked_mail'::regclass, 0, 1, 0, '{0,1}')$$);
+SELECT try($$SELECT gibbs_nb.blocked_node_fold(1, 'blocked_mail'::regclass, 0, 1, 0, NULL)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node_fold(1, 'blocked_mail'::regclass, 0, 1, NULL, '{0,1}')$$);
+SELECT try($$SELECT gibbs_nb.blocked_node_combined(1, 'blocked_mail'::regclass, 0, 1, 2)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node_combined(1, 'blocked_mail'::regclass, 0, 1, NULL)$$);
+SELECT try($$SELECT gibbs_nb.blocked_node_combined(1, 'blocked_mail'::regclass, 1, 1, 2)$$);
 -- the same documents read in another order (ids as text under two
 -- collations that sort them differently, so the read's ORDER BY id differs):
 -- the same model, document by document (lambda < 1, gamma fixed: the split

@@ -209,23 +209,38 @@ is(alice(q{
           WHERE model_name = 'spam_blocked')
        = (SELECT row(classes, log_pi, tokens, log_theta, public.doc_labels(version_id)) FROM gibbs_nb.packed
           WHERE model_name = 'spam_blocked_local')
-     AND (SELECT row(log_likelihood, ess, gamma_theta) FROM gibbs_nb.models WHERE model_name = 'spam_blocked')
-       = (SELECT row(log_likelihood, ess, gamma_theta) FROM gibbs_nb.models
-          WHERE model_name = 'spam_blocked_local')}),
-	't', 'the same blocked model from both, bit for bit');
+     AND (SELECT row(log_likelihood, ess, gamma_theta, chain_agreement, labels_agreement,
+                     labels_only_agreement, warnings)
+          FROM gibbs_nb.models WHERE model_name = 'spam_blocked')
+       = (SELECT row(log_likelihood, ess, gamma_theta, chain_agreement, labels_agreement,
+                     labels_only_agreement, warnings)
+          FROM gibbs_nb.models WHERE model_name = 'spam_blocked_local')}),
+	't', 'the same blocked model from both, bit for bit, its chains combined on the workers alike');
 # every call of the chains reached the node of each of the 2 workers: 2
 # chains x (the first labels, 40 sweeps, the end), and a release
 my $calls = q{SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'blocked_node'};
-my $total;
-foreach my $try (1 .. 300)
+# the calls of a node function on both workers, once they reach want
+# (the workers' backends report their calls when they end or every second)
+sub worker_calls
 {
-	$total = 0;
-	$total += $_->safe_psql('postgres', $calls) foreach @workers;
-	last if $total >= 170;
-	# the workers' backends report their calls when they end or every second
-	select(undef, undef, undef, 0.1);
+	my ($function, $want) = @_;
+	my $total;
+	foreach my $try (1 .. 300)
+	{
+		$total = 0;
+		$total += $_->safe_psql('postgres',
+			"SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = '$function'")
+		  foreach @workers;
+		last if $total >= $want;
+		select(undef, undef, undef, 0.1);
+	}
+	return $total;
 }
+my $total = worker_calls('blocked_node', 170);
 is($total, 170, 'the nodes answered on the workers: 2 workers x 2 chains x 42 calls, and 2 releases');
+# the chains combined on the workers: each chain folded, the means made once
+is(worker_calls('blocked_node_fold', 4) . ' ' . worker_calls('blocked_node_combined', 2), '4 2',
+	'each worker folded the 2 chains and combined them once');
 is(join(' ', map { $_->safe_psql('postgres', $calls) > 0 ? 'some' : 'none' } @workers), 'some some',
 	'on both workers');
 # a node lost mid-job (the worker backend that holds a worker's nodes

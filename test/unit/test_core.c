@@ -2466,10 +2466,80 @@ test_label_check(void)
 }
 
 /*
+ * Exact sums (gnb_exact_sum): 4,000 terms of every magnitude from 2^-70 to
+ * 2^40, of both signs, summed in their order, in the reverse and cut into
+ * three parts merged in another: the same words, and a value within the
+ * terms' rounding (2^-60 each) of a long double sum of them in magnitude
+ * order.  Exact where doubles are not: 0.1 + 0.2 - 0.3, 1e20 + 1 - 1e20.
+ * A term of 2^62 or NaN makes the sum NaN.
+ */
+static void
+test_exact_sum(void)
+{
+	const int	n = 4000;
+	double	   *t = malloc(sizeof(double) * n);
+	gnb_exact_sum forward = {0},
+				backward = {0},
+				cut[3] = {{0}},
+				merged = {0},
+				s = {0};
+	long double ref = 0.0L;
+	gnb_rng		rng;
+
+	gnb_rng_seed(&rng, 5);
+	for (int i = 0; i < n; i++)
+	{
+		double		e = -70.0 + 110.0 * gnb_rng_uniform(&rng);
+
+		t[i] = ldexp(gnb_rng_uniform(&rng), (int) e) * (gnb_rng_uniform(&rng) < 0.3 ? -1 : 1);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		gnb_exact_add(&forward, t[i]);
+		gnb_exact_add(&backward, t[n - 1 - i]);
+		gnb_exact_add(&cut[i % 3], t[i]);
+	}
+	gnb_exact_merge(&merged, &cut[2]);
+	gnb_exact_merge(&merged, &cut[0]);
+	gnb_exact_merge(&merged, &cut[1]);
+	CHECK(forward.lo == backward.lo && forward.hi == backward.hi && forward.lo == merged.lo &&
+		  forward.hi == merged.hi && !forward.invalid,
+		  "an exact sum is the same in any order and any cut");
+	/* the reference: small terms first, in long double (64-bit mantissa) */
+	for (int e = -80; e <= 45; e++)
+		for (int i = 0; i < n; i++)
+			if (fabs(t[i]) >= ldexp(1.0, e - 1) && fabs(t[i]) < ldexp(1.0, e))
+				ref += t[i];
+	CHECK(fabsl((long double) gnb_exact_value(&forward) - ref) <=
+		  n * ldexp(1.0, -60) + fabsl(ref) * 0x1p-52,
+		  "an exact sum is the sum: %.17g against %.17Lg", gnb_exact_value(&forward), ref);
+	gnb_exact_add(&s, 0.1);
+	gnb_exact_add(&s, 0.2);
+	gnb_exact_add(&s, -0.3);
+	CHECK(fabs(gnb_exact_value(&s)) <= 0x1p-58, "0.1 + 0.2 - 0.3: %g", gnb_exact_value(&s));
+	memset(&s, 0, sizeof(s));
+	gnb_exact_add(&s, 1e17);
+	gnb_exact_add(&s, 1.0);
+	gnb_exact_add(&s, -1e17);
+	CHECK(gnb_exact_value(&s) == 1.0, "1e17 + 1 - 1e17: %g", gnb_exact_value(&s));
+	memset(&s, 0, sizeof(s));
+	gnb_exact_add(&s, -2.5);
+	CHECK(gnb_exact_value(&s) == -2.5, "-2.5 alone: %g", gnb_exact_value(&s));
+	gnb_exact_add(&s, 0x1p62);
+	CHECK(isnan(gnb_exact_value(&s)), "a term of 2^62 makes the sum NaN");
+	memset(&s, 0, sizeof(s));
+	gnb_exact_add(&s, NAN);
+	gnb_exact_merge(&forward, &s);
+	CHECK(isnan(gnb_exact_value(&forward)), "a NaN term, merged, makes the sum NaN");
+	free(t);
+}
+
+/*
  * Documents held elsewhere (gnb_corpus.doc_length): the label check of a
  * corpus that lists its unlabelled documents without their pairs, with
- * their lengths, is the check of the corpus that has them; without the
- * lengths it is not (the test can fail).  The labels-only model leaves
+ * the result's mass (gnb_result.unlabeled_mass, their holders'), is the
+ * check of the corpus that has them; with the mass of documents of no
+ * length it is not (the test can fail).  The labels-only model leaves
  * their probabilities alone, and gnb_labels_only_doc gives each document
  * the probabilities gnb_labels_only_model gives it where the pairs are.
  */
@@ -2495,8 +2565,7 @@ test_documents_held_elsewhere(void)
 			   *c_word,
 			   *c_count,
 			   *c_label;
-	double	   *length,
-			   *zero_length;
+	double	   *length;
 	int32_t		n_u = 0,
 				n_c = 0;
 	int64_t		pu = 0,
@@ -2515,7 +2584,6 @@ test_documents_held_elsewhere(void)
 	u_label = calloc(syn.c.n_docs, sizeof(int32_t));
 	c_label = calloc(syn.c.n_docs, sizeof(int32_t));
 	length = calloc(syn.c.n_docs, sizeof(double));
-	zero_length = calloc(syn.c.n_docs, sizeof(double));
 	no_pairs = calloc(syn.c.n_docs + 1, sizeof(int64_t));
 	/* the labelled documents as the server gives them: counts, and checked */
 	for (int j = 0; j < syn.c.n_docs; j++)
@@ -2578,15 +2646,18 @@ test_documents_held_elsewhere(void)
 		gnb_label_check a,
 					b,
 					c;
+		double		token_mass[2];
 
 		p.seed = 100 + round;
 		p.unlabeled_weight = round < 3 ? 1.0 : 0.5;
 		gnb_train(&here, &p, NULL, &res);
 		gnb_check_labels(&here, &p, &res, &checked, NULL, &a);
 		gnb_check_labels(&held, &p, &res, &checked, NULL, &b);
-		held.doc_length = zero_length;
+		/* the tokens' mass of documents of no length */
+		memcpy(token_mass, res.unlabeled_mass + K, sizeof(token_mass));
+		memset(res.unlabeled_mass + K, 0, sizeof(token_mass));
 		gnb_check_labels(&held, &p, &res, &checked, NULL, &c);
-		held.doc_length = length;
+		memcpy(res.unlabeled_mass + K, token_mass, sizeof(token_mass));
 		same &= a.n == b.n && a.model_right == b.model_right && a.labels_right == b.labels_right &&
 			a.only_model == b.only_model && a.only_labels == b.only_labels &&
 			a.worse == b.worse && a.drift_from == b.drift_from && a.drift_to == b.drift_to;
@@ -2623,7 +2694,7 @@ test_documents_held_elsewhere(void)
 		}
 		gnb_result_free(&res, NULL);
 	}
-	printf("  label check with the lengths: same in 6 of 6 runs: %s; without them, "
+	printf("  label check of held documents: same in 6 of 6 runs: %s; without their lengths, "
 		   "%d of 6 differ\n", same ? "yes" : "no", differs_without);
 	CHECK(same, "the label check of documents held elsewhere is the check of the documents");
 	CHECK(differs_without > 0, "the lengths matter to the check (%d of 6)", differs_without);
@@ -2640,7 +2711,6 @@ test_documents_held_elsewhere(void)
 	free(u_label);
 	free(c_label);
 	free(length);
-	free(zero_length);
 	free_synthetic(&syn);
 }
 
@@ -3297,7 +3367,11 @@ nodes_answer(void *arg, const gnb_node_call *call)
  * holding no document.  Each chain must be gnb_train_chain's on the whole
  * corpus bit for bit: theta, pi, gammas, the log joint, changed and kept
  * traces, the locked documents, and every document's label probabilities
- * and last label.  With warm, a warm start for every third document.
+ * and last label.  With warm, a warm start for every third document.  The
+ * chains combined where the documents are (gnb_node_fold, in the nodes'
+ * order and merged in the reverse one) must give gnb_combine's result on
+ * the whole corpus bit for bit: chain_agreement, the mass, every
+ * document's means and last label.
  */
 static void
 check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
@@ -3351,6 +3425,15 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 		gnb_rng		rng;
 		gnb_hooks	hooks = gnb_default_hooks;
 		int32_t    *node_of = calloc(D, sizeof(int32_t));
+		gnb_corpus	held_corpus;
+		int64_t    *held_start;
+		int32_t    *held_label;
+		double	   *held_length;
+		gnb_combiner *whole_cb,
+				   *held_cb;
+		gnb_result	whole_res,
+					held_res;
+		int			fold_ok = 1;
 
 		memset(&na, 0, sizeof(na));
 		gnb_rng_seed(&rng, 7 + n_nodes);
@@ -3424,6 +3507,25 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 			  gnb_check(&chain_corpus, &p));
 		hooks.blocked_nodes = nodes_answer;
 		hooks.arg = &na;
+		/* the combiner's corpus where nodes hold the documents: no pairs, their lengths */
+		held_start = calloc(n_unlabeled + 1, sizeof(int64_t));
+		held_label = malloc(sizeof(int32_t) * (n_unlabeled + 1));
+		held_length = calloc(n_unlabeled + 1, sizeof(double));
+		for (int64_t u = 0, j = 0; j < D; j++)
+			if (syn.c.label[j] < 0)
+			{
+				for (int64_t q = syn.c.doc_start[j]; q < syn.c.doc_start[j + 1]; q++)
+					held_length[u] += syn.c.count[q];
+				held_label[u++] = -1;
+			}
+		held_corpus = chain_corpus;
+		held_corpus.n_docs = (int32_t) n_unlabeled;
+		held_corpus.doc_start = held_start;
+		held_corpus.label = held_label;
+		held_corpus.doc_length = held_length;
+		held_corpus.init_label = NULL;
+		whole_cb = gnb_combine_begin(&syn.c, &p, NULL, &whole_res);
+		held_cb = gnb_combine_begin(&held_corpus, &p, NULL, &held_res);
 
 		for (int32_t c = 0; c < p.chains; c++)
 		{
@@ -3472,9 +3574,79 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 				  n_nodes, n_nodes > 1 ? "s" : "", c, same_model ? "the same" : "differ",
 				  same_trace ? "the same" : "differ", same_labels ? "the same" : "differ",
 				  (long long) whole.locked);
+			gnb_combine_add(whole_cb, &whole);
+			{
+				double	   *own_prob = split.label_prob;
+				int32_t    *own_last = split.last_labels;
+				const int32_t *perm;
+				gnb_exact_sum distance = {0};
+				gnb_exact_sum part[3];
+
+				split.label_prob = NULL;
+				split.last_labels = NULL;
+				perm = gnb_combine_add(held_cb, &split);
+				for (int i = 0; i < n_nodes; i++)
+				{
+					memset(&part[i], 0, sizeof(part[i]));
+					fold_ok &= gnb_node_fold(na.node[i], c, perm, &part[i]) == NULL;
+					/* again: the chain folded already */
+					fold_ok &= gnb_node_fold(na.node[i], c, perm, &part[i]) != NULL;
+					/* the next, before it ran */
+					fold_ok &= gnb_node_fold(na.node[i], c + 1, perm, &part[i]) != NULL;
+				}
+				for (int i = n_nodes - 1; i >= 0; i--)
+					gnb_exact_merge(&distance, &part[i]);
+				gnb_combine_distance(held_cb, &distance);
+				split.label_prob = own_prob;
+				split.last_labels = own_last;
+			}
 			gnb_chain_free(&whole, NULL);
 			gnb_chain_free(&split, NULL);
 		}
+		gnb_combine_end(whole_cb);
+		gnb_combine_end(held_cb);
+		{
+			gnb_exact_sum mass[16];
+			int			same_combined = 1;
+
+			memset(mass, 0, sizeof(mass));
+			fold_ok &= gnb_node_combine_end(na.node[0], p.chains + 1, mass) != NULL;
+			for (int i = 0; i < n_nodes; i++)
+			{
+				const double *prob;
+				const int32_t *last;
+
+				fold_ok &= gnb_node_combine_end(na.node[i], p.chains, mass) == NULL;
+				gnb_node_combined(na.node[i], &prob, &last);
+				for (int32_t d = 0; d < part[i].n_docs; d++)
+				{
+					int32_t		j = origin[i][d];
+
+					same_combined &= last[d] == whole_res.last_labels[j];
+					for (int32_t k = 0; k < K; k++)
+						same_combined &= prob[(int64_t) d * K + k] ==
+							whole_res.label_prob[(int64_t) j * K + k];
+				}
+			}
+			for (int32_t k = 0; k < 2 * K; k++)
+				same_combined &= gnb_exact_value(&mass[k]) == whole_res.unlabeled_mass[k];
+			same_combined &= memcmp(&held_res.chain_agreement, &whole_res.chain_agreement,
+									sizeof(double)) == 0 && !isnan(whole_res.chain_agreement);
+			for (int64_t i = 0; i < (int64_t) V * K; i++)
+				same_combined &= held_res.theta[i] == whole_res.theta[i];
+			CHECK(fold_ok && same_combined,
+				  "blocked, K = %d, lambda %g, %d node%s: the chains combined on the nodes %s "
+				  "(chain agreement %.17g and %.17g), folds in order %s",
+				  K, lambda, n_nodes, n_nodes > 1 ? "s" : "",
+				  same_combined ? "as on the whole corpus" : "differ",
+				  held_res.chain_agreement, whole_res.chain_agreement,
+				  fold_ok ? "only" : "not enforced");
+		}
+		gnb_result_free(&whole_res, NULL);
+		gnb_result_free(&held_res, NULL);
+		free(held_start);
+		free(held_label);
+		free(held_length);
 		/* the first labels, every sweep, the end: per chain */
 		CHECK(na.calls == p.chains * (2 + (int64_t) p.sweeps),
 			  "%d nodes: %lld calls", n_nodes, (long long) na.calls);
@@ -4259,6 +4431,7 @@ main(void)
 	test_chains_disagree();
 	test_labels_only_model();
 	test_gamma_limit();
+	test_exact_sum();
 	test_documents_held_elsewhere();
 	printf("alignment with some classes clamped\n");
 	test_partial_alignment();
