@@ -754,10 +754,14 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 	gnb_become_role(gnb_labels_table_owner(relid, model_owner, model_name, ERROR), &priv);
 	gnb_execute_on_relation(relid, psprintf("DELETE FROM %s", qualified), 0, NULL, NULL,
 							SPI_OK_DELETE);
+	/*
+	 * the arrays unnested in the target list, in step: in FROM, unnest of
+	 * ids of a row type would give their fields as columns, not the ids
+	 */
 	insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
 					  "SELECT u.id, u.label, u.p, " GNB_BATCH_ROW_SQL("$4", "u.o", "$6") ", $5 "
-					  "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) "
-					  "WITH ORDINALITY AS u(id, label, p, o)",
+					  "FROM (SELECT pg_catalog.unnest($1) AS id, pg_catalog.unnest($2) AS label, "
+					  "pg_catalog.unnest($3) AS p, pg_catalog.generate_subscripts($3, 1) AS o) AS u",
 					  qualified);
 	for (int64 start = 0, n; start < dl->n; start += n)
 	{
