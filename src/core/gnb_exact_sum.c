@@ -29,35 +29,51 @@ add_words(gnb_exact_sum *s, uint64_t hi, uint64_t lo)
 	s->hi += hi + (s->lo < lo);
 }
 
+/* -(hi, lo), two's complement */
+static inline void
+negate_words(uint64_t *hi, uint64_t *lo)
+{
+	*lo = ~*lo + 1;
+	*hi = ~*hi + (*lo == 0);
+}
+
 void
 gnb_exact_add(gnb_exact_sum *s, double v)
 {
+	double		m = fabs(v);
 	double		whole;
-	int64_t		w;
-	int64_t		f;
+	uint64_t	w;
+	uint64_t	f;
+	uint64_t	hi,
+				lo;
 
 	/* beyond 2^62 the whole part would not fit: the sum is not a number */
-	if (!(fabs(v) < 0x1p62))
+	if (!(m < 0x1p62))
 	{
 		s->invalid = 1;
 		return;
 	}
-	whole = floor(v);
-	w = (int64_t) whole;
-	/* v - whole is exact; its multiple of 2^-60, rounded, at most 2^60 */
-	f = llround(ldexp(v - whole, GNB_EXACT_FRACTION_BITS));
-	if (f == INT64_C(1) << GNB_EXACT_FRACTION_BITS)
+
+	/*
+	 * |v| as its whole part and its fraction (m - floor(m) is exact for m >=
+	 * 0), the fraction's multiple of 2^-60 rounded (at most 2^60: then a
+	 * whole one more); the sign applied to the 128-bit image, so that -v is
+	 * the negation of v's
+	 */
+	whole = floor(m);
+	w = (uint64_t) whole;
+	f = (uint64_t) llround(ldexp(m - whole, GNB_EXACT_FRACTION_BITS));
+	if (f == UINT64_C(1) << GNB_EXACT_FRACTION_BITS)
 	{
 		f = 0;
 		w++;
 	}
-
-	/*
-	 * w * 2^60 + f as (hi, lo): hi = floor(w / 16), lo's top 4 bits w's
-	 * lowest 4 (two's complement), its other 60 bits f
-	 */
-	add_words(s, (uint64_t) (w >= 0 ? w / 16 : -((-w + 15) / 16)),
-			  ((uint64_t) w << GNB_EXACT_FRACTION_BITS) | (uint64_t) f);
+	/* w * 2^60 + f: w's top bits (w < 2^63) in hi, its lowest 4 above f in lo */
+	hi = w >> (64 - GNB_EXACT_FRACTION_BITS);
+	lo = (w << GNB_EXACT_FRACTION_BITS) | f;
+	if (v < 0.0)
+		negate_words(&hi, &lo);
+	add_words(s, hi, lo);
 }
 
 void
@@ -70,10 +86,19 @@ gnb_exact_merge(gnb_exact_sum *s, const gnb_exact_sum *t)
 double
 gnb_exact_value(const gnb_exact_sum *s)
 {
+	uint64_t	hi = s->hi,
+				lo = s->lo;
+	int			negative = (hi >> 63) != 0;
+	double		magnitude;
+
 	if (s->invalid)
 		return NAN;
-	/* hi * 2^64 + lo in units of 2^-60: hi * 16 + lo * 2^-60 */
-	return (double) (int64_t) s->hi * 16.0 + ldexp((double) s->lo, -GNB_EXACT_FRACTION_BITS);
+	/* the magnitude's hi * 2^64 + lo in units of 2^-60: hi * 16 + lo * 2^-60 */
+	if (negative)
+		negate_words(&hi, &lo);
+	magnitude = ldexp((double) hi, 64 - GNB_EXACT_FRACTION_BITS) +
+		ldexp((double) lo, -GNB_EXACT_FRACTION_BITS);
+	return negative ? -magnitude : magnitude;
 }
 
 double

@@ -114,10 +114,10 @@ typedef struct gnb_corpus
 	/*
 	 * Optional, with all_unlabeled_count: the documents are listed (their
 	 * labels, keys) but held by nodes, without their pairs here, and these
-	 * are their numbers of tokens (n_docs).  The label check weighs each
-	 * document by it; gnb_labels_only_model leaves their probabilities to
-	 * whoever holds them (gnb_labels_only_doc).  May be filled after
-	 * gnb_check, before the label check.
+	 * are their numbers of tokens (n_docs).  gnb_labels_only_model leaves
+	 * their probabilities to whoever holds them (gnb_labels_only_doc); the
+	 * label check takes their mass from the result (unlabeled_mass, their
+	 * holders').  May be filled after gnb_check.
 	 */
 	const double *doc_length;
 } gnb_corpus;
@@ -320,7 +320,10 @@ extern uint64_t gnb_blocked_helper_memory(int32_t n_docs, int32_t n_words, int32
  * integer (lo, then hi with the carry).  For sums over documents that
  * whoever holds them adds up: a node's part merged into the chain's gives
  * the sum the chain would make of all of them.  Zeroed, it is 0; a term of
- * 2^62 or more in magnitude, or not a number, makes the sum NaN.
+ * 2^62 or more in magnitude, or not a number, makes the sum NaN.  The sum
+ * itself must stay below 2^67 in magnitude (beyond, it wraps): sums over
+ * documents of probabilities and of probabilities times lengths (at most the
+ * corpus's tokens) stay far below.
  */
 typedef struct gnb_exact_sum
 {
@@ -346,7 +349,9 @@ typedef struct gnb_result
 	 * 2K: over the unlabelled documents, the sum of each class's probability
 	 * (label_prob), then of its probability times the document's length
 	 * (tokens), each an exact sum (gnb_exact_sum), so that whoever holds
-	 * the documents makes the same; the label check's expected totals
+	 * the documents makes the same; the label check's expected totals.  The
+	 * chains' model's: a labels-only model that replaces it
+	 * (gnb_labels_only_model) leaves it as it was, and nothing reads it after.
 	 */
 	double	   *unlabeled_mass;
 	double	   *theta;			/* K x V, row-major: theta[k * V + w] */
@@ -479,9 +484,10 @@ extern void gnb_chain_free(gnb_chain *chain, const gnb_hooks *hooks);
  * until the next add), with which the holders fold their documents'
  * estimates into their sums (gnb_fold_document, as the combiner folds its
  * own), and for every chain after the first the distance they sum goes to
- * gnb_combine_distance.  gnb_combine_end then leaves the unlabelled
- * documents' label_prob and last_labels, and unlabeled_mass, to the caller:
- * the holders' (gnb_node_combine_end).
+ * gnb_combine_distance.  gnb_combine_end then leaves label_prob,
+ * last_labels and unlabeled_mass to the caller: the holders' means
+ * (gnb_node_combine_end; such a corpus has no clamped document of its own,
+ * gnb_check).
  */
 typedef struct gnb_combiner gnb_combiner;
 extern gnb_combiner *gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,

@@ -5,8 +5,10 @@
  *	  source (gnb_read_part) and keeps it, with the node's labels and sums,
  *	  in the backend's memory; each later call of the job answers one of the
  *	  chain's calls from that memory, without reading again;
+ *	  gibbs_nb.blocked_node_fold and gibbs_nb.blocked_node_combined combine
+ *	  the chains' estimates of its documents where they are, and
  *	  gibbs_nb.blocked_node_estimates and gibbs_nb.blocked_node_scores give
- *	  its documents' estimates (a chain's, or a labels-only model's).
+ *	  them (the chains' means, or a labels-only model's).
  *
  * A node is part `part` of `parts` of one relation of its own server (the
  * source, or on Citus every shard of the source this server owns, reached

@@ -438,7 +438,7 @@ all_estimates(NodesRun *run, const char *sql, bytea *model, double *label_prob,
 							run->params->job_id)));
 		tokens += run->doc_length[j];
 	}
-	/* the lengths the label check weighs by are the documents' (exact: integers below 2^53) */
+	/* the nodes hold the documents' tokens, no more, no fewer (exact: integers below 2^53) */
 	if (tokens != (double) run->all_tokens)
 		bad_estimates(run, psprintf("Their documents' lengths add up to %.0f tokens, not " INT64_FORMAT ".",
 									tokens, run->all_tokens));

@@ -396,7 +396,7 @@ core_corpus(const GnbCorpus *corpus, int32 *init_label, gnb_corpus *core)
 	/* (documents held by nodes: the nodes start them, gnb_train_nodes) */
 	core->init_label = corpus->unlabeled_word_count ? NULL : init_label;
 	core->doc_key = corpus->doc_key;
-	/* documents held by nodes: the whole's summary, their lengths to come */
+	/* documents held by nodes: the whole's summary, their lengths to come (from the nodes) */
 	if (corpus->unlabeled_word_count)
 	{
 		core->all_unlabeled_count = corpus->unlabeled_word_count;

@@ -469,6 +469,25 @@ check_answer(const gnb_count_changes *ch, int32 K, int64 max_entries)
 		shim_fail("an answer decodes to another");
 }
 
+/*
+ * gnb_node_fold of a chain the input picks (0 to 3), its classes as they
+ * are or reversed: refused unless it is the chain that just ended and the
+ * next to fold; else a distance that is a sum of absolute differences
+ */
+static void
+fold_chain(Input *in, gnb_node *node, int32 K)
+{
+	int32	   *perm = palloc(sizeof(int32) * K);
+	bool		reversed = take(in, 1) & 1;
+	gnb_exact_sum distance = {0};
+
+	for (int32 k = 0; k < K; k++)
+		perm[k] = reversed ? K - 1 - k : k;
+	if (gnb_node_fold(node, (int32) (take(in, 1) % 4), perm, &distance) == NULL &&
+		!distance.invalid && gnb_exact_value(&distance) < 0.0)
+		shim_fail("a fold's distance is negative: %g", gnb_exact_value(&distance));
+}
+
 static void
 run_node(Input *in, bool fields, const GnbNodeSetup *s)
 {
@@ -526,6 +545,22 @@ run_node(Input *in, bool fields, const GnbNodeSetup *s)
 		for (int32 d = 0; d < core.n_docs; d++)
 			if (last[d] < 0 || last[d] >= s->n_classes)
 				shim_fail("document %d has label %d of %d classes", d, last[d], s->n_classes);
+		/* a chain folded whenever asked, aligned as is or reversed (node.c checks the permutation) */
+		if (take(in, 1) & 1)
+			fold_chain(in, node, s->n_classes);
+	}
+	/* the chains combined whenever asked: refused unless every chain before was folded */
+	{
+		gnb_exact_sum *mass = palloc0(sizeof(gnb_exact_sum) * 2 * s->n_classes);
+		const double *prob;
+		const int32 *last;
+
+		if (gnb_node_combine_end(node, (int32) (take(in, 1) % 4), mass) == NULL)
+		{
+			gnb_node_combined(node, &prob, &last);
+			if (prob == NULL || last == NULL)
+				shim_fail("a node combined its chains but has no means");
+		}
 	}
 	gnb_node_end(node);
 }

@@ -379,14 +379,14 @@ SELECT count(*) AS jobs_of_m FROM gibbs_nb_jobs WHERE model_name = 'm';
 SELECT status FROM gibbs_nb_train('bl_money_paper', 'blocked_mail_money', 'tokens', 'label',
                                   sweeps => 5, seed => 1);
 -- two unlabelled documents whose ids have one 64-bit hash would share their
--- draws: the job stops (ids of a row type of one bigint: a row hashes as its
--- field, an int8 as its halves' XOR, so (0) and (4294967297) collide), the
--- other samplers train
-CREATE TYPE bl_pair AS (n bigint);
+-- draws: the job stops (ids of a row type: a row hashes as 31 x its first
+-- field's hash + its second's, an int8 as its halves' XOR, so (a,0) and
+-- (a,4294967297) collide), the other samplers train
+CREATE TYPE bl_pair AS (tag text, n bigint);
 CREATE TABLE blocked_mail_pairs (id bl_pair PRIMARY KEY, tokens text[], label text);
 INSERT INTO blocked_mail_pairs VALUES
-    ('(0)', '{cheap,win}', NULL), ('(4294967297)', '{team,meeting}', NULL),
-    ('(1)', '{cheap,cash}', 'spam'), ('(2)', '{team,notes}', 'ham');
+    ('(a,0)', '{cheap,win}', NULL), ('(a,4294967297)', '{team,meeting}', NULL),
+    ('(a,1)', '{cheap,cash}', 'spam'), ('(a,2)', '{team,notes}', 'ham');
 SELECT try($$SELECT status FROM gibbs_nb_train('bl_pairs', 'blocked_mail_pairs', 'tokens', 'label',
                                               sampler => 'blocked', sweeps => 5, seed => 1)$$);
 SELECT status, sqlstate, message FROM gibbs_nb_jobs WHERE model_name = 'bl_pairs';
@@ -396,7 +396,7 @@ SELECT status FROM gibbs_nb_train('bl_pairs_paper', 'blocked_mail_pairs', 'token
 -- failed, "column id is of type bl_pair but expression is of type bigint")
 SELECT id, label, version FROM public.bl_pairs_paper_labels ORDER BY id;
 SELECT gibbs_nb_deploy('bl_pairs_paper', 1) IS NOT NULL AS deployed;
-SELECT count(*) AS rows, count(*) FILTER (WHERE id = '(4294967297)'::bl_pair) AS big_id
+SELECT count(*) AS rows, count(*) FILTER (WHERE id = '(a,4294967297)'::bl_pair) AS big_id
 FROM public.bl_pairs_paper_labels;
 SELECT gibbs_nb_drop('bl_pairs_paper');
 DROP TABLE blocked_mail_pairs;

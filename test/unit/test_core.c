@@ -2416,7 +2416,7 @@ test_label_check(void)
 	CHECK(lc.model_agreement > 0.85 && res.labels_agreement == lc.model_agreement &&
 		  res.labels_only_agreement == lc.labels_agreement,
 		  "its agreement %.3f, in the result", lc.model_agreement);
-	/* the same model, classes swapped: theta-hat's rows, pi-hat, the labels */
+	/* the same model, classes swapped: theta-hat's rows, pi-hat, the labels' probabilities */
 	for (int w = 0; w < V; w++)
 	{
 		double		t = res.theta[w];
@@ -2436,6 +2436,14 @@ test_label_check(void)
 
 		res.pi[0] = res.pi[1];
 		res.pi[1] = t;
+	}
+	/* and the unlabelled documents' mass, per class, of both sums */
+	for (int m = 0; m < 2; m++)
+	{
+		double		t = res.unlabeled_mass[2 * m];
+
+		res.unlabeled_mass[2 * m] = res.unlabeled_mass[2 * m + 1];
+		res.unlabeled_mass[2 * m + 1] = t;
 	}
 	gnb_check_labels(&syn.c, &p, &res, NULL, NULL, &lc);
 	printf("  swapped model: agreement %.3f, labels alone %.3f, drift %d -> %d\n",
@@ -2470,8 +2478,9 @@ test_label_check(void)
  * 2^40, of both signs, summed in their order, in the reverse and cut into
  * three parts merged in another: the same words, and a value within the
  * terms' rounding (2^-60 each) of a long double sum of them in magnitude
- * order.  Exact where doubles are not: 0.1 + 0.2 - 0.3, 1e20 + 1 - 1e20.
- * A term of 2^62 or NaN makes the sum NaN.
+ * order; the terms negated, its negation.  Exact where doubles are not:
+ * 0.1 + 0.2 - 0.3 is 2^-55 (the doubles' exact sum), 1e17 + 1 - 1e17 is 1,
+ * a hundred -1e-17 are -1e-15.  A term of 2^62 or NaN makes the sum NaN.
  */
 static void
 test_exact_sum(void)
@@ -2480,6 +2489,7 @@ test_exact_sum(void)
 	double	   *t = malloc(sizeof(double) * n);
 	gnb_exact_sum forward = {0},
 				backward = {0},
+				negated = {0},
 				cut[3] = {{0}},
 				merged = {0},
 				s = {0};
@@ -2497,6 +2507,7 @@ test_exact_sum(void)
 	{
 		gnb_exact_add(&forward, t[i]);
 		gnb_exact_add(&backward, t[n - 1 - i]);
+		gnb_exact_add(&negated, -t[i]);
 		gnb_exact_add(&cut[i % 3], t[i]);
 	}
 	gnb_exact_merge(&merged, &cut[2]);
@@ -2516,7 +2527,16 @@ test_exact_sum(void)
 	gnb_exact_add(&s, 0.1);
 	gnb_exact_add(&s, 0.2);
 	gnb_exact_add(&s, -0.3);
-	CHECK(fabs(gnb_exact_value(&s)) <= 0x1p-58, "0.1 + 0.2 - 0.3: %g", gnb_exact_value(&s));
+	CHECK(gnb_exact_value(&s) == 0x1p-55, "0.1 + 0.2 - 0.3: %a", gnb_exact_value(&s));
+	CHECK(gnb_exact_value(&negated) == -gnb_exact_value(&forward) &&
+		  negated.lo == ~forward.lo + 1 && negated.hi == ~forward.hi + (forward.lo == 0),
+		  "the terms negated, the sum negated: %.17g against %.17g",
+		  gnb_exact_value(&negated), gnb_exact_value(&forward));
+	memset(&s, 0, sizeof(s));
+	for (int i = 0; i < 100; i++)
+		gnb_exact_add(&s, -1e-17);
+	CHECK(fabs(gnb_exact_value(&s) + 1e-15) <= 100 * 0x1p-61,
+		  "a hundred -1e-17: %.17g", gnb_exact_value(&s));
 	memset(&s, 0, sizeof(s));
 	gnb_exact_add(&s, 1e17);
 	gnb_exact_add(&s, 1.0);
@@ -2694,10 +2714,10 @@ test_documents_held_elsewhere(void)
 		}
 		gnb_result_free(&res, NULL);
 	}
-	printf("  label check of held documents: same in 6 of 6 runs: %s; without their lengths, "
+	printf("  label check of held documents: same in 6 of 6 runs: %s; with no tokens' mass, "
 		   "%d of 6 differ\n", same ? "yes" : "no", differs_without);
 	CHECK(same, "the label check of documents held elsewhere is the check of the documents");
-	CHECK(differs_without > 0, "the lengths matter to the check (%d of 6)", differs_without);
+	CHECK(differs_without > 0, "the tokens' mass matters to the check (%d of 6)", differs_without);
 	CHECK(scores_same, "the labels-only model's scores of held documents, one by one");
 	free(extra);
 	free(all_count);
