@@ -555,6 +555,68 @@ class_permutation(ArrayType *perm, int32 K)
 	return p;
 }
 
+/* A step of the chains' combination on a node, and what it needs. */
+typedef const char *(*CombineStep) (gnb_node *node, void *arg);
+
+typedef struct FoldArgs
+{
+	int32		chain;
+	const int32 *perm;
+	gnb_exact_sum *distance;
+} FoldArgs;
+
+typedef struct CombineArgs
+{
+	int32		chains;
+	gnb_exact_sum *mass;
+} CombineArgs;
+
+static const char *
+fold_step(gnb_node *node, void *arg)
+{
+	FoldArgs   *a = arg;
+
+	return gnb_node_fold(node, a->chain, a->perm, a->distance);
+}
+
+static const char *
+combine_step(gnb_node *node, void *arg)
+{
+	CombineArgs *a = arg;
+
+	return gnb_node_combine_end(node, a->chains, a->mass);
+}
+
+/*
+ * Run a step of the chains' combination on the node: one cut short (an
+ * error, a cancel) leaves its sums half changed, and the node goes; one
+ * the node refuses (out of order) is an error.  what: the step, for it.
+ */
+static void
+combine_on_node(NodeEntry *entry, int32 parts, CombineStep step, void *arg, const char *what)
+{
+	MemoryContext caller_cxt = CurrentMemoryContext;
+	const NodeKey key = entry->key;
+	const char *err = NULL;
+
+	PG_TRY();
+	{
+		err = step(entry->node, arg);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller_cxt);
+		forget_node(entry);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (err != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("node %d of %d of gibbs_nb job " INT64_FORMAT " cannot %s: %s",
+						key.part, parts, key.job, what, err)));
+}
+
 PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_fold);
 
 /*
@@ -573,12 +635,9 @@ gibbs_nb_blocked_node_fold(PG_FUNCTION_ARGS)
 {
 	NodeKey		key;
 	int32		parts;
-	NodeEntry  *volatile entry;
-	int32		chain;
-	int32	   *perm;
+	NodeEntry  *entry;
+	FoldArgs	args;
 	gnb_exact_sum distance = {0};
-	const char *err;
-	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	node_key(fcinfo, &key, &parts);
 	if (PG_ARGISNULL(4) || PG_ARGISNULL(5))
@@ -586,28 +645,13 @@ gibbs_nb_blocked_node_fold(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("a node's chain and class permutation must not be NULL")));
 	entry = find_node(&key, parts);
-	chain = PG_GETARG_INT32(4);
-	if (entry->folded_chain == chain)
+	args.chain = PG_GETARG_INT32(4);
+	if (entry->folded_chain == args.chain)
 		PG_RETURN_NULL();
-	perm = class_permutation(PG_GETARG_ARRAYTYPE_P(5), entry->core.n_classes);
-	PG_TRY();
-	{
-		err = gnb_node_fold(entry->node, chain, perm, &distance);
-	}
-	PG_CATCH();
-	{
-		/* a fold cut short leaves the sums half changed */
-		MemoryContextSwitchTo(caller_cxt);
-		forget_node(entry);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	if (err != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("node %d of %d of gibbs_nb job " INT64_FORMAT " cannot fold chain %d: %s",
-						key.part, parts, key.job, chain, err)));
-	entry->folded_chain = chain;
+	args.perm = class_permutation(PG_GETARG_ARRAYTYPE_P(5), entry->core.n_classes);
+	args.distance = &distance;
+	combine_on_node(entry, parts, fold_step, &args, psprintf("fold chain %d", args.chain));
+	entry->folded_chain = args.chain;
 	PG_RETURN_BYTEA_P(gnb_exact_sums_encode(&distance, 1));
 }
 
@@ -628,10 +672,8 @@ gibbs_nb_blocked_node_combined(PG_FUNCTION_ARGS)
 {
 	NodeKey		key;
 	int32		parts;
-	NodeEntry  *volatile entry;
-	gnb_exact_sum *mass;
-	const char *err;
-	MemoryContext caller_cxt = CurrentMemoryContext;
+	NodeEntry  *entry;
+	CombineArgs args;
 
 	node_key(fcinfo, &key, &parts);
 	if (PG_ARGISNULL(4))
@@ -641,25 +683,11 @@ gibbs_nb_blocked_node_combined(PG_FUNCTION_ARGS)
 	entry = find_node(&key, parts);
 	if (entry->combined)
 		PG_RETURN_NULL();
-	mass = palloc0(sizeof(gnb_exact_sum) * 2 * entry->core.n_classes);
-	PG_TRY();
-	{
-		err = gnb_node_combine_end(entry->node, PG_GETARG_INT32(4), mass);
-	}
-	PG_CATCH();
-	{
-		MemoryContextSwitchTo(caller_cxt);
-		forget_node(entry);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	if (err != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("node %d of %d of gibbs_nb job " INT64_FORMAT " cannot combine its chains: %s",
-						key.part, parts, key.job, err)));
+	args.chains = PG_GETARG_INT32(4);
+	args.mass = palloc0(sizeof(gnb_exact_sum) * 2 * entry->core.n_classes);
+	combine_on_node(entry, parts, combine_step, &args, "combine its chains");
 	entry->combined = true;
-	PG_RETURN_BYTEA_P(gnb_exact_sums_encode(mass, 2 * entry->core.n_classes));
+	PG_RETURN_BYTEA_P(gnb_exact_sums_encode(args.mass, 2 * entry->core.n_classes));
 }
 
 PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_scores);

@@ -3393,6 +3393,28 @@ nodes_answer(void *arg, const gnb_node_call *call)
  * the whole corpus bit for bit: chain_agreement, the mass, every
  * document's means and last label.
  */
+/*
+ * A node's n documents' probabilities and last labels (by their place in
+ * the part) equal, bit for bit, the whole corpus's rows of their documents
+ * (origin: each one's index there)?
+ */
+static int
+node_labels_match(const double *prob, const int32_t *last, const int32_t *origin, int32_t n,
+				  int32_t K, const double *label_prob, const int32_t *last_labels)
+{
+	int			same = 1;
+
+	for (int32_t d = 0; d < n; d++)
+	{
+		int32_t		j = origin[d];
+
+		same &= last[d] == last_labels[j];
+		for (int32_t k = 0; k < K; k++)
+			same &= prob[(int64_t) d * K + k] == label_prob[(int64_t) j * K + k];
+	}
+	return same;
+}
+
 static void
 check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 {
@@ -3577,15 +3599,8 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 				const int32_t *last;
 
 				gnb_node_estimates(na.node[i], &prob, &last);
-				for (int32_t d = 0; d < part[i].n_docs; d++)
-				{
-					int32_t		j = origin[i][d];
-
-					same_labels &= last[d] == whole.last_labels[j];
-					for (int32_t k = 0; k < K; k++)
-						same_labels &= prob[(int64_t) d * K + k] ==
-							whole.label_prob[(int64_t) j * K + k];
-				}
+				same_labels &= node_labels_match(prob, last, origin[i], part[i].n_docs, K,
+												 whole.label_prob, whole.last_labels);
 			}
 			CHECK(same_model && same_trace && same_labels,
 				  "blocked, K = %d%s, lambda %g%s, %d node%s, chain %d: theta, pi, gammas %s, "
@@ -3638,15 +3653,8 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 
 				fold_ok &= gnb_node_combine_end(na.node[i], p.chains, mass) == NULL;
 				gnb_node_combined(na.node[i], &prob, &last);
-				for (int32_t d = 0; d < part[i].n_docs; d++)
-				{
-					int32_t		j = origin[i][d];
-
-					same_combined &= last[d] == whole_res.last_labels[j];
-					for (int32_t k = 0; k < K; k++)
-						same_combined &= prob[(int64_t) d * K + k] ==
-							whole_res.label_prob[(int64_t) j * K + k];
-				}
+				same_combined &= node_labels_match(prob, last, origin[i], part[i].n_docs, K,
+												   whole_res.label_prob, whole_res.last_labels);
 			}
 			for (int32_t k = 0; k < 2 * K; k++)
 				same_combined &= gnb_exact_value(&mass[k]) == whole_res.unlabeled_mass[k];
