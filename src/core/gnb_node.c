@@ -381,15 +381,12 @@ gnb_node_combine_end(gnb_node *node, int32_t chains, gnb_exact_sum *mass)
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
 	{
 		int64_t		j = sh->unlabeled[i];
-		double		length = 0.0;
 
 		if (node->hooks->check_interrupts && (i & 4095) == 0)
 			node->hooks->check_interrupts(node->hooks->arg);
 		for (int32_t k = 0; k < K; k++)
 			node->combined[j * K + k] /= chains;
-		for (int64_t p = sh->corpus->doc_start[j]; p < sh->corpus->doc_start[j + 1]; p++)
-			length += sh->corpus->count[p];
-		gnb_mass_document(mass, node->combined + j * K, length, K);
+		gnb_mass_document(mass, node->combined + j * K, sh->doc_length[j], K);
 	}
 	node->combine_ended = 1;
 	return NULL;

@@ -587,26 +587,25 @@ gnb_combine_end(gnb_combiner *cb)
 	 * The documents' means, and their mass (exact sums, as their holders
 	 * make it when others hold them: gnb_node_combine_end)
 	 */
-	for (int32_t j = 0; j < D && !cb->held; j++)
-	{
-		if (corpus->label[j] >= 0)
-			result->label_prob[(int64_t) j * K + corpus->label[j]] = 1.0;
-		else
-			for (int32_t k = 0; k < K; k++)
-				result->label_prob[(int64_t) j * K + k] /= params->chains;
-	}
 	if (!cb->held)
 	{
 		gnb_exact_sum *mass = gnb_xalloc(hooks, 2 * (size_t) K, sizeof(gnb_exact_sum));
 
+		for (int32_t j = 0; j < D; j++)
+		{
+			if (corpus->label[j] >= 0)
+				result->label_prob[(int64_t) j * K + corpus->label[j]] = 1.0;
+			else
+				for (int32_t k = 0; k < K; k++)
+					result->label_prob[(int64_t) j * K + k] /= params->chains;
+		}
 		for (int32_t i = 0; i < sh->n_unlabeled; i++)
 		{
 			int64_t		j = sh->unlabeled[i];
-			double		length = corpus->doc_length ? corpus->doc_length[j] : 0.0;
 
-			for (int64_t p = corpus->doc_start[j]; p < corpus->doc_start[j + 1]; p++)
-				length += corpus->count[p];
-			gnb_mass_document(mass, result->label_prob + j * K, length, K);
+			gnb_mass_document(mass, result->label_prob + j * K,
+							  (corpus->doc_length ? corpus->doc_length[j] : 0.0) + sh->doc_length[j],
+							  K);
 		}
 		for (int32_t k = 0; k < 2 * K; k++)
 			result->unlabeled_mass[k] = gnb_exact_value(&mass[k]);
