@@ -363,21 +363,16 @@ fold_chain(NodesRun *run, int32 c, const int32 *perm, gnb_exact_sum *distance)
 {
 	Oid			types[3] = {INT8OID, INT4OID, INT4ARRAYOID};
 	Datum		values[3];
-	Datum	   *elems = palloc(sizeof(Datum) * run->K);
 
-	for (int32 k = 0; k < run->K; k++)
-		elems[k] = Int32GetDatum(perm[k]);
 	values[0] = Int64GetDatum(run->params->job_id);
 	values[1] = Int32GetDatum(c);
-	values[2] = PointerGetDatum(construct_array(elems, run->K, INT4OID, sizeof(int32), true,
-												TYPALIGN_INT));
+	values[2] = PointerGetDatum(gnb_int4_array(perm, run->K));
 	memset(distance, 0, sizeof(*distance));
 	run->sums = distance;
 	run->n_sums = 1;
 	query_nodes(run, run->fold_sql, 3, types, values, NULL, NULL, take_sums);
 	run->sums = NULL;
 	pfree(DatumGetPointer(values[2]));
-	pfree(elems);
 }
 
 /*
