@@ -1036,7 +1036,7 @@ AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_estimates'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION gibbs_nb.blocked_node_scores(job bigint, relation pg_catalog.oid, part int,
                                              parts int, model bytea)
-RETURNS bytea
+RETURNS bigint
 AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_scores'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION gibbs_nb.blocked_node_fold(job bigint, relation pg_catalog.oid, part int,
@@ -1049,6 +1049,15 @@ CREATE FUNCTION gibbs_nb.blocked_node_combined(job bigint, relation pg_catalog.o
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_combined'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- a document's label, by its id, from the node that holds it (no row if
+-- none in this backend does): publishing writes the labels table with it
+-- where the documents are
+CREATE FUNCTION gibbs_nb.blocked_node_label(job bigint, id anyelement,
+                                            OUT class_number int, OUT probability float8,
+                                            OUT probabilities float8[])
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_label'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
 --
 -- What \df+ says of 0.1.0's functions that are otherwise the same.

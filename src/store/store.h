@@ -93,6 +93,9 @@ extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpu
 							  gnb_result *result, struct ArrayType *warnings,
 							  const GnbDocLabels *labels, int32 version, int64 version_id,
 							  Oid labels_relid, int32 keep_versions, double seconds);
+extern void gnb_store_document_labels_from(const GnbJobParams *params, Oid relid,
+										   const char *qualified, int32 version,
+										   int64 version_id, int32 n_classes, int64 expected);
 /* a document's id (as text) and its probabilities, in its version's class order */
 typedef void (*GnbDocumentLabelFn) (void *arg, const struct varlena *id, const double *probs,
 									int n_probs);

@@ -143,6 +143,95 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
 }
 
 /*
+ * A version's documents' labels (gibbs_nb.document_labels) from the rows it
+ * wrote into its labels table, relid (locked, and named `qualified` under
+ * that lock), where the job's nodes wrote
+ * those of the documents they held (gnb_nodes_write_labels): read back as
+ * the table's owner, the model's, by a cursor, GNB_LABELS_FETCH rows at a
+ * time, each batch written as write_document_labels writes them, none held
+ * longer.  expected: the rows the version wrote there; another number is an
+ * error (someone else's rows would otherwise pass for its labels).  SPI
+ * connected.
+ */
+void
+gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char *qualified,
+							   int32 version, int64 version_id, int32 n_classes, int64 expected)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(version)};
+	GnbPrivilegeState priv;
+	Portal		portal;
+	Oid			owner = gnb_labels_table_owner(relid, params->model_owner, params->model_name,
+											   ERROR);
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"gibbs_nb labels read back",
+													ALLOCSET_DEFAULT_SIZES);
+	int64		n = 0;
+
+	gnb_become_role(owner, &priv);
+	portal = SPI_cursor_open_with_args(NULL,
+									   psprintf("SELECT id, probabilities FROM %s "
+												"WHERE version OPERATOR(pg_catalog.=) $1",
+												qualified),
+									   1, types, values, NULL, false, CURSOR_OPT_NO_SCROLL);
+	gnb_restore_user(&priv);
+	PinPortal(portal);
+	for (;;)
+	{
+		SPITupleTable *rows;
+		uint64		got;
+		GnbDocLabels batch;
+		MemoryContext old;
+
+		gnb_become_role(owner, &priv);
+		SPI_cursor_fetch(portal, true, GNB_LABELS_FETCH);
+		gnb_restore_user(&priv);
+		rows = SPI_tuptable;
+		got = SPI_processed;
+		if (portal->portalPos != (uint64) n + got)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("a labels table was read by another statement while gibbs_nb read it")));
+		if (got == 0)
+			break;
+		gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "labels table id");
+		gnb_check_result_column(rows->tupdesc, 2, FLOAT8ARRAYOID, "labels table probabilities");
+		old = MemoryContextSwitchTo(batch_cxt);
+		batch.n = (int64) got;
+		batch.n_classes = n_classes;
+		batch.ids = palloc(sizeof(Datum) * got);
+		batch.probs = palloc(sizeof(double) * got * n_classes);
+		for (uint64 i = 0; i < got; i++)
+		{
+			bool		isnull;
+			ArrayType  *probs;
+
+			batch.ids[i] = SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull);
+			if (isnull)
+				elog(ERROR, "gibbs_nb: a row of labels table %s has no id", qualified);
+			probs = DatumGetArrayTypeP(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
+			if (isnull || ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) ||
+				ARR_ELEMTYPE(probs) != FLOAT8OID || ARR_DIMS(probs)[0] != n_classes)
+				elog(ERROR, "gibbs_nb: a row of labels table %s is malformed", qualified);
+			memcpy(batch.probs + i * n_classes, ARR_DATA_PTR(probs), sizeof(double) * n_classes);
+		}
+		MemoryContextSwitchTo(old);
+		write_document_labels(params, &batch, version_id);
+		n += (int64) got;
+		SPI_freetuptable(rows);
+		MemoryContextReset(batch_cxt);
+	}
+	UnpinPortal(portal);
+	SPI_cursor_close(portal);
+	MemoryContextDelete(batch_cxt);
+	if (n != expected)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("labels table %s holds " INT64_FORMAT " rows of version %d, not " INT64_FORMAT,
+						qualified, n, version, expected)));
+}
+
+/*
  * Call fn(arg, id, probabilities, n_probabilities) for each of a version's
  * gibbs_nb.document_labels rows, in no particular order: read as the
  * current user (row security applies: a model's owner sees its rows) by a

@@ -929,6 +929,36 @@ cmp_uint64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static bool
+id_is_integer(Oid type)
+{
+	return type == INT8OID || type == INT4OID || type == INT2OID;
+}
+
+/*
+ * The key of a document whose id is id, a value of the source's id type
+ * (corpus_doc_keys says what it is).  What a hash function allocates is
+ * left in the current memory context.
+ */
+uint64
+gnb_id_key(const GnbSourceDesc *src, Datum id)
+{
+	TypeCacheEntry *tc;
+
+	if (src->id_type == INT8OID)
+		return (uint64) DatumGetInt64(id);
+	if (src->id_type == INT4OID)
+		return (uint64) (int64) DatumGetInt32(id);
+	if (src->id_type == INT2OID)
+		return (uint64) (int64) DatumGetInt16(id);
+	tc = lookup_type_cache(src->id_type, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
+	/* refused by the call (train.c); the type is the one it checked */
+	if (!OidIsValid(tc->hash_extended_proc))
+		elog(ERROR, "id type %s has no extended hash function", format_type_be(src->id_type));
+	return DatumGetUInt64(FunctionCall2Coll(&tc->hash_extended_proc_finfo, src->id_collation,
+											id, Int64GetDatum(0)));
+}
+
 /*
  * The blocked sampler's document keys (gnb_corpus.doc_key): what names a
  * document's draws, so that whoever holds the document (a sweep worker, a
@@ -946,26 +976,12 @@ corpus_doc_keys(const GnbJobParams *params, const GnbCorpus *corpus, MemoryConte
 	int32		D = corpus->n_docs;
 	uint64	   *key;
 	uint64	   *sorted;
-	TypeCacheEntry *tc;
 	MemoryContext row_cxt;
 	MemoryContext old;
 
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
 						 2.0 * sizeof(uint64) * ((double) D + 1), "reading the source");
 	key = MemoryContextAllocExtended(cxt, sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-	if (src->id_type == INT8OID || src->id_type == INT4OID || src->id_type == INT2OID)
-	{
-		/* distinct ids, distinct keys */
-		for (int32 j = 0; j < D; j++)
-			key[j] = src->id_type == INT8OID ? (uint64) DatumGetInt64(corpus->ids[j]) :
-				src->id_type == INT4OID ? (uint64) (int64) DatumGetInt32(corpus->ids[j]) :
-				(uint64) (int64) DatumGetInt16(corpus->ids[j]);
-		return key;
-	}
-	tc = lookup_type_cache(src->id_type, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
-	/* refused by the call (train.c); the type is the one it checked */
-	if (!OidIsValid(tc->hash_extended_proc))
-		elog(ERROR, "id type %s has no extended hash function", format_type_be(src->id_type));
 	/* what a hash function leaves (a detoasted id) goes with each row */
 	row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb document keys",
 									ALLOCSET_SMALL_SIZES);
@@ -974,13 +990,14 @@ corpus_doc_keys(const GnbJobParams *params, const GnbCorpus *corpus, MemoryConte
 		if ((j & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
 		old = MemoryContextSwitchTo(row_cxt);
-		key[j] = DatumGetUInt64(FunctionCall2Coll(&tc->hash_extended_proc_finfo,
-												  src->id_collation, corpus->ids[j],
-												  Int64GetDatum(0)));
+		key[j] = gnb_id_key(src, corpus->ids[j]);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(row_cxt);
 	}
 	MemoryContextDelete(row_cxt);
+	/* distinct integer ids have distinct keys */
+	if (id_is_integer(src->id_type))
+		return key;
 	sorted = palloc_extended(sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
 	memcpy(sorted, key, sizeof(uint64) * D);
 	qsort(sorted, D, sizeof(uint64), cmp_uint64);

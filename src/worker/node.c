@@ -7,8 +7,10 @@
  *	  chain's calls from that memory, without reading again;
  *	  gibbs_nb.blocked_node_fold and gibbs_nb.blocked_node_combined combine
  *	  the chains' estimates of its documents where they are, and
- *	  gibbs_nb.blocked_node_estimates and gibbs_nb.blocked_node_scores give
- *	  them (the chains' means, or a labels-only model's).
+ *	  gibbs_nb.blocked_node_scores scores them by a labels-only model and
+ *	  keeps the scores; gibbs_nb.blocked_node_estimates gives the version's
+ *	  estimates (those scores, or the chains' means) and
+ *	  gibbs_nb.blocked_node_label one document's label by its id.
  *
  * A node is part `part` of `parts` of one relation of its own server (the
  * source, or on Citus every shard of the source this server owns, reached
@@ -29,8 +31,12 @@
 #include "store/store.h"
 #include "gnb_label_check.h"
 
+#include <math.h>
+
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "catalog/pg_class.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -63,10 +69,15 @@ typedef struct NodeEntry
 	gnb_node   *node;
 	/* the last call it answered, and what it gave since: a call again is a repeat */
 	bool		answered;
-	bool		scored;			/* the labels-only model's scores given */
 	int32		folded_chain;	/* the last chain folded (-1: none) */
 	bool		combined;		/* the chains combined (their mass given) */
 	bool		estimated;		/* the combined estimates given */
+	/* the labels-only model's scores, when the label check fell back to it */
+	double	   *scores_prob;
+	int32	   *scores_last;
+	/* the documents by key, for their labels by id (made at the first) */
+	uint64	   *sorted_keys;
+	int32	   *doc_of_key;
 	int32		last_what;
 	int32		last_chain;
 	int32		last_sweep;
@@ -240,10 +251,13 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 	entry->cxt = NULL;
 	entry->node = NULL;
 	entry->answered = false;
-	entry->scored = false;
 	entry->folded_chain = -1;
 	entry->combined = false;
 	entry->estimated = false;
+	entry->scores_prob = NULL;
+	entry->scores_last = NULL;
+	entry->sorted_keys = NULL;
+	entry->doc_of_key = NULL;
 	PG_TRY();
 	{
 		entry->cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb node",
@@ -493,16 +507,38 @@ encode_estimates(const NodeEntry *entry, const double *prob, const int32 *last)
 	return pq_endtypsend(&buf);
 }
 
+/*
+ * The estimates the version gives the node's documents: the labels-only
+ * model's scores if the label check fell back to it, else the chains'
+ * means and the last chain's last labels (the node has combined them).
+ */
+static void
+version_estimates(const NodeEntry *entry, const double **prob, const int32 **last)
+{
+	if (entry->scores_prob != NULL)
+	{
+		*prob = entry->scores_prob;
+		*last = entry->scores_last;
+		return;
+	}
+	if (!entry->combined)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a node of gibbs_nb job " INT64_FORMAT " has not combined its chains",
+						entry->key.job)));
+	gnb_node_combined(entry->node, prob, last);
+}
+
 PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_estimates);
 
 /*
  * gibbs_nb.blocked_node_estimates(job bigint, relation oid, part int, parts int)
  *	  RETURNS bytea
  *
- * The job's estimates for the node's documents, its chains combined
- * (gibbs_nb.blocked_node_combined): their means over the chains, and the
- * last chain's last labels (encode_estimates); NULL if it gave them
- * already.  Internal, as gibbs_nb.blocked_node.
+ * The job's estimates for the node's documents (version_estimates: the
+ * labels-only model's scores, or the chains' combined means and last
+ * labels), encoded by encode_estimates; NULL if it gave them already.
+ * Internal, as gibbs_nb.blocked_node.
  */
 Datum
 gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
@@ -518,12 +554,7 @@ gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
 	entry = find_node(&key, parts);
 	if (entry->estimated)
 		PG_RETURN_NULL();
-	if (!entry->combined)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("node %d of %d of gibbs_nb job " INT64_FORMAT " has not combined its chains",
-						key.part, parts, key.job)));
-	gnb_node_combined(entry->node, &prob, &last);
+	version_estimates(entry, &prob, &last);
 	answer = encode_estimates(entry, prob, last);
 	entry->estimated = true;
 	PG_RETURN_BYTEA_P(answer);
@@ -694,13 +725,15 @@ PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_scores);
 
 /*
  * gibbs_nb.blocked_node_scores(job bigint, relation oid, part int, parts int,
- *								model bytea) RETURNS bytea
+ *								model bytea) RETURNS bigint
  *
- * The node's documents scored by the labels-only model the job's label
- * check fell back to (gnb_labels_only_doc): model is K, V, pi (K) and
- * theta-hat class-major (K x V) as float8s in network order; the answer as
- * gibbs_nb.blocked_node_estimates gives it; NULL if it gave it already.
- * Internal, as gibbs_nb.blocked_node.
+ * Score the node's documents by the labels-only model the job's label check
+ * fell back to (gnb_labels_only_doc), and keep the scores: the version's
+ * estimates are theirs from now on (gibbs_nb.blocked_node_estimates,
+ * gibbs_nb.blocked_node_label).  model is K, V, pi (K) and theta-hat
+ * class-major (K x V) as float8s in network order.  Returns how many
+ * documents it scored; NULL if it scored them already.  Internal, as
+ * gibbs_nb.blocked_node.
  */
 Datum
 gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
@@ -717,7 +750,6 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 	int32	   *last;
 	double	   *s;
 	const GnbCorpus *part;
-	bytea	   *answer;
 
 	node_key(fcinfo, &key, &parts);
 	if (PG_ARGISNULL(4))
@@ -725,28 +757,25 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("a node's model must not be NULL")));
 	entry = find_node(&key, parts);
-	if (entry->scored)
+	if (entry->scores_prob != NULL)
 		PG_RETURN_NULL();
 	K = entry->core.n_classes;
 	V = entry->core.n_words;
 	part = &entry->part;
 	model = PG_GETARG_BYTEA_PP(4);
 	gnb_node_model_check(model, K, V);
-	/*
-	 * the model detoasted and decoded, the documents' scores and their
-	 * answer, within the backend's budget
-	 */
+	/* the model detoasted and decoded, and the documents' scores, kept */
 	check_node_memory(&entry->params,
-					  2.0 * VARSIZE_ANY(model) +
-					  (8.0 * K + 4.0) * part->n_docs + (20.0 + 8.0 * K) * part->n_docs +
-					  16.0 * K + 1024.0,
+					  2.0 * VARSIZE_ANY(model) + (8.0 * K + 4.0) * part->n_docs + 16.0 * K + 1024.0,
 					  "a node's scores");
 	pi = palloc(sizeof(double) * K);
 	s = palloc(sizeof(double) * K);
 	theta = palloc_extended(sizeof(double) * ((Size) K * V + 1), MCXT_ALLOC_HUGE);
 	gnb_node_model_read(model, K, V, pi, theta);
-	prob = palloc_extended(sizeof(double) * ((Size) part->n_docs * K + 1), MCXT_ALLOC_HUGE);
-	last = palloc_extended(sizeof(int32) * ((Size) part->n_docs + 1), MCXT_ALLOC_HUGE);
+	prob = MemoryContextAllocExtended(entry->cxt, sizeof(double) * ((Size) part->n_docs * K + 1),
+									  MCXT_ALLOC_HUGE);
+	last = MemoryContextAllocExtended(entry->cxt, sizeof(int32) * ((Size) part->n_docs + 1),
+									  MCXT_ALLOC_HUGE);
 	for (int32 d = 0; d < part->n_docs; d++)
 	{
 		if ((d & 1023) == 0)
@@ -757,7 +786,127 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 									  part->doc_start[d + 1] - part->doc_start[d], s,
 									  prob + (int64) d * K);
 	}
-	answer = encode_estimates(entry, prob, last);
-	entry->scored = true;
-	PG_RETURN_BYTEA_P(answer);
+	entry->scores_prob = prob;
+	entry->scores_last = last;
+	PG_RETURN_INT64(part->n_docs);
+}
+
+/*
+ * The node of the job, among this backend's nodes of the calling role, that
+ * holds the document of id (a value of the source's id type); its place
+ * there in *doc; NULL if none holds it.  Each node's documents are put in
+ * order of their keys at the first lookup (12 bytes a document).
+ */
+static NodeEntry *
+node_of_document(int64 job, Datum id, Oid id_type, int32 *doc)
+{
+	HASH_SEQ_STATUS seq;
+	NodeEntry  *entry;
+	NodeEntry  *holder = NULL;
+	bool		any = false;
+	uint64		key = 0;
+
+	if (node_cache != NULL)
+		hash_seq_init(&seq, node_cache);
+	while (node_cache != NULL && (entry = hash_seq_search(&seq)) != NULL)
+	{
+		int64		at;
+
+		if (entry->key.job != job || entry->key.role != GetUserId() || entry->node == NULL)
+			continue;
+		if (!any)
+		{
+			if (id_type != entry->params.source.id_type)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("the ids of gibbs_nb job " INT64_FORMAT " are of type %s, not %s",
+								job, format_type_be(entry->params.source.id_type),
+								format_type_be(id_type))));
+			key = gnb_id_key(&entry->params.source, id);
+			any = true;
+		}
+		if (entry->sorted_keys == NULL)
+		{
+			MemoryContext old;
+
+			check_node_memory(&entry->params, 12.0 * entry->part.n_docs + 64.0,
+							  "a node's documents by key");
+			old = MemoryContextSwitchTo(entry->cxt);
+			gnb_documents_by_key(entry->part.doc_key, entry->part.n_docs, &entry->sorted_keys,
+								 &entry->doc_of_key);
+			MemoryContextSwitchTo(old);
+		}
+		at = gnb_key_position(entry->sorted_keys, entry->part.n_docs, key);
+		if (at >= 0)
+		{
+			holder = entry;
+			*doc = entry->doc_of_key[at];
+		}
+	}
+	if (!any)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("gibbs_nb job " INT64_FORMAT " has no node in this session", job),
+				 errhint("A node starts with a call that carries its setup.")));
+	return holder;
+}
+
+PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_label);
+
+/*
+ * gibbs_nb.blocked_node_label(job bigint, id anyelement)
+ *	  RETURNS TABLE (class_number int, probability float8, probabilities float8[])
+ *
+ * The label the version gives the document of id, if a node of the job in
+ * this backend holds it (else no row): its most probable class's number
+ * (1 for the first; ties to the earlier), that probability, and all K
+ * (version_estimates).  Its job's publishing writes the labels table with
+ * it, in a query that reaches each node where its documents are.  Only the
+ * calling role's nodes answer.  Internal, as gibbs_nb.blocked_node.
+ */
+Datum
+gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
+{
+	FuncCallContext *funcctx;
+	NodeEntry  *entry;
+	int32		doc;
+	const double *prob;
+	const int32 *last;
+	int32		K;
+	int32		best;
+	TupleDesc	desc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (SRF_IS_FIRSTCALL())
+	{
+		funcctx = SRF_FIRSTCALL_INIT();
+		if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("a document's job and id must not be NULL")));
+		entry = node_of_document(PG_GETARG_INT64(0), PG_GETARG_DATUM(1),
+								 get_fn_expr_argtype(fcinfo->flinfo, 1), &doc);
+		if (entry == NULL)
+			SRF_RETURN_DONE(funcctx);
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		version_estimates(entry, &prob, &last);
+		K = entry->core.n_classes;
+		prob += (int64) doc * K;
+		for (int32 k = 0; k < K; k++)
+			if (!isfinite(prob[k]))
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("gibbs_nb job " INT64_FORMAT " produced estimates that are not finite; nothing was published",
+								entry->key.job)));
+		best = gnb_argmax(prob, K);
+		values[0] = Int32GetDatum(best + 1);
+		values[1] = Float8GetDatum(prob[best]);
+		values[2] = PointerGetDatum(gnb_float8_array(prob, K));
+		funcctx->user_fctx = heap_form_tuple(BlessTupleDesc(desc), values, nulls);
+		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum((HeapTuple) funcctx->user_fctx));
+	}
+	funcctx = SRF_PERCALL_SETUP();
+	SRF_RETURN_DONE(funcctx);
 }

@@ -362,3 +362,45 @@ gnb_exact_sums_merge(bytea *value, gnb_exact_sum *sums, int32 n)
 	}
 	return true;
 }
+
+typedef struct KeyDoc
+{
+	uint64		key;
+	int32		doc;
+} KeyDoc;
+
+static int
+cmp_key_doc(const void *a, const void *b)
+{
+	uint64		x = ((const KeyDoc *) a)->key;
+	uint64		y = ((const KeyDoc *) b)->key;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * D documents by their keys (doc_key): the keys increasing and the document
+ * of each, allocated in the current memory context (the job's worker maps
+ * the nodes' estimates and a warm start's labels by them, a node its
+ * documents' labels).
+ */
+void
+gnb_documents_by_key(const uint64 *doc_key, int32 D, uint64 **sorted_keys, int32 **doc_of_key)
+{
+	KeyDoc	   *keys = palloc_extended(sizeof(KeyDoc) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+
+	for (int32 j = 0; j < D; j++)
+	{
+		keys[j].key = doc_key[j];
+		keys[j].doc = j;
+	}
+	qsort(keys, D, sizeof(KeyDoc), cmp_key_doc);
+	*sorted_keys = palloc_extended(sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	*doc_of_key = palloc_extended(sizeof(int32) * ((Size) D + 1), MCXT_ALLOC_HUGE);
+	for (int32 i = 0; i < D; i++)
+	{
+		(*sorted_keys)[i] = keys[i].key;
+		(*doc_of_key)[i] = keys[i].doc;
+	}
+	pfree(keys);
+}

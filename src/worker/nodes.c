@@ -30,10 +30,13 @@
  * their sums by that alignment, answering their part of chain_agreement;
  * after the last they make the sums means and answer their mass, which the
  * label check weighs by; both exact sums (gnb_exact_sum), the local
- * combiner's to the last bit.  Only then are their documents' means taken,
- * once, mapped back to the worker's documents by their keys, for
- * publishing; a labels-only version's probabilities come from the nodes
- * too (gnb_nodes_labels_only).
+ * combiner's to the last bit.  A labels-only version's probabilities are
+ * made and kept by the nodes too (gnb_nodes_labels_only).  Publishing
+ * writes the labels table's rows of the nodes' documents where they are
+ * (gnb_nodes_write_labels: one INSERT ... SELECT over the source, each row
+ * from its node) when it can (gnb_nodes_can_write_labels); else it takes
+ * their estimates, once, mapped back to the worker's documents by their
+ * keys (gnb_nodes_estimates).  The nodes are released after publishing.
  */
 #include "gibbs_nb.h"
 
@@ -73,7 +76,7 @@ typedef struct NodesRun
 	char	   *scores_sql;		/* $2 the labels-only model */
 	char	   *release_sql;
 	/*
-	 * a Citus source: the names the queries reach it by, locked and checked
+	 * the source: the names the queries reach it by, locked and checked
 	 * again in each query's transaction (lock_source_name)
 	 */
 	Oid			source_relid;
@@ -142,9 +145,10 @@ run_interrupts(void *arg)
 }
 
 /*
- * Run one of the nodes' queries in a transaction of its own, as the caller,
- * calling fn on each node's answer (a row's single bytea; a repeat's NULL
- * is skipped): every node must answer once.  The sampler's memory is the
+ * Run one of the nodes' queries as the caller, in a transaction of its own
+ * (or, while the job publishes, in the publishing one), calling fn on each
+ * node's answer (a row's single bytea; a repeat's NULL is skipped): every
+ * node must answer once.  The sampler's memory is the
  * worker's, not the transaction's: the chain goes on between the queries,
  * and the worker's progress hook writes rows in transactions of its own.
  * The parameters are not folded into the plan (a call may be megabytes).
@@ -185,11 +189,15 @@ query_nodes(NodesRun *run, const char *sql, int nargs, Oid *types, Datum *values
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	int64		answers = 0;
+	bool		own = !IsTransactionState();
 
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	if (OidIsValid(run->source_relid))
-		lock_source_name(run);
+	/* between the job's phases in one of its own; else (publishing) in the caller's */
+	if (own)
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+	}
+	lock_source_name(run);
 	SPI_connect();
 	gnb_execute_unfolded(sql, nargs, types, values, nulls, GNB_AS_CALLER, SPI_OK_SELECT);
 	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "node answer");
@@ -211,8 +219,11 @@ query_nodes(NodesRun *run, const char *sql, int nargs, Oid *types, Datum *values
 						run->params->job_id, answers, run->n_nodes),
 				 errhint("The source changed while the job ran; train again.")));
 	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	if (own)
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
 	MemoryContextSwitchTo(cxt);
 }
 
@@ -406,40 +417,6 @@ query_all_nodes(NodesRun *run, const char *sql, answer_fn fn)
 }
 
 /*
- * Every document's estimates from the nodes (sql: the chains' combined, or
- * with a model its scores) into label_prob and last_labels, by key: each
- * document once.
- */
-static void
-all_estimates(NodesRun *run, const char *sql, bytea *model, double *label_prob,
-			  int32 *last_labels)
-{
-	Oid			types[2] = {INT8OID, BYTEAOID};
-	Datum		values[2] = {Int64GetDatum(run->params->job_id), PointerGetDatum(model)};
-	double		tokens = 0.0;
-
-	run->label_prob = label_prob;
-	run->last_labels = last_labels;
-
-	memset(run->estimated, 0, sizeof(bool) * run->n_docs);
-	memset(run->label_prob, 0, sizeof(double) * ((Size) run->n_docs * run->K));
-	query_nodes(run, sql, model ? 2 : 1, types, values, NULL, NULL, take_estimates);
-	for (int32 j = 0; j < run->n_docs; j++)
-	{
-		if (!run->estimated[j])
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("no node of gibbs_nb job " INT64_FORMAT " holds one of its documents",
-							run->params->job_id)));
-		tokens += run->doc_length[j];
-	}
-	/* the nodes hold the documents' tokens, no more, no fewer (exact: integers below 2^53) */
-	if (tokens != (double) run->all_tokens)
-		bad_estimates(run, psprintf("Their documents' lengths add up to %.0f tokens, not " INT64_FORMAT ".",
-									tokens, run->all_tokens));
-}
-
-/*
  * The queries that reach the job's nodes (the file's comment): on a Citus
  * source, a row of a shard of each server that owns shards with rows, each
  * node named by that shard's tableoid; else parts nodes of the source
@@ -452,6 +429,15 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 	char	   *args;
 	char	   *from;
 
+	run->source_relid = src->relid;
+	run->source_relname = get_rel_name(src->relid);
+	if (run->source_relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("the source of gibbs_nb job " INT64_FORMAT " was dropped while the job ran",
+						params->job_id)));
+	run->source_nspname = get_namespace_name(get_rel_namespace(src->relid));
+	lock_source_name(run);
 	if (column == NULL)
 	{
 		run->n_nodes = params->blocked_nodes;
@@ -467,15 +453,6 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 															 get_attnum(src->relid, column)));
 		const char *source;
 
-		run->source_relid = src->relid;
-		run->source_relname = get_rel_name(src->relid);
-		if (run->source_relname == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("the source of gibbs_nb job " INT64_FORMAT " was dropped while the job ran",
-							params->job_id)));
-		run->source_nspname = get_namespace_name(get_rel_namespace(src->relid));
-		lock_source_name(run);
 		source = quote_qualified_identifier(run->source_nspname, run->source_relname);
 		SPI_connect();
 		anchors = gnb_citus_shard_anchors(src->relid, column, run->cxt, &n);
@@ -507,8 +484,8 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 								 args, from);
 	run->estimates_sql = psprintf("SELECT gibbs_nb.blocked_node_estimates($1, %s) FROM %s", args,
 								  from);
-	run->scores_sql = psprintf("SELECT gibbs_nb.blocked_node_scores($1, %s, $2) FROM %s", args,
-							   from);
+	run->scores_sql = psprintf("SELECT pg_catalog.int8send(gibbs_nb.blocked_node_scores($1, %s, $2)) "
+							   "FROM %s", args, from);
 	run->release_sql = psprintf("SELECT gibbs_nb.blocked_node($1, %s, NULL, NULL) FROM %s", args,
 								from);
 }
@@ -538,47 +515,6 @@ gnb_nodes_wanted(const GnbJobParams *params)
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 	return wanted;
-}
-
-typedef struct KeyDoc
-{
-	uint64		key;
-	int32		doc;
-} KeyDoc;
-
-static int
-cmp_key_doc(const void *a, const void *b)
-{
-	uint64		x = ((const KeyDoc *) a)->key;
-	uint64		y = ((const KeyDoc *) b)->key;
-
-	return x < y ? -1 : x > y;
-}
-
-/*
- * The documents by key, once for the job: their keys increasing and the
- * document of each (for the nodes' estimates, and a warm start's table).
- */
-static void
-documents_by_key(const gnb_corpus *core, uint64 **sorted_keys, int32 **doc_of_key)
-{
-	const int32 D = core->n_docs;
-	KeyDoc	   *keys = palloc_extended(sizeof(KeyDoc) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-
-	for (int32 j = 0; j < D; j++)
-	{
-		keys[j].key = core->doc_key[j];
-		keys[j].doc = j;
-	}
-	qsort(keys, D, sizeof(KeyDoc), cmp_key_doc);
-	*sorted_keys = palloc_extended(sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-	*doc_of_key = palloc_extended(sizeof(int32) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-	for (int32 i = 0; i < D; i++)
-	{
-		(*sorted_keys)[i] = keys[i].key;
-		(*doc_of_key)[i] = keys[i].doc;
-	}
-	pfree(keys);
 }
 
 /*
@@ -709,7 +645,7 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(run->cxt);
-	documents_by_key(core, &sorted_keys, &doc_of_key);
+	gnb_documents_by_key(core->doc_key, core->n_docs, &sorted_keys, &doc_of_key);
 	describe_corpus(params, corpus, core, init_label, sorted_keys, doc_of_key, &chain_corpus,
 					&setup);
 	if (params->blocked_nodes > 0)
@@ -769,17 +705,31 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 		gnb_chain_free(&chain, &node_hooks);
 	}
 	gnb_combine_end(cb);
-	/* the chains combined where the documents are: their mass, their estimates */
+	/* the chains combined where the documents are: their mass */
 	combine_chains(run, params->sampler.chains, result->unlabeled_mass);
-	all_estimates(run, run->estimates_sql, NULL, result->label_prob, result->last_labels);
 	return run;
 }
 
+/* A node's number of documents scored (gibbs_nb.blocked_node_scores, int8send). */
+static void
+take_scored(NodesRun *run, const gnb_node_call *call, bytea *value)
+{
+	StringInfoData msg;
+
+	msg.data = VARDATA_ANY(value);
+	msg.len = VARSIZE_ANY_EXHDR(value);
+	msg.maxlen = msg.len;
+	msg.cursor = 0;
+	if (msg.len != 8)
+		bad_estimates(run, "A node's number of documents scored is not an int8.");
+	run->held_docs += pq_getmsgint64(&msg);
+}
+
 /*
- * The labels-only model's probabilities of the documents the nodes hold
- * (gnb_labels_only_model left them to their holders): its theta-hat and pi
- * sent to every node, each document scored there (gnb_labels_only_doc) and
- * its probabilities and label put into the result, by its key.
+ * The labels-only model the job's label check fell back to (its theta-hat
+ * and pi, gnb_labels_only_model) sent to every node, which scores its
+ * documents with it and keeps the scores: the version's estimates from now
+ * on (gnb_nodes_estimates, gnb_nodes_write_labels).
  */
 void
 gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
@@ -789,6 +739,8 @@ gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
 	double		size = 8.0 + 8.0 * K + 8.0 * K * V;
 	StringInfoData buf;
 	bytea	   *model;
+	Oid			types[2] = {INT8OID, BYTEAOID};
+	Datum		values[2];
 
 	gnb_check_job_memory(run->params, (double) MemoryContextMemAllocated(run->cxt, true),
 						 size + VARHDRSZ, "the labels-only model for the nodes");
@@ -810,8 +762,125 @@ gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
 	}
 	Assert(buf.len == VARHDRSZ + (int) size);
 	model = pq_endtypsend(&buf);
-	all_estimates(run, run->scores_sql, model, result->label_prob, result->last_labels);
+	values[0] = Int64GetDatum(run->params->job_id);
+	values[1] = PointerGetDatum(model);
+	run->held_docs = 0;
+	query_nodes(run, run->scores_sql, 2, types, values, NULL, NULL, take_scored);
+	if (run->held_docs != run->all_docs)
+		bad_estimates(run, psprintf("The nodes scored " INT64_FORMAT " documents, not " INT64_FORMAT ".",
+									run->held_docs, run->all_docs));
 	pfree(model);
+}
+
+/*
+ * Every document's estimates in the version (the chains' combined, or the
+ * labels-only model's scores) from the nodes into result->label_prob and
+ * ->last_labels, by key, each document once, for publishing them from here;
+ * in the publishing transaction (gnb_publish).
+ */
+void
+gnb_nodes_estimates(GnbNodesRun *run, gnb_result *result)
+{
+	double		tokens = 0.0;
+
+	run->label_prob = result->label_prob;
+	run->last_labels = result->last_labels;
+
+	memset(run->estimated, 0, sizeof(bool) * run->n_docs);
+	memset(run->label_prob, 0, sizeof(double) * ((Size) run->n_docs * run->K));
+	query_all_nodes(run, run->estimates_sql, take_estimates);
+	for (int32 j = 0; j < run->n_docs; j++)
+	{
+		if (!run->estimated[j])
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("no node of gibbs_nb job " INT64_FORMAT " holds one of its documents",
+							run->params->job_id)));
+		tokens += run->doc_length[j];
+	}
+	/* the nodes hold the documents' tokens, no more, no fewer (exact: integers below 2^53) */
+	if (tokens != (double) run->all_tokens)
+		bad_estimates(run, psprintf("Their documents' lengths add up to %.0f tokens, not " INT64_FORMAT ".",
+									tokens, run->all_tokens));
+}
+
+/*
+ * May the nodes write the version's labels of their documents into the
+ * labels table (labels_relid) where they are (gnb_nodes_write_labels)?
+ * Only as the job's caller: a node lives in the caller's backend (on Citus,
+ * the one its connections as that role reach), and the labels table is
+ * written as the model's owner, so the caller must be the owner.  And on
+ * Citus only into a labels table co-located with the source by its id
+ * (each document's label on the server of the document).  Else the
+ * estimates come here (gnb_nodes_estimates).  SPI connected.
+ */
+bool
+gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid)
+{
+	const GnbJobParams *params = run->params;
+	Oid			types[3] = {REGCLASSOID, REGCLASSOID, TEXTOID};
+	Datum		values[3];
+	bool		isnull;
+	bool		colocated;
+
+	if (GetUserId() != gnb_owner_role(params->model_owner))
+		return false;
+	if (params->blocked_nodes > 0)
+		return true;
+	values[0] = ObjectIdGetDatum(labels_relid);
+	values[1] = ObjectIdGetDatum(params->source.relid);
+	values[2] = CStringGetTextDatum(params->source.id_column);
+	gnb_execute("SELECT pg_catalog.count(*) OPERATOR(pg_catalog.>) 0 "
+				"FROM pg_catalog.pg_dist_partition l, pg_catalog.pg_dist_partition s "
+				"WHERE l.logicalrelid OPERATOR(pg_catalog.=) $1 "
+				"AND s.logicalrelid OPERATOR(pg_catalog.=) $2 "
+				"AND l.partmethod OPERATOR(pg_catalog.=) 'h' AND s.partmethod OPERATOR(pg_catalog.=) 'h' "
+				"AND l.colocationid OPERATOR(pg_catalog.=) s.colocationid "
+				"AND pg_catalog.column_to_column_name(l.logicalrelid, l.partkey) OPERATOR(pg_catalog.=) 'id' "
+				"AND pg_catalog.column_to_column_name(s.logicalrelid, s.partkey) OPERATOR(pg_catalog.=) $3",
+				3, types, values, NULL, GNB_AS_INTERNAL, SPI_OK_SELECT, 0);
+	colocated = DatumGetBool(gnb_result_value(1, &isnull));
+	return !isnull && colocated;
+}
+
+/*
+ * The version's labels of the documents the nodes hold written into the
+ * labels table (relid, named `qualified` under its lock) where they are: one
+ * INSERT ... SELECT over the source, each row's label from the node that
+ * holds it (gibbs_nb.blocked_node_label; rows no node holds, labelled or
+ * added since the job read, give none).  Every document the job read must
+ * get its row: else the source lost rows since (55000).  As the current
+ * user, the labels table's owner (gnb_write_label_rows).  SPI connected.
+ */
+void
+gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char **classes,
+					   int32 version)
+{
+	const GnbSourceDesc *src = &run->params->source;
+	Oid			types[3] = {TEXTARRAYOID, INT4OID, INT8OID};
+	Datum		values[3];
+	const char *id = quote_identifier(src->id_column);
+
+	lock_source_name(run);
+	values[0] = PointerGetDatum(gnb_text_array(classes, run->K));
+	values[1] = Int32GetDatum(version);
+	values[2] = Int64GetDatum(run->params->job_id);
+	gnb_execute_on_relation(relid,
+							psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
+									 "SELECT s.%s, $1[l.class_number], l.probability, l.probabilities, $2 "
+									 "FROM %s AS s, LATERAL gibbs_nb.blocked_node_label($3, s.%s) AS l",
+									 qualified, id,
+									 quote_qualified_identifier(run->source_nspname,
+																run->source_relname), id),
+							3, types, values, SPI_OK_INSERT);
+	if (SPI_processed != (uint64) run->all_docs)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while the job ran",
+						run->params->job_id),
+				 errdetail("The labels of " UINT64_FORMAT " of its " INT64_FORMAT " unlabelled documents were written.",
+						   (uint64) SPI_processed, run->all_docs),
+				 errhint("Train again.")));
 }
 
 /* The nodes let go of the job's documents. */

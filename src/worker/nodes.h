@@ -70,6 +70,8 @@ extern void gnb_node_model_read(bytea *value, int32 K, int32 V, double *pi, doub
 #define GNB_EXACT_SUM_BYTES 20
 extern bytea *gnb_exact_sums_encode(const gnb_exact_sum *sums, int32 n);
 extern bool gnb_exact_sums_merge(bytea *value, gnb_exact_sum *sums, int32 n);
+extern void gnb_documents_by_key(const uint64 *doc_key, int32 D, uint64 **sorted_keys,
+								 int32 **doc_of_key);
 
 /* nodes.c: the job's worker, training through nodes */
 typedef struct NodesRun GnbNodesRun;
@@ -78,6 +80,10 @@ extern GnbNodesRun *gnb_train_nodes(const GnbJobParams *params, const GnbCorpus 
 									const gnb_corpus *core, const int32 *init_label,
 									const gnb_hooks *hooks, gnb_result *result);
 extern void gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result);
+extern void gnb_nodes_estimates(GnbNodesRun *run, gnb_result *result);
+extern bool gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid);
+extern void gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified,
+								   char **classes, int32 version);
 extern void gnb_nodes_release(GnbNodesRun *run);
 
 #endif							/* GNB_WORKER_NODES_H */

@@ -11,6 +11,7 @@
 #include "gibbs_nb.h"
 
 #include "worker/worker.h"
+#include "worker/nodes.h"
 #include "store/store.h"
 #include "security/security.h"
 
@@ -677,15 +678,16 @@ gnb_release_lost_labels_tables(const GnbJobParams *params)
 
 /*
  * The documents' labels of a finished job: clamped documents first, then the
- * others, then the held-out ones (holdout_probs, as the version predicts
- * them).
+ * others (unless held: their nodes write them, gnb_nodes_write_labels), then
+ * the held-out ones (holdout_probs, as the version predicts them).
  */
 static void
-doc_labels(const GnbCorpus *corpus, const gnb_result *result, const double *holdout_probs,
-		   GnbDocLabels *dl)
+doc_labels(const GnbCorpus *corpus, const gnb_result *result, bool held,
+		   const double *holdout_probs, GnbDocLabels *dl)
 {
 	int32		K = corpus->n_classes;
-	int64		first_holdout = (int64) corpus->n_labeled + corpus->n_docs;
+	int64		n_unlabeled = held ? 0 : corpus->n_docs;
+	int64		first_holdout = (int64) corpus->n_labeled + n_unlabeled;
 
 	dl->n = first_holdout + (holdout_probs ? corpus->n_holdout : 0);
 	dl->n_classes = K;
@@ -696,7 +698,7 @@ doc_labels(const GnbCorpus *corpus, const gnb_result *result, const double *hold
 		dl->ids[i] = corpus->labeled_ids[i];
 		dl->probs[i * K + corpus->labeled_class[i]] = 1.0;
 	}
-	for (int64 j = 0; j < corpus->n_docs; j++)
+	for (int64 j = 0; j < n_unlabeled; j++)
 	{
 		dl->ids[corpus->n_labeled + j] = corpus->ids[j];
 		memcpy(dl->probs + (corpus->n_labeled + j) * K, result->label_prob + j * K,
@@ -728,14 +730,15 @@ gnb_lock_labels_table(Oid relid, LOCKMODE mode)
 /*
  * Replace a labels table's rows with a version's labels: each document's
  * most probable class (ties to the earlier class), its probability and all
- * of them.  Runs as the table's owner, the model's (gnb_labels_table_owner):
+ * of them; those of dl, and with nodes, those of the documents the job's
+ * nodes hold, written by them (gnb_nodes_write_labels).  Runs as the table's owner, the model's (gnb_labels_table_owner):
  * an error if the table is someone else's.  relid locked by the caller, and
  * named `qualified` under that lock.  SPI connected.
  */
 void
 gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 					 const char *model_name, Oid id_type, char **classes,
-					 const GnbDocLabels *dl, int32 version)
+					 const GnbDocLabels *dl, struct NodesRun *nodes, int32 version)
 {
 	GnbPrivilegeState priv;
 	int32		K = dl->n_classes;
@@ -796,6 +799,9 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 		MemoryContextReset(batch_cxt);
 		CHECK_FOR_INTERRUPTS();
 	}
+	/* and the documents the nodes hold, from them, where they are */
+	if (nodes)
+		gnb_nodes_write_labels(nodes, relid, qualified, classes, version);
 	gnb_restore_user(&priv);
 	MemoryContextDelete(batch_cxt);
 }
@@ -810,15 +816,26 @@ all_finite(const double *v, int64 n)
 	return true;
 }
 
+static void
+not_finite(const GnbJobParams *params)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("gibbs_nb job " INT64_FORMAT " produced estimates that are not finite; nothing was published",
+					params->job_id)));
+}
+
 /*
  * Publish a finished job as a new version of its model; returns the version.
  * Must run inside a transaction with a snapshot; the caller commits.
  * seconds_so_far is the job's time up to here; the publish time is added.
+ * nodes: the job's nodes, which still hold its unlabelled documents, or
+ * NULL.
  * result->theta is released once the packed row's log theta-hat is made
  * from it (NULL after).
  */
 int32
-gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
+gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *nodes,
 			gnb_result *result, double seconds_so_far)
 {
 	TimestampTz start = GetCurrentTimestamp();
@@ -831,17 +848,15 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	GnbDocLabels labels;
 	double	   *holdout_probs = NULL;
 	char	   *holdout_metrics = NULL;
+	bool		pinned;
+	bool		held;
 	long		secs;
 	int			usecs;
 
 	/* a version whose estimates are not numbers would label with garbage */
 	if (!all_finite(result->theta, (int64) corpus->n_words * corpus->n_classes) ||
-		!all_finite(result->pi, corpus->n_classes) ||
-		!all_finite(result->label_prob, (int64) corpus->n_docs * corpus->n_classes))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("gibbs_nb job " INT64_FORMAT " produced estimates that are not finite; nothing was published",
-						params->job_id)));
+		!all_finite(result->pi, corpus->n_classes))
+		not_finite(params);
 
 	/*
 	 * The job may write this owner's model only if the role it runs as has
@@ -863,17 +878,34 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
 	/*
 	 * The labels table is the model owner's: create and fill it as the
 	 * owner, unless another version is deployed (gibbs_nb_deploy): the
-	 * labels table follows the version that serves.
+	 * labels table follows the version that serves.  Documents held by
+	 * nodes get their rows there from their nodes when the nodes can write
+	 * them (gnb_nodes_can_write_labels), and the version's
+	 * document_labels are then read back from the table; else their
+	 * estimates come here.
 	 */
+	labels_relid = prepare_labels_table(params, &labels_sql);
+	pinned = gnb_store_pinned(params->model_owner, params->model_name);
+	held = nodes != NULL && !pinned && gnb_nodes_can_write_labels(nodes, labels_relid);
+	if (nodes != NULL && !held)
+		gnb_nodes_estimates(nodes, result);
+	if (!held && !all_finite(result->label_prob, (int64) corpus->n_docs * corpus->n_classes))
+		not_finite(params);
 	if (params->holdout > 0.0)
 		holdout_probs = gnb_score_holdout(params, corpus, result, &holdout_metrics);
-	doc_labels(corpus, result, holdout_probs, &labels);
-	labels_relid = prepare_labels_table(params, &labels_sql);
-	if (!gnb_store_pinned(params->model_owner, params->model_name))
+	doc_labels(corpus, result, held, holdout_probs, &labels);
+	if (!pinned)
 		gnb_write_label_rows(labels_relid, labels_sql, params->model_owner, params->model_name,
-							 params->source.id_type, corpus->classes, &labels, version);
+							 params->source.id_type, corpus->classes, &labels,
+							 held ? nodes : NULL, version);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
+	if (held)
+	{
+		gnb_store_document_labels_from(params, labels_relid, labels_sql, version, version_id,
+									   corpus->n_classes, labels.n + corpus->n_docs);
+		labels.n = 0;
+	}
 	gnb_store_version(params, corpus, result, gnb_warnings_array(result, corpus->classes),
 					  &labels, version, version_id, labels_relid, keep_versions,
 					  seconds_so_far + secs + usecs / 1e6);

@@ -529,8 +529,6 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	flush_trace(ws);
 	sample_seconds = seconds_since(phase_start);
 	check_labels(p, &corpus, &core, &hooks, nodes, &result);
-	if (nodes)
-		gnb_nodes_release(nodes);
 	/* the documents' pairs go before publishing builds its arrays */
 	gnb_corpus_word_counts(&corpus);
 
@@ -539,12 +537,15 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	phase_start = GetCurrentTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	version = gnb_publish(p, &corpus, &result, seconds_since(ws->started));
+	version = gnb_publish(p, &corpus, nodes, &result, seconds_since(ws->started));
 	gnb_store_job_succeeded(p, version, result.final_log_joint, read_seconds, sample_seconds,
 							seconds_since(phase_start));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
+	/* (published: the nodes wrote their documents' labels, or gave them) */
+	if (nodes)
+		gnb_nodes_release(nodes);
 
 	/* the outcome is in the job's row: the job is over for everyone else */
 	gnb_release_job_lock(p->job_id);

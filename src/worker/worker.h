@@ -28,21 +28,25 @@ extern char *gnb_holdout_condition(const GnbJobParams *params);
 extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 							bool on_nodes, MemoryContext cxt, GnbCorpus *corpus);
 extern void gnb_corpus_word_counts(GnbCorpus *corpus);
+extern uint64 gnb_id_key(const GnbSourceDesc *src, Datum id);
 extern void gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part,
 						  int32 parts, char **vocabulary, int32 V, MemoryContext cxt,
 						  GnbCorpus *corpus);
 
 /* publish.c: one transaction writes a finished job's model version */
+/* a job whose documents nodes hold (worker/nodes.h) */
+struct NodesRun;
 extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 								 const char *model_name, Oid id_type, char **classes,
-								 const GnbDocLabels *labels, int32 version);
+								 const GnbDocLabels *labels, struct NodesRun *nodes,
+								 int32 version);
 extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
 extern void gnb_reserve_labels_table(GnbJobParams *params);
 extern void gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus);
 extern void gnb_release_labels_table(const GnbJobParams *params);
 extern void gnb_release_lost_labels_tables(const GnbJobParams *params);
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,
-						 gnb_result *result, double seconds_so_far);
+						 struct NodesRun *nodes, gnb_result *result, double seconds_so_far);
 
 /* warnings.c: the warnings of a training */
 extern struct ArrayType *gnb_warnings_array(const gnb_result *result, char **classes);

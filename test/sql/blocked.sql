@@ -179,6 +179,91 @@ SELECT m.model_name, m.unlabeled_weight, m.unlabeled_weight_chosen,
        doc_labels(p.version_id) = doc_labels(s.version_id) AS labels, p.log_theta = s.log_theta AS theta
 FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version), gibbs_nb.packed s
 WHERE m.model_name = 'bl_misfit_nodes' AND s.model_name = 'bl_misfit';
+-- The nodes write their documents' rows of the labels table where they are
+-- (one INSERT ... SELECT over the source, each row's label from the node
+-- that holds it: gibbs_nb.blocked_node_label) when the job's caller owns the
+-- model; else (a member of the owner's role retrains, which a node in the
+-- caller's backend cannot write as the owner; a version deployed in its
+-- stead) the job's worker takes their estimates and writes them itself.
+-- The same rows either way, and the local job's.  Each INSERT into the
+-- labels table is logged with its number of rows: the clamped documents'
+-- then the nodes', or all in one
+CREATE FUNCTION bl_labels_differ(a regclass, b regclass) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  n bigint;
+BEGIN
+  EXECUTE format('SELECT count(*) FROM %s x FULL JOIN %s y USING (id) '
+                 'WHERE x.id IS NULL OR y.id IS NULL OR (x.label, x.probability, x.probabilities) '
+                 'IS DISTINCT FROM (y.label, y.probability, y.probabilities)', a, b) INTO n;
+  RETURN n;
+END $$;
+SELECT bl_labels_differ('bl_misfit_labels', 'bl_misfit_nodes_labels') AS misfit_rows_differing;
+CREATE ROLE bl_group;
+CREATE ROLE bl_member IN ROLE bl_group;
+GRANT CREATE ON SCHEMA public TO bl_group;
+GRANT SELECT ON bl_misfit TO bl_group;
+CREATE TABLE bl_label_statements (n serial, rows bigint, version int);
+GRANT INSERT ON bl_label_statements TO bl_group;
+GRANT USAGE ON SEQUENCE bl_label_statements_n_seq TO bl_group;
+CREATE FUNCTION bl_log_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.bl_label_statements (rows, version) SELECT count(*), max(version) FROM new_rows;
+  RETURN NULL;
+END $$;
+SET gibbs_nb.blocked_nodes = 2;
+SET ROLE bl_group;
+SELECT status FROM gibbs_nb_train('bl_grp', 'bl_misfit', 'tokens', 'label', sweeps => 40,
+                                  seed => 1, sampler => 'blocked');
+CREATE TRIGGER log_rows AFTER INSERT ON bl_grp_labels REFERENCING NEW TABLE AS new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION public.bl_log_statement();
+SELECT status FROM gibbs_nb_retrain('bl_grp');
+SET ROLE bl_member;
+SELECT status FROM gibbs_nb_retrain('bl_grp');
+SET ROLE bl_group;
+SELECT gibbs_nb_deploy('bl_grp', 1);
+SELECT status FROM gibbs_nb_retrain('bl_grp');
+RESET ROLE;
+RESET gibbs_nb.blocked_nodes;
+SELECT string_agg(rows || ' of version ' || version, ', ' ORDER BY n) AS inserts FROM bl_label_statements;
+SELECT p.version, doc_labels(p.version_id) = doc_labels(s.version_id) AS labels
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_grp' AND s.model_name = 'bl_misfit' ORDER BY 1;
+SELECT bl_labels_differ('bl_misfit_labels', 'bl_grp_labels') AS group_rows_differing;
+-- rows of the source gone between the job's read and the nodes' writing
+-- (a view that shows 10 fewer once the labels table's first INSERT, the
+-- clamped documents', has run): 55000, nothing of the version published
+CREATE TABLE bl_gate (closed bool);
+CREATE VIEW bl_closing AS
+SELECT id, tokens, label FROM bl_misfit
+WHERE id <= CASE WHEN EXISTS (SELECT FROM public.bl_gate) THEN 790 ELSE 800 END;
+SET client_min_messages = warning;
+SELECT status FROM gibbs_nb_train('bl_closing', 'bl_closing', 'tokens', 'label', sweeps => 10,
+                                  seed => 1, sampler => 'blocked', unlabeled_weight => 0.5);
+RESET client_min_messages;
+CREATE FUNCTION bl_close_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.bl_gate VALUES (true);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER close_gate AFTER INSERT ON bl_closing_labels
+FOR EACH STATEMENT EXECUTE FUNCTION public.bl_close_gate();
+SET gibbs_nb.blocked_nodes = 2;
+SELECT regexp_replace(try($$SELECT gibbs_nb_retrain('bl_closing')$$), 'job \d+', 'job N') AS closing;
+RESET gibbs_nb.blocked_nodes;
+SELECT max(version) AS versions, (SELECT count(*) FROM bl_gate) AS gate_rows
+FROM gibbs_nb.models WHERE model_name = 'bl_closing';
+SELECT gibbs_nb_drop('bl_closing');
+DROP VIEW bl_closing;
+DROP TABLE bl_gate;
+DROP FUNCTION bl_close_gate();
+SET ROLE bl_group;
+SELECT gibbs_nb_drop('bl_grp');
+RESET ROLE;
+DROP TABLE bl_label_statements;
+DROP FUNCTION bl_log_statement();
+REVOKE CREATE ON SCHEMA public FROM bl_group;
+REVOKE SELECT ON bl_misfit FROM bl_group;
+DROP ROLE bl_member, bl_group;
 -- a label that is the empty string is a label through nodes too (the job's
 -- worker counts the labelled and the unlabelled documents' words apart): the
 -- same model as without nodes
@@ -296,7 +381,9 @@ SELECT m.model_name, p.log_theta = s.log_theta AND p.log_pi = s.log_pi AND p.tok
        AND doc_labels(p.version_id) = doc_labels(s.version_id) AS same,
        (m.n_documents, m.n_labeled, m.n_skipped, m.n_tokens, m.holdout_metrics::text)
        IS NOT DISTINCT FROM (l.n_documents, l.n_labeled, l.n_skipped, l.n_tokens,
-                             l.holdout_metrics::text) AS counts
+                             l.holdout_metrics::text) AS counts,
+       bl_labels_differ((l.model_name || '_labels')::regclass,
+                        (m.model_name || '_labels')::regclass) AS rows_differing
 FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version)
 JOIN gibbs_nb.models l ON l.model_name = pg_catalog.replace(m.model_name, '2', '0')
 JOIN gibbs_nb.packed s ON s.model_name = l.model_name AND s.version = l.version
@@ -333,6 +420,10 @@ SELECT try($$SELECT gibbs_nb.blocked_node_scores(1, 'blocked_mail'::regclass, 0,
 SELECT try($$SELECT gibbs_nb.blocked_node_scores(1, 'blocked_mail'::regclass, 0, 0, '\x00'::bytea)$$);
 SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 'blocked_mail'::regclass, 0, 1)$$);
 SELECT try($$SELECT gibbs_nb.blocked_node_estimates(1, 'blocked_mail'::regclass, 0, 1)$$);
+-- a document's label: from a node of the job this role started in this session
+SELECT try($$SELECT * FROM gibbs_nb.blocked_node_label(1, 5)$$);
+SELECT try($$SELECT * FROM gibbs_nb.blocked_node_label(NULL, 5)$$);
+SELECT try($$SELECT * FROM gibbs_nb.blocked_node_label(1, NULL::int)$$);
 -- the chains combined on the nodes: of a node this role started, with a chain
 -- and its alignment, or the number of chains
 SELECT try($$SELECT gibbs_nb.blocked_node_fold(1, 'blocked_mail'::regclass, 0, 1, 0, '{0,1}')$$);
@@ -420,5 +511,6 @@ DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_
     bl_nodes3_labels, bl_text_nodes_labels, bl_misfit_labels, bl_misfit_nodes_labels, bl_misfit,
     bl_shape_tsv0_labels, bl_shape_tsv2_labels, bl_shape_nolabel0_labels, bl_shape_nolabel2_labels,
     bl_shape_holdout0_labels, bl_shape_holdout2_labels, bl_shapes, bl_bulk_labels, bl_warm_local_labels, bl_warm_nodes_labels, bl_bulk;
+DROP FUNCTION bl_labels_differ(regclass, regclass);
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE blocked_mail, blocked_mail_text, blocked_mail_money, blocked_mail_c, blocked_mail_icu;

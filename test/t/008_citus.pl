@@ -243,6 +243,21 @@ is(worker_calls('blocked_node_fold', 4) . ' ' . worker_calls('blocked_node_combi
 	'each worker folded the 2 chains and combined them once');
 is(join(' ', map { $_->safe_psql('postgres', $calls) > 0 ? 'some' : 'none' } @workers), 'some some',
 	'on both workers');
+# the final pass where the documents are: the labels table (co-located with
+# the source) got its unlabelled documents' rows from the nodes, one call of
+# gibbs_nb.blocked_node_label a row of the source, none of their estimates
+# came to the coordinator; the rows are the local copy's
+is(alice(q{
+  SELECT count(*) FROM spam_blocked_labels c FULL JOIN spam_blocked_local_labels l USING (id)
+  WHERE c.id IS NULL OR l.id IS NULL
+     OR (c.label, c.probability, c.probabilities) IS DISTINCT FROM (l.label, l.probability, l.probabilities)}),
+	'0', 'the cluster\'s labels table is the local copy\'s, row for row');
+is(alice(q{SELECT (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'spam_blocked_labels'::regclass)
+                = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'mail'::regclass)}),
+	't', 'co-located with the source');
+my $source_rows = alice('SELECT count(*) FROM mail');
+is(worker_calls('blocked_node_label', $source_rows) . ' ' . worker_calls('blocked_node_estimates', 0),
+	"$source_rows 0", 'the nodes wrote the labels where they are, giving the coordinator no estimates');
 # a node lost mid-job (the worker backend that holds a worker's nodes
 # terminated): the job fails, publishes nothing, and leaves no backend of
 # its own on the workers
