@@ -169,10 +169,7 @@ gnb_node_setup_decode(bytea *value, GnbNodeSetup *s)
 				V;
 
 	memset(s, 0, sizeof(*s));
-	msg.data = VARDATA_ANY(value);
-	msg.len = VARSIZE_ANY_EXHDR(value);
-	msg.maxlen = msg.len;
-	msg.cursor = 0;
+	gnb_bytea_reader(&msg, value);
 	need(&msg, 8);
 	if (pq_getmsgint(&msg, 4) != SETUP_MAGIC || pq_getmsgint(&msg, 4) != SETUP_VERSION)
 		bad_setup("It is not a node setup of this version of gibbs_nb.");
@@ -282,10 +279,7 @@ gnb_node_model_check(bytea *value, int32 K, int32 V)
 {
 	StringInfoData msg;
 
-	msg.data = VARDATA_ANY(value);
-	msg.len = VARSIZE_ANY_EXHDR(value);
-	msg.maxlen = msg.len;
-	msg.cursor = 0;
+	gnb_bytea_reader(&msg, value);
 	if (msg.len < 8 || (int32) pq_getmsgint(&msg, 4) != K || (int32) pq_getmsgint(&msg, 4) != V ||
 		(double) msg.len != 8.0 + 8.0 * K + 8.0 * K * V)
 		ereport(ERROR,
@@ -299,9 +293,7 @@ gnb_node_model_read(bytea *value, int32 K, int32 V, double *pi, double *theta)
 	StringInfoData msg;
 
 	gnb_node_model_check(value, K, V);
-	msg.data = VARDATA_ANY(value);
-	msg.len = VARSIZE_ANY_EXHDR(value);
-	msg.maxlen = msg.len;
+	gnb_bytea_reader(&msg, value);
 	msg.cursor = 8;
 	for (int32 k = 0; k < K; k++)
 		pi[k] = pq_getmsgfloat8(&msg);
@@ -341,10 +333,7 @@ gnb_exact_sums_merge(bytea *value, gnb_exact_sum *sums, int32 n)
 {
 	StringInfoData msg;
 
-	msg.data = VARDATA_ANY(value);
-	msg.len = VARSIZE_ANY_EXHDR(value);
-	msg.maxlen = msg.len;
-	msg.cursor = 0;
+	gnb_bytea_reader(&msg, value);
 	if ((int64) msg.len != (int64) n * GNB_EXACT_SUM_BYTES)
 		return false;
 	for (int32 i = 0; i < n; i++)
@@ -376,6 +365,19 @@ cmp_key_doc(const void *a, const void *b)
 	uint64		y = ((const KeyDoc *) b)->key;
 
 	return x < y ? -1 : x > y;
+}
+
+/*
+ * msg made to read value's bytes from the start, in place (pq_getmsg*: an
+ * error past the end).
+ */
+void
+gnb_bytea_reader(StringInfo msg, const bytea *value)
+{
+	msg->data = VARDATA_ANY(value);
+	msg->len = VARSIZE_ANY_EXHDR(value);
+	msg->maxlen = msg->len;
+	msg->cursor = 0;
 }
 
 /*

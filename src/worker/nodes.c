@@ -322,10 +322,7 @@ take_estimates(NodesRun *run, const gnb_node_call *call, bytea *value)
 
 	if (value == NULL)
 		bad_estimates(run, "A node gave none.");
-	msg.data = VARDATA_ANY(value);
-	msg.len = VARSIZE_ANY_EXHDR(value);
-	msg.maxlen = msg.len;
-	msg.cursor = 0;
+	gnb_bytea_reader(&msg, value);
 	if (msg.len < 8 || pq_getmsgint(&msg, 4) != K)
 		bad_estimates(run, "They are of another number of classes.");
 	n = pq_getmsgint(&msg, 4);
@@ -716,10 +713,7 @@ take_scored(NodesRun *run, const gnb_node_call *call, bytea *value)
 {
 	StringInfoData msg;
 
-	msg.data = VARDATA_ANY(value);
-	msg.len = VARSIZE_ANY_EXHDR(value);
-	msg.maxlen = msg.len;
-	msg.cursor = 0;
+	gnb_bytea_reader(&msg, value);
 	if (msg.len != 8)
 		bad_estimates(run, "A node's number of documents scored is not an int8.");
 	run->held_docs += pq_getmsgint64(&msg);

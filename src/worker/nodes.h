@@ -65,6 +65,7 @@ gnb_key_position(const uint64 *keys, int64 n, uint64 key)
 extern bytea *gnb_node_setup_encode(const GnbNodeSetup *setup);
 extern void gnb_node_setup_decode(bytea *value, GnbNodeSetup *setup);
 extern void gnb_sized_bytea_begin(StringInfo buf, Size size);
+extern void gnb_bytea_reader(StringInfo msg, const bytea *value);
 extern void gnb_node_model_check(bytea *value, int32 K, int32 V);
 extern void gnb_node_model_read(bytea *value, int32 K, int32 V, double *pi, double *theta);
 #define GNB_EXACT_SUM_BYTES 20
