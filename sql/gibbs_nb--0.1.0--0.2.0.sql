@@ -1057,7 +1057,7 @@ CREATE FUNCTION gibbs_nb.blocked_node_label(job bigint, id anyelement,
                                             OUT probabilities float8[])
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_label'
-LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE ROWS 1;
 
 --
 -- What \df+ says of 0.1.0's functions that are otherwise the same.

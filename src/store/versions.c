@@ -145,12 +145,13 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
 /*
  * A version's documents' labels (gibbs_nb.document_labels) from the rows it
  * wrote into its labels table, relid (locked, and named `qualified` under
- * that lock), where the job's nodes wrote
- * those of the documents they held (gnb_nodes_write_labels): read back as
- * the table's owner, the model's, by a cursor, GNB_LABELS_FETCH rows at a
- * time, each batch written as write_document_labels writes them, none held
- * longer.  expected: the rows the version wrote there; another number is an
- * error (someone else's rows would otherwise pass for its labels).  SPI
+ * that lock), where the job's nodes wrote those of the documents they held
+ * (gnb_nodes_write_labels): read back as the table's owner, the model's (on
+ * Citus no other role may read placements its transaction wrote), by a
+ * cursor, GNB_LABELS_FETCH rows at a time, each batch written as
+ * write_document_labels writes them.  Each row must be the version's: an
+ * id, K finite probabilities; and there must be expected of them (the rows
+ * the version wrote there): else the table was changed under the job.  SPI
  * connected.
  */
 void
@@ -166,6 +167,8 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"gibbs_nb labels read back",
 													ALLOCSET_DEFAULT_SIZES);
+	MemoryContext row_cxt = AllocSetContextCreate(batch_cxt, "gibbs_nb label read back",
+												  ALLOCSET_DEFAULT_SIZES);
 	int64		n = 0;
 
 	gnb_become_role(owner, &priv);
@@ -181,7 +184,6 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 		SPITupleTable *rows;
 		uint64		got;
 		GnbDocLabels batch;
-		MemoryContext old;
 
 		gnb_become_role(owner, &priv);
 		SPI_cursor_fetch(portal, true, GNB_LABELS_FETCH);
@@ -196,26 +198,44 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 			break;
 		gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "labels table id");
 		gnb_check_result_column(rows->tupdesc, 2, FLOAT8ARRAYOID, "labels table probabilities");
-		old = MemoryContextSwitchTo(batch_cxt);
 		batch.n = (int64) got;
 		batch.n_classes = n_classes;
-		batch.ids = palloc(sizeof(Datum) * got);
-		batch.probs = palloc(sizeof(double) * got * n_classes);
+		batch.ids = MemoryContextAlloc(batch_cxt, sizeof(Datum) * got);
+		batch.probs = MemoryContextAlloc(batch_cxt, sizeof(double) * got * n_classes);
 		for (uint64 i = 0; i < got; i++)
 		{
-			bool		isnull;
+			bool		id_null;
+			bool		probs_null;
+			Datum		probs_value;
 			ArrayType  *probs;
+			MemoryContext old;
 
-			batch.ids[i] = SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &isnull);
-			if (isnull)
-				elog(ERROR, "gibbs_nb: a row of labels table %s has no id", qualified);
-			probs = DatumGetArrayTypeP(SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &isnull));
-			if (isnull || ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) ||
-				ARR_ELEMTYPE(probs) != FLOAT8OID || ARR_DIMS(probs)[0] != n_classes)
-				elog(ERROR, "gibbs_nb: a row of labels table %s is malformed", qualified);
+			batch.ids[i] = SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &id_null);
+			probs_value = SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &probs_null);
+			if (id_null || probs_null)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("a row of labels table %s has no %s", qualified,
+								id_null ? "id" : "probabilities")));
+			/* (detoasted in row_cxt, gone after the row) */
+			old = MemoryContextSwitchTo(row_cxt);
+			probs = DatumGetArrayTypeP(probs_value);
+			MemoryContextSwitchTo(old);
+			if (ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) || ARR_ELEMTYPE(probs) != FLOAT8OID ||
+				ARR_DIMS(probs)[0] != n_classes)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("a row of labels table %s is not of %d probabilities", qualified,
+								n_classes)));
 			memcpy(batch.probs + i * n_classes, ARR_DATA_PTR(probs), sizeof(double) * n_classes);
+			for (int32 k = 0; k < n_classes; k++)
+				if (!isfinite(batch.probs[i * n_classes + k]))
+					ereport(ERROR,
+							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+							 errmsg("a row of labels table %s has a probability that is not finite",
+									qualified)));
+			MemoryContextReset(row_cxt);
 		}
-		MemoryContextSwitchTo(old);
 		write_document_labels(params, &batch, version_id);
 		n += (int64) got;
 		SPI_freetuptable(rows);
@@ -228,7 +248,8 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("labels table %s holds " INT64_FORMAT " rows of version %d, not " INT64_FORMAT,
-						qualified, n, version, expected)));
+						qualified, n, version, expected),
+				 errdetail("It was changed while the version was published.")));
 }
 
 /*

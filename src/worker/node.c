@@ -75,9 +75,10 @@ typedef struct NodeEntry
 	/* the labels-only model's scores, when the label check fell back to it */
 	double	   *scores_prob;
 	int32	   *scores_last;
-	/* the documents by key, for their labels by id (made at the first) */
+	/* the documents by key, for their labels by id (made at the first), and which were */
 	uint64	   *sorted_keys;
 	int32	   *doc_of_key;
+	bool	   *labelled;
 	int32		last_what;
 	int32		last_chain;
 	int32		last_sweep;
@@ -258,6 +259,7 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 	entry->scores_last = NULL;
 	entry->sorted_keys = NULL;
 	entry->doc_of_key = NULL;
+	entry->labelled = NULL;
 	PG_TRY();
 	{
 		entry->cxt = AllocSetContextCreate(TopMemoryContext, "gibbs_nb node",
@@ -794,8 +796,10 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 /*
  * The node of the job, among this backend's nodes of the calling role, that
  * holds the document of id (a value of the source's id type); its place
- * there in *doc; NULL if none holds it.  Each node's documents are put in
- * order of their keys at the first lookup (12 bytes a document).
+ * there in *doc; NULL if none holds it (or there is none: a server that had
+ * no rows when the job started has none).  Each node's documents are put in
+ * order of their keys at the first lookup, with a mark for each document
+ * labelled (13 bytes a document; 29 while they are sorted).
  */
 static NodeEntry *
 node_of_document(int64 job, Datum id, Oid id_type, int32 *doc)
@@ -803,7 +807,7 @@ node_of_document(int64 job, Datum id, Oid id_type, int32 *doc)
 	HASH_SEQ_STATUS seq;
 	NodeEntry  *entry;
 	NodeEntry  *holder = NULL;
-	bool		any = false;
+	bool		keyed = false;
 	uint64		key = 0;
 
 	if (node_cache != NULL)
@@ -814,7 +818,7 @@ node_of_document(int64 job, Datum id, Oid id_type, int32 *doc)
 
 		if (entry->key.job != job || entry->key.role != GetUserId() || entry->node == NULL)
 			continue;
-		if (!any)
+		if (!keyed)
 		{
 			if (id_type != entry->params.source.id_type)
 				ereport(ERROR,
@@ -823,17 +827,19 @@ node_of_document(int64 job, Datum id, Oid id_type, int32 *doc)
 								job, format_type_be(entry->params.source.id_type),
 								format_type_be(id_type))));
 			key = gnb_id_key(&entry->params.source, id);
-			any = true;
+			keyed = true;
 		}
 		if (entry->sorted_keys == NULL)
 		{
 			MemoryContext old;
 
-			check_node_memory(&entry->params, 12.0 * entry->part.n_docs + 64.0,
+			check_node_memory(&entry->params, 29.0 * entry->part.n_docs + 64.0,
 							  "a node's documents by key");
 			old = MemoryContextSwitchTo(entry->cxt);
 			gnb_documents_by_key(entry->part.doc_key, entry->part.n_docs, &entry->sorted_keys,
 								 &entry->doc_of_key);
+			entry->labelled = palloc_extended((Size) entry->part.n_docs + 1,
+											  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 			MemoryContextSwitchTo(old);
 		}
 		at = gnb_key_position(entry->sorted_keys, entry->part.n_docs, key);
@@ -843,11 +849,6 @@ node_of_document(int64 job, Datum id, Oid id_type, int32 *doc)
 			*doc = entry->doc_of_key[at];
 		}
 	}
-	if (!any)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("gibbs_nb job " INT64_FORMAT " has no node in this session", job),
-				 errhint("A node starts with a call that carries its setup.")));
 	return holder;
 }
 
@@ -862,7 +863,8 @@ PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_label);
  * (1 for the first; ties to the earlier), that probability, and all K
  * (version_estimates).  Its job's publishing writes the labels table with
  * it, in a query that reaches each node where its documents are.  Only the
- * calling role's nodes answer.  Internal, as gibbs_nb.blocked_node.
+ * calling role's nodes answer; a document's label is given once (a second
+ * row of it is an error).  Internal, as gibbs_nb.blocked_node.
  */
 Datum
 gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
@@ -881,14 +883,23 @@ gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
 	if (SRF_IS_FIRSTCALL())
 	{
 		funcctx = SRF_FIRSTCALL_INIT();
-		if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("a document's job and id must not be NULL")));
 		entry = node_of_document(PG_GETARG_INT64(0), PG_GETARG_DATUM(1),
 								 get_fn_expr_argtype(fcinfo->flinfo, 1), &doc);
 		if (entry == NULL)
 			SRF_RETURN_DONE(funcctx);
+		/*
+		 * each document once: with as many rows as documents, every one
+		 * (a row's id changed to another's since the read is not a second
+		 * row of that document)
+		 */
+		if (entry->labelled[doc])
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the source of gibbs_nb job " INT64_FORMAT " has two rows of one of its documents",
+							entry->key.job),
+					 errdetail("Its ids changed while the job ran."),
+					 errhint("Train again.")));
+		entry->labelled[doc] = true;
 		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 			elog(ERROR, "return type must be a row type");
 		version_estimates(entry, &prob, &last);

@@ -48,6 +48,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "libpq/pqformat.h"
 #include "utils/array.h"
@@ -80,6 +81,7 @@ typedef struct NodesRun
 	 * again in each query's transaction (lock_source_name)
 	 */
 	Oid			source_relid;
+	bool		on_citus;		/* the queries reach it through Citus */
 	char	   *source_nspname;
 	char	   *source_relname;
 	int32		n_nodes;
@@ -197,7 +199,8 @@ query_nodes(NodesRun *run, const char *sql, int nargs, Oid *types, Datum *values
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 	}
-	lock_source_name(run);
+	if (run->on_citus)
+		lock_source_name(run);
 	SPI_connect();
 	gnb_execute_unfolded(sql, nargs, types, values, nulls, GNB_AS_CALLER, SPI_OK_SELECT);
 	gnb_check_result_column(SPI_tuptable->tupdesc, 1, BYTEAOID, "node answer");
@@ -434,6 +437,7 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 				 errmsg("the source of gibbs_nb job " INT64_FORMAT " was dropped while the job ran",
 						params->job_id)));
 	run->source_nspname = get_namespace_name(get_rel_namespace(src->relid));
+	run->on_citus = column != NULL;
 	lock_source_name(run);
 	if (column == NULL)
 	{
@@ -592,12 +596,13 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
  * Train with the chains' documents held by nodes (the file's comment): each
  * chain run by gnb_train_chain on a corpus of no documents, its nodes called
  * through SQL; each chain combined as gnb_train combines them, its
- * documents' estimates folded by the nodes, whose means and mass fill the
- * result at the end.  The
+ * documents' estimates folded by the nodes, whose mass fills the result's
+ * at the end (the estimates stay with them: gnb_nodes_estimates,
+ * gnb_nodes_write_labels; result->label_prob is left as it was made).  The
  * corpus was read with on_nodes (ids and word counts only); a warm start's
  * first labels (init_label, by document, or NULL) go to the nodes by key
- * with the setup.  Returns the run,
- * whose nodes still hold the documents (gnb_nodes_labels_only,
+ * with the setup.  Returns the run, whose nodes still hold the documents
+ * (gnb_nodes_labels_only, gnb_nodes_estimates, gnb_nodes_write_labels,
  * gnb_nodes_release).  In the worker's transaction-free state between its
  * phases; the sampler's memory through hooks, as gnb_train's.
  */
@@ -805,8 +810,10 @@ gnb_nodes_estimates(GnbNodesRun *run, gnb_result *result)
  * the one its connections as that role reach), and the labels table is
  * written as the model's owner, so the caller must be the owner.  And on
  * Citus only into a labels table co-located with the source by its id
- * (each document's label on the server of the document).  Else the
- * estimates come here (gnb_nodes_estimates).  SPI connected.
+ * (each document's label on the server of the document); with nodes in
+ * this process, only in a database without Citus.  The labels table's ids
+ * must be of the source's type.  Else the estimates come here
+ * (gnb_nodes_estimates).  SPI connected.
  */
 bool
 gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid)
@@ -819,8 +826,15 @@ gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid)
 
 	if (GetUserId() != gnb_owner_role(params->model_owner))
 		return false;
-	if (params->blocked_nodes > 0)
-		return true;
+	/* the labels table's ids are the source's (a version's labels are copied from them) */
+	if (get_atttype(labels_relid, get_attnum(labels_relid, "id")) != params->source.id_type)
+		return false;
+	/*
+	 * nodes in this process (gibbs_nb.blocked_nodes): only where nothing
+	 * goes through Citus, whose tasks would run in other backends
+	 */
+	if (!run->on_citus)
+		return !OidIsValid(get_extension_oid("citus", true));
 	values[0] = ObjectIdGetDatum(labels_relid);
 	values[1] = ObjectIdGetDatum(params->source.relid);
 	values[2] = CStringGetTextDatum(params->source.id_column);
@@ -842,8 +856,9 @@ gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid)
  * labels table (relid, named `qualified` under its lock) where they are: one
  * INSERT ... SELECT over the source, each row's label from the node that
  * holds it (gibbs_nb.blocked_node_label; rows no node holds, labelled or
- * added since the job read, give none).  Every document the job read must
- * get its row: else the source lost rows since (55000).  As the current
+ * added since the job read, give none; a document asked for twice is an
+ * error).  Every document the job read must get its row: else the source
+ * lost rows since (55000).  As the current
  * user, the labels table's owner (gnb_write_label_rows).  SPI connected.
  */
 void

@@ -880,9 +880,8 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	 * owner, unless another version is deployed (gibbs_nb_deploy): the
 	 * labels table follows the version that serves.  Documents held by
 	 * nodes get their rows there from their nodes when the nodes can write
-	 * them (gnb_nodes_can_write_labels), and the version's
-	 * document_labels are then read back from the table; else their
-	 * estimates come here.
+	 * them (gnb_nodes_can_write_labels), and the version's document_labels
+	 * are then read back from the table; else their estimates come here.
 	 */
 	labels_relid = prepare_labels_table(params, &labels_sql);
 	pinned = gnb_store_pinned(params->model_owner, params->model_name);

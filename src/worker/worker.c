@@ -445,6 +445,37 @@ job_memory_committed(const GnbJobParams *p, const GnbCorpus *corpus, MemoryConte
 }
 
 /*
+ * The nodes let go of the job's documents, once its version is published
+ * (they wrote their labels, or gave them).  The version stands whatever
+ * happens here: a failure (a lost connection, the source renamed, a cancel)
+ * is a warning, and the nodes go anyway when this worker's connections do.
+ */
+static void
+release_nodes(GnbNodesRun *nodes, int64 job_id, MemoryContext job_cxt)
+{
+	PG_TRY();
+	{
+		gnb_nodes_release(nodes);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(job_cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(job_cxt);
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("gibbs_nb job " INT64_FORMAT " could not release its nodes: %s",
+						job_id, edata->message)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+}
+
+/*
  * A job, start to end, in its worker: registered, its labels table's name
  * reserved, the source read, the chains sampled (in chain workers where
  * there are several), the label check, the version published, the outcome
@@ -543,9 +574,8 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
-	/* (published: the nodes wrote their documents' labels, or gave them) */
 	if (nodes)
-		gnb_nodes_release(nodes);
+		release_nodes(nodes, p->job_id, job_cxt);
 
 	/* the outcome is in the job's row: the job is over for everyone else */
 	gnb_release_job_lock(p->job_id);
