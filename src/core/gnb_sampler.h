@@ -344,7 +344,8 @@ typedef struct gnb_result
 	int32_t		chains;
 	int32_t		sweeps;
 	int32_t		kept;			/* kept sweeps per chain */
-	double	   *label_prob;		/* n_docs x K, row-major */
+	/* n_docs x K, row-major; NULL for documents held elsewhere (gnb_corpus.doc_length) */
+	double	   *label_prob;
 	/*
 	 * 2K: over the unlabelled documents, the sum of each class's probability
 	 * (label_prob), then of its probability times the document's length
@@ -358,7 +359,7 @@ typedef struct gnb_result
 	double	   *pi;				/* K */
 	double	   *log_joint;		/* chains x sweeps: log P(L, W) per sweep (NULL with no_trace) */
 	double	   *changed;		/* chains x sweeps: share of labels changed (NULL with no_trace) */
-	int32_t    *last_labels;	/* n_docs: the last chain's labels at its end */
+	int32_t    *last_labels;	/* n_docs: the last chain's labels at its end (as label_prob) */
 	double		final_log_joint;	/* mean over chains of the last sweep's */
 	double		r_hat;			/* of the log joint; NaN with one chain */
 	/* diagnostics of the kept sweeps' log joints (docs/model.md) */
@@ -484,10 +485,10 @@ extern void gnb_chain_free(gnb_chain *chain, const gnb_hooks *hooks);
  * until the next add), with which the holders fold their documents'
  * estimates into their sums (gnb_fold_document, as the combiner folds its
  * own), and for every chain after the first the distance they sum goes to
- * gnb_combine_distance.  gnb_combine_end then leaves label_prob,
- * last_labels and unlabeled_mass to the caller: the holders' means
- * (gnb_node_combine_end; such a corpus has no clamped document of its own,
- * gnb_check).
+ * gnb_combine_distance.  Such a corpus (gnb_corpus.doc_length) gets no
+ * label_prob or last_labels (NULL: the holders keep their documents' means,
+ * gnb_node_combine_end), and gnb_combine_end leaves unlabeled_mass to the
+ * caller (it has no clamped document of its own, gnb_check).
  */
 typedef struct gnb_combiner gnb_combiner;
 extern gnb_combiner *gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,

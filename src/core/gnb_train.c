@@ -390,7 +390,15 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 	result->chains = params->chains;
 	result->sweeps = params->sweeps;
 	result->kept = (params->sweeps - params->burn_in) / params->lag;
-	result->label_prob = gnb_xalloc(hooks, (size_t) D * K + 1, sizeof(double));
+	/*
+	 * the documents' estimates, unless others hold the documents
+	 * (doc_length): theirs stay with them (gnb_node_combined)
+	 */
+	if (corpus->doc_length == NULL)
+	{
+		result->label_prob = gnb_xalloc(hooks, (size_t) D * K + 1, sizeof(double));
+		result->last_labels = gnb_xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
+	}
 	result->unlabeled_mass = gnb_xalloc(hooks, 2 * (size_t) K, sizeof(double));
 	/* theta-hat when the first chain is added: not beside a sampling chain's arrays */
 	result->theta = NULL;
@@ -409,7 +417,6 @@ gnb_combine_begin(const gnb_corpus *corpus, const gnb_params *params,
 	result->chain_agreement = NAN;
 	result->labels_agreement = result->labels_only_agreement = NAN;
 	result->drift_from = result->drift_to = -1;
-	result->last_labels = gnb_xalloc(hooks, D > 0 ? D : 1, sizeof(int32_t));
 	cb->sums = gnb_xalloc(hooks, params->chains, sizeof(chain_sums));
 	if (params->chains > 1)
 		cb->ref_theta = gnb_xalloc(hooks, vk + 1, sizeof(double));
@@ -665,7 +672,8 @@ gnb_result_free(gnb_result *result, const gnb_hooks *hooks)
 {
 	if (hooks == NULL)
 		hooks = &gnb_default_hooks;
-	hooks->release(result->label_prob, hooks->arg);
+	if (result->label_prob)
+		hooks->release(result->label_prob, hooks->arg);
 	hooks->release(result->unlabeled_mass, hooks->arg);
 	hooks->release(result->theta, hooks->arg);
 	hooks->release(result->pi, hooks->arg);
@@ -677,6 +685,7 @@ gnb_result_free(gnb_result *result, const gnb_hooks *hooks)
 	hooks->release(result->ess, hooks->arg);
 	hooks->release(result->changed_after_burn_in, hooks->arg);
 	hooks->release(result->locked, hooks->arg);
-	hooks->release(result->last_labels, hooks->arg);
+	if (result->last_labels)
+		hooks->release(result->last_labels, hooks->arg);
 	memset(result, 0, sizeof(*result));
 }

@@ -598,7 +598,7 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
  * through SQL; each chain combined as gnb_train combines them, its
  * documents' estimates folded by the nodes, whose mass fills the result's
  * at the end (the estimates stay with them: gnb_nodes_estimates,
- * gnb_nodes_write_labels; result->label_prob is left as it was made).  The
+ * gnb_nodes_write_labels; result->label_prob is not made).  The
  * corpus was read with on_nodes (ids and word counts only); a warm start's
  * first labels (init_label, by document, or NULL) go to the nodes by key
  * with the setup.  Returns the run, whose nodes still hold the documents
@@ -782,6 +782,18 @@ gnb_nodes_estimates(GnbNodesRun *run, gnb_result *result)
 {
 	double		tokens = 0.0;
 
+	/* (not made for documents held by nodes: gnb_combine_begin) */
+	if (result->label_prob == NULL)
+	{
+		gnb_check_job_memory(run->params, (double) MemoryContextMemAllocated(run->cxt, true),
+							 (8.0 * run->K + 4.0) * run->n_docs, "the nodes' estimates");
+		result->label_prob = MemoryContextAllocExtended(run->cxt,
+														sizeof(double) * ((Size) run->n_docs * run->K + 1),
+														MCXT_ALLOC_HUGE);
+		result->last_labels = MemoryContextAllocExtended(run->cxt,
+														 sizeof(int32) * ((Size) run->n_docs + 1),
+														 MCXT_ALLOC_HUGE);
+	}
 	run->label_prob = result->label_prob;
 	run->last_labels = result->last_labels;
 

@@ -3568,6 +3568,8 @@ check_blocked_nodes(int32_t K, int sample_gamma, double lambda, int warm)
 		held_corpus.init_label = NULL;
 		whole_cb = gnb_combine_begin(&syn.c, &p, NULL, &whole_res);
 		held_cb = gnb_combine_begin(&held_corpus, &p, NULL, &held_res);
+		CHECK(held_res.label_prob == NULL && held_res.last_labels == NULL,
+			  "the combiner of documents held elsewhere makes no room for their estimates");
 
 		for (int32_t c = 0; c < p.chains; c++)
 		{
