@@ -167,7 +167,8 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"gibbs_nb labels read back",
 													ALLOCSET_DEFAULT_SIZES);
-	MemoryContext row_cxt = AllocSetContextCreate(batch_cxt, "gibbs_nb label read back",
+	/* (beside batch_cxt, not in it: resetting a context deletes its children) */
+	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb label read back",
 												  ALLOCSET_DEFAULT_SIZES);
 	int64		n = 0;
 
@@ -243,6 +244,7 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 	}
 	UnpinPortal(portal);
 	SPI_cursor_close(portal);
+	MemoryContextDelete(row_cxt);
 	MemoryContextDelete(batch_cxt);
 	if (n != expected)
 		ereport(ERROR,

@@ -252,6 +252,24 @@ FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE p.model_name = 'bl_dated' AND p.version = 2 AND s.model_name = 'bl_dated_local';
 SELECT gibbs_nb_drop('bl_dated'), gibbs_nb_drop('bl_dated_local');
 DROP TABLE bl_dated;
+-- more documents than the read-back takes at a time (GNB_LABELS_FETCH,
+-- 10,000): every batch read and written, the local job's labels
+CREATE TABLE bl_many (id int PRIMARY KEY, tokens text[], label text);
+INSERT INTO bl_many
+SELECT i, ARRAY['w' || i % 7, 'v' || i % 11], CASE WHEN i % 50 = 0 THEN (ARRAY['a', 'b'])[1 + i % 100 / 50] END
+FROM generate_series(1, 10300) i;
+SELECT status FROM gibbs_nb_train('bl_many_local', 'bl_many', 'tokens', 'label', sweeps => 4,
+                                  burn_in => 1, seed => 2, sampler => 'blocked', unlabeled_weight => 0.5);
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_train('bl_many', 'bl_many', 'tokens', 'label', sweeps => 4,
+                                  burn_in => 1, seed => 2, sampler => 'blocked', unlabeled_weight => 0.5);
+RESET gibbs_nb.blocked_nodes;
+SELECT doc_labels(p.version_id) = doc_labels(s.version_id) AS labels,
+       bl_labels_differ('bl_many_local_labels', 'bl_many_labels') AS rows_differing
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_many' AND s.model_name = 'bl_many_local';
+SELECT gibbs_nb_drop('bl_many'), gibbs_nb_drop('bl_many_local');
+DROP TABLE bl_many;
 -- the version's labels read back from a labels table whose owner's trigger
 -- emptied them: refused (55000), nothing published
 SET gibbs_nb.blocked_nodes = 2;
