@@ -883,6 +883,9 @@ gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
 	if (SRF_IS_FIRSTCALL())
 	{
 		funcctx = SRF_FIRSTCALL_INIT();
+		/* (STRICT in SQL; a NULL id is no document either way) */
+		if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+			SRF_RETURN_DONE(funcctx);
 		entry = node_of_document(PG_GETARG_INT64(0), PG_GETARG_DATUM(1),
 								 get_fn_expr_argtype(fcinfo->flinfo, 1), &doc);
 		if (entry == NULL)

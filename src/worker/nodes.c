@@ -881,8 +881,17 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
 	Oid			types[3] = {TEXTARRAYOID, INT4OID, INT8OID};
 	Datum		values[3];
 	const char *id = quote_identifier(src->id_column);
+	const char *source;
 
 	lock_source_name(run);
+	source = quote_qualified_identifier(run->source_nspname, run->source_relname);
+	/*
+	 * a local source (a view perhaps) read once, whatever the plan: a
+	 * document asked for again is an error (on Citus a plain table, whose
+	 * query must stay one Citus pushes down)
+	 */
+	if (!run->on_citus)
+		source = psprintf("(SELECT * FROM %s OFFSET 0)", source);
 	values[0] = PointerGetDatum(gnb_text_array(classes, run->K));
 	values[1] = Int32GetDatum(version);
 	values[2] = Int64GetDatum(run->params->job_id);
@@ -890,9 +899,7 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
 							psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
 									 "SELECT s.%s, $1[l.class_number], l.probability, l.probabilities, $2 "
 									 "FROM %s AS s, LATERAL gibbs_nb.blocked_node_label($3, s.%s) AS l",
-									 qualified, id,
-									 quote_qualified_identifier(run->source_nspname,
-																run->source_relname), id),
+									 qualified, id, source, id),
 							3, types, values, SPI_OK_INSERT);
 	if (SPI_processed != (uint64) run->all_docs)
 		ereport(ERROR,

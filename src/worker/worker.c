@@ -464,12 +464,19 @@ release_nodes(GnbNodesRun *nodes, int64 job_id, MemoryContext job_cxt)
 		MemoryContextSwitchTo(job_cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
-		AbortCurrentTransaction();
+		AbortOutOfAnyTransaction();
 		MemoryContextSwitchTo(job_cxt);
+		/*
+		 * a cancel now comes too late: the job is done (a warning checks
+		 * for interrupts as it ends)
+		 */
+		HOLD_INTERRUPTS();
+		QueryCancelPending = false;
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
 				 errmsg("gibbs_nb job " INT64_FORMAT " could not release its nodes: %s",
 						job_id, edata->message)));
+		RESUME_INTERRUPTS();
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
