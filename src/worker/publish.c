@@ -731,8 +731,9 @@ gnb_lock_labels_table(Oid relid, LOCKMODE mode)
  * Replace a labels table's rows with a version's labels: each document's
  * most probable class (ties to the earlier class), its probability and all
  * of them; those of dl, and with nodes, those of the documents the job's
- * nodes hold, written by them (gnb_nodes_write_labels).  Runs as the table's owner, the model's (gnb_labels_table_owner):
- * an error if the table is someone else's.  relid locked by the caller, and
+ * nodes hold, written by them (gnb_nodes_write_labels).  Runs as the
+ * table's owner, the model's (gnb_labels_table_owner): an error if the
+ * table is someone else's.  relid locked by the caller, and
  * named `qualified` under that lock.  SPI connected.
  */
 void
@@ -816,6 +817,7 @@ all_finite(const double *v, int64 n)
 	return true;
 }
 
+/* A version whose estimates are not numbers would label with garbage. */
 static void
 not_finite(const GnbJobParams *params)
 {
@@ -853,7 +855,6 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	long		secs;
 	int			usecs;
 
-	/* a version whose estimates are not numbers would label with garbage */
 	if (!all_finite(result->theta, (int64) corpus->n_words * corpus->n_classes) ||
 		!all_finite(result->pi, corpus->n_classes))
 		not_finite(params);
