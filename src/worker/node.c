@@ -852,6 +852,29 @@ node_of_document(int64 job, Datum id, Oid id_type, int32 *doc)
 	return holder;
 }
 
+/*
+ * The row gibbs_nb.blocked_node_label returns, made and blessed once for
+ * the backend: the function is called once a row of the source.
+ */
+static TupleDesc
+label_row_desc(FunctionCallInfo fcinfo)
+{
+	static TupleDesc desc = NULL;
+
+	if (desc == NULL)
+	{
+		TupleDesc	made;
+		MemoryContext old;
+
+		if (get_call_result_type(fcinfo, NULL, &made) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		desc = BlessTupleDesc(CreateTupleDescCopy(made));
+		MemoryContextSwitchTo(old);
+	}
+	return desc;
+}
+
 PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_label);
 
 /*
@@ -876,7 +899,6 @@ gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
 	const int32 *last;
 	int32		K;
 	int32		best;
-	TupleDesc	desc;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 
@@ -903,8 +925,6 @@ gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
 					 errdetail("Its ids changed while the job ran."),
 					 errhint("Train again.")));
 		entry->labelled[doc] = true;
-		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
 		version_estimates(entry, &prob, &last);
 		K = entry->core.n_classes;
 		prob += (int64) doc * K;
@@ -918,7 +938,7 @@ gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
 		values[0] = Int32GetDatum(best + 1);
 		values[1] = Float8GetDatum(prob[best]);
 		values[2] = PointerGetDatum(gnb_float8_array(prob, K));
-		funcctx->user_fctx = heap_form_tuple(BlessTupleDesc(desc), values, nulls);
+		funcctx->user_fctx = heap_form_tuple(label_row_desc(fcinfo), values, nulls);
 		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum((HeapTuple) funcctx->user_fctx));
 	}
 	funcctx = SRF_PERCALL_SETUP();
