@@ -250,6 +250,16 @@ SELECT doc_labels(p.version_id) = doc_labels(s.version_id) AS labels,
        bl_labels_differ('bl_dated_local_labels', 'bl_dated_labels') AS rows_differing
 FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE p.model_name = 'bl_dated' AND p.version = 2 AND s.model_name = 'bl_dated_local';
+-- a labels table whose ids are no longer of the source's type (its owner
+-- altered it): the job's worker writes the rows, as the table takes them
+ALTER TABLE bl_dated_labels ALTER COLUMN id TYPE timestamp;
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_retrain('bl_dated');
+RESET gibbs_nb.blocked_nodes;
+SELECT string_agg(rows || ' of version ' || version, ', ' ORDER BY n) AS inserts FROM bl_label_statements;
+SELECT doc_labels(p.version_id) = doc_labels(s.version_id) AS labels
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_dated' AND p.version = 3 AND s.model_name = 'bl_dated_local';
 SELECT gibbs_nb_drop('bl_dated'), gibbs_nb_drop('bl_dated_local');
 DROP TABLE bl_dated;
 -- more documents than the read-back takes at a time (GNB_LABELS_FETCH,
