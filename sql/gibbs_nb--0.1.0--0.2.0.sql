@@ -1029,11 +1029,6 @@ CREATE FUNCTION gibbs_nb.blocked_node(job bigint, relation pg_catalog.oid, part 
 RETURNS bytea
 AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
-CREATE FUNCTION gibbs_nb.blocked_node_estimates(job bigint, relation pg_catalog.oid, part int,
-                                                parts int)
-RETURNS bytea
-AS 'MODULE_PATHNAME', 'gibbs_nb_blocked_node_estimates'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION gibbs_nb.blocked_node_scores(job bigint, relation pg_catalog.oid, part int,
                                              parts int, model bytea)
 RETURNS bigint

@@ -103,7 +103,7 @@ serve_version(const char *owner, const char *model_name, int32 version, bool req
 	qualified = gnb_lock_labels_table(labels_relid, ShareRowExclusiveLock);
 	if (qualified != NULL)
 		gnb_write_label_rows(labels_relid, qualified, owner, model_name, id_type, classes,
-							 &labels, NULL, serving);
+							 &labels, NULL, 0, serving, 0);
 	return serving;
 }
 

@@ -351,7 +351,7 @@ gnb_store_version_labels(const char *owner, const char *model_name, int32 versio
 	d.model_name = model_name;
 	d.version = version;
 	level = gnb_pin_id_text_format();
-	(void) gnb_store_each_document_label(version_id, deploy_label, &d);
+	(void) gnb_store_each_document_label(version_id, false, deploy_label, &d);
 	AtEOXact_GUC(true, level);
 	return dl->n > 0;
 }

@@ -96,10 +96,14 @@ extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpu
 extern void gnb_store_document_labels_from(const GnbJobParams *params, Oid relid,
 										   const char *qualified, int32 version,
 										   int64 version_id, int32 n_classes, int64 expected);
+extern int64 gnb_store_document_labels_of(const GnbJobParams *params, const char *sql, int nargs,
+										  Oid *types, Datum *values, const char *what,
+										  int64 version_id, int32 n_classes);
 /* a document's id (as text) and its probabilities, in its version's class order */
 typedef void (*GnbDocumentLabelFn) (void *arg, const struct varlena *id, const double *probs,
 									int n_probs);
-extern int64 gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg);
+extern int64 gnb_store_each_document_label(int64 version_id, bool internal,
+										   GnbDocumentLabelFn fn, void *arg);
 extern void gnb_store_holdout(const char *owner, const char *model_name, int32 version,
 							  double holdout, const char *metrics_json);
 

@@ -423,7 +423,7 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 	w.class_map = class_map;
 	w.n_classes = Kp;
 	w.version_id = version_id;
-	(void) gnb_store_each_document_label(version_id, warm_id, &w);
+	(void) gnb_store_each_document_label(version_id, false, warm_id, &w);
 	if (w.n == 0)
 		return 0;				/* a version that keeps no labels: a cold start */
 	for (int64 i = 0; i < w.n; i++)

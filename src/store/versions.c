@@ -143,27 +143,22 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
 }
 
 /*
- * A version's documents' labels (gibbs_nb.document_labels) from the rows it
- * wrote into its labels table, relid (locked, and named `qualified` under
- * that lock), where the job's nodes wrote those of the documents they held
- * (gnb_nodes_write_labels): read back as the table's owner, the model's (on
- * Citus no other role may read placements its transaction wrote), by a
- * cursor, GNB_LABELS_FETCH rows at a time, each batch written as
- * write_document_labels writes them.  Each row must be the version's: an
- * id, K finite probabilities; and there must be expected of them (the rows
- * the version wrote there): else the table was changed under the job.  SPI
- * connected.
+ * A version's documents' labels (gibbs_nb.document_labels, version_id) from
+ * the rows (id, probabilities) of a query (sql, with nargs parameters),
+ * read by a cursor GNB_LABELS_FETCH rows at a time as role reader (or, if
+ * InvalidOid, as the current user, search_path pinned), each batch written
+ * as write_document_labels writes them: never all held at once.  Each row
+ * must be an id of the source's type and n_classes finite probabilities:
+ * else what (the rows' origin, for the errors) was changed under the job.
+ * Returns how many rows.  SPI connected.
  */
-void
-gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char *qualified,
-							   int32 version, int64 version_id, int32 n_classes, int64 expected)
+static int64
+store_document_labels_query(const GnbJobParams *params, const char *sql, int nargs, Oid *types,
+							Datum *values, Oid reader, const char *what, int64 version_id,
+							int32 n_classes)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		values[1] = {Int32GetDatum(version)};
 	GnbPrivilegeState priv;
 	Portal		portal;
-	Oid			owner = gnb_labels_table_owner(relid, params->model_owner, params->model_name,
-											   ERROR);
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
 													"gibbs_nb labels read back",
 													ALLOCSET_DEFAULT_SIZES);
@@ -172,12 +167,12 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 												  ALLOCSET_DEFAULT_SIZES);
 	int64		n = 0;
 
-	gnb_become_role(owner, &priv);
-	portal = SPI_cursor_open_with_args(NULL,
-									   psprintf("SELECT id, probabilities FROM %s "
-												"WHERE version OPERATOR(pg_catalog.=) $1",
-												qualified),
-									   1, types, values, NULL, false, CURSOR_OPT_NO_SCROLL);
+	if (OidIsValid(reader))
+		gnb_become_role(reader, &priv);
+	else
+		gnb_pin_search_path(&priv);
+	portal = SPI_cursor_open_with_args(NULL, sql, nargs, types, values, NULL, false,
+									   CURSOR_OPT_NO_SCROLL);
 	gnb_restore_user(&priv);
 	PinPortal(portal);
 	for (;;)
@@ -186,7 +181,10 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 		uint64		got;
 		GnbDocLabels batch;
 
-		gnb_become_role(owner, &priv);
+		if (OidIsValid(reader))
+			gnb_become_role(reader, &priv);
+		else
+			gnb_pin_search_path(&priv);
 		SPI_cursor_fetch(portal, true, GNB_LABELS_FETCH);
 		gnb_restore_user(&priv);
 		rows = SPI_tuptable;
@@ -194,11 +192,11 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 		if (portal->portalPos != (uint64) n + got)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("a labels table was read by another statement while gibbs_nb read it")));
+					 errmsg("another statement read from gibbs_nb's cursor over %s", what)));
 		if (got == 0)
 			break;
-		gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "labels table id");
-		gnb_check_result_column(rows->tupdesc, 2, FLOAT8ARRAYOID, "labels table probabilities");
+		gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "labels' id");
+		gnb_check_result_column(rows->tupdesc, 2, FLOAT8ARRAYOID, "labels' probabilities");
 		batch.n = (int64) got;
 		batch.n_classes = n_classes;
 		batch.ids = MemoryContextAlloc(batch_cxt, sizeof(Datum) * got);
@@ -216,8 +214,7 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 			if (id_null || probs_null)
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("a row of labels table %s has no %s", qualified,
-								id_null ? "id" : "probabilities")));
+						 errmsg("a row of %s has no %s", what, id_null ? "id" : "probabilities")));
 			/* (detoasted in row_cxt, gone after the row) */
 			old = MemoryContextSwitchTo(row_cxt);
 			probs = DatumGetArrayTypeP(probs_value);
@@ -226,15 +223,13 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 				ARR_DIMS(probs)[0] != n_classes)
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("a row of labels table %s is not of %d probabilities", qualified,
-								n_classes)));
+						 errmsg("a row of %s is not of %d probabilities", what, n_classes)));
 			memcpy(batch.probs + i * n_classes, ARR_DATA_PTR(probs), sizeof(double) * n_classes);
 			for (int32 k = 0; k < n_classes; k++)
 				if (!isfinite(batch.probs[i * n_classes + k]))
 					ereport(ERROR,
 							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-							 errmsg("a row of labels table %s has a probability that is not finite",
-									qualified)));
+							 errmsg("a row of %s has a probability that is not finite", what)));
 			MemoryContextReset(row_cxt);
 		}
 		write_document_labels(params, &batch, version_id);
@@ -246,6 +241,34 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 	SPI_cursor_close(portal);
 	MemoryContextDelete(row_cxt);
 	MemoryContextDelete(batch_cxt);
+	return n;
+}
+
+/*
+ * A version's documents' labels (gibbs_nb.document_labels) from the rows it
+ * wrote into its labels table, relid (locked, and named `qualified` under
+ * that lock), where the job's nodes wrote those of the documents they held
+ * (gnb_nodes_write_labels): read back as the table's owner, the model's (on
+ * Citus no other role may read placements its transaction wrote), as
+ * store_document_labels_query reads them; there must be expected of them
+ * (the rows the version wrote there): else the table was changed under the
+ * job.  SPI connected.
+ */
+void
+gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char *qualified,
+							   int32 version, int64 version_id, int32 n_classes, int64 expected)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(version)};
+	Oid			owner = gnb_labels_table_owner(relid, params->model_owner, params->model_name,
+											   ERROR);
+	int64		n;
+
+	n = store_document_labels_query(params,
+									psprintf("SELECT id, probabilities FROM %s "
+											 "WHERE version OPERATOR(pg_catalog.=) $1", qualified),
+									1, types, values, owner,
+									psprintf("labels table %s", qualified), version_id, n_classes);
 	if (n != expected)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -255,9 +278,26 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 }
 
 /*
+ * A version's documents' labels (gibbs_nb.document_labels) from a query of
+ * the current user's (the job's caller's) that gives (id, probabilities)
+ * rows: the labels the job's nodes give their documents
+ * (gnb_nodes_store_labels), as store_document_labels_query reads them.
+ * Returns how many rows.  SPI connected.
+ */
+int64
+gnb_store_document_labels_of(const GnbJobParams *params, const char *sql, int nargs, Oid *types,
+							 Datum *values, const char *what, int64 version_id, int32 n_classes)
+{
+	return store_document_labels_query(params, sql, nargs, types, values, InvalidOid, what,
+									   version_id, n_classes);
+}
+
+/*
  * Call fn(arg, id, probabilities, n_probabilities) for each of a version's
  * gibbs_nb.document_labels rows, in no particular order: read as the
- * current user (row security applies: a model's owner sees its rows) by a
+ * current user (row security applies: a model's owner sees its rows), or
+ * with internal as the extension's owner (who wrote them: on Citus no
+ * other role may read them in the transaction that wrote them), by a
  * cursor, GNB_LABELS_FETCH rows at a time, so that a version's rows are
  * never all held at once; fn runs in the caller's memory context, and a
  * row's values are gone after it returns.  A row whose probabilities are
@@ -267,10 +307,11 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
  * fn may run a user's code (deploy's ids are made by the labels table's id
  * type's input, a domain's CHECK perhaps), which must neither close the
  * cursor under the loop (it is pinned: CLOSE fails) nor read rows of it
- * (the cursor's position is checked after each fetch).
+ * (the cursor's position is checked after each fetch).  fn may run
+ * statements through SPI.
  */
 int64
-gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg)
+gnb_store_each_document_label(int64 version_id, bool internal, GnbDocumentLabelFn fn, void *arg)
 {
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(version_id)};
@@ -281,7 +322,10 @@ gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg
 												  ALLOCSET_DEFAULT_SIZES);
 	int64		n = 0;
 
-	gnb_pin_search_path(&priv);
+	if (internal)
+		gnb_become_internal(&priv);
+	else
+		gnb_pin_search_path(&priv);
 	portal = SPI_cursor_open_with_args(NULL,
 									   "SELECT id, probabilities FROM gibbs_nb.document_labels "
 									   "WHERE version_id OPERATOR(pg_catalog.=) $1",
@@ -290,24 +334,33 @@ gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg
 	PinPortal(portal);
 	for (;;)
 	{
-		gnb_pin_search_path(&priv);
+		/* the fetch's rows kept here: fn's statements replace SPI_tuptable */
+		SPITupleTable *rows;
+		uint64		got;
+
+		if (internal)
+			gnb_become_internal(&priv);
+		else
+			gnb_pin_search_path(&priv);
 		SPI_cursor_fetch(portal, true, GNB_LABELS_FETCH);
 		gnb_restore_user(&priv);
-		if (portal->portalPos != (uint64) n + SPI_processed)
+		rows = SPI_tuptable;
+		got = SPI_processed;
+		if (portal->portalPos != (uint64) n + got)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("a version's documents' labels were read by another statement while gibbs_nb read them"),
 					 errdetail("The version's id is " INT64_FORMAT ".", version_id)));
-		if (SPI_processed == 0)
+		if (got == 0)
 			break;
-		for (uint64 i = 0; i < SPI_processed; i++)
+		for (uint64 i = 0; i < got; i++)
 		{
-			HeapTuple	tuple = SPI_tuptable->vals[i];
+			HeapTuple	tuple = rows->vals[i];
 			bool		isnull;
 			MemoryContext old = MemoryContextSwitchTo(row_cxt);
 			/* (detoasted, or an array copied out of a short header, in row_cxt) */
-			text	   *id = DatumGetTextPP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull));
-			ArrayType  *probs = DatumGetArrayTypeP(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2,
+			text	   *id = DatumGetTextPP(SPI_getbinval(tuple, rows->tupdesc, 1, &isnull));
+			ArrayType  *probs = DatumGetArrayTypeP(SPI_getbinval(tuple, rows->tupdesc, 2,
 																 &isnull));
 
 			MemoryContextSwitchTo(old);
@@ -317,8 +370,8 @@ gnb_store_each_document_label(int64 version_id, GnbDocumentLabelFn fn, void *arg
 			fn(arg, id, (const double *) ARR_DATA_PTR(probs), ARR_DIMS(probs)[0]);
 			MemoryContextReset(row_cxt);
 		}
-		n += SPI_processed;
-		SPI_freetuptable(SPI_tuptable);
+		n += (int64) got;
+		SPI_freetuptable(rows);
 		CHECK_FOR_INTERRUPTS();
 	}
 	UnpinPortal(portal);

@@ -8,9 +8,9 @@
  *	  gibbs_nb.blocked_node_fold and gibbs_nb.blocked_node_combined combine
  *	  the chains' estimates of its documents where they are, and
  *	  gibbs_nb.blocked_node_scores scores them by a labels-only model and
- *	  keeps the scores; gibbs_nb.blocked_node_estimates gives the version's
- *	  estimates (those scores, or the chains' means) and
- *	  gibbs_nb.blocked_node_label one document's label by its id.
+ *	  keeps the scores; gibbs_nb.blocked_node_label gives one document's
+ *	  label by its id in the version (by those scores, or the chains'
+ *	  means).
  *
  * A node is part `part` of `parts` of one relation of its own server (the
  * source, or on Citus every shard of the source this server owns, reached
@@ -71,10 +71,8 @@ typedef struct NodeEntry
 	bool		answered;
 	int32		folded_chain;	/* the last chain folded (-1: none) */
 	bool		combined;		/* the chains combined (their mass given) */
-	bool		estimated;		/* the combined estimates given */
 	/* the labels-only model's scores, when the label check fell back to it */
 	double	   *scores_prob;
-	int32	   *scores_last;
 	/* the documents by key, for their labels by id (made at the first), and which were */
 	uint64	   *sorted_keys;
 	int32	   *doc_of_key;
@@ -254,9 +252,7 @@ start_node(const NodeKey *key, int32 parts, bytea *setup_value)
 	entry->answered = false;
 	entry->folded_chain = -1;
 	entry->combined = false;
-	entry->estimated = false;
 	entry->scores_prob = NULL;
-	entry->scores_last = NULL;
 	entry->sorted_keys = NULL;
 	entry->doc_of_key = NULL;
 	entry->labelled = NULL;
@@ -473,54 +469,18 @@ gibbs_nb_blocked_node(PG_FUNCTION_ARGS)
 }
 
 /*
- * A node's documents with their estimates, as gibbs_nb.blocked_node_estimates
- * and gibbs_nb.blocked_node_scores give them: K and their number, then each
- * one's key, label, number of tokens and K probabilities.
- */
-static bytea *
-encode_estimates(const NodeEntry *entry, const double *prob, const int32 *last)
-{
-	const int32 K = entry->core.n_classes;
-	const GnbCorpus *part = &entry->part;
-	StringInfoData buf;
-
-	if ((20.0 + 8.0 * K) * part->n_docs + 8.0 > MaxAllocSize - VARHDRSZ - 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("the estimates of %d documents of a node are too large", part->n_docs)));
-	gnb_sized_bytea_begin(&buf, (Size) (20 + 8 * K) * part->n_docs + 8);
-	pq_sendint32(&buf, K);
-	pq_sendint32(&buf, part->n_docs);
-	for (int32 d = 0; d < part->n_docs; d++)
-	{
-		int64		length = 0;
-
-		if ((d & 4095) == 0)
-			CHECK_FOR_INTERRUPTS();
-		for (int64 p = part->doc_start[d]; p < part->doc_start[d + 1]; p++)
-			length += part->count[p];
-		pq_sendint64(&buf, (int64) part->doc_key[d]);
-		pq_sendint32(&buf, last[d]);
-		pq_sendint64(&buf, length);
-		for (int32 k = 0; k < K; k++)
-			pq_sendfloat8(&buf, prob[(int64) d * K + k]);
-	}
-	Assert(buf.len == VARHDRSZ + (20 + 8 * K) * part->n_docs + 8);
-	return pq_endtypsend(&buf);
-}
-
-/*
- * The estimates the version gives the node's documents: the labels-only
- * model's scores if the label check fell back to it, else the chains'
- * means and the last chain's last labels (the node has combined them).
+ * The probabilities the version gives the node's documents (n_docs x K):
+ * the labels-only model's scores if the label check fell back to it, else
+ * the chains' means (the node has combined them).
  */
 static void
-version_estimates(const NodeEntry *entry, const double **prob, const int32 **last)
+version_estimates(const NodeEntry *entry, const double **prob)
 {
+	const int32 *last;
+
 	if (entry->scores_prob != NULL)
 	{
 		*prob = entry->scores_prob;
-		*last = entry->scores_last;
 		return;
 	}
 	if (!entry->combined)
@@ -528,38 +488,7 @@ version_estimates(const NodeEntry *entry, const double **prob, const int32 **las
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("a node of gibbs_nb job " INT64_FORMAT " has not combined its chains",
 						entry->key.job)));
-	gnb_node_combined(entry->node, prob, last);
-}
-
-PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_estimates);
-
-/*
- * gibbs_nb.blocked_node_estimates(job bigint, relation oid, part int, parts int)
- *	  RETURNS bytea
- *
- * The job's estimates for the node's documents (version_estimates: the
- * labels-only model's scores, or the chains' combined means and last
- * labels), encoded by encode_estimates; NULL if it gave them already.
- * Internal, as gibbs_nb.blocked_node.
- */
-Datum
-gibbs_nb_blocked_node_estimates(PG_FUNCTION_ARGS)
-{
-	NodeKey		key;
-	int32		parts;
-	NodeEntry  *entry;
-	const double *prob;
-	const int32 *last;
-	bytea	   *answer;
-
-	node_key(fcinfo, &key, &parts);
-	entry = find_node(&key, parts);
-	if (entry->estimated)
-		PG_RETURN_NULL();
-	version_estimates(entry, &prob, &last);
-	answer = encode_estimates(entry, prob, last);
-	entry->estimated = true;
-	PG_RETURN_BYTEA_P(answer);
+	gnb_node_combined(entry->node, prob, &last);
 }
 
 /* perm as an int array: a permutation of the node's K classes */
@@ -731,8 +660,7 @@ PG_FUNCTION_INFO_V1(gibbs_nb_blocked_node_scores);
  *
  * Score the node's documents by the labels-only model the job's label check
  * fell back to (gnb_labels_only_doc), and keep the scores: the version's
- * estimates are theirs from now on (gibbs_nb.blocked_node_estimates,
- * gibbs_nb.blocked_node_label).  model is K, V, pi (K) and theta-hat
+ * estimates are theirs from now on (gibbs_nb.blocked_node_label).  model is K, V, pi (K) and theta-hat
  * class-major (K x V) as float8s in network order.  Returns how many
  * documents it scored; NULL if it scored them already.  Internal, as
  * gibbs_nb.blocked_node.
@@ -749,7 +677,6 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 	double	   *pi;
 	double	   *theta;
 	double	   *prob;
-	int32	   *last;
 	double	   *s;
 	const GnbCorpus *part;
 
@@ -768,7 +695,7 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 	gnb_node_model_check(model, K, V);
 	/* the model detoasted and decoded, and the documents' scores, kept */
 	check_node_memory(&entry->params,
-					  2.0 * VARSIZE_ANY(model) + (8.0 * K + 4.0) * part->n_docs + 16.0 * K + 1024.0,
+					  2.0 * VARSIZE_ANY(model) + 8.0 * K * part->n_docs + 16.0 * K + 1024.0,
 					  "a node's scores");
 	pi = palloc(sizeof(double) * K);
 	s = palloc(sizeof(double) * K);
@@ -776,20 +703,17 @@ gibbs_nb_blocked_node_scores(PG_FUNCTION_ARGS)
 	gnb_node_model_read(model, K, V, pi, theta);
 	prob = MemoryContextAllocExtended(entry->cxt, sizeof(double) * ((Size) part->n_docs * K + 1),
 									  MCXT_ALLOC_HUGE);
-	last = MemoryContextAllocExtended(entry->cxt, sizeof(int32) * ((Size) part->n_docs + 1),
-									  MCXT_ALLOC_HUGE);
 	for (int32 d = 0; d < part->n_docs; d++)
 	{
 		if ((d & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
-		last[d] = gnb_labels_only_doc(theta, pi, entry->core.extra_word_counts, K, V,
-									  part->word + part->doc_start[d],
-									  part->count + part->doc_start[d],
-									  part->doc_start[d + 1] - part->doc_start[d], s,
-									  prob + (int64) d * K);
+		(void) gnb_labels_only_doc(theta, pi, entry->core.extra_word_counts, K, V,
+								   part->word + part->doc_start[d],
+								   part->count + part->doc_start[d],
+								   part->doc_start[d + 1] - part->doc_start[d], s,
+								   prob + (int64) d * K);
 	}
 	entry->scores_prob = prob;
-	entry->scores_last = last;
 	PG_RETURN_INT64(part->n_docs);
 }
 
@@ -896,7 +820,6 @@ gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
 	NodeEntry  *entry;
 	int32		doc;
 	const double *prob;
-	const int32 *last;
 	int32		K;
 	int32		best;
 	Datum		values[3];
@@ -925,7 +848,7 @@ gibbs_nb_blocked_node_label(PG_FUNCTION_ARGS)
 					 errdetail("Its ids changed while the job ran."),
 					 errhint("Train again.")));
 		entry->labelled[doc] = true;
-		version_estimates(entry, &prob, &last);
+		version_estimates(entry, &prob);
 		K = entry->core.n_classes;
 		prob += (int64) doc * K;
 		for (int32 k = 0; k < K; k++)

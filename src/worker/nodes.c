@@ -34,9 +34,11 @@
  * made and kept by the nodes too (gnb_nodes_labels_only).  Publishing
  * writes the labels table's rows of the nodes' documents where they are
  * (gnb_nodes_write_labels: one INSERT ... SELECT over the source, each row
- * from its node) when it can (gnb_nodes_can_write_labels); else it takes
- * their estimates, once, mapped back to the worker's documents by their
- * keys (gnb_nodes_estimates).  The nodes are released after publishing.
+ * from its node) when it can (gnb_nodes_can_write_labels); else the same
+ * query's rows come here a batch at a time into the version's documents'
+ * labels (gnb_nodes_store_labels), the labels table written from those.
+ * No document's estimates are ever all held here.  The nodes are released
+ * after publishing.
  */
 #include "gibbs_nb.h"
 
@@ -73,7 +75,6 @@ typedef struct NodesRun
 	char	   *call_sql;
 	char	   *fold_sql;		/* $2 the chain, $3 its alignment */
 	char	   *combined_sql;	/* $2 the number of chains */
-	char	   *estimates_sql;
 	char	   *scores_sql;		/* $2 the labels-only model */
 	char	   *release_sql;
 	/*
@@ -102,17 +103,6 @@ typedef struct NodesRun
 	/* exact sums the nodes answer, merged (n_sums of them) */
 	gnb_exact_sum *sums;
 	int32		n_sums;
-	/*
-	 * the nodes' estimates, mapped to the worker's documents by their keys,
-	 * into label_prob (n_docs x K) and last_labels (n_docs): the result's
-	 */
-	int32		n_docs;
-	const uint64 *sorted_keys;	/* n_docs, increasing */
-	const int32 *doc_of_key;	/* the document of each */
-	double	   *label_prob;
-	int32	   *last_labels;
-	bool	   *estimated;		/* n_docs */
-	double	   *doc_length;		/* n_docs: the corpus's, filled from the estimates */
 } NodesRun;
 
 static void *
@@ -315,47 +305,6 @@ bad_estimates(const NodesRun *run, const char *detail)
 			 errdetail("%s", detail)));
 }
 
-/* A node's estimates (gibbs_nb.blocked_node_estimates) into the documents'. */
-static void
-take_estimates(NodesRun *run, const gnb_node_call *call, bytea *value)
-{
-	StringInfoData msg;
-	const int32 K = run->K;
-	int32		n;
-
-	if (value == NULL)
-		bad_estimates(run, "A node gave none.");
-	gnb_bytea_reader(&msg, value);
-	if (msg.len < 8 || pq_getmsgint(&msg, 4) != K)
-		bad_estimates(run, "They are of another number of classes.");
-	n = pq_getmsgint(&msg, 4);
-	if (n < 0 || (double) (msg.len - msg.cursor) != (double) n * (20 + 8.0 * K))
-		bad_estimates(run, "Their length is not that of their documents.");
-	for (int32 d = 0; d < n; d++)
-	{
-		int64		at = gnb_key_position(run->sorted_keys, run->n_docs,
-										  (uint64) pq_getmsgint64(&msg));
-		int32		j;
-
-		if ((d & 4095) == 0)
-			CHECK_FOR_INTERRUPTS();
-		if (at < 0)
-			bad_estimates(run, "A node holds a document the job did not read.");
-		j = run->doc_of_key[at];
-		if (run->estimated[j])
-			bad_estimates(run, "Two nodes hold one document.");
-		run->estimated[j] = true;
-		run->last_labels[j] = pq_getmsgint(&msg, 4);
-		if (run->last_labels[j] < 0 || run->last_labels[j] >= K)
-			bad_estimates(run, "A label is out of range.");
-		run->doc_length[j] = (double) pq_getmsgint64(&msg);
-		if (run->doc_length[j] < 0)
-			bad_estimates(run, "A document's length is negative.");
-		for (int32 k = 0; k < K; k++)
-			run->label_prob[(int64) j * K + k] = pq_getmsgfloat8(&msg);
-	}
-}
-
 /* A node's exact sums (gnb_exact_sums_encode) into the run's. */
 static void
 take_sums(NodesRun *run, const gnb_node_call *call, bytea *value)
@@ -406,7 +355,7 @@ combine_chains(NodesRun *run, int32 chains, double *mass)
 	pfree(sums);
 }
 
-/* the nodes' queries without a call: their estimates, or their release */
+/* the nodes' query without a call: their release */
 static void
 query_all_nodes(NodesRun *run, const char *sql, answer_fn fn)
 {
@@ -483,8 +432,6 @@ plan_nodes(NodesRun *run, const GnbJobParams *params, const char *column)
 							 from);
 	run->combined_sql = psprintf("SELECT gibbs_nb.blocked_node_combined($1, %s, $2) FROM %s",
 								 args, from);
-	run->estimates_sql = psprintf("SELECT gibbs_nb.blocked_node_estimates($1, %s) FROM %s", args,
-								  from);
 	run->scores_sql = psprintf("SELECT pg_catalog.int8send(gibbs_nb.blocked_node_scores($1, %s, $2)) "
 							   "FROM %s", args, from);
 	run->release_sql = psprintf("SELECT gibbs_nb.blocked_node($1, %s, NULL, NULL) FROM %s", args,
@@ -597,12 +544,12 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
  * chain run by gnb_train_chain on a corpus of no documents, its nodes called
  * through SQL; each chain combined as gnb_train combines them, its
  * documents' estimates folded by the nodes, whose mass fills the result's
- * at the end (the estimates stay with them: gnb_nodes_estimates,
- * gnb_nodes_write_labels; result->label_prob is not made).  The
+ * at the end (the estimates stay with them: gnb_nodes_write_labels,
+ * gnb_nodes_store_labels; result->label_prob is not made).  The
  * corpus was read with on_nodes (ids and word counts only); a warm start's
  * first labels (init_label, by document, or NULL) go to the nodes by key
  * with the setup.  Returns the run, whose nodes still hold the documents
- * (gnb_nodes_labels_only, gnb_nodes_estimates, gnb_nodes_write_labels,
+ * (gnb_nodes_labels_only, gnb_nodes_write_labels, gnb_nodes_store_labels,
  * gnb_nodes_release).  In the worker's transaction-free state between its
  * phases; the sampler's memory through hooks, as gnb_train's.
  */
@@ -617,8 +564,8 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	gnb_corpus	chain_corpus;
 	GnbNodeSetup setup;
 	gnb_combiner *cb;
-	uint64	   *sorted_keys;
-	int32	   *doc_of_key;
+	uint64	   *sorted_keys = NULL;
+	int32	   *doc_of_key = NULL;
 	const char *problem;
 	char	   *column;
 
@@ -626,13 +573,13 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	if (core->init_label)
 		elog(ERROR, "gibbs_nb: a warm start's labels belong to the nodes");
 	/*
-	 * beyond what sampling was checked for: the unlabelled counts, the
-	 * documents by key (and while they are sorted, pairs of key and
-	 * document), which got estimates, an answer's entries, the
-	 * setup (the vocabulary again, the counts)
+	 * beyond what sampling was checked for: the unlabelled counts, a warm
+	 * start's documents by key (and while they are sorted, pairs of key and
+	 * document) and labels by key, an answer's entries, the setup (the
+	 * vocabulary again, the counts)
 	 */
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(CurrentMemoryContext, true),
-						 (double) D * (29.0 + (init_label ? 36.0 : 0.0)) +
+						 (double) D * (init_label ? 64.0 : 0.0) +
 						 (double) core->n_words * (40.0 + 24.0 * K) +
 						 2.0 * VARSIZE_ANY(corpus->tokens) + 64.0 * 1024,
 						 "the chain's calls of its nodes");
@@ -647,9 +594,15 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(run->cxt);
-	gnb_documents_by_key(core->doc_key, core->n_docs, &sorted_keys, &doc_of_key);
+	if (init_label)
+		gnb_documents_by_key(core->doc_key, core->n_docs, &sorted_keys, &doc_of_key);
 	describe_corpus(params, corpus, core, init_label, sorted_keys, doc_of_key, &chain_corpus,
 					&setup);
+	if (init_label)
+	{
+		pfree(sorted_keys);
+		pfree(doc_of_key);
+	}
 	if (params->blocked_nodes > 0)
 		column = NULL;
 	else
@@ -677,12 +630,6 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	run->all_docs = D;
 	for (int32 w = 0; w < core->n_words; w++)
 		run->all_tokens += setup.all_unlabeled_count[w];
-
-	run->n_docs = D;
-	run->sorted_keys = sorted_keys;
-	run->doc_of_key = doc_of_key;
-	run->estimated = palloc_extended(sizeof(bool) * ((Size) D + 1), MCXT_ALLOC_HUGE);
-	run->doc_length = corpus->doc_length;
 
 	cb = gnb_combine_begin(core, &params->sampler, hooks, result);
 	for (int32 c = 0; c < params->sampler.chains; c++)
@@ -728,7 +675,7 @@ take_scored(NodesRun *run, const gnb_node_call *call, bytea *value)
  * The labels-only model the job's label check fell back to (its theta-hat
  * and pi, gnb_labels_only_model) sent to every node, which scores its
  * documents with it and keeps the scores: the version's estimates from now
- * on (gnb_nodes_estimates, gnb_nodes_write_labels).
+ * on (gnb_nodes_write_labels, gnb_nodes_store_labels).
  */
 void
 gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
@@ -772,50 +719,6 @@ gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result)
 }
 
 /*
- * Every document's estimates in the version (the chains' combined, or the
- * labels-only model's scores) from the nodes into result->label_prob and
- * ->last_labels, by key, each document once, for publishing them from here;
- * in the publishing transaction (gnb_publish).
- */
-void
-gnb_nodes_estimates(GnbNodesRun *run, gnb_result *result)
-{
-	double		tokens = 0.0;
-
-	/* (not made for documents held by nodes: gnb_combine_begin) */
-	if (result->label_prob == NULL)
-	{
-		gnb_check_job_memory(run->params, (double) MemoryContextMemAllocated(run->cxt, true),
-							 (8.0 * run->K + 4.0) * run->n_docs, "the nodes' estimates");
-		result->label_prob = MemoryContextAllocExtended(run->cxt,
-														sizeof(double) * ((Size) run->n_docs * run->K + 1),
-														MCXT_ALLOC_HUGE);
-		result->last_labels = MemoryContextAllocExtended(run->cxt,
-														 sizeof(int32) * ((Size) run->n_docs + 1),
-														 MCXT_ALLOC_HUGE);
-	}
-	run->label_prob = result->label_prob;
-	run->last_labels = result->last_labels;
-
-	memset(run->estimated, 0, sizeof(bool) * run->n_docs);
-	memset(run->label_prob, 0, sizeof(double) * ((Size) run->n_docs * run->K));
-	query_all_nodes(run, run->estimates_sql, take_estimates);
-	for (int32 j = 0; j < run->n_docs; j++)
-	{
-		if (!run->estimated[j])
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("no node of gibbs_nb job " INT64_FORMAT " holds one of its documents",
-							run->params->job_id)));
-		tokens += run->doc_length[j];
-	}
-	/* the nodes hold the documents' tokens, no more, no fewer (exact: integers below 2^53) */
-	if (tokens != (double) run->all_tokens)
-		bad_estimates(run, psprintf("Their documents' lengths add up to %.0f tokens, not " INT64_FORMAT ".",
-									tokens, run->all_tokens));
-}
-
-/*
  * May the nodes write the version's labels of their documents into the
  * labels table (labels_relid) where they are (gnb_nodes_write_labels)?
  * Only as the job's caller: a node lives in the caller's backend (on Citus,
@@ -824,8 +727,8 @@ gnb_nodes_estimates(GnbNodesRun *run, gnb_result *result)
  * Citus only into a labels table co-located with the source by its id
  * (each document's label on the server of the document); with nodes in
  * this process, only in a database without Citus.  The labels table's ids
- * must be of the source's type.  Else the estimates come here
- * (gnb_nodes_estimates).  SPI connected.
+ * must be of the source's type.  Else the labels come here
+ * (gnb_nodes_store_labels).  SPI connected.
  */
 bool
 gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid)
@@ -864,23 +767,15 @@ gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid)
 }
 
 /*
- * The version's labels of the documents the nodes hold written into the
- * labels table (relid, named `qualified` under its lock) where they are: one
- * INSERT ... SELECT over the source, each row's label from the node that
- * holds it (gibbs_nb.blocked_node_label; rows no node holds, labelled or
- * added since the job read, give none; a document asked for twice is an
- * error).  Every document the job read must get its row: else the source
- * lost rows since (55000).  As the current
- * user, the labels table's owner (gnb_write_label_rows).  SPI connected.
+ * The query's FROM over the source that gives each document the nodes hold
+ * its row l, the version's label (gibbs_nb.blocked_node_label, $n the job;
+ * rows no node holds, labelled or added since the job read, give none; a
+ * document asked for twice is an error), under the source's lock.
  */
-void
-gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char **classes,
-					   int32 version)
+static char *
+labels_from_nodes(NodesRun *run, int n)
 {
-	const GnbSourceDesc *src = &run->params->source;
-	Oid			types[3] = {TEXTARRAYOID, INT4OID, INT8OID};
-	Datum		values[3];
-	const char *id = quote_identifier(src->id_column);
+	const char *id = quote_identifier(run->params->source.id_column);
 	const char *source;
 
 	lock_source_name(run);
@@ -892,23 +787,79 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
 	 */
 	if (!run->on_citus)
 		source = psprintf("(SELECT * FROM %s OFFSET 0)", source);
-	values[0] = PointerGetDatum(gnb_text_array(classes, run->K));
-	values[1] = Int32GetDatum(version);
-	values[2] = Int64GetDatum(run->params->job_id);
-	gnb_execute_on_relation(relid,
-							psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
-									 "SELECT s.%s, $1[l.class_number], l.probability, l.probabilities, $2 "
-									 "FROM %s AS s, LATERAL gibbs_nb.blocked_node_label($3, s.%s) AS l",
-									 qualified, id, source, id),
-							3, types, values, SPI_OK_INSERT);
-	if (SPI_processed != (uint64) run->all_docs)
+	return psprintf("FROM %s AS s, LATERAL gibbs_nb.blocked_node_label($%d, s.%s) AS l", source, n,
+					id);
+}
+
+/* Every document the job read must have got its label: else the source lost rows since. */
+static void
+check_labels_given(const NodesRun *run, uint64 given)
+{
+	if (given != (uint64) run->all_docs)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while the job ran",
 						run->params->job_id),
 				 errdetail("The labels of " UINT64_FORMAT " of its " INT64_FORMAT " unlabelled documents were written.",
-						   (uint64) SPI_processed, run->all_docs),
+						   given, run->all_docs),
 				 errhint("Train again.")));
+}
+
+/*
+ * The version's labels of the documents the nodes hold written into the
+ * labels table (relid, named `qualified` under its lock) where they are: one
+ * INSERT ... SELECT over the source, each row's label from the node that
+ * holds it (labels_from_nodes).  Every document the job read must get its
+ * row (check_labels_given).  As the current user, the labels table's owner
+ * (gnb_write_label_rows).  SPI connected.
+ */
+void
+gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char **classes,
+					   int32 version)
+{
+	Oid			types[3] = {TEXTARRAYOID, INT4OID, INT8OID};
+	Datum		values[3];
+
+	values[0] = PointerGetDatum(gnb_text_array(classes, run->K));
+	values[1] = Int32GetDatum(version);
+	values[2] = Int64GetDatum(run->params->job_id);
+	gnb_execute_on_relation(relid,
+							psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
+									 "SELECT s.%s, $1[l.class_number], l.probability, l.probabilities, $2 %s",
+									 qualified, quote_identifier(run->params->source.id_column),
+									 labels_from_nodes(run, 3)),
+							3, types, values, SPI_OK_INSERT);
+	check_labels_given(run, SPI_processed);
+}
+
+/*
+ * The version's labels of the documents the nodes hold, when they cannot
+ * write them where they are (gnb_nodes_can_write_labels): read by the job's
+ * caller, whose nodes answer (labels_from_nodes), a batch at a time, into
+ * the version's documents' labels (gibbs_nb.document_labels of version_id),
+ * never all held here.  Every document the job read must get its label
+ * (check_labels_given).  Returns how many.  In the publishing transaction,
+ * before anything is written as another role: on Citus the caller may not
+ * read the source's placements once another role wrote co-located ones in
+ * it.  SPI connected.
+ */
+int64
+gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(run->params->job_id)};
+	int64		n;
+
+	n = gnb_store_document_labels_of(run->params,
+									 psprintf("SELECT s.%s, l.probabilities %s",
+											  quote_identifier(run->params->source.id_column),
+											  labels_from_nodes(run, 1)),
+									 1, types, values,
+									 psprintf("the labels of gibbs_nb job " INT64_FORMAT "'s nodes",
+											  run->params->job_id),
+									 version_id, run->K);
+	check_labels_given(run, (uint64) n);
+	return n;
 }
 
 /* The nodes let go of the job's documents. */

@@ -81,7 +81,7 @@ extern GnbNodesRun *gnb_train_nodes(const GnbJobParams *params, const GnbCorpus 
 									const gnb_corpus *core, const int32 *init_label,
 									const gnb_hooks *hooks, gnb_result *result);
 extern void gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result);
-extern void gnb_nodes_estimates(GnbNodesRun *run, gnb_result *result);
+extern int64 gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id);
 extern bool gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid);
 extern void gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified,
 								   char **classes, int32 version);

@@ -678,15 +678,16 @@ gnb_release_lost_labels_tables(const GnbJobParams *params)
 
 /*
  * The documents' labels of a finished job: clamped documents first, then the
- * others (unless held: their nodes write them, gnb_nodes_write_labels), then
- * the held-out ones (holdout_probs, as the version predicts them).
+ * others (unless nodes hold them: gnb_nodes_write_labels,
+ * gnb_nodes_store_labels), then the held-out ones (holdout_probs, as the
+ * version predicts them).
  */
 static void
-doc_labels(const GnbCorpus *corpus, const gnb_result *result, bool held,
+doc_labels(const GnbCorpus *corpus, const gnb_result *result, bool on_nodes,
 		   const double *holdout_probs, GnbDocLabels *dl)
 {
 	int32		K = corpus->n_classes;
-	int64		n_unlabeled = held ? 0 : corpus->n_docs;
+	int64		n_unlabeled = on_nodes ? 0 : corpus->n_docs;
 	int64		first_holdout = (int64) corpus->n_labeled + n_unlabeled;
 
 	dl->n = first_holdout + (holdout_probs ? corpus->n_holdout : 0);
@@ -728,20 +729,16 @@ gnb_lock_labels_table(Oid relid, LOCKMODE mode)
 }
 
 /*
- * Replace a labels table's rows with a version's labels: each document's
- * most probable class (ties to the earlier class), its probability and all
- * of them; those of dl, and with nodes, those of the documents the job's
- * nodes hold, written by them (gnb_nodes_write_labels).  Runs as the
- * table's owner, the model's (gnb_labels_table_owner): an error if the
- * table is someone else's.  relid locked by the caller, and
- * named `qualified` under that lock.  SPI connected.
+ * dl's rows into a labels table (relid, named `qualified`) as the current
+ * user: each document's most probable class (ties to the earlier class),
+ * its probability and all of them; its ids of id_type.  Batched as
+ * gnb_labels_batch_size says, in batch_cxt (reset after each).  SPI
+ * connected.
  */
-void
-gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
-					 const char *model_name, Oid id_type, char **classes,
-					 const GnbDocLabels *dl, struct NodesRun *nodes, int32 version)
+static void
+insert_label_rows(Oid relid, const char *qualified, Oid id_type, char **classes,
+				  const GnbDocLabels *dl, int32 version, MemoryContext batch_cxt)
 {
-	GnbPrivilegeState priv;
 	int32		K = dl->n_classes;
 	Oid			id_array_type = get_array_type(id_type);
 	int16		typlen;
@@ -749,15 +746,9 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 	char		typalign;
 	Oid			types[6] = {id_array_type, TEXTARRAYOID, FLOAT8ARRAYOID, FLOAT8ARRAYOID,
 	INT4OID, INT8OID};
-	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
-													"gibbs_nb labels batch",
-													ALLOCSET_DEFAULT_SIZES);
 	char	   *insert;
 
 	get_typlenbyvalalign(id_type, &typlen, &typbyval, &typalign);
-	gnb_become_role(gnb_labels_table_owner(relid, model_owner, model_name, ERROR), &priv);
-	gnb_execute_on_relation(relid, psprintf("DELETE FROM %s", qualified), 0, NULL, NULL,
-							SPI_OK_DELETE);
 	/*
 	 * the arrays unnested in the target list, in step: in FROM, unnest of
 	 * ids of a row type would give their fields as columns, not the ids
@@ -800,9 +791,136 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 		MemoryContextReset(batch_cxt);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/* What copy_label gathers a version's documents' labels in, for a labels table. */
+typedef struct LabelsCopy
+{
+	Oid			relid;
+	const char *qualified;
+	Oid			id_type;		/* the labels table's */
+	char	  **classes;
+	int32		version;
+	FmgrInfo	input;			/* id_type's input, looked up once */
+	Oid			ioparam;
+	GnbDocLabels batch;			/* room for GNB_LABELS_FETCH */
+	MemoryContext ids_cxt;		/* the batch's ids, made by the input */
+	MemoryContext batch_cxt;	/* insert_label_rows's */
+	int64		n;
+} LabelsCopy;
+
+static void
+flush_labels_copy(LabelsCopy *c)
+{
+	insert_label_rows(c->relid, c->qualified, c->id_type, c->classes, &c->batch, c->version,
+					  c->batch_cxt);
+	c->batch.n = 0;
+	MemoryContextReset(c->ids_cxt);
+}
+
+/* gnb_store_each_document_label's fn: a document's label into the batch. */
+static void
+copy_label(void *arg, const struct varlena *id, const double *probs, int n_probs)
+{
+	LabelsCopy *c = arg;
+	int32		K = c->batch.n_classes;
+	MemoryContext old;
+	char	   *str;
+
+	if (n_probs != K)
+		elog(ERROR, "gibbs_nb.document_labels row of version %d is malformed", c->version);
+	old = MemoryContextSwitchTo(c->ids_cxt);
+	str = text_to_cstring((const text *) id);
+	c->batch.ids[c->batch.n] = InputFunctionCall(&c->input, str, c->ioparam, -1);
+	MemoryContextSwitchTo(old);
+	memcpy(c->batch.probs + c->batch.n * K, probs, sizeof(double) * K);
+	c->batch.n++;
+	c->n++;
+	if (c->batch.n == GNB_LABELS_FETCH)
+		flush_labels_copy(c);
+}
+
+/*
+ * The rows of a version's documents' labels (gibbs_nb.document_labels of
+ * version_id, read as the extension's owner, who wrote them) added to its
+ * labels table (relid, named `qualified`) as the current user: ids made from
+ * their text by the table's id type's input, under the pinned text formats
+ * they were written under (gnb_pin_id_text_format), a batch at a time.
+ * Returns how many.  SPI connected.
+ */
+static int64
+copy_document_labels(Oid relid, const char *qualified, char **classes, int32 n_classes,
+					 int32 version, int64 version_id, MemoryContext batch_cxt)
+{
+	LabelsCopy	c;
+	Oid			input;
+	int			level;
+
+	memset(&c, 0, sizeof(c));
+	c.relid = relid;
+	c.qualified = qualified;
+	c.id_type = get_atttype(relid, get_attnum(relid, "id"));
+	if (!OidIsValid(c.id_type))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("labels table %s has no column \"id\"", qualified)));
+	c.classes = classes;
+	c.version = version;
+	getTypeInputInfo(c.id_type, &input, &c.ioparam);
+	/* once: a domain's input keeps its CHECK's state across calls (fn_extra) */
+	fmgr_info(input, &c.input);
+	c.batch.n_classes = n_classes;
+	c.batch.ids = palloc(sizeof(Datum) * GNB_LABELS_FETCH);
+	c.batch.probs = palloc(sizeof(double) * GNB_LABELS_FETCH * n_classes);
+	c.ids_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb labels copied",
+									  ALLOCSET_DEFAULT_SIZES);
+	c.batch_cxt = batch_cxt;
+	level = gnb_pin_id_text_format();
+	(void) gnb_store_each_document_label(version_id, true, copy_label, &c);
+	if (c.batch.n > 0)
+		flush_labels_copy(&c);
+	AtEOXact_GUC(true, level);
+	MemoryContextDelete(c.ids_cxt);
+	pfree(c.batch.ids);
+	pfree(c.batch.probs);
+	return c.n;
+}
+
+/*
+ * Replace a labels table's rows with a version's labels
+ * (insert_label_rows): those of dl, and with nodes, those of the documents
+ * the job's nodes hold, written by them (gnb_nodes_write_labels), or with
+ * n_copied, those the version's documents' labels hold already (their
+ * labels stored from the nodes, gnb_nodes_store_labels; n_copied of them;
+ * version_id).  Runs as the table's owner, the model's
+ * (gnb_labels_table_owner): an error if the table is someone else's.  relid
+ * locked by the caller, and named `qualified` under that lock.  SPI
+ * connected.
+ */
+void
+gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
+					 const char *model_name, Oid id_type, char **classes,
+					 const GnbDocLabels *dl, struct NodesRun *nodes, int64 n_copied,
+					 int32 version, int64 version_id)
+{
+	GnbPrivilegeState priv;
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
+													"gibbs_nb labels batch",
+													ALLOCSET_DEFAULT_SIZES);
+
+	gnb_become_role(gnb_labels_table_owner(relid, model_owner, model_name, ERROR), &priv);
+	gnb_execute_on_relation(relid, psprintf("DELETE FROM %s", qualified), 0, NULL, NULL,
+							SPI_OK_DELETE);
+	insert_label_rows(relid, qualified, id_type, classes, dl, version, batch_cxt);
 	/* and the documents the nodes hold, from them, where they are */
 	if (nodes)
 		gnb_nodes_write_labels(nodes, relid, qualified, classes, version);
+	/* or from their labels this version stored already */
+	if (n_copied > 0 &&
+		copy_document_labels(relid, qualified, classes, dl->n_classes, version, version_id,
+							 batch_cxt) != n_copied)
+		elog(ERROR, "gibbs_nb: the labels of version %d changed while they were published",
+			 version);
 	gnb_restore_user(&priv);
 	MemoryContextDelete(batch_cxt);
 }
@@ -852,6 +970,7 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	char	   *holdout_metrics = NULL;
 	bool		pinned;
 	bool		held;
+	int64		n_stored = 0;
 	long		secs;
 	int			usecs;
 
@@ -887,17 +1006,23 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	labels_relid = prepare_labels_table(params, &labels_sql);
 	pinned = gnb_store_pinned(params->model_owner, params->model_name);
 	held = nodes != NULL && !pinned && gnb_nodes_can_write_labels(nodes, labels_relid);
+	/*
+	 * Else the nodes' labels come here, a batch at a time, into the
+	 * version's document_labels, before anything is written as the owner
+	 * (gnb_nodes_store_labels says why); the labels table is written from
+	 * them.
+	 */
 	if (nodes != NULL && !held)
-		gnb_nodes_estimates(nodes, result);
-	if (!held && !all_finite(result->label_prob, (int64) corpus->n_docs * corpus->n_classes))
+		n_stored = gnb_nodes_store_labels(nodes, version_id);
+	if (nodes == NULL && !all_finite(result->label_prob, (int64) corpus->n_docs * corpus->n_classes))
 		not_finite(params);
 	if (params->holdout > 0.0)
 		holdout_probs = gnb_score_holdout(params, corpus, result, &holdout_metrics);
-	doc_labels(corpus, result, held, holdout_probs, &labels);
+	doc_labels(corpus, result, nodes != NULL, holdout_probs, &labels);
 	if (!pinned)
 		gnb_write_label_rows(labels_relid, labels_sql, params->model_owner, params->model_name,
 							 params->source.id_type, corpus->classes, &labels,
-							 held ? nodes : NULL, version);
+							 held ? nodes : NULL, n_stored, version, version_id);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	if (held)

@@ -39,7 +39,7 @@ struct NodesRun;
 extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 								 const char *model_name, Oid id_type, char **classes,
 								 const GnbDocLabels *labels, struct NodesRun *nodes,
-								 int32 version);
+								 int64 n_copied, int32 version, int64 version_id);
 extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
 extern void gnb_reserve_labels_table(GnbJobParams *params);
 extern void gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus);

@@ -256,8 +256,31 @@ is(alice(q{SELECT (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid
                 = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'mail'::regclass)}),
 	't', 'co-located with the source');
 my $source_rows = alice('SELECT count(*) FROM mail');
-is(worker_calls('blocked_node_label', $source_rows) . ' ' . worker_calls('blocked_node_estimates', 0),
-	"$source_rows 0", 'the nodes wrote the labels where they are, giving the coordinator no estimates');
+is(worker_calls('blocked_node_label', $source_rows), $source_rows,
+	'the nodes wrote the labels where they are, one call a row of the source');
+# a member of the owner's role retrains: its nodes live in its own backends
+# on the workers, and the labels table is written as the owner, so the
+# labels come to the coordinator, read as the member a batch at a time into
+# the version's documents' labels (gibbs_nb.document_labels, distributed),
+# and the labels table is written from those: no placement the owner wrote
+# is read as the member.  The same rows, and one more call a source row.
+$coord->safe_psql('postgres', 'CREATE ROLE carol LOGIN IN ROLE alice');
+is($coord->safe_psql('postgres', q{SELECT version || ' ' || status FROM gibbs_nb_retrain('spam_blocked')},
+		extra_params => [ '-U', 'carol' ]),
+	'2 succeeded', 'a member of the owner\'s role retrains the blocked model through the nodes');
+is(alice(q{
+  SELECT count(*) FROM spam_blocked_labels c FULL JOIN spam_blocked_local_labels l USING (id)
+  WHERE c.version IS DISTINCT FROM 2
+     OR (c.label, c.probability, c.probabilities) IS DISTINCT FROM (l.label, l.probability, l.probabilities)}),
+	'0', 'the labels table of its version is the local copy\'s, row for row');
+is(alice(q{
+  SELECT (SELECT public.doc_labels(version_id) FROM gibbs_nb.packed
+          WHERE model_name = 'spam_blocked' AND version = 2)
+       = (SELECT public.doc_labels(version_id) FROM gibbs_nb.packed
+          WHERE model_name = 'spam_blocked_local')}),
+	't', 'and so are its documents\' labels');
+is(worker_calls('blocked_node_label', 2 * $source_rows), 2 * $source_rows,
+	'its nodes gave the labels, one call a row of the source');
 # a node lost mid-job (the worker backend that holds a worker's nodes
 # terminated): the job fails, publishes nothing, and leaves no backend of
 # its own on the workers
