@@ -290,6 +290,21 @@ add_document_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bo
 }
 
 /*
+ * A row of a node's query (gnb_read_part): (id, tokens), an unlabelled
+ * document, the part's if its key is part modulo parts.  By the key, not
+ * by another hash: documents whose keys collide are in one part, whose
+ * check (corpus_doc_keys) finds them.
+ */
+static void
+add_part_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
+{
+	if (!nulls[0] && b->parts > 1 &&
+		gnb_id_key(&params->source, values[0]) % (uint64) b->parts != (uint64) b->part)
+		return;
+	add_document_row(b, params, values, nulls);
+}
+
+/*
  * A row of the checked query: (id, label, tokens), a labelled document
  * whose words are already counted.  Its pairs go after the unlabelled
  * documents'; the sampler never sees them.
@@ -1071,7 +1086,14 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
 	corpus->holdout_ids = b.holdout_ids;
 	corpus->holdout_tokens = b.holdout_tokens;
 	corpus->holdout_labels = b.holdout_labels;
-	corpus->doc_key = params->sampler.sampler == GNB_SAMPLER_BLOCKED ?
+	/*
+	 * the blocked sampler's keys; with nodes, only a warm start's first
+	 * labels go by them here (each node checks its documents' keys: keys
+	 * that collide are in one node, add_part_row, and on Citus in one shard,
+	 * a type's 32-bit hash being the low half of its 64-bit one at seed 0)
+	 */
+	corpus->doc_key = params->sampler.sampler == GNB_SAMPLER_BLOCKED &&
+		(!on_nodes || params->warm_version_id != 0) ?
 		corpus_doc_keys(params, corpus, cxt) : NULL;
 	/* the word table, the counts' value, the renumbering */
 	MemoryContextDelete(b.scratch);
@@ -1079,8 +1101,8 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
 
 /*
  * A node's part of the source (worker/nodes.h): the unlabelled documents
- * whose id's text falls in part `part` of `parts` by its hash (all of them
- * with one part), their words numbered by the job's vocabulary (V tokens in
+ * whose key is `part` modulo `parts` (add_part_row; all of them with one
+ * part), their words numbered by the job's vocabulary (V tokens in
  * byte order, which must hold every word they have), and their keys.  The
  * documents in any order: the blocked sampler draws them by their keys.
  * Runs as the caller; SPI must not be connected.  Everything the part holds
@@ -1105,14 +1127,11 @@ gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part, in
 					 tokens);
 	if (src->label_attnum != 0)
 		appendStringInfo(&sql, " AND %s IS NULL", quote_identifier(src->label_column));
-	if (parts > 1)
-		appendStringInfo(&sql, " AND pg_catalog.abs(pg_catalog.mod(pg_catalog.hashtextextended("
-						 "%s::pg_catalog.text COLLATE pg_catalog.\"C\", 0::pg_catalog.int8), "
-						 "%d::pg_catalog.int8)) OPERATOR(pg_catalog.=) %d::pg_catalog.int8",
-						 id, parts, part);
 	corpus_builder_init(&b, params, cxt);
+	b.part = part;
+	b.parts = parts;
 	SPI_connect();
-	for_each_row(&b, params, sql.data, 2, document_types, add_document_row);
+	for_each_row(&b, params, sql.data, 2, document_types, add_part_row);
 	SPI_finish();
 	b.doc_start[b.n_docs] = b.n_pairs;
 	(void) corpus_renumber_words(&b, params, corpus);

@@ -115,6 +115,9 @@ typedef struct CorpusBuilder
 	int64		unlabeled_tokens;
 	/* the ids query takes the unlabelled rows' ids as their documents */
 	bool		unlabeled_ids_only;
+	/* a node's part: the documents whose key is part modulo parts (gnb_read_part) */
+	int32		part;
+	int32		parts;
 	/* held-out documents: ids, tokens (copies) and labels */
 	int32		n_holdout;
 	int32		n_holdout_skipped;	/* held out, but without tokens */

@@ -18,7 +18,7 @@
  *   of 32 shards: 769 kB each, 130 ms a sweep on this machine's cluster;
  *   a node a server, 11 ms.)
  * - gibbs_nb.blocked_nodes = n (a developer's setting): a local source cut
- *   into n parts by a hash of each id, each a node in this very process,
+ *   into n parts by each id's key, each a node in this very process,
  *   reached through SQL as a node on another server would be.
  * The model must be the one the local chain trains, bit for bit (blocked.sql,
  * t/008_citus.pl).  The worker has read no unlabelled document's tokens

@@ -579,6 +579,12 @@ INSERT INTO blocked_mail_pairs VALUES
 SELECT try($$SELECT status FROM gibbs_nb_train('bl_pairs', 'blocked_mail_pairs', 'tokens', 'label',
                                               sampler => 'blocked', sweeps => 5, seed => 1)$$);
 SELECT status, sqlstate, message FROM gibbs_nb_jobs WHERE model_name = 'bl_pairs';
+-- and through nodes, where the job's worker does not make the keys: the two
+-- are in one node's part (parts go by key), whose check stops the job
+SET gibbs_nb.blocked_nodes = 3;
+SELECT try($$SELECT status FROM gibbs_nb_train('bl_pairs_nodes', 'blocked_mail_pairs', 'tokens', 'label',
+                                              sampler => 'blocked', sweeps => 5, seed => 1)$$);
+RESET gibbs_nb.blocked_nodes;
 SELECT status FROM gibbs_nb_train('bl_pairs_paper', 'blocked_mail_pairs', 'tokens', 'label',
                                   sweeps => 5, seed => 1);
 -- (the labels table takes row-typed ids as ids, not as their fields: it
