@@ -223,7 +223,7 @@ typedef struct GnbCorpus
 	int32	   *word;
 	int32	   *count;
 	int32	   *label;			/* all -1 */
-	Datum	   *ids;			/* the source's ids, in its own type */
+	Datum	   *ids;			/* the source's ids, in its own type (a node's part: NULL) */
 	uint64	   *doc_key;		/* sampler blocked: gnb_corpus.doc_key; else NULL */
 	struct ArrayType *tokens;	/* text[]: word id + 1 -> token */
 	char	  **classes;		/* class id -> class name, sorted */
@@ -253,13 +253,19 @@ typedef struct GnbCorpus
 	int32		n_skipped;		/* rows whose tokens are NULL */
 	int64		n_tokens;
 	/*
-	 * The unlabelled documents held by nodes (worker/nodes.h), not read here:
-	 * ids, keys and labels as above, no pairs, each word's count in them
-	 * (V), and their numbers of tokens as the nodes tell them (n_docs, 0
-	 * until then).  NULL when the documents were read.
+	 * The unlabelled documents held by nodes (worker/nodes.h), not read here
+	 * (n_docs is then 0): how many, each word's count in them (V; NULL when
+	 * the documents were read), the longest of their ids as dump text
+	 * (gnb_id_dump_bytes), and a warm start's first labels of those the
+	 * previous version had, by key (n_warm, keys increasing): nothing held a
+	 * document.
 	 */
+	int32		n_held;
 	int64	   *unlabeled_word_count;
-	double	   *doc_length;
+	uint64		held_id_dump_bytes;
+	int64		n_warm;
+	uint64	   *warm_keys;
+	int32	   *warm_labels;
 	/* labelled documents held out of training (holdout), with their tokens */
 	int32		n_holdout;
 	int32		n_holdout_skipped;	/* held out but without tokens (in n_skipped) */

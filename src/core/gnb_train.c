@@ -466,7 +466,8 @@ gnb_combine_add(gnb_combiner *cb, const gnb_chain *chain)
 
 /*
  * chain_agreement after a chain other than the first: distance is the sum
- * over the unlabelled documents of gnb_fold_document's distances.
+ * over the unlabelled documents (the whole corpus's, wherever they are
+ * held) of gnb_fold_document's distances.
  */
 void
 gnb_combine_distance(gnb_combiner *cb, const gnb_exact_sum *distance)
@@ -474,9 +475,9 @@ gnb_combine_distance(gnb_combiner *cb, const gnb_exact_sum *distance)
 	gnb_result *result = cb->result;
 	double		d;
 
-	if (cb->added < 2 || cb->sh.n_unlabeled == 0)
+	if (cb->added < 2 || cb->sh.n_unlabeled_all == 0)
 		return;
-	d = 0.5 * gnb_exact_value(distance) / cb->sh.n_unlabeled;
+	d = 0.5 * gnb_exact_value(distance) / (double) cb->sh.n_unlabeled_all;
 	if (isnan(result->chain_agreement) || 1.0 - d < result->chain_agreement)
 		result->chain_agreement = 1.0 - d;
 }
@@ -638,8 +639,11 @@ gnb_combine_end(gnb_combiner *cb)
 	result->r_hat = gnb_r_hat(cb->sums, params->chains);
 	result->split_r_hat = gnb_split_r_hat(result->kept_log_joint, params->chains,
 										  result->kept_points);
+	/* (the whole corpus's unlabelled documents, wherever they are held) */
 	result->warnings = gnb_diagnose(result->split_r_hat, result->ess_total,
-									result->locked, params->chains, sh->n_unlabeled,
+									result->locked, params->chains,
+									sh->n_unlabeled_all > INT32_MAX ? INT32_MAX :
+									(int32_t) sh->n_unlabeled_all,
 									params->sample_gamma_theta || params->sample_gamma_pi,
 									result->chain_agreement);
 	hooks->release(cb->sums, hooks->arg);

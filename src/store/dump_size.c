@@ -124,7 +124,22 @@ check_row(uint64 bytes, int64 n_words, int32 n_classes, int64 n_documents, const
 				 errhint("%s", hint)));
 }
 
-/* How many documents' labels publish stores: doc_labels' count (publish.c) */
+/*
+ * The bytes an id whose text (under the pinned formats) is `text` takes in
+ * a dump of its document's row: the longest is gnb_check_corpus_dumpable's
+ * longest_id_bytes.
+ */
+uint64
+gnb_id_dump_bytes(const char *text)
+{
+	return dump_bytes(text, strlen(text), false);
+}
+
+/*
+ * How many documents' labels publish stores from the corpus's ids:
+ * doc_labels' count (publish.c); those of the documents nodes hold
+ * (GnbCorpus.n_held) are not among them.
+ */
 int64
 gnb_published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
 {
@@ -183,7 +198,8 @@ gnb_corpus_longest_id_dump_bytes(const GnbJobParams *params, const GnbCorpus *co
 	AtEOXact_GUC(true, level);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(scratch);
-	return longest;
+	/* and those of the documents nodes hold, made as they were read */
+	return Max(longest, corpus->held_id_dump_bytes);
 }
 
 /*
@@ -200,7 +216,7 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
 {
 	int32		K = corpus->n_classes;
 	int64		V = corpus->n_words;
-	int64		n_labels = gnb_published_labels(params, corpus);
+	int64		n_labels = gnb_published_labels(params, corpus) + corpus->n_held;
 	uint64		bytes = PACKED_FIXED_TEXT;
 
 	for (int32 k = 0; k < K; k++)

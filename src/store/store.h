@@ -137,6 +137,11 @@ extern void gnb_store_packed_model(int64 version_id, GnbPackedModel *p);
 extern void gnb_store_export_params(int64 version_id, GnbModelImage *img);
 extern int32 gnb_store_import(const char *model_name, GnbModelImage *img);
 extern double gnb_store_warm_start_memory(int64 version_id);
+/* a previous version's documents' ids' text and classes, for a warm start */
+typedef struct GnbWarmList GnbWarmList;
+extern GnbWarmList *gnb_store_warm_list(int64 version_id);
+extern int32 *gnb_warm_class_map(const GnbWarmList *w, char **classes, int32 K);
+extern int32 gnb_warm_list_class(const GnbWarmList *w, const char *text);
 extern int64 gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type,
 								  int32 *init_label);
 
@@ -160,6 +165,7 @@ extern bool gnb_store_version_labels(const char *owner, const char *model_name, 
 
 /* dump_size.c */
 extern Datum gnb_published_id(const GnbCorpus *corpus, int64 i);
+extern uint64 gnb_id_dump_bytes(const char *text);
 extern int64 gnb_published_labels(const GnbJobParams *params, const GnbCorpus *corpus);
 extern uint64 gnb_corpus_longest_id_dump_bytes(const GnbJobParams *params,
 											   const GnbCorpus *corpus);

@@ -271,7 +271,7 @@ gnb_store_import(const char *model_name, GnbModelImage *img)
 /*
  * An id of the previous version, for the warm start's binary search: its
  * text (at `at` in the ids' buffer, then where that is), in byte order, and
- * the class it was most probably (-1 if this corpus has no such class)
+ * the class (of that version's) it was most probably
  */
 typedef struct WarmId
 {
@@ -328,8 +328,8 @@ gnb_store_warm_start_memory(int64 version_id)
 		Min(n_ids, GNB_LABELS_FETCH) * (rows_bytes / n_ids + 160.0) + 1024.0;
 }
 
-/* What warm_id adds each of the previous version's documents to. */
-typedef struct WarmIds
+/* The previous version's ids (GnbWarmList, store.h), sorted by their text. */
+struct GnbWarmList
 {
 	WarmId	   *ids;
 	int64		n;
@@ -337,22 +337,21 @@ typedef struct WarmIds
 	char	   *text;			/* the ids' bytes, one after another */
 	int64		text_used;
 	int64		text_allocated;
-	const int32 *class_map;		/* the previous classes in this corpus */
-	int			n_classes;		/* the previous version's */
+	char	  **classes;		/* the previous version's, n_classes of them */
+	int			n_classes;
 	int64		version_id;
-} WarmIds;
+};
 
+/* gnb_store_each_document_label's fn: a previous document into the list */
 static void
 warm_id(void *arg, const struct varlena *id, const double *probs, int n_probs)
 {
-	WarmIds    *w = arg;
+	GnbWarmList *w = arg;
 	int32		len = VARSIZE_ANY_EXHDR(id);
-	int			best;
 
 	if (n_probs != w->n_classes)
 		elog(ERROR, "gibbs_nb.document_labels row of version " INT64_FORMAT " is malformed",
 			 w->version_id);
-	best = gnb_argmax(probs, n_probs);
 	if (w->n == w->allocated)
 	{
 		w->allocated *= 2;
@@ -366,29 +365,105 @@ warm_id(void *arg, const struct varlena *id, const double *probs, int n_probs)
 	memcpy(w->text + w->text_used, VARDATA_ANY(id), len);
 	w->ids[w->n].text.at = w->text_used;
 	w->ids[w->n].len = len;
-	w->ids[w->n].label = w->class_map[best];
+	w->ids[w->n].label = gnb_argmax(probs, n_probs);
 	w->text_used += len;
 	w->n++;
 }
 
 /*
- * A warm start from a version (gibbs_nb_retrain(..., warm => true)): for
- * each unlabelled document of the corpus, init_label gets the class its id
- * had in that version (its most probable, by class name), or -1 if the
- * version did not have the document or the class.  Returns how many
- * documents start warm.  Read as the caller.  SPI connected.
+ * A warm start's list (gibbs_nb_retrain(..., warm => true)): every
+ * document of a version, its id's text (as publishing wrote it, under the
+ * pinned formats, gnb_pin_id_text_format) and its most probable class
+ * there, for gnb_warm_list_class; NULL if the version keeps no labels.  Its
+ * memory is gnb_store_warm_start_memory's, in the current memory context.
+ * Read as the caller.  SPI connected.
  */
-int64
-gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int32 *init_label)
+GnbWarmList *
+gnb_store_warm_list(int64 version_id)
 {
 	Oid			types[1] = {INT8OID};
 	Datum		args[1] = {Int64GetDatum(version_id)};
 	bool		isnull;
 	ArrayType  *classes;
 	Datum	   *class_texts;
-	int			Kp;
+	GnbWarmList *w;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	gnb_execute("SELECT classes FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
+				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
+	/* (SPI leaves its own context current, gone at SPI_finish) */
+	MemoryContextSwitchTo(cxt);
+	if (SPI_processed != 1)
+		return NULL;
+	w = palloc0(sizeof(GnbWarmList));
+	classes = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
+	deconstruct_array(classes, TEXTOID, -1, false, TYPALIGN_INT, &class_texts, NULL,
+					  &w->n_classes);
+	w->classes = palloc(sizeof(char *) * w->n_classes);
+	for (int k = 0; k < w->n_classes; k++)
+		w->classes[k] = TextDatumGetCString(class_texts[k]);
+	w->allocated = 1024;
+	w->ids = palloc(sizeof(WarmId) * w->allocated);
+	w->text_allocated = 16384;
+	w->text = palloc(w->text_allocated);
+	w->version_id = version_id;
+	(void) gnb_store_each_document_label(version_id, false, warm_id, w);
+	if (w->n == 0)
+		return NULL;			/* a version that keeps no labels: a cold start */
+	for (int64 i = 0; i < w->n; i++)
+		w->ids[i].text.id = w->text + w->ids[i].text.at;
+	qsort(w->ids, w->n, sizeof(WarmId), cmp_warm_id);
+	return w;
+}
+
+/*
+ * The previous version's classes, by name, as this corpus's (classes, K of
+ * them): -1 for a class the corpus has not.
+ */
+int32 *
+gnb_warm_class_map(const GnbWarmList *w, char **classes, int32 K)
+{
+	int32	   *class_map = palloc(sizeof(int32) * w->n_classes);
+
+	for (int k = 0; k < w->n_classes; k++)
+	{
+		class_map[k] = -1;
+		for (int32 c = 0; c < K; c++)
+			if (strcmp(classes[c], w->classes[k]) == 0)
+				class_map[k] = c;
+	}
+	return class_map;
+}
+
+/*
+ * The class (of the previous version's classes) a document whose id's text
+ * is `text` (under the pinned formats) most probably was; -1 if the
+ * version did not have it.
+ */
+int32
+gnb_warm_list_class(const GnbWarmList *w, const char *text)
+{
+	WarmId		key;
+	WarmId	   *hit;
+
+	key.text.id = text;
+	key.len = (int32) strlen(text);
+	hit = bsearch(&key, w->ids, w->n, sizeof(WarmId), cmp_warm_id);
+	return hit ? hit->label : -1;
+}
+
+/*
+ * A warm start from a version: for each unlabelled document of the corpus,
+ * init_label gets the class its id had in that version (its most probable,
+ * by class name), or -1 if the version did not have the document or the
+ * class.  Returns how many documents start warm.  Read as the caller.  SPI
+ * connected.
+ */
+int64
+gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int32 *init_label)
+{
+	GnbWarmList *w;
 	int32	   *class_map;
-	WarmIds		w;
 	Oid			output;
 	bool		varlena;
 	int64		matched = 0;
@@ -396,58 +471,25 @@ gnb_store_warm_start(int64 version_id, const GnbCorpus *corpus, Oid id_type, int
 
 	for (int32 j = 0; j < corpus->n_docs; j++)
 		init_label[j] = -1;
-	gnb_execute("SELECT classes FROM gibbs_nb.packed WHERE version_id OPERATOR(pg_catalog.=) $1",
-				1, types, args, NULL, GNB_AS_CALLER, SPI_OK_SELECT, 1);
-	if (SPI_processed != 1)
+	w = gnb_store_warm_list(version_id);
+	if (w == NULL)
 		return 0;
-	classes = DatumGetArrayTypePCopy(gnb_result_value(1, &isnull));
-	deconstruct_array(classes, TEXTOID, -1, false, TYPALIGN_INT, &class_texts, NULL, &Kp);
-
-	/* the previous classes, by name, in this corpus's order */
-	class_map = palloc(sizeof(int32) * Kp);
-	for (int k = 0; k < Kp; k++)
-	{
-		char	   *name = TextDatumGetCString(class_texts[k]);
-
-		class_map[k] = -1;
-		for (int32 c = 0; c < corpus->n_classes; c++)
-			if (strcmp(corpus->classes[c], name) == 0)
-				class_map[k] = c;
-	}
-	w.n = 0;
-	w.allocated = 1024;
-	w.ids = palloc(sizeof(WarmId) * w.allocated);
-	w.text_used = 0;
-	w.text_allocated = 16384;
-	w.text = palloc(w.text_allocated);
-	w.class_map = class_map;
-	w.n_classes = Kp;
-	w.version_id = version_id;
-	(void) gnb_store_each_document_label(version_id, false, warm_id, &w);
-	if (w.n == 0)
-		return 0;				/* a version that keeps no labels: a cold start */
-	for (int64 i = 0; i < w.n; i++)
-		w.ids[i].text.id = w.text + w.ids[i].text.at;
-	qsort(w.ids, w.n, sizeof(WarmId), cmp_warm_id);
-
+	class_map = gnb_warm_class_map(w, corpus->classes, corpus->n_classes);
 	level = gnb_pin_id_text_format();
 	getTypeOutputInfo(id_type, &output, &varlena);
 	for (int32 j = 0; j < corpus->n_docs; j++)
 	{
 		char	   *text;
-		WarmId		key;
-		WarmId	   *hit;
+		int32		was;
 
 		CHECK_FOR_INTERRUPTS();
 		text = OidOutputFunctionCall(output, corpus->ids[j]);
-		key.text.id = text;
-		key.len = (int32) strlen(text);
-		hit = bsearch(&key, w.ids, w.n, sizeof(WarmId), cmp_warm_id);
+		was = gnb_warm_list_class(w, text);
 		/* kept, the corpus's ids' text would add up to the version's again */
 		pfree(text);
-		if (hit != NULL && hit->label >= 0)
+		if (was >= 0 && class_map[was] >= 0)
 		{
-			init_label[j] = hit->label;
+			init_label[j] = class_map[was];
 			matched++;
 		}
 	}

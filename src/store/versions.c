@@ -464,7 +464,7 @@ write_model_row(const GnbJobParams *params, const GnbCorpus *corpus,
 	v[2] = CStringGetTextDatum(params->model_owner);
 	v[3] = Int64GetDatum(params->job_id);
 	v[4] = PointerGetDatum(gnb_text_array(corpus->classes, corpus->n_classes));
-	v[5] = Int32GetDatum(corpus->n_docs + corpus->n_labeled);
+	v[5] = Int32GetDatum(corpus->n_docs + corpus->n_held + corpus->n_labeled);
 	v[6] = Int32GetDatum(corpus->n_labeled);
 	v[7] = Int32GetDatum(corpus->n_skipped);
 	v[8] = Int64GetDatum(corpus->n_tokens);

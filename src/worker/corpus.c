@@ -23,6 +23,7 @@
 
 #include "worker/worker.h"
 #include "worker/corpus_builder.h"
+#include "worker/nodes.h"
 #include "store/store.h"
 #include "security/security.h"
 #include "counts/counts.h"
@@ -223,14 +224,164 @@ static void
 document_ends(CorpusBuilder *b, const GnbJobParams *params, Datum id)
 {
 	b->label[b->n_docs] = -1;
-	b->ids[b->n_docs] = keep_id(b, params, id, b->cxt);
+	b->ids[b->n_docs] = keep_id(b, params, id, b->ids_cxt);
 	b->n_docs++;
 }
 
 /*
+ * A warm start's list of the previous version's ids (gnb_store_warm_list)
+ * must fit the job's memory beside what cxt holds.  SPI connected.
+ */
+void
+gnb_check_warm_start_memory(const GnbJobParams *params, MemoryContext cxt)
+{
+	gnb_check_job_memory_hint(params, (double) MemoryContextMemAllocated(cxt, true),
+							  gnb_store_warm_start_memory(params->warm_version_id),
+							  "the previous version's labels, for a warm start",
+							  "Retrain without warm => true, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).");
+}
+
+/*
+ * The held documents' ids of the batch, under the pinned text formats
+ * publishing writes them under (gnb_pin_id_text_format; set here, between
+ * the read's rows, not around the read, whose expressions must see the
+ * caller's): the longest as dump text, and in a warm start the previous
+ * label of each the previous version had, with its key.
+ */
+static void
+flush_held(CorpusBuilder *b, const GnbJobParams *params)
+{
+	int			level;
+	MemoryContext old;
+
+	if (b->n_batch == 0)
+		return;
+	level = gnb_pin_id_text_format();
+	old = MemoryContextSwitchTo(b->held_cxt);
+	for (int32 i = 0; i < b->n_batch; i++)
+	{
+		char	   *text = OutputFunctionCall(&b->id_output, b->held_batch[i]);
+		int32		was;
+
+		b->held_id_dump_bytes = Max(b->held_id_dump_bytes, gnb_id_dump_bytes(text));
+		if (b->warm == NULL || (was = gnb_warm_list_class(b->warm, text)) < 0)
+			continue;
+		if (b->n_warm == b->warm_cap)
+		{
+			int64		cap = Max(1024, b->warm_cap * 2);
+
+			gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
+								 12.0 * (cap - b->warm_cap), "a warm start's first labels");
+			b->warm_keys = b->warm_keys ?
+				repalloc_huge(b->warm_keys, sizeof(uint64) * cap) :
+				MemoryContextAllocExtended(b->cxt, sizeof(uint64) * cap, MCXT_ALLOC_HUGE);
+			b->warm_classes = b->warm_classes ?
+				repalloc_huge(b->warm_classes, sizeof(int32) * cap) :
+				MemoryContextAllocExtended(b->cxt, sizeof(int32) * cap, MCXT_ALLOC_HUGE);
+			b->warm_cap = cap;
+		}
+		b->warm_keys[b->n_warm] = gnb_id_key(&params->source, b->held_batch[i]);
+		b->warm_classes[b->n_warm++] = was;
+	}
+	MemoryContextSwitchTo(old);
+	AtEOXact_GUC(true, level);
+	MemoryContextReset(b->held_cxt);
+	b->n_batch = 0;
+}
+
+/*
+ * An unlabelled document nodes hold, of id: counted, its id checked, and
+ * kept until its batch is (flush_held).
+ */
+static void
+held_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
+{
+	if (b->n_held == PG_INT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many documents")));
+	b->n_held++;
+	gnb_id_fits_labels_table(b->id_fit, id);
+	b->held_batch[b->n_batch++] = keep_id(b, params, id, b->held_cxt);
+	if (b->n_batch == GNB_HELD_BATCH)
+		flush_held(b, params);
+}
+
+/*
+ * Before the ids query of a job whose nodes hold its unlabelled documents
+ * (held_document): the labels table's indexes the ids must fit, and in a
+ * warm start the previous version's list, within the job's memory.  SPI
+ * connected.
+ */
+static void
+begin_held(CorpusBuilder *b, const GnbJobParams *params)
+{
+	MemoryContext old = MemoryContextSwitchTo(b->scratch);
+	Oid			output;
+	bool		varlena;
+
+	b->unlabeled_ids_only = true;
+	b->held_cxt = AllocSetContextCreate(b->cxt, "gibbs_nb held ids", ALLOCSET_DEFAULT_SIZES);
+	b->held_batch = palloc(sizeof(Datum) * GNB_HELD_BATCH);
+	getTypeOutputInfo(params->source.id_type, &output, &varlena);
+	fmgr_info(output, &b->id_output);
+	b->id_fit = gnb_id_fit_begin(params);
+	if (params->warm_version_id != 0)
+	{
+		gnb_check_warm_start_memory(params, b->cxt);
+		/* (in scratch, which SPI_finish leaves, not in SPI's context) */
+		MemoryContextSwitchTo(b->scratch);
+		b->warm = gnb_store_warm_list(params->warm_version_id);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * After it: the last batch, and the warm start's first labels in the
+ * corpus's classes (those it has), by key.
+ */
+static void
+end_held(CorpusBuilder *b, const GnbJobParams *params, GnbCorpus *corpus)
+{
+	int32	   *class_map;
+	uint64	   *sorted_keys;
+	int32	   *entry_of_key;
+	int64		n = 0;
+
+	flush_held(b, params);
+	corpus->n_held = b->n_held;
+	corpus->held_id_dump_bytes = b->held_id_dump_bytes;
+	corpus->n_warm = 0;
+	corpus->warm_keys = NULL;
+	corpus->warm_labels = NULL;
+	if (b->warm == NULL || b->n_warm == 0)
+		return;
+	class_map = gnb_warm_class_map(b->warm, corpus->classes, corpus->n_classes);
+	/* by key (and while they are sorted, pairs of key and entry) */
+	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
+						 28.0 * b->n_warm, "a warm start's first labels");
+	gnb_documents_by_key(b->warm_keys, (int32) b->n_warm, &sorted_keys, &entry_of_key);
+	for (int64 i = 0; i < b->n_warm; i++)
+	{
+		int32		label = class_map[b->warm_classes[entry_of_key[i]]];
+
+		if (label < 0)
+			continue;
+		b->warm_keys[n] = sorted_keys[i];
+		entry_of_key[n++] = label;
+	}
+	memcpy(b->warm_classes, entry_of_key, sizeof(int32) * n);
+	pfree(sorted_keys);
+	pfree(entry_of_key);
+	corpus->n_warm = n;
+	corpus->warm_keys = b->warm_keys;
+	corpus->warm_labels = b->warm_classes;
+}
+
+/*
  * A row of the ids query: (id, label, tokens IS NULL, held out).  When
- * nodes hold the unlabelled documents, an unlabelled row is its document,
- * its id all the job's worker reads of it (read_unlabeled).
+ * nodes hold the unlabelled documents, an unlabelled row is one they hold
+ * (held_document), its id all the job's worker reads of it.
  */
 static void
 add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
@@ -254,8 +405,7 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	}
 	if (label_null && b->unlabeled_ids_only)
 	{
-		if (document_begins(b, params, false, false))
-			document_ends(b, params, id);
+		held_document(b, params, id);
 		return;
 	}
 	if (label_null || held_out)
@@ -651,13 +801,17 @@ take_unlabeled_counts(CorpusBuilder *b, const GnbJobParams *params, const char *
 
 /*
  * A row of the ids query of documents held by nodes: (id, tokens IS NULL),
- * an unlabelled document without its pairs.
+ * an unlabelled document they hold (held_document).
  */
 static void
 add_document_id_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
 {
-	if (document_begins(b, params, nulls[0], DatumGetBool(values[1])))
-		document_ends(b, params, values[0]);
+	if (nulls[0])
+		null_id_error(params);
+	if (DatumGetBool(values[1]))
+		b->n_skipped++;
+	else
+		held_document(b, params, values[0]);
 }
 
 /*
@@ -690,7 +844,7 @@ read_unlabeled(CorpusBuilder *b, const GnbJobParams *params, const char *source_
 			for_each_row(b, params,
 						 psprintf("SELECT %s, %s IS NULL FROM %s%s", id, tokens, source_sql, order),
 						 2, id_types, add_document_id_row);
-		if (b->n_docs > 0)
+		if (b->n_held > 0)
 			take_unlabeled_counts(b, params, source_sql,
 								  label ? unlabeled : psprintf("%s IS NOT NULL", tokens));
 	}
@@ -826,6 +980,8 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 	Oid			holdout_types[3] = {src->id_type, src->tokens_type, TEXTOID};
 
 	SPI_connect();
+	if (on_nodes)
+		begin_held(b, params);
 	if (src->label_attnum == 0)
 	{
 		read_unlabeled(b, params, source_sql, NULL, order, on_nodes);
@@ -835,7 +991,6 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 	{
 		const char *label = quote_identifier(src->label_column);
 
-		b->unlabeled_ids_only = on_nodes;
 		for_each_row(b, params,
 					 psprintf("SELECT %s, %s::pg_catalog.text, %s IS NULL, %s FROM %s%s",
 							  id, label, tokens, held_out ? held_out : "false", source_sql, order),
@@ -843,7 +998,7 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 		if (b->n_labeled > 0)
 			take_labeled_counts(b, params, source_sql, held_out);
 		read_unlabeled(b, params, source_sql, label, order, on_nodes);
-		if (b->n_labeled > 0 && b->n_docs > 0)
+		if (b->n_labeled > 0 && (b->n_docs > 0 || b->n_held > 0))
 			read_checked_documents(b, params, source_sql, held_out, *order != '\0');
 		if (held_out)
 			for_each_row(b, params,
@@ -1043,9 +1198,10 @@ corpus_take_documents(const CorpusBuilder *b, int32 V, GnbCorpus *corpus)
 }
 
 /*
- * Read the source of a job; with on_nodes, the unlabelled documents' ids and
- * their words' counts only (GnbCorpus.unlabeled_word_count), their tokens
- * left to the nodes that will hold them.  Runs as the caller, with one
+ * Read the source of a job; with on_nodes, of the unlabelled documents only
+ * how many, their words' counts (GnbCorpus.unlabeled_word_count) and what
+ * their ids say (held_document): the documents are left to the nodes that
+ * will hold them.  Runs as the caller, with one
  * snapshot for all its queries, in a transaction that holds the source's lock (see
  * gnb_lock_source, which gives source_sql); SPI must not be connected.
  * Everything the corpus holds is allocated in cxt.
@@ -1066,20 +1222,22 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
 
 	corpus_take_documents(&b, b.n_words, corpus);
 	corpus->unlabeled_word_count = NULL;
-	corpus->doc_length = NULL;
+	corpus->n_held = 0;
+	corpus->held_id_dump_bytes = 0;
+	corpus->n_warm = 0;
+	corpus->warm_keys = NULL;
+	corpus->warm_labels = NULL;
 	if (on_nodes)
 	{
 		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(cxt, true),
-							 sizeof(int64) * ((double) b.n_words + 1) +
-							 sizeof(double) * ((double) b.n_docs + 1), "reading the source");
+							 sizeof(int64) * ((double) b.n_words + 1), "reading the source");
 		corpus->unlabeled_word_count =
 			MemoryContextAllocExtended(cxt, sizeof(int64) * ((Size) b.n_words + 1),
 									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 		for (int32 w = 0; w < b.n_unlabeled_count_words; w++)
 			corpus->unlabeled_word_count[new_id[w]] = b.unlabeled_counts[w];
 		corpus->n_tokens += b.unlabeled_tokens;
-		corpus->doc_length = MemoryContextAllocExtended(cxt, sizeof(double) * ((Size) b.n_docs + 1),
-														MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+		end_held(&b, params, corpus);
 	}
 	corpus->n_holdout = b.n_holdout;
 	corpus->n_holdout_skipped = b.n_holdout_skipped;
@@ -1087,13 +1245,12 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
 	corpus->holdout_tokens = b.holdout_tokens;
 	corpus->holdout_labels = b.holdout_labels;
 	/*
-	 * the blocked sampler's keys; with nodes, only a warm start's first
-	 * labels go by them here (each node checks its documents' keys: keys
-	 * that collide are in one node, add_part_row, and on Citus in one shard,
-	 * a type's 32-bit hash being the low half of its 64-bit one at seed 0)
+	 * the blocked sampler's keys (with nodes, each node makes and checks
+	 * its documents': keys that collide are in one node, add_part_row, and
+	 * on Citus in one shard, a type's 32-bit hash being the low half of its
+	 * 64-bit one at seed 0)
 	 */
-	corpus->doc_key = params->sampler.sampler == GNB_SAMPLER_BLOCKED &&
-		(!on_nodes || params->warm_version_id != 0) ?
+	corpus->doc_key = params->sampler.sampler == GNB_SAMPLER_BLOCKED ?
 		corpus_doc_keys(params, corpus, cxt) : NULL;
 	/* the word table, the counts' value, the renumbering */
 	MemoryContextDelete(b.scratch);
@@ -1103,8 +1260,9 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
  * A node's part of the source (worker/nodes.h): the unlabelled documents
  * whose key is `part` modulo `parts` (add_part_row; all of them with one
  * part), their words numbered by the job's vocabulary (V tokens in
- * byte order, which must hold every word they have), and their keys.  The
- * documents in any order: the blocked sampler draws them by their keys.
+ * byte order, which must hold every word they have), and their keys, not
+ * their ids.  The documents in any order: the blocked sampler draws them by
+ * their keys.
  * Runs as the caller; SPI must not be connected.  Everything the part holds
  * is allocated in cxt.
  */
@@ -1130,6 +1288,8 @@ gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part, in
 	corpus_builder_init(&b, params, cxt);
 	b.part = part;
 	b.parts = parts;
+	/* (in blocks of at most 1 MB: a context's last block is not all used) */
+	b.ids_cxt = AllocSetContextCreate(cxt, "gibbs_nb part ids", 0, 8 * 1024, 1024 * 1024);
 	SPI_connect();
 	for_each_row(&b, params, sql.data, 2, document_types, add_part_row);
 	SPI_finish();
@@ -1164,6 +1324,10 @@ gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part, in
 
 	corpus_take_documents(&b, V, corpus);
 	corpus->doc_key = corpus_doc_keys(params, corpus, cxt);
+	/* a node finds its documents by their keys: their ids go */
+	MemoryContextDelete(b.ids_cxt);
+	pfree(corpus->ids);
+	corpus->ids = NULL;
 	MemoryContextDelete(b.scratch);
 }
 

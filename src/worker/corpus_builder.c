@@ -416,6 +416,7 @@ corpus_builder_init(CorpusBuilder *b, const GnbJobParams *params, MemoryContext 
 	b->doc_start = MemoryContextAlloc(cxt, sizeof(int64) * (b->docs_cap + 1));
 	b->label = MemoryContextAlloc(cxt, sizeof(int32) * b->docs_cap);
 	b->ids = MemoryContextAlloc(cxt, sizeof(Datum) * b->docs_cap);
+	b->ids_cxt = cxt;
 	b->labeled_cap = 1024;
 	b->labeled_ids = MemoryContextAlloc(cxt, sizeof(Datum) * b->labeled_cap);
 	b->labeled_value = MemoryContextAlloc(cxt, sizeof(int32) * b->labeled_cap);

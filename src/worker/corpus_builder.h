@@ -27,6 +27,9 @@ typedef struct WordSlot
 	int32		pos;			/* its pair in that document */
 } WordSlot;
 
+/* The ids of documents nodes hold, checked this many at a time (CorpusBuilder). */
+#define GNB_HELD_BATCH 1024
+
 /* The word table's fill at most (a power of 2 over 4 = 75%) */
 #define WORD_TABLE_FILL(cap) ((cap) / 4 * 3)
 
@@ -57,6 +60,7 @@ typedef struct CorpusBuilder
 	int64	   *doc_start;
 	int32	   *label;
 	Datum	   *ids;
+	MemoryContext ids_cxt;		/* the ids' copies (cxt, unless the reader frees them) */
 	/*
 	 * (word, count) pairs.  Counts are 16-bit while they fit (a word
 	 * repeated 65,536 times in one document is rare): reading's peak holds
@@ -113,8 +117,27 @@ typedef struct CorpusBuilder
 	int64	   *unlabeled_counts;
 	int32		n_unlabeled_count_words;
 	int64		unlabeled_tokens;
-	/* the ids query takes the unlabelled rows' ids as their documents */
+	/*
+	 * The ids query counts the unlabelled rows as documents nodes hold
+	 * (n_held), keeps none of them: each id checked as it comes (id_fit)
+	 * and, GNB_HELD_BATCH at a time under the pinned text formats, its
+	 * text's dump bytes (the longest) and its previous label in a warm
+	 * start (warm: the previous version's list) taken with its key (n_warm
+	 * of them, the previous version's classes), copies of them in held_cxt
+	 */
 	bool		unlabeled_ids_only;
+	int32		n_held;
+	struct GnbIdFit *id_fit;
+	struct GnbWarmList *warm;
+	FmgrInfo	id_output;
+	MemoryContext held_cxt;
+	Datum	   *held_batch;
+	int32		n_batch;
+	uint64		held_id_dump_bytes;
+	int64		n_warm;
+	int64		warm_cap;
+	uint64	   *warm_keys;
+	int32	   *warm_classes;
 	/* a node's part: the documents whose key is part modulo parts (gnb_read_part) */
 	int32		part;
 	int32		parts;

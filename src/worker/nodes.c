@@ -22,8 +22,9 @@
  *   reached through SQL as a node on another server would be.
  * The model must be the one the local chain trains, bit for bit (blocked.sql,
  * t/008_citus.pl).  The worker has read no unlabelled document's tokens
- * (gnb_read_corpus with on_nodes): only their ids, in the local read's
- * order, and their words' counts, which with the labelled counts make the
+ * (gnb_read_corpus with on_nodes) and holds none of them: it read their
+ * ids (and checked them, and took a warm start's first labels by them),
+ * counted them and their words, which with the labelled counts make the
  * vocabulary and the summary the nodes are told.  The chains are combined
  * where the documents are: after each chain the worker's combiner aligns
  * its classes (from theta, V x K) and the nodes fold its estimates into
@@ -469,12 +470,10 @@ gnb_nodes_wanted(const GnbJobParams *params)
  * What the chain and its nodes are told of the corpus: the clamped counts
  * as its extra counts, each word's count in the unlabelled documents, and
  * the setup that carries them to the nodes with the vocabulary and the
- * source's name; a warm start's first labels (init_label) by key, in the
- * documents' key order (sorted_keys, doc_of_key).
+ * source's name; in a warm start the first labels by key (GnbCorpus).
  */
 static void
 describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_corpus *core,
-				const int32 *init_label, const uint64 *sorted_keys, const int32 *doc_of_key,
 				gnb_corpus *chain_corpus, GnbNodeSetup *setup)
 {
 	const int32 V = core->n_words;
@@ -484,8 +483,9 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	int			n_tokens;
 	static const int64 no_pairs = 0;
 	static const int32 nothing = -1;
+	bool		warm = params->warm_version_id != 0;
 
-	if (all_count == NULL)
+	if (all_count == NULL || core->n_docs != 0)
 		elog(ERROR, "gibbs_nb: job " INT64_FORMAT " read the documents its nodes hold",
 			 params->job_id);
 	memset(chain_corpus, 0, sizeof(*chain_corpus));
@@ -498,9 +498,9 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	chain_corpus->extra_word_counts = core->extra_word_counts;
 	chain_corpus->extra_doc_counts = core->extra_doc_counts;
 	chain_corpus->all_unlabeled_count = all_count;
-	chain_corpus->all_n_unlabeled = core->n_docs;
+	chain_corpus->all_n_unlabeled = corpus->n_held;
 	/* a warm start, said to a chain of no documents (gnb_sampler.h) */
-	chain_corpus->init_label = init_label ? &nothing : NULL;
+	chain_corpus->init_label = warm ? &nothing : NULL;
 
 	memset(setup, 0, sizeof(*setup));
 	setup->job_id = params->job_id;
@@ -521,22 +521,12 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	setup->extra_word_counts = (double *) core->extra_word_counts;
 	setup->extra_doc_counts = (double *) core->extra_doc_counts;
 	setup->all_unlabeled_count = all_count;
-	setup->all_n_unlabeled = core->n_docs;
+	setup->all_n_unlabeled = corpus->n_held;
 	/* a warm start's first labels, by key, for the nodes to look theirs up */
-	setup->warm = init_label != NULL;
-	if (init_label)
-	{
-		setup->warm_keys = palloc_extended(sizeof(uint64) * ((Size) core->n_docs + 1),
-										   MCXT_ALLOC_HUGE);
-		setup->warm_labels = palloc_extended(sizeof(int32) * ((Size) core->n_docs + 1),
-											 MCXT_ALLOC_HUGE);
-		for (int32 i = 0; i < core->n_docs; i++)
-			if (init_label[doc_of_key[i]] >= 0)
-			{
-				setup->warm_keys[setup->n_warm] = sorted_keys[i];
-				setup->warm_labels[setup->n_warm++] = init_label[doc_of_key[i]];
-			}
-	}
+	setup->warm = warm;
+	setup->n_warm = corpus->n_warm;
+	setup->warm_keys = corpus->warm_keys;
+	setup->warm_labels = corpus->warm_labels;
 }
 
 /*
@@ -546,26 +536,24 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
  * documents' estimates folded by the nodes, whose mass fills the result's
  * at the end (the estimates stay with them: gnb_nodes_write_labels,
  * gnb_nodes_store_labels; result->label_prob is not made).  The
- * corpus was read with on_nodes (ids and word counts only); a warm start's
- * first labels (init_label, by document, or NULL) go to the nodes by key
- * with the setup.  Returns the run, whose nodes still hold the documents
+ * corpus was read with on_nodes (no document, the words' counts); a warm
+ * start's first labels go to the nodes by key with the setup.  Returns the
+ * run, whose nodes still hold the documents
  * (gnb_nodes_labels_only, gnb_nodes_write_labels, gnb_nodes_store_labels,
  * gnb_nodes_release).  In the worker's transaction-free state between its
  * phases; the sampler's memory through hooks, as gnb_train's.
  */
 GnbNodesRun *
 gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_corpus *core,
-				const int32 *init_label, const gnb_hooks *hooks, gnb_result *result)
+				const gnb_hooks *hooks, gnb_result *result)
 {
 	const int32 K = core->n_classes;
-	const int32 D = core->n_docs;
+	const int32 D = corpus->n_held;
 	NodesRun   *run = palloc0(sizeof(NodesRun));
 	gnb_hooks	node_hooks = {run_alloc, run_release, run_progress, run_interrupts, run};
 	gnb_corpus	chain_corpus;
 	GnbNodeSetup setup;
 	gnb_combiner *cb;
-	uint64	   *sorted_keys = NULL;
-	int32	   *doc_of_key = NULL;
 	const char *problem;
 	char	   *column;
 
@@ -573,13 +561,12 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	if (core->init_label)
 		elog(ERROR, "gibbs_nb: a warm start's labels belong to the nodes");
 	/*
-	 * beyond what sampling was checked for: the unlabelled counts, a warm
-	 * start's documents by key (and while they are sorted, pairs of key and
-	 * document) and labels by key, an answer's entries, the setup (the
-	 * vocabulary again, the counts)
+	 * beyond what sampling was checked for: the unlabelled counts, an
+	 * answer's entries, the setup (the vocabulary again, the counts, a warm
+	 * start's first labels)
 	 */
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(CurrentMemoryContext, true),
-						 (double) D * (init_label ? 64.0 : 0.0) +
+						 12.0 * corpus->n_warm +
 						 (double) core->n_words * (40.0 + 24.0 * K) +
 						 2.0 * VARSIZE_ANY(corpus->tokens) + 64.0 * 1024,
 						 "the chain's calls of its nodes");
@@ -594,15 +581,7 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	MemoryContextSwitchTo(run->cxt);
-	if (init_label)
-		gnb_documents_by_key(core->doc_key, core->n_docs, &sorted_keys, &doc_of_key);
-	describe_corpus(params, corpus, core, init_label, sorted_keys, doc_of_key, &chain_corpus,
-					&setup);
-	if (init_label)
-	{
-		pfree(sorted_keys);
-		pfree(doc_of_key);
-	}
+	describe_corpus(params, corpus, core, &chain_corpus, &setup);
 	if (params->blocked_nodes > 0)
 		column = NULL;
 	else

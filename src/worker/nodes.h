@@ -78,8 +78,8 @@ extern void gnb_documents_by_key(const uint64 *doc_key, int32 D, uint64 **sorted
 typedef struct NodesRun GnbNodesRun;
 extern bool gnb_nodes_wanted(const GnbJobParams *params);
 extern GnbNodesRun *gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus,
-									const gnb_corpus *core, const int32 *init_label,
-									const gnb_hooks *hooks, gnb_result *result);
+									const gnb_corpus *core, const gnb_hooks *hooks,
+									gnb_result *result);
 extern void gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result);
 extern int64 gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id);
 extern bool gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid);

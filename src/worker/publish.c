@@ -313,6 +313,13 @@ btree_entries_of_id(Oid relid, int *n)
 	return entries;
 }
 
+/* What gnb_id_fits_labels_table checks ids against. */
+struct GnbIdFit
+{
+	IdEntry    *entries;
+	int			n_entries;
+};
+
 /*
  * A document's id must fit an entry of each of the labels table's btree
  * indexes on id (the primary key training gives it): at most
@@ -322,68 +329,92 @@ btree_entries_of_id(Oid relid, int *n)
  * INSERT of its row at publish, after every sweep ("index row size N
  * exceeds btree version 4 maximum 2704"); now the job fails before it
  * samples (54000).  Not while another version is deployed: publishing then
- * writes no labels row.  In the read's transaction, once the corpus is
- * read.
+ * writes no labels row.  The indexes as they are now, in the read's
+ * transaction: NULL if no id need be checked (ids of a fixed length, no
+ * labels table yet, another version deployed).
  */
-void
-gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus)
+GnbIdFit *
+gnb_id_fit_begin(const GnbJobParams *params)
 {
 	Oid			nspid = get_namespace_oid(params->labels_schema, true);
 	Oid			relid = OidIsValid(nspid) ? get_relname_relid(params->labels_table, nspid) :
 		InvalidOid;
-	int64		n = gnb_published_labels(params, corpus);
-	IdEntry    *entries;
-	int			n_entries;
+	GnbIdFit   *fit;
 	bool		pinned;
 
 	if (get_typlen(params->source.id_type) != -1 || !OidIsValid(relid))
-		return;
+		return NULL;
 	SPI_connect();
 	pinned = gnb_store_pinned(params->model_owner, params->model_name);
 	SPI_finish();
 	if (pinned)
-		return;
-	entries = btree_entries_of_id(relid, &n_entries);
-	for (int64 i = 0; i < n && n_entries > 0; i++)
-	{
-		Datum		id = gnb_published_id(corpus, i);
-		struct varlena *whole;
-		Size		raw;
+		return NULL;
+	fit = palloc(sizeof(GnbIdFit));
+	fit->entries = btree_entries_of_id(relid, &fit->n_entries);
+	return fit;
+}
 
+/* id (of the source's type) fits the indexes of gnb_id_fit_begin: else 54000. */
+void
+gnb_id_fits_labels_table(const GnbIdFit *fit, Datum id)
+{
+	struct varlena *whole;
+	Size		raw;
+
+	if (fit == NULL || fit->n_entries == 0)
+		return;
+	raw = toast_raw_datum_size(id);
+	if (MAXALIGN(sizeof(IndexTupleData) + raw) <= GNB_BTREE_ITEM_MAX)
+		return;
+	/* whole, as the labels table's INSERT hands it to the index */
+	whole = detoast_attr((struct varlena *) DatumGetPointer(id));
+	for (int e = 0; e < fit->n_entries; e++)
+	{
+		Size		size = VARSIZE_ANY(whole);
+
+		if (fit->entries[e].storage == TYPSTORAGE_EXTENDED ||
+			fit->entries[e].storage == TYPSTORAGE_MAIN)
+		{
+			Datum		compressed = toast_compress_datum(PointerGetDatum(whole),
+														  fit->entries[e].compression);
+
+			if (DatumGetPointer(compressed) != NULL)
+			{
+				size = VARSIZE(DatumGetPointer(compressed));
+				pfree(DatumGetPointer(compressed));
+			}
+		}
+		if (MAXALIGN(sizeof(IndexTupleData) + size) > GNB_BTREE_ITEM_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("a document id of %zu bytes is too long for the labels table's index on id",
+							(size_t) (raw - VARHDRSZ)),
+					 errdetail("An entry of a btree index is at most %zu bytes, this id's would be %zu. The job would have sampled, then failed to write its labels.",
+							   (size_t) GNB_BTREE_ITEM_MAX,
+							   (size_t) MAXALIGN(sizeof(IndexTupleData) + size)),
+					 errhint("Give the documents shorter ids.")));
+	}
+	if ((Pointer) whole != DatumGetPointer(id))
+		pfree(whole);
+}
+
+/*
+ * Every id the corpus holds that publishing writes fits the labels table
+ * (gnb_id_fits_labels_table); those of documents nodes hold were checked
+ * as they were read (gnb_read_corpus).  In the read's transaction, once the
+ * corpus is read.
+ */
+void
+gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus)
+{
+	GnbIdFit   *fit = gnb_id_fit_begin(params);
+	int64		n = gnb_published_labels(params, corpus);
+
+	for (int64 i = 0; i < n && fit != NULL; i++)
+	{
 		if ((i & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
-		raw = toast_raw_datum_size(id);
-		if (MAXALIGN(sizeof(IndexTupleData) + raw) <= GNB_BTREE_ITEM_MAX)
-			continue;
-		/* whole, as the labels table's INSERT hands it to the index */
-		whole = detoast_attr((struct varlena *) DatumGetPointer(id));
-		for (int e = 0; e < n_entries; e++)
-		{
-			Size		size = VARSIZE_ANY(whole);
-
-			if (entries[e].storage == TYPSTORAGE_EXTENDED || entries[e].storage == TYPSTORAGE_MAIN)
-			{
-				Datum		compressed = toast_compress_datum(PointerGetDatum(whole),
-															  entries[e].compression);
-
-				if (DatumGetPointer(compressed) != NULL)
-				{
-					size = VARSIZE(DatumGetPointer(compressed));
-					pfree(DatumGetPointer(compressed));
-				}
-			}
-			if (MAXALIGN(sizeof(IndexTupleData) + size) > GNB_BTREE_ITEM_MAX)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("a document id of %zu bytes is too long for the labels table's index on id",
-								(size_t) (raw - VARHDRSZ)),
-						 errdetail("An entry of a btree index is at most %zu bytes, this id's would be %zu. The job would have sampled, then failed to write its labels.",
-								   (size_t) GNB_BTREE_ITEM_MAX,
-								   (size_t) MAXALIGN(sizeof(IndexTupleData) + size)),
-						 errhint("Give the documents shorter ids.")));
-		}
-		if ((Pointer) whole != DatumGetPointer(id))
-			pfree(whole);
+		gnb_id_fits_labels_table(fit, gnb_published_id(corpus, i));
 	}
 }
 
@@ -1028,7 +1059,7 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	if (held)
 	{
 		gnb_store_document_labels_from(params, labels_relid, labels_sql, version, version_id,
-									   corpus->n_classes, labels.n + corpus->n_docs);
+									   corpus->n_classes, labels.n + corpus->n_held);
 		labels.n = 0;
 	}
 	gnb_store_version(params, corpus, result, gnb_warnings_array(result, corpus->classes),

@@ -345,17 +345,20 @@ read_job_corpus(GnbJobParams *p, bool on_nodes, MemoryContext job_cxt, GnbCorpus
 	*longest_id_dump_bytes = gnb_corpus_longest_id_dump_bytes(p, corpus);
 	/* and that the labels table can hold every id */
 	gnb_check_ids_fit_labels_table(p, corpus);
-	if (p->warm_version_id != 0)
+	/*
+	 * a warm start: the documents still there start where they were (with
+	 * nodes, their first labels by key were taken as their ids were read)
+	 */
+	if (p->warm_version_id != 0 && on_nodes)
+		elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": " INT64_FORMAT " of %d unlabelled documents start warm",
+			 p->job_id, corpus->n_warm, corpus->n_held);
+	else if (p->warm_version_id != 0)
 	{
-		/* a warm start: the documents still there start where they were */
 		*init_label = MemoryContextAllocExtended(job_cxt, sizeof(int32) * ((Size) corpus->n_docs + 1),
 												MCXT_ALLOC_HUGE);
 		SPI_connect();
 		/* the version's labels, all of them, beside the corpus */
-		gnb_check_job_memory_hint(p, (double) MemoryContextMemAllocated(job_cxt, true),
-								  gnb_store_warm_start_memory(p->warm_version_id),
-								  "the previous version's labels, for a warm start",
-								  "Retrain without warm => true, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).");
+		gnb_check_warm_start_memory(p, job_cxt);
 		warm_docs = gnb_store_warm_start(p->warm_version_id, corpus, p->source.id_type,
 										 *init_label);
 		SPI_finish();
@@ -393,15 +396,16 @@ core_corpus(const GnbCorpus *corpus, int32 *init_label, gnb_corpus *core)
 	core->label = corpus->label;
 	/* lent: the paper sampler packs its pairs there rather than in a copy */
 	core->lent_word = corpus->word;
-	/* (documents held by nodes: the nodes start them, gnb_train_nodes) */
-	core->init_label = corpus->unlabeled_word_count ? NULL : init_label;
+	core->init_label = init_label;
 	core->doc_key = corpus->doc_key;
-	/* documents held by nodes: the whole's summary, their lengths to come (from the nodes) */
+	/*
+	 * documents held by nodes: none here, the whole's summary (the nodes
+	 * start them, gnb_train_nodes)
+	 */
 	if (corpus->unlabeled_word_count)
 	{
 		core->all_unlabeled_count = corpus->unlabeled_word_count;
-		core->all_n_unlabeled = corpus->n_docs;
-		core->doc_length = corpus->doc_length;
+		core->all_n_unlabeled = corpus->n_held;
 	}
 	if (corpus->n_labeled > 0)
 	{
@@ -533,7 +537,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	read_seconds = read_job_corpus(p, on_nodes, job_cxt, &corpus, &init_label,
 								   &longest_id_dump_bytes);
 
-	if (corpus.n_docs + corpus.n_labeled == 0)
+	if ((int64) corpus.n_docs + corpus.n_held + corpus.n_labeled == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("cannot train on %s: it has no documents", p->source_display),
@@ -556,7 +560,7 @@ run_job(GnbJobShared *job, MemoryContext job_cxt)
 	SpinLockRelease(&job->mutex);
 	ws->last_row_update = phase_start = GetCurrentTimestamp();
 	if (on_nodes)
-		nodes = gnb_train_nodes(p, &corpus, &core, init_label, &hooks, &result);
+		nodes = gnb_train_nodes(p, &corpus, &core, &hooks, &result);
 	else if (p->sampler.sampler == GNB_SAMPLER_BLOCKED && p->sweep_workers > 1 &&
 			 p->max_chain_workers > 0)
 		gnb_train_sweeps(job, &core, &hooks, committed, &result);

@@ -29,6 +29,7 @@ extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 							bool on_nodes, MemoryContext cxt, GnbCorpus *corpus);
 extern void gnb_corpus_word_counts(GnbCorpus *corpus);
 extern uint64 gnb_id_key(const GnbSourceDesc *src, Datum id);
+extern void gnb_check_warm_start_memory(const GnbJobParams *params, MemoryContext cxt);
 extern void gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part,
 						  int32 parts, char **vocabulary, int32 V, MemoryContext cxt,
 						  GnbCorpus *corpus);
@@ -43,6 +44,9 @@ extern void gnb_write_label_rows(Oid relid, const char *qualified, const char *m
 extern char *gnb_lock_labels_table(Oid relid, LOCKMODE mode);
 extern void gnb_reserve_labels_table(GnbJobParams *params);
 extern void gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus);
+typedef struct GnbIdFit GnbIdFit;
+extern GnbIdFit *gnb_id_fit_begin(const GnbJobParams *params);
+extern void gnb_id_fits_labels_table(const GnbIdFit *fit, Datum id);
 extern void gnb_release_labels_table(const GnbJobParams *params);
 extern void gnb_release_lost_labels_tables(const GnbJobParams *params);
 extern int32 gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus,

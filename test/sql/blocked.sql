@@ -435,6 +435,32 @@ SELECT left(try($$SELECT gibbs_nb_train('bl_bulk', 'bl_bulk', 'tokens', 'label',
                                         sweeps => 10, seed => 1, unlabeled_weight => 0.5)$$), 5) AS nodes;
 RESET gibbs_nb.max_job_memory;
 RESET gibbs_nb.blocked_nodes;
+-- neither the job's worker nor its nodes keep the documents' ids: 10,000
+-- documents of 1,000-byte ids (10 MB of them) are refused locally under an
+-- 8 MB cap (53200), and train through 3 nodes under it (the job's worker
+-- counts the ids, checks them and lets them go; each node reads its third,
+-- keeps the documents' keys and lets their ids go), the local job's model
+CREATE TABLE bl_long_ids (id text PRIMARY KEY, tokens text[], label text);
+INSERT INTO bl_long_ids
+SELECT repeat('x', 990) || lpad(i::text, 10, '0'), ARRAY['w' || i % 5, 'v' || i % 3],
+       CASE WHEN i % 100 = 0 THEN (ARRAY['a', 'b'])[1 + i % 200 / 100] END
+FROM generate_series(1, 10000) i;
+SET gibbs_nb.max_job_memory = '8MB';
+SELECT left(try($$SELECT gibbs_nb_train('bl_long', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
+                                        sweeps => 4, seed => 1, unlabeled_weight => 0.5)$$), 5) AS local;
+SET gibbs_nb.blocked_nodes = 3;
+SELECT status FROM gibbs_nb_train('bl_long', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
+                                  sweeps => 4, seed => 1, unlabeled_weight => 0.5);
+RESET gibbs_nb.blocked_nodes;
+RESET gibbs_nb.max_job_memory;
+SELECT status FROM gibbs_nb_train('bl_long_local', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
+                                  sweeps => 4, seed => 1, unlabeled_weight => 0.5);
+SELECT p.log_theta = s.log_theta AND doc_labels(p.version_id) = doc_labels(s.version_id) AS same,
+       bl_labels_differ('bl_long_local_labels', 'bl_long_labels') AS rows_differing
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_long' AND s.model_name = 'bl_long_local';
+SELECT gibbs_nb_drop('bl_long'), gibbs_nb_drop('bl_long_local');
+DROP TABLE bl_long_ids;
 -- (a warm start shows in few sweeps: with keyed draws, chains from two
 -- starts that reach one state go on as one) the nodes' first labels from
 -- the version are the local warm start's; through nodes under the cap that
