@@ -461,6 +461,22 @@ FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE p.model_name = 'bl_long' AND s.model_name = 'bl_long_local';
 SELECT gibbs_nb_drop('bl_long'), gibbs_nb_drop('bl_long_local');
 DROP TABLE bl_long_ids;
+-- ids the job's worker does not keep are checked as they are read: one of
+-- an unlabelled document longer than an entry of the labels table's
+-- primary key (2,704 bytes) fails the job through nodes as locally, before
+-- it samples (54000)
+CREATE TABLE bl_longer_ids AS
+SELECT CASE WHEN i % 4 = 0 THEN i::text
+            ELSE (SELECT string_agg(md5(i::text || '-' || k), '') FROM generate_series(1, 100) k) END AS id,
+       array(SELECT 'w' || ((i * 7 + k * 13) % 50) FROM generate_series(1, 20) k) AS tokens,
+       CASE WHEN i % 4 = 0 THEN (ARRAY['a', 'b'])[1 + (i / 4) % 2] END AS label
+FROM generate_series(1, 40) i;
+SET gibbs_nb.blocked_nodes = 2;
+SELECT try($$SELECT status FROM gibbs_nb_train('bl_longer', 'bl_longer_ids', 'tokens', 'label',
+                                               sampler => 'blocked', sweeps => 5, seed => 1)$$);
+RESET gibbs_nb.blocked_nodes;
+SELECT sweep, sample_seconds IS NULL AS not_sampled FROM gibbs_nb_jobs WHERE model_name = 'bl_longer';
+DROP TABLE bl_longer_ids;
 -- (a warm start shows in few sweeps: with keyed draws, chains from two
 -- starts that reach one state go on as one) the nodes' first labels from
 -- the version are the local warm start's; through nodes under the cap that
