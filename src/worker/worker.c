@@ -368,6 +368,9 @@ read_job_corpus(GnbJobParams *p, bool on_nodes, MemoryContext job_cxt, GnbCorpus
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(job_cxt);
+	elog(DEBUG1, "gibbs_nb job " INT64_FORMAT ": the corpus read holds %zu bytes (%d unlabelled documents here, %d held by nodes, %d labelled)",
+		 p->job_id, MemoryContextMemAllocated(job_cxt, true), corpus->n_docs, corpus->n_held,
+		 corpus->n_labeled);
 
 	/*
 	 * Reading's transient memory (its word table, the rows, the counting
