@@ -162,7 +162,7 @@ _PG_init(void)
 	DefineCustomIntVariable("gibbs_nb.blocked_nodes",
 							"Developers only: train the blocked sampler's chains through this many nodes.",
 							"With sampler => 'blocked', a job cuts its unlabelled documents into n "
-							"parts by a hash of their ids, each held by a node that the job's worker "
+							"parts by their ids' keys, each held by a node that the job's worker "
 							"calls through SQL, as it would call nodes on other servers.  The model "
 							"is the one trained without nodes.  0: none.",
 							&gnb_blocked_nodes,

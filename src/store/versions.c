@@ -321,6 +321,8 @@ gnb_store_each_document_label(int64 version_id, bool internal, GnbDocumentLabelF
 												  "gibbs_nb document label",
 												  ALLOCSET_DEFAULT_SIZES);
 	int64		n = 0;
+	/* fn's: SPI's calls leave its own current */
+	MemoryContext caller = CurrentMemoryContext;
 
 	if (internal)
 		gnb_become_internal(&priv);
@@ -357,13 +359,14 @@ gnb_store_each_document_label(int64 version_id, bool internal, GnbDocumentLabelF
 		{
 			HeapTuple	tuple = rows->vals[i];
 			bool		isnull;
-			MemoryContext old = MemoryContextSwitchTo(row_cxt);
-			/* (detoasted, or an array copied out of a short header, in row_cxt) */
-			text	   *id = DatumGetTextPP(SPI_getbinval(tuple, rows->tupdesc, 1, &isnull));
-			ArrayType  *probs = DatumGetArrayTypeP(SPI_getbinval(tuple, rows->tupdesc, 2,
-																 &isnull));
+			text	   *id;
+			ArrayType  *probs;
 
-			MemoryContextSwitchTo(old);
+			/* (detoasted, or an array copied out of a short header, in row_cxt) */
+			MemoryContextSwitchTo(row_cxt);
+			id = DatumGetTextPP(SPI_getbinval(tuple, rows->tupdesc, 1, &isnull));
+			probs = DatumGetArrayTypeP(SPI_getbinval(tuple, rows->tupdesc, 2, &isnull));
+			MemoryContextSwitchTo(caller);
 			if (ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) || ARR_ELEMTYPE(probs) != FLOAT8OID)
 				elog(ERROR, "gibbs_nb.document_labels row of version " INT64_FORMAT " is malformed",
 					 version_id);

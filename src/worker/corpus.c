@@ -58,6 +58,10 @@ null_id_error(const GnbJobParams *params)
 					params->source.id_column, params->source_display)));
 }
 
+static int	cmp_uint64(const void *a, const void *b);
+static bool id_is_integer(Oid type);
+static void check_distinct_keys(const uint64 *sorted, int64 n);
+
 /*
  * Run a read-only query, calling fn for every row as the executor produces
  * it: no batch of rows is ever held, and what fn allocates (detoasted
@@ -241,6 +245,29 @@ gnb_check_warm_start_memory(const GnbJobParams *params, MemoryContext cxt)
 							  "Retrain without warm => true, or have a superuser raise gibbs_nb.max_job_memory (it can be set per role).");
 }
 
+/* A key into one of the builder's growing arrays of keys, within the job's budget. */
+static void
+append_key(CorpusBuilder *b, const GnbJobParams *params, uint64 **keys, int64 *n, int64 *cap,
+		   int32 **labels, uint64 key, int32 label, const char *what)
+{
+	if (*n == *cap)
+	{
+		int64		more = Max(1024, *cap);
+
+		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
+							 (labels ? 12.0 : 8.0) * more, what);
+		*keys = *keys ? repalloc_huge(*keys, sizeof(uint64) * (*cap + more)) :
+			MemoryContextAllocExtended(b->cxt, sizeof(uint64) * more, MCXT_ALLOC_HUGE);
+		if (labels)
+			*labels = *labels ? repalloc_huge(*labels, sizeof(int32) * (*cap + more)) :
+				MemoryContextAllocExtended(b->cxt, sizeof(int32) * more, MCXT_ALLOC_HUGE);
+		*cap += more;
+	}
+	if (labels)
+		(*labels)[*n] = label;
+	(*keys)[(*n)++] = key;
+}
+
 /*
  * The held documents' ids of the batch, under the pinned text formats
  * publishing writes them under (gnb_pin_id_text_format; set here, between
@@ -264,24 +291,13 @@ flush_held(CorpusBuilder *b, const GnbJobParams *params)
 		int32		was;
 
 		b->held_id_dump_bytes = Max(b->held_id_dump_bytes, gnb_id_dump_bytes(text));
-		if (b->warm == NULL || (was = gnb_warm_list_class(b->warm, text)) < 0)
+		was = b->warm ? gnb_warm_list_class(b->warm, text) : -1;
+		pfree(text);
+		if (was < 0)
 			continue;
-		if (b->n_warm == b->warm_cap)
-		{
-			int64		cap = Max(1024, b->warm_cap * 2);
-
-			gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
-								 12.0 * (cap - b->warm_cap), "a warm start's first labels");
-			b->warm_keys = b->warm_keys ?
-				repalloc_huge(b->warm_keys, sizeof(uint64) * cap) :
-				MemoryContextAllocExtended(b->cxt, sizeof(uint64) * cap, MCXT_ALLOC_HUGE);
-			b->warm_classes = b->warm_classes ?
-				repalloc_huge(b->warm_classes, sizeof(int32) * cap) :
-				MemoryContextAllocExtended(b->cxt, sizeof(int32) * cap, MCXT_ALLOC_HUGE);
-			b->warm_cap = cap;
-		}
-		b->warm_keys[b->n_warm] = gnb_id_key(&params->source, b->held_batch[i]);
-		b->warm_classes[b->n_warm++] = was;
+		append_key(b, params, &b->warm_keys, &b->n_warm, &b->warm_cap, &b->warm_classes,
+				   gnb_id_key(&params->source, b->held_batch[i]), was,
+				   "a warm start's first labels");
 	}
 	MemoryContextSwitchTo(old);
 	AtEOXact_GUC(true, level);
@@ -290,28 +306,47 @@ flush_held(CorpusBuilder *b, const GnbJobParams *params)
 }
 
 /*
- * An unlabelled document nodes hold, of id: counted, its id checked, and
- * kept until its batch is (flush_held).
+ * An unlabelled document nodes hold, of id: counted, its id kept (within
+ * the job's budget) until its batch is (flush_held), checked against the
+ * labels table's key, and with check_keys its key kept.
  */
 static void
 held_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
 {
+	Datum		kept;
+
 	if (b->n_held == PG_INT32_MAX - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many documents")));
 	b->n_held++;
-	gnb_id_fits_labels_table(b->id_fit, id);
-	b->held_batch[b->n_batch++] = keep_id(b, params, id, b->held_cxt);
+	kept = keep_id(b, params, id, b->held_cxt);
+	gnb_id_fits_labels_table(b->id_fit, kept);
+	if (b->check_keys)
+	{
+		MemoryContext old = MemoryContextSwitchTo(b->held_cxt);
+		uint64		key = gnb_id_key(&params->source, kept);
+
+		MemoryContextSwitchTo(old);
+		append_key(b, params, &b->keys, &b->n_keys, &b->keys_cap, NULL, key, 0,
+				   "the documents' keys, to check");
+	}
+	b->held_batch[b->n_batch++] = kept;
 	if (b->n_batch == GNB_HELD_BATCH)
 		flush_held(b, params);
 }
 
 /*
  * Before the ids query of a job whose nodes hold its unlabelled documents
- * (held_document): the labels table's indexes the ids must fit, and in a
- * warm start the previous version's list, within the job's memory.  SPI
- * connected.
+ * (held_document): the labels table's indexes the ids must fit, in a warm
+ * start the previous version's list, within the job's memory, and whether
+ * the documents' keys must be checked here.  Each node checks its own
+ * documents' keys (gnb_read_part); two that collide are in one node when
+ * the ids are integers (their own keys, distinct), the parts go by key
+ * (gibbs_nb.blocked_nodes, add_part_row), or Citus places the rows by the
+ * id (a type's 32-bit hash, by which Citus places a row, is the low half of
+ * its 64-bit one at seed 0); else (a source distributed by another column)
+ * this worker checks them all.  SPI connected.
  */
 static void
 begin_held(CorpusBuilder *b, const GnbJobParams *params)
@@ -326,6 +361,12 @@ begin_held(CorpusBuilder *b, const GnbJobParams *params)
 	getTypeOutputInfo(params->source.id_type, &output, &varlena);
 	fmgr_info(output, &b->id_output);
 	b->id_fit = gnb_id_fit_begin(params);
+	if (!id_is_integer(params->source.id_type) && params->blocked_nodes == 0)
+	{
+		char	   *column = gnb_citus_nodes_column(params->source.relid);
+
+		b->check_keys = column == NULL || strcmp(column, params->source.id_column) != 0;
+	}
 	if (params->warm_version_id != 0)
 	{
 		gnb_check_warm_start_memory(params, b->cxt);
@@ -337,8 +378,8 @@ begin_held(CorpusBuilder *b, const GnbJobParams *params)
 }
 
 /*
- * After it: the last batch, and the warm start's first labels in the
- * corpus's classes (those it has), by key.
+ * After it: the last batch, the keys checked, and the warm start's first
+ * labels in the corpus's classes (those it has), by key.
  */
 static void
 end_held(CorpusBuilder *b, const GnbJobParams *params, GnbCorpus *corpus)
@@ -349,11 +390,20 @@ end_held(CorpusBuilder *b, const GnbJobParams *params, GnbCorpus *corpus)
 	int64		n = 0;
 
 	flush_held(b, params);
+	MemoryContextDelete(b->held_cxt);
+	b->held_cxt = NULL;
 	corpus->n_held = b->n_held;
 	corpus->held_id_dump_bytes = b->held_id_dump_bytes;
 	corpus->n_warm = 0;
 	corpus->warm_keys = NULL;
 	corpus->warm_labels = NULL;
+	if (b->check_keys && b->n_keys > 0)
+	{
+		qsort(b->keys, b->n_keys, sizeof(uint64), cmp_uint64);
+		check_distinct_keys(b->keys, b->n_keys);
+		pfree(b->keys);
+		b->keys = NULL;
+	}
 	if (b->warm == NULL || b->n_warm == 0)
 		return;
 	class_map = gnb_warm_class_map(b->warm, corpus->classes, corpus->n_classes);
@@ -361,6 +411,8 @@ end_held(CorpusBuilder *b, const GnbJobParams *params, GnbCorpus *corpus)
 	gnb_check_job_memory(params, (double) MemoryContextMemAllocated(b->cxt, true),
 						 28.0 * b->n_warm, "a warm start's first labels");
 	gnb_documents_by_key(b->warm_keys, (int32) b->n_warm, &sorted_keys, &entry_of_key);
+	/* two documents of one key would share their draws (corpus_doc_keys) */
+	check_distinct_keys(sorted_keys, b->n_warm);
 	for (int64 i = 0; i < b->n_warm; i++)
 	{
 		int32		label = class_map[b->warm_classes[entry_of_key[i]]];
@@ -1129,6 +1181,20 @@ gnb_id_key(const GnbSourceDesc *src, Datum id)
 											id, Int64GetDatum(0)));
 }
 
+/* n documents' keys, increasing, are distinct: else the job stops (0A000). */
+static void
+check_distinct_keys(const uint64 *sorted, int64 n)
+{
+	for (int64 j = 1; j < n; j++)
+		if (sorted[j] == sorted[j - 1])
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("two ids of the source have the same 64-bit hash"),
+					 errdetail("Sampler \"blocked\" names each unlabelled document's draws by the "
+							   "hash of its id."),
+					 errhint("Use an integer id column, or another sampler.")));
+}
+
 /*
  * The blocked sampler's document keys (gnb_corpus.doc_key): what names a
  * document's draws, so that whoever holds the document (a sweep worker, a
@@ -1171,14 +1237,7 @@ corpus_doc_keys(const GnbJobParams *params, const GnbCorpus *corpus, MemoryConte
 	sorted = palloc_extended(sizeof(uint64) * ((Size) D + 1), MCXT_ALLOC_HUGE);
 	memcpy(sorted, key, sizeof(uint64) * D);
 	qsort(sorted, D, sizeof(uint64), cmp_uint64);
-	for (int32 j = 1; j < D; j++)
-		if (sorted[j] == sorted[j - 1])
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("two ids of the source have the same 64-bit hash"),
-					 errdetail("Sampler \"blocked\" names each unlabelled document's draws by the "
-							   "hash of its id."),
-					 errhint("Use an integer id column, or another sampler.")));
+	check_distinct_keys(sorted, D);
 	pfree(sorted);
 	return key;
 }

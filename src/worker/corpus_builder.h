@@ -123,7 +123,8 @@ typedef struct CorpusBuilder
 	 * and, GNB_HELD_BATCH at a time under the pinned text formats, its
 	 * text's dump bytes (the longest) and its previous label in a warm
 	 * start (warm: the previous version's list) taken with its key (n_warm
-	 * of them, the previous version's classes), copies of them in held_cxt
+	 * of them, the previous version's classes), copies of them in held_cxt;
+	 * and their keys when no node could find two that collide (check_keys)
 	 */
 	bool		unlabeled_ids_only;
 	int32		n_held;
@@ -138,6 +139,11 @@ typedef struct CorpusBuilder
 	int64		warm_cap;
 	uint64	   *warm_keys;
 	int32	   *warm_classes;
+	/* with check_keys, every key (n_keys), checked distinct at the end */
+	bool		check_keys;
+	int64		n_keys;
+	int64		keys_cap;
+	uint64	   *keys;
 	/* a node's part: the documents whose key is part modulo parts (gnb_read_part) */
 	int32		part;
 	int32		parts;

@@ -535,7 +535,7 @@ describe_corpus(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
  * through SQL; each chain combined as gnb_train combines them, its
  * documents' estimates folded by the nodes, whose mass fills the result's
  * at the end (the estimates stay with them: gnb_nodes_write_labels,
- * gnb_nodes_store_labels; result->label_prob is not made).  The
+ * gnb_nodes_store_labels; result->label_prob holds no document).  The
  * corpus was read with on_nodes (no document, the words' counts); a warm
  * start's first labels go to the nodes by key with the setup.  Returns the
  * run, whose nodes still hold the documents

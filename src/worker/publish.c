@@ -838,11 +838,19 @@ typedef struct LabelsCopy
 	MemoryContext ids_cxt;		/* the batch's ids, made by the input */
 	MemoryContext batch_cxt;	/* insert_label_rows's */
 	int64		n;
+	int			pinned_level;	/* the pinned formats' GUC level, or 0 */
 } LabelsCopy;
 
+/*
+ * The batch into the labels table, under the session's formats (its
+ * triggers' statements must not run under the ids' pinned ones).
+ */
 static void
 flush_labels_copy(LabelsCopy *c)
 {
+	if (c->pinned_level > 0)
+		AtEOXact_GUC(true, c->pinned_level);
+	c->pinned_level = 0;
 	insert_label_rows(c->relid, c->qualified, c->id_type, c->classes, &c->batch, c->version,
 					  c->batch_cxt);
 	c->batch.n = 0;
@@ -860,6 +868,8 @@ copy_label(void *arg, const struct varlena *id, const double *probs, int n_probs
 
 	if (n_probs != K)
 		elog(ERROR, "gibbs_nb.document_labels row of version %d is malformed", c->version);
+	if (c->pinned_level == 0)
+		c->pinned_level = gnb_pin_id_text_format();
 	old = MemoryContextSwitchTo(c->ids_cxt);
 	str = text_to_cstring((const text *) id);
 	c->batch.ids[c->batch.n] = InputFunctionCall(&c->input, str, c->ioparam, -1);
@@ -885,7 +895,6 @@ copy_document_labels(Oid relid, const char *qualified, char **classes, int32 n_c
 {
 	LabelsCopy	c;
 	Oid			input;
-	int			level;
 
 	memset(&c, 0, sizeof(c));
 	c.relid = relid;
@@ -906,11 +915,9 @@ copy_document_labels(Oid relid, const char *qualified, char **classes, int32 n_c
 	c.ids_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb labels copied",
 									  ALLOCSET_DEFAULT_SIZES);
 	c.batch_cxt = batch_cxt;
-	level = gnb_pin_id_text_format();
 	(void) gnb_store_each_document_label(version_id, true, copy_label, &c);
 	if (c.batch.n > 0)
 		flush_labels_copy(&c);
-	AtEOXact_GUC(true, level);
 	MemoryContextDelete(c.ids_cxt);
 	pfree(c.batch.ids);
 	pfree(c.batch.probs);
@@ -950,8 +957,10 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 	if (n_copied > 0 &&
 		copy_document_labels(relid, qualified, classes, dl->n_classes, version, version_id,
 							 batch_cxt) != n_copied)
-		elog(ERROR, "gibbs_nb: the labels of version %d changed while they were published",
-			 version);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the documents' labels of version %d changed while they were published",
+						version)));
 	gnb_restore_user(&priv);
 	MemoryContextDelete(batch_cxt);
 }
@@ -1032,7 +1041,8 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	 * labels table follows the version that serves.  Documents held by
 	 * nodes get their rows there from their nodes when the nodes can write
 	 * them (gnb_nodes_can_write_labels), and the version's document_labels
-	 * are then read back from the table; else their estimates come here.
+	 * are then read back from the table; else their labels come here a
+	 * batch at a time (gnb_nodes_store_labels).
 	 */
 	labels_relid = prepare_labels_table(params, &labels_sql);
 	pinned = gnb_store_pinned(params->model_owner, params->model_name);

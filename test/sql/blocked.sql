@@ -627,6 +627,22 @@ SET gibbs_nb.blocked_nodes = 3;
 SELECT try($$SELECT status FROM gibbs_nb_train('bl_pairs_nodes', 'blocked_mail_pairs', 'tokens', 'label',
                                               sampler => 'blocked', sweeps => 5, seed => 1)$$);
 RESET gibbs_nb.blocked_nodes;
+-- and so does a warm start through nodes whose previous version had both
+-- (labelled then): the job's worker takes their first labels by key, and
+-- stops as the nodes would (it said 22P03, "invalid gibbs_nb node setup")
+CREATE TABLE bl_pairs_warm (id bl_pair PRIMARY KEY, tokens text[], label text);
+INSERT INTO bl_pairs_warm SELECT * FROM blocked_mail_pairs;
+UPDATE bl_pairs_warm SET label = 'spam' WHERE id = '(a,0)'::bl_pair;
+UPDATE bl_pairs_warm SET label = 'ham' WHERE id = '(a,4294967297)'::bl_pair;
+INSERT INTO bl_pairs_warm VALUES ('(b,1)', '{cheap,win}', NULL), ('(b,2)', '{team,notes}', NULL);
+SELECT status FROM gibbs_nb_train('bl_pairs_warm', 'bl_pairs_warm', 'tokens', 'label',
+                                  sampler => 'blocked', sweeps => 5, seed => 1);
+UPDATE bl_pairs_warm SET label = NULL WHERE (id).n <> 1 AND (id).n <> 2;
+SET gibbs_nb.blocked_nodes = 2;
+SELECT try($$SELECT status FROM gibbs_nb_retrain('bl_pairs_warm', warm => true)$$);
+RESET gibbs_nb.blocked_nodes;
+SELECT gibbs_nb_drop('bl_pairs_warm');
+DROP TABLE bl_pairs_warm;
 SELECT status FROM gibbs_nb_train('bl_pairs_paper', 'blocked_mail_pairs', 'tokens', 'label',
                                   sweeps => 5, seed => 1);
 -- (the labels table takes row-typed ids as ids, not as their fields: it

@@ -281,6 +281,33 @@ is(alice(q{
 	't', 'and so are its documents\' labels');
 is(worker_calls('blocked_node_label', 2 * $source_rows), 2 * $source_rows,
 	'its nodes gave the labels, one call a row of the source');
+
+# ids whose 64-bit keys collide share their draws, so a blocked job stops
+# (0A000). Each node checks its own documents' keys; Citus puts two such ids
+# on one server when it places the rows by the id. A source distributed by
+# another column can put them on two, so the job's worker checks the keys
+# itself: here (a,0) and (a,4294967297) (a row hashes as 31 x its first
+# field's hash + its second's, an int8 as its halves' XOR), on two workers
+alice(q{
+  CREATE TYPE pair AS (tag text, n bigint);
+  CREATE TABLE pairs (id pair, shard_key int, tokens text[], label text);
+  SELECT create_distributed_table('pairs', 'shard_key');});
+my ($key1, $key2) = split / /, $coord->safe_psql('postgres', q{
+  SELECT min(k) || ' ' || max(k) FROM (
+    SELECT DISTINCT ON (n.nodeport) k
+    FROM generate_series(1, 100) k,
+         LATERAL (SELECT n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+                  WHERE p.shardid = get_shard_id_for_distribution_column('pairs', k)) n
+    ORDER BY n.nodeport, k) x});
+alice(qq{
+  INSERT INTO pairs VALUES ('(a,0)', $key1, '{cheap,win}', NULL), ('(a,4294967297)', $key2, '{team,meeting}', NULL),
+                           ('(a,1)', $key1, '{cheap,cash}', 'spam'), ('(a,2)', $key2, '{team,notes}', 'ham');});
+($ret, $out, $err) = $coord->psql('postgres',
+	q{SELECT status FROM gibbs_nb_train('pairs', 'pairs', 'tokens', 'label', sampler => 'blocked',
+	                                    sweeps => 5, seed => 1)},
+	extra_params => [ '-U', 'alice' ]);
+like($err, qr/two ids of the source have the same 64-bit hash/,
+	'two ids of one key on two workers stop the job: the job\'s worker checks the keys');
 # a node lost mid-job (the worker backend that holds a worker's nodes
 # terminated): the job fails, publishes nothing, and leaves no backend of
 # its own on the workers
