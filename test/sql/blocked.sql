@@ -260,6 +260,26 @@ SELECT string_agg(rows || ' of version ' || version, ', ' ORDER BY n) AS inserts
 SELECT doc_labels(p.version_id) = doc_labels(s.version_id) AS labels
 FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE p.model_name = 'bl_dated' AND p.version = 3 AND s.model_name = 'bl_dated_local';
+-- a warm start through nodes under another DateStyle (the database's, which
+-- the job's worker takes): the job's worker makes the ids' text under the
+-- fixed settings the version's labels were written under, so each document
+-- starts warm as it does locally (a few sweeps, so that the start shows)
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET datestyle = %L', current_database(), 'SQL, DMY'); END $$;
+SELECT status FROM gibbs_nb_train('bl_dw_local', 'bl_dated', 'tokens', 'label', sweeps => 3,
+                                  burn_in => 0, seed => 3, sampler => 'blocked', unlabeled_weight => 0.5);
+SELECT status FROM gibbs_nb_retrain('bl_dw_local', warm => true);
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_train('bl_dw', 'bl_dated', 'tokens', 'label', sweeps => 3,
+                                  burn_in => 0, seed => 3, sampler => 'blocked', unlabeled_weight => 0.5);
+SELECT status FROM gibbs_nb_retrain('bl_dw', warm => true);
+RESET gibbs_nb.blocked_nodes;
+DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET datestyle', current_database()); END $$;
+SELECT p.version, p.log_theta = s.log_theta AND doc_labels(p.version_id) = doc_labels(s.version_id) AS same,
+       doc_labels(p.version_id) = doc_labels(c.version_id) AS as_cold
+FROM gibbs_nb.packed p JOIN gibbs_nb.packed s USING (version), gibbs_nb.packed c
+WHERE p.model_name = 'bl_dw' AND s.model_name = 'bl_dw_local'
+  AND c.model_name = 'bl_dw_local' AND c.version = 1 ORDER BY 1;
+SELECT gibbs_nb_drop('bl_dw'), gibbs_nb_drop('bl_dw_local');
 SELECT gibbs_nb_drop('bl_dated'), gibbs_nb_drop('bl_dated_local');
 DROP TABLE bl_dated;
 -- more documents than the read-back takes at a time (GNB_LABELS_FETCH,
