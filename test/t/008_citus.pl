@@ -306,8 +306,10 @@ alice(qq{
 	q{SELECT status FROM gibbs_nb_train('pairs', 'pairs', 'tokens', 'label', sampler => 'blocked',
 	                                    sweeps => 5, seed => 1)},
 	extra_params => [ '-U', 'alice' ]);
+isnt($key1, $key2, 'the two ids\' rows are on two workers');
 like($err, qr/two ids of the source have the same 64-bit hash/,
 	'two ids of one key on two workers stop the job: the job\'s worker checks the keys');
+is(alice(q{SELECT sqlstate FROM gibbs_nb_jobs WHERE model_name = 'pairs'}), '0A000', 'with 0A000');
 # a node lost mid-job (the worker backend that holds a worker's nodes
 # terminated): the job fails, publishes nothing, and leaves no backend of
 # its own on the workers
