@@ -228,6 +228,12 @@ typedef struct GnbCorpus
 	struct ArrayType *tokens;	/* text[]: word id + 1 -> token */
 	char	  **classes;		/* class id -> class name, sorted */
 	int32		n_labeled;		/* labelled documents */
+	/*
+	 * their ids and classes; when nodes hold the unlabelled documents, NULL
+	 * (labeled_in_source): their rows are written from the source when the
+	 * version is published (gnb_nodes_write_labels, gnb_nodes_store_labels)
+	 */
+	bool		labeled_in_source;
 	Datum	   *labeled_ids;
 	int32	   *labeled_class;
 	double	   *labeled_word_counts;	/* V x K word-major */

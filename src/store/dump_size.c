@@ -135,15 +135,22 @@ gnb_id_dump_bytes(const char *text)
 	return dump_bytes(text, strlen(text), false);
 }
 
+/* The labelled documents whose ids the corpus keeps (GnbCorpus.labeled_in_source). */
+static int64
+kept_labeled(const GnbCorpus *corpus)
+{
+	return corpus->labeled_in_source ? 0 : corpus->n_labeled;
+}
+
 /*
  * How many documents' labels publish stores from the corpus's ids:
  * doc_labels' count (publish.c); those of the documents nodes hold
- * (GnbCorpus.n_held) are not among them.
+ * (GnbCorpus.n_held), and then of the labelled ones, are not among them.
  */
 int64
 gnb_published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
 {
-	return (int64) corpus->n_labeled + corpus->n_docs +
+	return kept_labeled(corpus) + corpus->n_docs +
 		(params->holdout > 0.0 ? corpus->n_holdout : 0);
 }
 
@@ -155,11 +162,13 @@ gnb_published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
 Datum
 gnb_published_id(const GnbCorpus *corpus, int64 i)
 {
-	if (i < corpus->n_labeled)
+	int64		n_labeled = kept_labeled(corpus);
+
+	if (i < n_labeled)
 		return corpus->labeled_ids[i];
-	if (i < (int64) corpus->n_labeled + corpus->n_docs)
-		return corpus->ids[i - corpus->n_labeled];
-	return corpus->holdout_ids[i - corpus->n_labeled - corpus->n_docs];
+	if (i < n_labeled + corpus->n_docs)
+		return corpus->ids[i - n_labeled];
+	return corpus->holdout_ids[i - n_labeled - corpus->n_docs];
 }
 
 /*

@@ -291,7 +291,7 @@ flush_held(CorpusBuilder *b, const GnbJobParams *params)
 		int32		was;
 
 		b->held_id_dump_bytes = Max(b->held_id_dump_bytes, gnb_id_dump_bytes(text));
-		was = b->warm ? gnb_warm_list_class(b->warm, text) : -1;
+		was = b->warm && !b->held_batch_labeled[i] ? gnb_warm_list_class(b->warm, text) : -1;
 		pfree(text);
 		if (was < 0)
 			continue;
@@ -306,23 +306,20 @@ flush_held(CorpusBuilder *b, const GnbJobParams *params)
 }
 
 /*
- * An unlabelled document nodes hold, of id: counted, its id kept (within
- * the job's budget) until its batch is (flush_held), checked against the
- * labels table's key, and with check_keys its key kept.
+ * The id of a document whose row publishing writes from the source, not
+ * from here (an unlabelled one nodes hold, or with them a labelled one): kept
+ * (within the job's budget) until its batch is (flush_held), checked against
+ * the labels table's key, and for an unlabelled one with check_keys its key
+ * kept.
  */
 static void
-held_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
+held_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, bool labeled)
 {
 	Datum		kept;
 
-	if (b->n_held == PG_INT32_MAX - 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("too many documents")));
-	b->n_held++;
 	kept = keep_id(b, params, id, b->held_cxt);
 	gnb_id_fits_labels_table(b->id_fit, kept);
-	if (b->check_keys)
+	if (b->check_keys && !labeled)
 	{
 		MemoryContext old = MemoryContextSwitchTo(b->held_cxt);
 		uint64		key = gnb_id_key(&params->source, kept);
@@ -331,9 +328,22 @@ held_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
 		append_key(b, params, &b->keys, &b->n_keys, &b->keys_cap, NULL, key, 0,
 				   "the documents' keys, to check");
 	}
+	b->held_batch_labeled[b->n_batch] = labeled;
 	b->held_batch[b->n_batch++] = kept;
 	if (b->n_batch == GNB_HELD_BATCH)
 		flush_held(b, params);
+}
+
+/* An unlabelled document nodes hold, of id: counted, its id checked (held_id). */
+static void
+held_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
+{
+	if (b->n_held == PG_INT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many documents")));
+	b->n_held++;
+	held_id(b, params, id, false);
 }
 
 /*
@@ -358,6 +368,8 @@ begin_held(CorpusBuilder *b, const GnbJobParams *params)
 	b->unlabeled_ids_only = true;
 	b->held_cxt = AllocSetContextCreate(b->cxt, "gibbs_nb held ids", ALLOCSET_DEFAULT_SIZES);
 	b->held_batch = palloc(sizeof(Datum) * GNB_HELD_BATCH);
+	b->held_batch_labeled = palloc(sizeof(bool) * GNB_HELD_BATCH);
+	b->labeled_value_docs = MemoryContextAllocZero(b->cxt, sizeof(int64) * GNB_MAX_CLASSES);
 	getTypeOutputInfo(params->source.id_type, &output, &varlena);
 	fmgr_info(output, &b->id_output);
 	b->id_fit = gnb_id_fit_begin(params);
@@ -431,9 +443,32 @@ end_held(CorpusBuilder *b, const GnbJobParams *params, GnbCorpus *corpus)
 }
 
 /*
+ * A labelled document of a job whose nodes hold the unlabelled ones, of id
+ * and label: counted by its label, its id checked (held_id), not kept.
+ */
+static void
+labeled_document(CorpusBuilder *b, const GnbJobParams *params, Datum id, Datum label)
+{
+	text	   *t;
+
+	if (b->n_labeled == PG_INT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many documents")));
+	check_value_size(b, params, label);
+	t = DatumGetTextPP(label);
+	b->labeled_value_docs[corpus_intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t))]++;
+	if ((Pointer) t != DatumGetPointer(label))
+		pfree(t);
+	b->n_labeled++;
+	held_id(b, params, id, true);
+}
+
+/*
  * A row of the ids query: (id, label, tokens IS NULL, held out).  When
  * nodes hold the unlabelled documents, an unlabelled row is one they hold
- * (held_document), its id all the job's worker reads of it.
+ * (held_document), its id all the job's worker reads of it, and of a
+ * labelled one its id and label (labeled_document).
  */
 static void
 add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
@@ -462,6 +497,11 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	}
 	if (label_null || held_out)
 		return;					/* read with its tokens */
+	if (b->unlabeled_ids_only)
+	{
+		labeled_document(b, params, id, label);
+		return;
+	}
 	if (b->n_labeled == b->labeled_cap)
 	{
 		int32		cap = b->labeled_cap * 2;
@@ -571,31 +611,6 @@ add_holdout_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	b->holdout_labels[b->n_holdout] = TextDatumGetCString(label);
 	MemoryContextSwitchTo(old);
 	b->n_holdout++;
-}
-
-/*
- * The condition that holds out a labelled row, as SQL over the source's
- * columns, or NULL without holdout: the row's id as text, hashed with the
- * seed (hashtextextended, collation "C": the bytes, whatever the id's
- * collation), has its low 53 bits below holdout x 2^53.  The
- * same rows for the same seed and data, whatever the scan order; a user can
- * select them with the same expression.
- */
-char *
-gnb_holdout_condition(const GnbJobParams *params)
-{
-	const GnbSourceDesc *src = &params->source;
-	int64		threshold;
-
-	if (params->holdout <= 0.0 || src->label_attnum == 0)
-		return NULL;
-	threshold = (int64) floor(params->holdout * 9007199254740992.0);
-	return psprintf("(%s IS NOT NULL AND (pg_catalog.hashtextextended(%s::pg_catalog.text COLLATE pg_catalog.\"C\", "
-					"(" INT64_FORMAT ")::pg_catalog.int8) OPERATOR(pg_catalog.&) "
-					"9007199254740991::pg_catalog.int8) OPERATOR(pg_catalog.<) "
-					"(" INT64_FORMAT ")::pg_catalog.int8)",
-					quote_identifier(src->label_column), quote_identifier(src->id_column),
-					(int64) params->sampler.seed, threshold);
 }
 
 /*
@@ -1099,8 +1114,10 @@ corpus_classes(CorpusBuilder *b, const GnbJobParams *params, const char *source_
 }
 
 /*
- * The labelled documents in the corpus: ids, classes, their V x K counts
- * (by the renumbered word ids), and the classes of the checked ones.
+ * The labelled documents in the corpus: ids and classes (unless publishing
+ * writes their rows from the source: then how many of each class), their
+ * V x K counts (by the renumbered word ids), and the classes of the checked
+ * ones.
  */
 static void
 corpus_labeled(CorpusBuilder *b, const GnbJobParams *params, const int32 *class_of_value,
@@ -1110,8 +1127,9 @@ corpus_labeled(CorpusBuilder *b, const GnbJobParams *params, const int32 *class_
 	int32		K = corpus->n_classes;
 
 	corpus->n_labeled = b->n_labeled;
-	corpus->labeled_ids = b->labeled_ids;
-	corpus->labeled_class = MemoryContextAlloc(cxt, sizeof(int32) * (b->n_labeled + 1));
+	corpus->labeled_in_source = b->unlabeled_ids_only;
+	corpus->labeled_ids = NULL;
+	corpus->labeled_class = NULL;
 	corpus->labeled_doc_counts = MemoryContextAllocZero(cxt, sizeof(double) * K);
 	/* the labelled documents' V x K counts: only when there are any */
 	corpus->labeled_word_counts = NULL;
@@ -1124,10 +1142,20 @@ corpus_labeled(CorpusBuilder *b, const GnbJobParams *params, const int32 *class_
 		corpus->labeled_word_counts = MemoryContextAllocExtended(cxt, sizeof(double) * ((Size) b->n_words * K + 1),
 																 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	}
-	for (int32 i = 0; i < b->n_labeled; i++)
+	if (corpus->labeled_in_source)
 	{
-		corpus->labeled_class[i] = class_of_value[b->labeled_value[i]];
-		corpus->labeled_doc_counts[corpus->labeled_class[i]] += 1;
+		for (int32 v = 0; v < b->n_label_values; v++)
+			corpus->labeled_doc_counts[class_of_value[v]] += (double) b->labeled_value_docs[v];
+	}
+	else
+	{
+		corpus->labeled_ids = b->labeled_ids;
+		corpus->labeled_class = MemoryContextAlloc(cxt, sizeof(int32) * (b->n_labeled + 1));
+		for (int32 i = 0; i < b->n_labeled; i++)
+		{
+			corpus->labeled_class[i] = class_of_value[b->labeled_value[i]];
+			corpus->labeled_doc_counts[corpus->labeled_class[i]] += 1;
+		}
 	}
 	for (int32 w = 0; w < b->n_count_words; w++)
 		for (int32 v = 0; v < b->n_count_values; v++)

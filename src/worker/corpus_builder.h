@@ -93,11 +93,18 @@ typedef struct CorpusBuilder
 	int32		n_checked_ids;
 	int64	   *checked_start;
 	int32	   *checked_value;
-	/* labelled documents: ids and first-seen label ids */
+	/*
+	 * labelled documents: ids and first-seen label ids; when nodes hold the
+	 * unlabelled documents (unlabeled_ids_only), neither: how many of each
+	 * label id (labeled_value_docs, GNB_MAX_CLASSES of them), each id
+	 * checked as a held one is (held_id), their rows written from the source
+	 * when the version is published (gnb_nodes_write_labels)
+	 */
 	int32		n_labeled;
 	int32		labeled_cap;
 	Datum	   *labeled_ids;
 	int32	   *labeled_value;
+	int64	   *labeled_value_docs;
 	/*
 	 * their counts, once read: n_count_words x n_label_values, by first-seen
 	 * word id (the counts' words are the vocabulary's first) and label id,
@@ -124,7 +131,9 @@ typedef struct CorpusBuilder
 	 * text's dump bytes (the longest) and its previous label in a warm
 	 * start (warm: the previous version's list) taken with its key (n_warm
 	 * of them, the previous version's classes), copies of them in held_cxt;
-	 * and their keys when no node could find two that collide (check_keys)
+	 * and their keys when no node could find two that collide (check_keys).
+	 * The labelled documents' ids go through the batch too (their dump
+	 * bytes), marked by held_batch_labeled: no warm start, no key.
 	 */
 	bool		unlabeled_ids_only;
 	int32		n_held;
@@ -133,6 +142,7 @@ typedef struct CorpusBuilder
 	FmgrInfo	id_output;
 	MemoryContext held_cxt;
 	Datum	   *held_batch;
+	bool	   *held_batch_labeled;
 	int32		n_batch;
 	uint64		held_id_dump_bytes;
 	int64		n_warm;

@@ -1,7 +1,8 @@
 /*
  * holdout.c
- *	  The held-out documents of a job (gibbs_nb_train's holdout), scored with
- *	  the version the job is about to publish.
+ *	  The held-out documents of a job (gibbs_nb_train's holdout): which rows
+ *	  they are (gnb_holdout_condition), and their scores under the version
+ *	  the job is about to publish.
  *
  * The model is made from the job's estimates exactly as gibbs_nb.packed
  * stores them (log theta-hat word-major, log pi-hat; see store/versions.c's
@@ -20,6 +21,7 @@
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 
 /*
@@ -69,4 +71,29 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 	}
 	*metrics_json = gnb_metrics_json(mt);
 	return probs;
+}
+
+/*
+ * The condition that holds out a labelled row, as SQL over the source's
+ * columns, or NULL without holdout: the row's id as text, hashed with the
+ * seed (hashtextextended, collation "C": the bytes, whatever the id's
+ * collation), has its low 53 bits below holdout x 2^53.  The
+ * same rows for the same seed and data, whatever the scan order; a user can
+ * select them with the same expression.
+ */
+char *
+gnb_holdout_condition(const GnbJobParams *params)
+{
+	const GnbSourceDesc *src = &params->source;
+	int64		threshold;
+
+	if (params->holdout <= 0.0 || src->label_attnum == 0)
+		return NULL;
+	threshold = (int64) floor(params->holdout * 9007199254740992.0);
+	return psprintf("(%s IS NOT NULL AND (pg_catalog.hashtextextended(%s::pg_catalog.text COLLATE pg_catalog.\"C\", "
+					"(" INT64_FORMAT ")::pg_catalog.int8) OPERATOR(pg_catalog.&) "
+					"9007199254740991::pg_catalog.int8) OPERATOR(pg_catalog.<) "
+					"(" INT64_FORMAT ")::pg_catalog.int8)",
+					quote_identifier(src->label_column), quote_identifier(src->id_column),
+					(int64) params->sampler.seed, threshold);
 }

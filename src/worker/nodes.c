@@ -32,14 +32,17 @@
  * after the last they make the sums means and answer their mass, which the
  * label check weighs by; both exact sums (gnb_exact_sum), the local
  * combiner's to the last bit.  A labels-only version's probabilities are
- * made and kept by the nodes too (gnb_nodes_labels_only).  Publishing
- * writes the labels table's rows of the nodes' documents where they are
- * (gnb_nodes_write_labels: one INSERT ... SELECT over the source, each row
- * from its node) when it can (gnb_nodes_can_write_labels); else the same
- * query's rows come here a batch at a time into the version's documents'
- * labels (gnb_nodes_store_labels), the labels table written from those.
- * No document's estimates are ever all held here.  The nodes are released
- * after publishing.
+ * made and kept by the nodes too (gnb_nodes_labels_only).  The worker
+ * keeps no labelled document's id either, only how many of each class:
+ * publishing writes the labels table's rows of the labelled documents and
+ * of the nodes' documents where they are (gnb_nodes_write_labels: an
+ * INSERT ... SELECT over the source for each kind, the labelled rows' from
+ * their labels, the others' from their nodes) when it can
+ * (gnb_nodes_can_write_labels); else the same queries' rows come here a
+ * batch at a time into the version's documents' labels
+ * (gnb_nodes_store_labels), the labels table written from those.  No
+ * document's id or estimates are ever all held here.  The nodes are
+ * released after publishing.
  */
 #include "gibbs_nb.h"
 
@@ -89,6 +92,12 @@ typedef struct NodesRun
 	int32		n_nodes;
 	int32		K;
 	int32		V;
+	/*
+	 * the classes (K), and how many labelled documents the job trained on:
+	 * their rows are written from the source too (labeled_rows_from)
+	 */
+	char	  **classes;
+	int32		n_labeled;
 	bytea	   *setup;			/* sent with the first call, then NULL */
 	/* an answer decoded: max_entries entries (allocated with the first) */
 	int64		max_entries;
@@ -575,6 +584,8 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	run->cxt = CurrentMemoryContext;
 	run->K = K;
 	run->V = core->n_words;
+	run->classes = corpus->classes;
+	run->n_labeled = corpus->n_labeled;
 	run->docs = palloc(sizeof(int64) * K);
 	run->tokens = palloc(sizeof(int64) * K);
 	/* (the source's names and shards from the catalogs, in a transaction) */
@@ -770,27 +781,68 @@ labels_from_nodes(NodesRun *run, int n)
 					id);
 }
 
-/* Every document the job read must have got its label: else the source lost rows since. */
-static void
-check_labels_given(const NodesRun *run, uint64 given)
+/*
+ * The query's select list, after the id, and FROM over the source that give
+ * each labelled document the job trained on (its label one of the job's
+ * classes, $n, text[]; its tokens not NULL; not held out) its row: its
+ * class's name and 1 (for the labels table, with_class), probabilities all
+ * 0 but its class's 1, then more.  Immutable expressions
+ * of the row alone, so that Citus runs the whole of it where the row is.
+ * Under the source's lock.
+ */
+static char *
+labeled_rows_from(NodesRun *run, int n, bool with_class, const char *more)
 {
-	if (given != (uint64) run->all_docs)
+	const GnbSourceDesc *src = &run->params->source;
+	const char *held_out = gnb_holdout_condition(run->params);
+	const char *label = quote_identifier(src->label_column);
+	char	   *position;
+
+	lock_source_name(run);
+	/* 1-based, NULL for a label that is no class */
+	position = psprintf("pg_catalog.array_position($%d, s.%s::pg_catalog.text COLLATE pg_catalog.\"C\")",
+					 n, label);
+	return psprintf("%s%s%s"
+					"pg_catalog.array_fill(0::pg_catalog.float8, ARRAY[%s OPERATOR(pg_catalog.-) 1]) "
+					"OPERATOR(pg_catalog.||) 1::pg_catalog.float8 OPERATOR(pg_catalog.||) "
+					"pg_catalog.array_fill(0::pg_catalog.float8, ARRAY[%d OPERATOR(pg_catalog.-) %s])%s "
+					"FROM %s AS s WHERE s.%s IS NOT NULL AND s.%s IS NOT NULL AND NOT (%s) "
+					"AND %s IS NOT NULL",
+					with_class ? psprintf("$%d[", n) : "", with_class ? position : "",
+					with_class ? "], 1::pg_catalog.float8, " : "",
+					position, run->K, position, more,
+					quote_qualified_identifier(run->source_nspname, run->source_relname),
+					label, quote_identifier(src->tokens_column), held_out ? held_out : "false",
+					position);
+}
+
+/*
+ * Every document the job read must have got its label (given of expected,
+ * what they are): else the source changed since.
+ */
+static void
+check_labels_given(const NodesRun *run, uint64 given, int64 expected, const char *what)
+{
+	if (given != (uint64) expected)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while the job ran",
 						run->params->job_id),
-				 errdetail("The labels of " UINT64_FORMAT " of its " INT64_FORMAT " unlabelled documents were written.",
-						   given, run->all_docs),
+				 errdetail("The labels of " UINT64_FORMAT " of its " INT64_FORMAT " %s documents were written.",
+						   given, expected, what),
 				 errhint("Train again.")));
 }
 
 /*
- * The version's labels of the documents the nodes hold written into the
- * labels table (relid, named `qualified` under its lock) where they are: one
- * INSERT ... SELECT over the source, each row's label from the node that
- * holds it (labels_from_nodes).  Every document the job read must get its
- * row (check_labels_given).  As the current user, the labels table's owner
- * (gnb_write_label_rows).  SPI connected.
+ * The version's labels of the labelled documents and of the documents the
+ * nodes hold written into the labels table (relid, named `qualified` under
+ * its lock) where they are: an INSERT ... SELECT over the source for each,
+ * a labelled row's from its label (labeled_rows_from: on Citus pushed down
+ * to each shard), another's from the node that holds it (labels_from_nodes:
+ * on Citus the function is volatile, so Citus repartitions the query's
+ * results, each shard's where it was made).  Every document the job read
+ * must get its row (check_labels_given).  As the current user, the labels
+ * table's owner (gnb_write_label_rows).  SPI connected.
  */
 void
 gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char **classes,
@@ -799,25 +851,37 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
 	Oid			types[3] = {TEXTARRAYOID, INT4OID, INT8OID};
 	Datum		values[3];
 
+	const char *id = quote_identifier(run->params->source.id_column);
+	const char *insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) ",
+								  qualified);
+
 	values[0] = PointerGetDatum(gnb_text_array(classes, run->K));
 	values[1] = Int32GetDatum(version);
 	values[2] = Int64GetDatum(run->params->job_id);
+	if (run->n_labeled > 0)
+	{
+		gnb_execute_on_relation(relid,
+								psprintf("%s SELECT s.%s, %s", insert, id,
+										 labeled_rows_from(run, 1, true, ", $2")),
+								2, types, values, SPI_OK_INSERT);
+		check_labels_given(run, SPI_processed, run->n_labeled, "labelled");
+	}
 	gnb_execute_on_relation(relid,
-							psprintf("INSERT INTO %s (id, label, probability, probabilities, version) "
-									 "SELECT s.%s, $1[l.class_number], l.probability, l.probabilities, $2 %s",
-									 qualified, quote_identifier(run->params->source.id_column),
-									 labels_from_nodes(run, 3)),
+							psprintf("%s SELECT s.%s, $1[l.class_number], l.probability, l.probabilities, $2 %s",
+									 insert, id, labels_from_nodes(run, 3)),
 							3, types, values, SPI_OK_INSERT);
-	check_labels_given(run, SPI_processed);
+	check_labels_given(run, SPI_processed, run->all_docs, "unlabelled");
 }
 
 /*
- * The version's labels of the documents the nodes hold, when they cannot
- * write them where they are (gnb_nodes_can_write_labels): read by the job's
- * caller, whose nodes answer (labels_from_nodes), a batch at a time, into
- * the version's documents' labels (gibbs_nb.document_labels of version_id),
- * never all held here.  Every document the job read must get its label
- * (check_labels_given).  Returns how many.  In the publishing transaction,
+ * The version's labels of the labelled documents and of the documents the
+ * nodes hold, when they cannot write them where they are
+ * (gnb_nodes_can_write_labels): read by the job's caller from the source
+ * (labeled_rows_from) and from the nodes, which answer the caller
+ * (labels_from_nodes), a batch at a time, into the version's documents'
+ * labels (gibbs_nb.document_labels of version_id), never all held here.
+ * Every document the job read must get its label (check_labels_given).
+ * Returns how many.  In the publishing transaction,
  * before anything is written as another role: on Citus the caller may not
  * read the source's placements once another role wrote co-located ones in
  * it.  SPI connected.
@@ -825,20 +889,35 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
 int64
 gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id)
 {
+	const char *id = quote_identifier(run->params->source.id_column);
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(run->params->job_id)};
-	int64		n;
+	Oid			class_types[1] = {TEXTARRAYOID};
+	Datum		classes[1] = {PointerGetDatum(gnb_text_array(run->classes, run->K))};
+	int64		n = 0;
+	int64		n_labeled;
 
+	if (run->n_labeled > 0)
+	{
+		n = gnb_store_document_labels_of(run->params,
+										 psprintf("SELECT s.%s, %s", id,
+												  labeled_rows_from(run, 1, false, "")),
+										 1, class_types, classes,
+										 psprintf("the labelled documents of gibbs_nb job " INT64_FORMAT,
+												  run->params->job_id),
+										 version_id, run->K);
+		check_labels_given(run, (uint64) n, run->n_labeled, "labelled");
+	}
+	n_labeled = n;
 	n = gnb_store_document_labels_of(run->params,
-									 psprintf("SELECT s.%s, l.probabilities %s",
-											  quote_identifier(run->params->source.id_column),
+									 psprintf("SELECT s.%s, l.probabilities %s", id,
 											  labels_from_nodes(run, 1)),
 									 1, types, values,
 									 psprintf("the labels of gibbs_nb job " INT64_FORMAT "'s nodes",
 											  run->params->job_id),
 									 version_id, run->K);
-	check_labels_given(run, (uint64) n);
-	return n;
+	check_labels_given(run, (uint64) n, run->all_docs, "unlabelled");
+	return n_labeled + n;
 }
 
 /* The nodes let go of the job's documents. */

@@ -709,7 +709,7 @@ gnb_release_lost_labels_tables(const GnbJobParams *params)
 
 /*
  * The documents' labels of a finished job: clamped documents first, then the
- * others (unless nodes hold them: gnb_nodes_write_labels,
+ * others (unless nodes hold them: then neither, gnb_nodes_write_labels,
  * gnb_nodes_store_labels), then the held-out ones (holdout_probs, as the
  * version predicts them).
  */
@@ -718,22 +718,24 @@ doc_labels(const GnbCorpus *corpus, const gnb_result *result, bool on_nodes,
 		   const double *holdout_probs, GnbDocLabels *dl)
 {
 	int32		K = corpus->n_classes;
+	int64		n_labeled = corpus->labeled_in_source ? 0 : corpus->n_labeled;
 	int64		n_unlabeled = on_nodes ? 0 : corpus->n_docs;
-	int64		first_holdout = (int64) corpus->n_labeled + n_unlabeled;
+	int64		first_holdout = n_labeled + n_unlabeled;
 
+	Assert(on_nodes == corpus->labeled_in_source);
 	dl->n = first_holdout + (holdout_probs ? corpus->n_holdout : 0);
 	dl->n_classes = K;
 	dl->ids = palloc_extended(sizeof(Datum) * (dl->n + 1), MCXT_ALLOC_HUGE);
 	dl->probs = palloc_extended(sizeof(double) * (dl->n * K + 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	for (int64 i = 0; i < corpus->n_labeled; i++)
+	for (int64 i = 0; i < n_labeled; i++)
 	{
 		dl->ids[i] = corpus->labeled_ids[i];
 		dl->probs[i * K + corpus->labeled_class[i]] = 1.0;
 	}
 	for (int64 j = 0; j < n_unlabeled; j++)
 	{
-		dl->ids[corpus->n_labeled + j] = corpus->ids[j];
-		memcpy(dl->probs + (corpus->n_labeled + j) * K, result->label_prob + j * K,
+		dl->ids[n_labeled + j] = corpus->ids[j];
+		memcpy(dl->probs + (n_labeled + j) * K, result->label_prob + j * K,
 			   sizeof(double) * K);
 	}
 	for (int64 i = 0; holdout_probs && i < corpus->n_holdout; i++)
@@ -926,11 +928,11 @@ copy_document_labels(Oid relid, const char *qualified, char **classes, int32 n_c
 
 /*
  * Replace a labels table's rows with a version's labels
- * (insert_label_rows): those of dl, and with nodes, those of the documents
- * the job's nodes hold, written by them (gnb_nodes_write_labels), or with
- * n_copied, those the version's documents' labels hold already (their
- * labels stored from the nodes, gnb_nodes_store_labels; n_copied of them;
- * version_id).  Runs as the table's owner, the model's
+ * (insert_label_rows): those of dl, and with nodes, those of the labelled
+ * documents and of the documents the job's nodes hold, written where they
+ * are (gnb_nodes_write_labels), or with n_copied, those the version's
+ * documents' labels hold already (stored from the source and the nodes,
+ * gnb_nodes_store_labels; n_copied of them; version_id).  Runs as the table's owner, the model's
  * (gnb_labels_table_owner): an error if the table is someone else's.  relid
  * locked by the caller, and named `qualified` under that lock.  SPI
  * connected.
@@ -1039,10 +1041,11 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	 * The labels table is the model owner's: create and fill it as the
 	 * owner, unless another version is deployed (gibbs_nb_deploy): the
 	 * labels table follows the version that serves.  Documents held by
-	 * nodes get their rows there from their nodes when the nodes can write
-	 * them (gnb_nodes_can_write_labels), and the version's document_labels
-	 * are then read back from the table; else their labels come here a
-	 * batch at a time (gnb_nodes_store_labels).
+	 * nodes get their rows there from their nodes, and the labelled ones
+	 * from the source, when the nodes can write them
+	 * (gnb_nodes_can_write_labels), and the version's document_labels are
+	 * then read back from the table; else their labels come here a batch at
+	 * a time (gnb_nodes_store_labels).
 	 */
 	labels_relid = prepare_labels_table(params, &labels_sql);
 	pinned = gnb_store_pinned(params->model_owner, params->model_name);
@@ -1069,7 +1072,8 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	if (held)
 	{
 		gnb_store_document_labels_from(params, labels_relid, labels_sql, version, version_id,
-									   corpus->n_classes, labels.n + corpus->n_held);
+									   corpus->n_classes,
+									   labels.n + corpus->n_held + corpus->n_labeled);
 		labels.n = 0;
 	}
 	gnb_store_version(params, corpus, result, gnb_warnings_array(result, corpus->classes),

@@ -449,13 +449,13 @@ job_memory_committed(const GnbJobParams *p, const GnbCorpus *corpus, MemoryConte
 			64.0 * corpus->n_words +
 			2.0 * sizeof(double) * corpus->n_holdout * corpus->n_classes;
 	/*
-	 * The labels of the documents nodes hold pass through a batch at a time
-	 * (gnb_store_document_labels_from, gnb_nodes_store_labels, the labels
-	 * table's copy): a fetch's rows, the batch made of them and the arrays
-	 * it is written by, each GNB_LABELS_FETCH documents' K probabilities
-	 * and an id's few words.
+	 * The labels of the documents nodes hold, and then of the labelled
+	 * ones, pass through a batch at a time (gnb_store_document_labels_from,
+	 * gnb_nodes_store_labels, the labels table's copy): a fetch's rows, the
+	 * batch made of them and the arrays it is written by, each
+	 * GNB_LABELS_FETCH documents' K probabilities and an id's few words.
 	 */
-	if (corpus->n_held > 0)
+	if (corpus->labeled_in_source)
 		committed += 3.0 * GNB_LABELS_FETCH * (sizeof(double) * corpus->n_classes + 64.0);
 	return committed;
 }

@@ -371,8 +371,25 @@ SET gibbs_nb.blocked_nodes = 2;
 SELECT regexp_replace(try($$SELECT gibbs_nb_retrain('bl_swapping')$$), 'job \d+', 'job N') AS swapping;
 RESET gibbs_nb.blocked_nodes;
 SELECT max(version) AS versions FROM gibbs_nb.models WHERE model_name = 'bl_swapping';
-SELECT gibbs_nb_drop('bl_closing'), gibbs_nb_drop('bl_swapping');
-DROP VIEW bl_closing, bl_swapping;
+-- labelled rows gone between the job's read and their rows' writing (the
+-- view shows none of ids 1 to 5 once the held-out rows' INSERT has run): 55000
+TRUNCATE bl_gate;
+CREATE VIEW bl_hiding AS
+SELECT id, tokens, label FROM bl_misfit
+WHERE id > CASE WHEN EXISTS (SELECT FROM public.bl_gate) THEN 5 ELSE 0 END;
+SET client_min_messages = warning;
+SELECT status FROM gibbs_nb_train('bl_hiding', 'bl_hiding', 'tokens', 'label', sweeps => 10,
+                                  seed => 1, sampler => 'blocked', holdout => 0.3);
+RESET client_min_messages;
+CREATE TRIGGER close_gate AFTER INSERT ON bl_hiding_labels
+FOR EACH STATEMENT EXECUTE FUNCTION public.bl_close_gate();
+SET gibbs_nb.blocked_nodes = 2;
+SELECT regexp_replace(try($$SELECT gibbs_nb_retrain('bl_hiding')$$), 'job \d+', 'job N') AS hiding;
+RESET gibbs_nb.blocked_nodes;
+SELECT max(version) AS versions, (SELECT count(*) FROM bl_gate) AS gate_rows
+FROM gibbs_nb.models WHERE model_name = 'bl_hiding';
+SELECT gibbs_nb_drop('bl_closing'), gibbs_nb_drop('bl_swapping'), gibbs_nb_drop('bl_hiding');
+DROP VIEW bl_closing, bl_swapping, bl_hiding;
 DROP TABLE bl_gate;
 DROP FUNCTION bl_close_gate();
 SET ROLE bl_group;
@@ -402,6 +419,21 @@ SELECT p.classes, p.log_theta = s.log_theta AS theta,
 FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE p.model_name = 'bl_empty_nodes' AND s.model_name = 'bl_empty';
 SELECT gibbs_nb_drop('bl_empty'), gibbs_nb_drop('bl_empty_nodes');
+-- every document labelled: the nodes hold none, the labels table's rows all
+-- come from the source; the local job's model and labels
+UPDATE bl_empty_label SET label = 'y' WHERE label IS NULL;
+SELECT status FROM gibbs_nb_train('bl_all', 'bl_empty_label', 'tokens', 'label',
+                                  sampler => 'blocked', sweeps => 5, seed => 3);
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_train('bl_all_nodes', 'bl_empty_label', 'tokens', 'label',
+                                  sampler => 'blocked', sweeps => 5, seed => 3);
+RESET gibbs_nb.blocked_nodes;
+SELECT p.log_theta = s.log_theta AS theta, doc_labels(p.version_id) = doc_labels(s.version_id) AS labels,
+       bl_labels_differ('bl_all_labels', 'bl_all_nodes_labels') AS rows_differing,
+       (SELECT count(*) FROM bl_all_nodes_labels) AS rows
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_all_nodes' AND s.model_name = 'bl_all';
+SELECT gibbs_nb_drop('bl_all'), gibbs_nb_drop('bl_all_nodes');
 DROP TABLE bl_empty_label;
 -- a source that changes between the job's read and its nodes' reads: a view
 -- of 700 rows in the job worker's first transaction (its read) and of 750
@@ -479,6 +511,27 @@ SELECT p.log_theta = s.log_theta AND doc_labels(p.version_id) = doc_labels(s.ver
        bl_labels_differ('bl_long_local_labels', 'bl_long_labels') AS rows_differing
 FROM gibbs_nb.packed p, gibbs_nb.packed s
 WHERE p.model_name = 'bl_long' AND s.model_name = 'bl_long_local';
+SELECT gibbs_nb_drop('bl_long'), gibbs_nb_drop('bl_long_local');
+-- nor the labelled documents' ids: 9,100 of them labelled (9 MB of ids),
+-- refused locally under the 8 MB cap, trained through 3 nodes under it
+-- (the labelled documents' rows are written from the source), the local
+-- job's model and labels
+UPDATE bl_long_ids SET label = (ARRAY['a', 'b'])[1 + right(id, 3)::int % 2]
+WHERE right(id, 1) <> '0';
+SET gibbs_nb.max_job_memory = '8MB';
+SELECT left(try($$SELECT gibbs_nb_train('bl_long', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
+                                        sweeps => 4, seed => 1, unlabeled_weight => 0.5)$$), 5) AS local;
+SET gibbs_nb.blocked_nodes = 3;
+SELECT status FROM gibbs_nb_train('bl_long', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
+                                  sweeps => 4, seed => 1, unlabeled_weight => 0.5);
+RESET gibbs_nb.blocked_nodes;
+RESET gibbs_nb.max_job_memory;
+SELECT status FROM gibbs_nb_train('bl_long_local', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
+                                  sweeps => 4, seed => 1, unlabeled_weight => 0.5);
+SELECT m.n_labeled, p.log_theta = s.log_theta AND doc_labels(p.version_id) = doc_labels(s.version_id) AS same,
+       bl_labels_differ('bl_long_local_labels', 'bl_long_labels') AS rows_differing
+FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version), gibbs_nb.packed s
+WHERE m.model_name = 'bl_long' AND s.model_name = 'bl_long_local';
 SELECT gibbs_nb_drop('bl_long'), gibbs_nb_drop('bl_long_local');
 DROP TABLE bl_long_ids;
 -- ids the job's worker does not keep are checked as they are read: one of

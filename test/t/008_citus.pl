@@ -195,10 +195,29 @@ is(alice(q{
 # workers (a node on each, holding the shards it owns, reached through one
 # row of one of them, keeping its documents in its backend between the
 # calls); the model is the local copy's bit for bit
+$coord->safe_psql('postgres', q{
+  ALTER ROLE alice SET citus.log_remote_commands = on;
+  ALTER ROLE alice SET citus.grep_remote_commands = '%spam_blocked_labels%';
+  ALTER ROLE alice SET log_min_messages = notice;});
+my $log_from = -s $coord->logfile;
 is(alice(q{SELECT status FROM gibbs_nb_train('spam_blocked', 'mail', 'tokens', label_column => 'label',
                                              sampler => 'blocked', sweeps => 40, chains => 2,
                                              seed => 7, unlabeled_weight => 0.5, gamma_theta => NULL)}),
 	'succeeded', 'the blocked sampler on the distributed table');
+$coord->safe_psql('postgres', 'ALTER ROLE alice RESET ALL');
+# no labels table row passes through the coordinator: the labelled
+# documents' rows are one INSERT ... SELECT a shard, pushed down to it from
+# its co-located shard of the source; the nodes' rows are Citus's
+# repartitioned INSERT ... SELECT (gibbs_nb.blocked_node_label is volatile),
+# each shard's results read where they were made, co-located; none copied
+my @commands = map { /issuing (.*)/ ? $1 : () } split /\n/,
+  substr(slurp_file($coord->logfile), $log_from);
+is(scalar(grep { /^INSERT INTO public\.spam_blocked_labels_\d+ AS citus_table_alias .*array_position.* FROM public\.mail_\d+ s WHERE/ } @commands),
+	8, 'the labelled documents\' rows: one INSERT ... SELECT pushed down to each of the 8 shards');
+is(scalar(grep { /^INSERT INTO public\.spam_blocked_labels_\d+ AS citus_table_alias .* FROM read_intermediate_results\('\{repartitioned_results_\d+_from_\d+_to_\d+\}'/ } @commands),
+	8, 'the nodes\' rows: a shard\'s from its repartitioned results');
+is(scalar(grep { /COPY public\.spam_blocked_labels|read_intermediate_result\(/ } @commands),
+	0, 'none through the coordinator');
 is(alice(q{SELECT status FROM gibbs_nb_train('spam_blocked_local', 'mail_local', 'tokens',
                                              label_column => 'label', sampler => 'blocked', sweeps => 40,
                                              chains => 2, seed => 7, unlabeled_weight => 0.5,
