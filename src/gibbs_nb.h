@@ -261,13 +261,15 @@ typedef struct GnbCorpus
 	/*
 	 * The unlabelled documents held by nodes (worker/nodes.h), not read here
 	 * (n_docs is then 0): how many, each word's count in them (V; NULL when
-	 * the documents were read), the longest of their ids as dump text
-	 * (gnb_id_dump_bytes), and a warm start's first labels of those the
-	 * previous version had, by key (n_warm, keys increasing): nothing held a
-	 * document.
+	 * the documents were read), the sum of their ids and of the labelled
+	 * ones' (labeled_in_source; gnb_id_sum_term), the longest of those ids
+	 * as dump text (gnb_id_dump_bytes), and a warm start's first labels of
+	 * those the previous version had, by key (n_warm, keys increasing):
+	 * nothing held a document.
 	 */
 	int32		n_held;
 	int64	   *unlabeled_word_count;
+	uint64		source_ids_sum;
 	uint64		held_id_dump_bytes;
 	int64		n_warm;
 	uint64	   *warm_keys;

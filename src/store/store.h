@@ -93,12 +93,16 @@ extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpu
 							  gnb_result *result, struct ArrayType *warnings,
 							  const GnbDocLabels *labels, int32 version, int64 version_id,
 							  Oid labels_relid, int32 keep_versions, double seconds);
+/* called with each id of the rows a query of documents' labels gives, or NULL */
+typedef void (*GnbEachIdFn) (void *arg, Datum id);
 extern void gnb_store_document_labels_from(const GnbJobParams *params, Oid relid,
 										   const char *qualified, int32 version,
-										   int64 version_id, int32 n_classes, int64 expected);
+										   int64 version_id, int32 n_classes, int64 expected,
+										   GnbEachIdFn each_id, void *each_arg);
 extern int64 gnb_store_document_labels_of(const GnbJobParams *params, const char *sql, int nargs,
 										  Oid *types, Datum *values, const char *what,
-										  int64 version_id, int32 n_classes);
+										  int64 version_id, int32 n_classes,
+										  GnbEachIdFn each_id, void *each_arg);
 /* a document's id (as text) and its probabilities, in its version's class order */
 typedef void (*GnbDocumentLabelFn) (void *arg, const struct varlena *id, const double *probs,
 									int n_probs);

@@ -150,12 +150,13 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
  * as write_document_labels writes them: never all held at once.  Each row
  * must be an id of the source's type and n_classes finite probabilities:
  * else what (the rows' origin, for the errors) was changed under the job.
- * Returns how many rows.  SPI connected.
+ * each_id (unless NULL) is called with each row's id (what it allocates is
+ * freed after the row).  Returns how many rows.  SPI connected.
  */
 static int64
 store_document_labels_query(const GnbJobParams *params, const char *sql, int nargs, Oid *types,
 							Datum *values, Oid reader, const char *what, int64 version_id,
-							int32 n_classes)
+							int32 n_classes, GnbEachIdFn each_id, void *each_arg)
 {
 	GnbPrivilegeState priv;
 	Portal		portal;
@@ -218,6 +219,8 @@ store_document_labels_query(const GnbJobParams *params, const char *sql, int nar
 			/* (detoasted in row_cxt, gone after the row) */
 			old = MemoryContextSwitchTo(row_cxt);
 			probs = DatumGetArrayTypeP(probs_value);
+			if (each_id)
+				each_id(each_arg, batch.ids[i]);
 			MemoryContextSwitchTo(old);
 			if (ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) || ARR_ELEMTYPE(probs) != FLOAT8OID ||
 				ARR_DIMS(probs)[0] != n_classes)
@@ -250,13 +253,14 @@ store_document_labels_query(const GnbJobParams *params, const char *sql, int nar
  * that lock), where the job's nodes wrote those of the documents they held
  * (gnb_nodes_write_labels): read back as the table's owner, the model's (on
  * Citus no other role may read placements its transaction wrote), as
- * store_document_labels_query reads them; there must be expected of them
- * (the rows the version wrote there): else the table was changed under the
- * job.  SPI connected.
+ * store_document_labels_query reads them (each_id, each_arg); there must be
+ * expected of them (the rows the version wrote there): else the table was
+ * changed under the job.  SPI connected.
  */
 void
 gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char *qualified,
-							   int32 version, int64 version_id, int32 n_classes, int64 expected)
+							   int32 version, int64 version_id, int32 n_classes, int64 expected,
+							   GnbEachIdFn each_id, void *each_arg)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(version)};
@@ -268,7 +272,8 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 									psprintf("SELECT id, probabilities FROM %s "
 											 "WHERE version OPERATOR(pg_catalog.=) $1", qualified),
 									1, types, values, owner,
-									psprintf("labels table %s", qualified), version_id, n_classes);
+									psprintf("labels table %s", qualified), version_id, n_classes,
+									each_id, each_arg);
 	if (n != expected)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -281,15 +286,16 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
  * A version's documents' labels (gibbs_nb.document_labels) from a query of
  * the current user's (the job's caller's) that gives (id, probabilities)
  * rows: the labels the job's nodes give their documents
- * (gnb_nodes_store_labels), as store_document_labels_query reads them.
- * Returns how many rows.  SPI connected.
+ * (gnb_nodes_store_labels), as store_document_labels_query reads them
+ * (each_id, each_arg).  Returns how many rows.  SPI connected.
  */
 int64
 gnb_store_document_labels_of(const GnbJobParams *params, const char *sql, int nargs, Oid *types,
-							 Datum *values, const char *what, int64 version_id, int32 n_classes)
+							 Datum *values, const char *what, int64 version_id, int32 n_classes,
+							 GnbEachIdFn each_id, void *each_arg)
 {
 	return store_document_labels_query(params, sql, nargs, types, values, InvalidOid, what,
-									   version_id, n_classes);
+									   version_id, n_classes, each_id, each_arg);
 }
 
 /*

@@ -307,23 +307,38 @@ flush_held(CorpusBuilder *b, const GnbJobParams *params)
 
 /*
  * The id of a document whose row publishing writes from the source, not
- * from here (an unlabelled one nodes hold, or with them a labelled one): kept
- * (within the job's budget) until its batch is (flush_held), checked against
- * the labels table's key, and for an unlabelled one with check_keys its key
+ * from here (an unlabelled one nodes hold, or with them a labelled one):
+ * counted, added to the sum of their ids (gnb_id_sum_term), kept (within
+ * the job's budget) until its batch is (flush_held), checked against the
+ * labels table's key, and for an unlabelled one with check_keys its key
  * kept.
  */
 static void
 held_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, bool labeled)
 {
 	Datum		kept;
+	MemoryContext old;
 
+	/* (a version's n_documents is an int4) */
+	if ((int64) b->n_held + b->n_labeled >= PG_INT32_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many documents")));
+	if (labeled)
+		b->n_labeled++;
+	else
+		b->n_held++;
 	kept = keep_id(b, params, id, b->held_cxt);
 	gnb_id_fits_labels_table(b->id_fit, kept);
+	old = MemoryContextSwitchTo(b->held_cxt);
+	b->source_ids_sum += gnb_id_sum_term(&params->source, kept);
+	MemoryContextSwitchTo(old);
 	if (b->check_keys && !labeled)
 	{
-		MemoryContext old = MemoryContextSwitchTo(b->held_cxt);
-		uint64		key = gnb_id_key(&params->source, kept);
+		uint64		key;
 
+		old = MemoryContextSwitchTo(b->held_cxt);
+		key = gnb_id_key(&params->source, kept);
 		MemoryContextSwitchTo(old);
 		append_key(b, params, &b->keys, &b->n_keys, &b->keys_cap, NULL, key, 0,
 				   "the documents' keys, to check");
@@ -338,11 +353,6 @@ held_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, bool labeled)
 static void
 held_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
 {
-	if (b->n_held == PG_INT32_MAX - 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("too many documents")));
-	b->n_held++;
 	held_id(b, params, id, false);
 }
 
@@ -405,6 +415,7 @@ end_held(CorpusBuilder *b, const GnbJobParams *params, GnbCorpus *corpus)
 	MemoryContextDelete(b->held_cxt);
 	b->held_cxt = NULL;
 	corpus->n_held = b->n_held;
+	corpus->source_ids_sum = b->source_ids_sum;
 	corpus->held_id_dump_bytes = b->held_id_dump_bytes;
 	corpus->n_warm = 0;
 	corpus->warm_keys = NULL;
@@ -451,16 +462,11 @@ labeled_document(CorpusBuilder *b, const GnbJobParams *params, Datum id, Datum l
 {
 	text	   *t;
 
-	if (b->n_labeled == PG_INT32_MAX - 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("too many documents")));
 	check_value_size(b, params, label);
 	t = DatumGetTextPP(label);
 	b->labeled_value_docs[corpus_intern_label(b, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t))]++;
 	if ((Pointer) t != DatumGetPointer(label))
 		pfree(t);
-	b->n_labeled++;
 	held_id(b, params, id, true);
 }
 
@@ -1185,30 +1191,6 @@ id_is_integer(Oid type)
 	return type == INT8OID || type == INT4OID || type == INT2OID;
 }
 
-/*
- * The key of a document whose id is id, a value of the source's id type
- * (corpus_doc_keys says what it is).  What a hash function allocates is
- * left in the current memory context.
- */
-uint64
-gnb_id_key(const GnbSourceDesc *src, Datum id)
-{
-	TypeCacheEntry *tc;
-
-	if (src->id_type == INT8OID)
-		return (uint64) DatumGetInt64(id);
-	if (src->id_type == INT4OID)
-		return (uint64) (int64) DatumGetInt32(id);
-	if (src->id_type == INT2OID)
-		return (uint64) (int64) DatumGetInt16(id);
-	tc = lookup_type_cache(src->id_type, TYPECACHE_HASH_EXTENDED_PROC_FINFO);
-	/* refused by the call (train.c); the type is the one it checked */
-	if (!OidIsValid(tc->hash_extended_proc))
-		elog(ERROR, "id type %s has no extended hash function", format_type_be(src->id_type));
-	return DatumGetUInt64(FunctionCall2Coll(&tc->hash_extended_proc_finfo, src->id_collation,
-											id, Int64GetDatum(0)));
-}
-
 /* n documents' keys, increasing, are distinct: else the job stops (0A000). */
 static void
 check_distinct_keys(const uint64 *sorted, int64 n)
@@ -1303,6 +1285,11 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
 
 	corpus_builder_init(&b, params, cxt);
 	read_source(&b, params, source_sql, gnb_holdout_condition(params), on_nodes);
+	/* (a version's n_documents is an int4) */
+	if ((int64) b.n_docs + b.n_held + b.n_labeled > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many documents")));
 	class_of_value = corpus_classes(&b, params, source_sql, corpus);
 	new_id = corpus_renumber_words(&b, params, corpus);
 	corpus_labeled(&b, params, class_of_value, new_id, corpus);
@@ -1310,6 +1297,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
 	corpus_take_documents(&b, b.n_words, corpus);
 	corpus->unlabeled_word_count = NULL;
 	corpus->n_held = 0;
+	corpus->source_ids_sum = 0;
 	corpus->held_id_dump_bytes = 0;
 	corpus->n_warm = 0;
 	corpus->warm_keys = NULL;

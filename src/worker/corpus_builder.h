@@ -137,6 +137,7 @@ typedef struct CorpusBuilder
 	 */
 	bool		unlabeled_ids_only;
 	int32		n_held;
+	uint64		source_ids_sum;	/* theirs and the labelled ones' (gnb_id_sum_term) */
 	struct GnbIdFit *id_fit;
 	struct GnbWarmList *warm;
 	FmgrInfo	id_output;

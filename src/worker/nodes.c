@@ -98,6 +98,7 @@ typedef struct NodesRun
 	 */
 	char	  **classes;
 	int32		n_labeled;
+	uint64		source_ids_sum; /* the sum of those documents' ids and the others' */
 	bytea	   *setup;			/* sent with the first call, then NULL */
 	/* an answer decoded: max_entries entries (allocated with the first) */
 	int64		max_entries;
@@ -586,6 +587,7 @@ gnb_train_nodes(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_c
 	run->V = core->n_words;
 	run->classes = corpus->classes;
 	run->n_labeled = corpus->n_labeled;
+	run->source_ids_sum = corpus->source_ids_sum;
 	run->docs = palloc(sizeof(int64) * K);
 	run->tokens = palloc(sizeof(int64) * K);
 	/* (the source's names and shards from the catalogs, in a transaction) */
@@ -786,9 +788,9 @@ labels_from_nodes(NodesRun *run, int n)
  * each labelled document the job trained on (its label one of the job's
  * classes, $n, text[]; its tokens not NULL; not held out) its row: its
  * class's name and 1 (for the labels table, with_class), probabilities all
- * 0 but its class's 1, then more.  Immutable expressions
- * of the row alone, so that Citus runs the whole of it where the row is.
- * Under the source's lock.
+ * 0 but its class's 1, then more.  Expressions of the row alone (no
+ * subquery, no volatile function), so that Citus pushes the whole of it down
+ * to each shard.  Under the source's lock.
  */
 static char *
 labeled_rows_from(NodesRun *run, int n, bool with_class, const char *more)
@@ -830,6 +832,26 @@ check_labels_given(const NodesRun *run, uint64 given, int64 expected, const char
 						run->params->job_id),
 				 errdetail("The labels of " UINT64_FORMAT " of its " INT64_FORMAT " %s documents were written.",
 						   given, expected, what),
+				 errhint("Train again.")));
+}
+
+/*
+ * The rows written of the labelled documents and of the documents the nodes
+ * hold must be those of the documents the job read: their ids' sum
+ * (gnb_id_sum_term), of the rows written, must be the one the job read
+ * (GnbCorpus.source_ids_sum): else a row was deleted and another added
+ * since, or a label moved from a document to another (one of them would
+ * get no row, the other two).
+ */
+void
+gnb_nodes_check_ids(GnbNodesRun *run, uint64 sum)
+{
+	if (sum != run->source_ids_sum)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the source of gibbs_nb job " INT64_FORMAT " changed while the job ran",
+						run->params->job_id),
+				 errdetail("The documents whose labels were written are not those the job read."),
 				 errhint("Train again.")));
 }
 
@@ -880,7 +902,8 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
  * (labeled_rows_from) and from the nodes, which answer the caller
  * (labels_from_nodes), a batch at a time, into the version's documents'
  * labels (gibbs_nb.document_labels of version_id), never all held here.
- * Every document the job read must get its label (check_labels_given).
+ * Every document the job read must get its label (check_labels_given,
+ * gnb_nodes_check_ids).
  * Returns how many.  In the publishing transaction,
  * before anything is written as another role: on Citus the caller may not
  * read the source's placements once another role wrote co-located ones in
@@ -894,6 +917,7 @@ gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id)
 	Datum		values[1] = {Int64GetDatum(run->params->job_id)};
 	Oid			class_types[1] = {TEXTARRAYOID};
 	Datum		classes[1] = {PointerGetDatum(gnb_text_array(run->classes, run->K))};
+	GnbIdSum	ids = {&run->params->source, 0};
 	int64		n = 0;
 	int64		n_labeled;
 
@@ -905,7 +929,7 @@ gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id)
 										 1, class_types, classes,
 										 psprintf("the labelled documents of gibbs_nb job " INT64_FORMAT,
 												  run->params->job_id),
-										 version_id, run->K);
+										 version_id, run->K, gnb_id_sum_add, &ids);
 		check_labels_given(run, (uint64) n, run->n_labeled, "labelled");
 	}
 	n_labeled = n;
@@ -915,8 +939,9 @@ gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id)
 									 1, types, values,
 									 psprintf("the labels of gibbs_nb job " INT64_FORMAT "'s nodes",
 											  run->params->job_id),
-									 version_id, run->K);
+									 version_id, run->K, gnb_id_sum_add, &ids);
 	check_labels_given(run, (uint64) n, run->all_docs, "unlabelled");
+	gnb_nodes_check_ids(run, ids.sum);
 	return n_labeled + n;
 }
 

@@ -400,9 +400,9 @@ gnb_id_fits_labels_table(const GnbIdFit *fit, Datum id)
 
 /*
  * Every id the corpus holds that publishing writes fits the labels table
- * (gnb_id_fits_labels_table); those of documents nodes hold were checked
- * as they were read (gnb_read_corpus).  In the read's transaction, once the
- * corpus is read.
+ * (gnb_id_fits_labels_table); those of documents nodes hold, and then of
+ * the labelled ones, were checked as they were read (gnb_read_corpus).  In
+ * the read's transaction, once the corpus is read.
  */
 void
 gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus)
@@ -1071,9 +1071,16 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	if (held)
 	{
+		/* every row's id summed: those of labels (held out) are the job's own */
+		GnbIdSum	ids = {&params->source, 0};
+
 		gnb_store_document_labels_from(params, labels_relid, labels_sql, version, version_id,
 									   corpus->n_classes,
-									   labels.n + corpus->n_held + corpus->n_labeled);
+									   labels.n + corpus->n_held + corpus->n_labeled,
+									   gnb_id_sum_add, &ids);
+		for (int64 i = 0; i < labels.n; i++)
+			ids.sum -= gnb_id_sum_term(&params->source, labels.ids[i]);
+		gnb_nodes_check_ids(nodes, ids.sum);
 		labels.n = 0;
 	}
 	gnb_store_version(params, corpus, result, gnb_warnings_array(result, corpus->classes),

@@ -28,11 +28,21 @@ extern char *gnb_holdout_condition(const GnbJobParams *params);
 extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 							bool on_nodes, MemoryContext cxt, GnbCorpus *corpus);
 extern void gnb_corpus_word_counts(GnbCorpus *corpus);
-extern uint64 gnb_id_key(const GnbSourceDesc *src, Datum id);
 extern void gnb_check_warm_start_memory(const GnbJobParams *params, MemoryContext cxt);
 extern void gnb_read_part(const GnbJobParams *params, const char *source_sql, int32 part,
 						  int32 parts, char **vocabulary, int32 V, MemoryContext cxt,
 						  GnbCorpus *corpus);
+
+/* document_keys.c: a document's key, sums of documents' ids */
+extern uint64 gnb_id_key(const GnbSourceDesc *src, Datum id);
+/* a sum of documents' ids (gnb_id_sum_add, a GnbEachIdFn) */
+typedef struct GnbIdSum
+{
+	const GnbSourceDesc *source;
+	uint64		sum;
+} GnbIdSum;
+extern uint64 gnb_id_sum_term(const GnbSourceDesc *src, Datum id);
+extern void gnb_id_sum_add(void *arg, Datum id);
 
 /* publish.c: one transaction writes a finished job's model version */
 /* a job whose documents nodes hold (worker/nodes.h) */
