@@ -598,20 +598,23 @@ FROM gibbs_nb.packed p JOIN gibbs_nb.packed s USING (version), gibbs_nb.packed c
 WHERE p.model_name = 'bl_warm_nodes' AND s.model_name = 'bl_warm_local'
   AND c.model_name = 'bl_warm_local' AND c.version = 1 ORDER BY 1;
 -- sources of other shapes read for nodes as for the local chain: tokens as
--- tsvector, no label column, held-out rows
+-- tsvector, no label column, held-out rows, labels of another type than
+-- text (numeric: 2.50 is the class '2.50')
 CREATE TABLE bl_shapes AS
-SELECT id, pg_catalog.array_to_tsvector(tokens) AS lexemes, tokens, label FROM blocked_mail;
+SELECT id, pg_catalog.array_to_tsvector(tokens) AS lexemes, tokens, label,
+       CASE label WHEN 'spam' THEN 2.50 WHEN 'ham' THEN 10 END AS code
+FROM blocked_mail;
 ALTER TABLE bl_shapes ADD PRIMARY KEY (id);
 CREATE FUNCTION bl_shape_train(suffix text) RETURNS TABLE (v text, status text)
 LANGUAGE sql AS $$
 SELECT v, (SELECT status FROM gibbs_nb_train('bl_shape_' || v || suffix, 'bl_shapes',
                CASE v WHEN 'tsv' THEN 'lexemes' ELSE 'tokens' END,
-               CASE v WHEN 'nolabel' THEN NULL ELSE 'label' END,
+               CASE v WHEN 'nolabel' THEN NULL WHEN 'code' THEN 'code' ELSE 'label' END,
                n_classes => CASE v WHEN 'nolabel' THEN 2 END,
                holdout => CASE v WHEN 'holdout' THEN 0.3 ELSE 0 END,
                sampler => 'blocked', sweeps => 20, burn_in => 5, seed => 5,
                unlabeled_weight => 0.5))
-FROM (VALUES ('tsv'), ('nolabel'), ('holdout')) v(v) ORDER BY 1
+FROM (VALUES ('tsv'), ('nolabel'), ('holdout'), ('code')) v(v) ORDER BY 1
 $$;
 SELECT * FROM bl_shape_train('0');
 SET gibbs_nb.blocked_nodes = 2;
@@ -630,6 +633,18 @@ FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version)
 JOIN gibbs_nb.models l ON l.model_name = pg_catalog.replace(m.model_name, '2', '0')
 JOIN gibbs_nb.packed s ON s.model_name = l.model_name AND s.version = l.version
 WHERE m.model_name LIKE 'bl\_shape\_%2' ORDER BY 1;
+SELECT classes FROM gibbs_nb.packed WHERE model_name = 'bl_shape_code2';
+-- held-out rows when the labels come to the job's worker (the labels
+-- table's ids altered to bigint): the local job's labels
+ALTER TABLE bl_shape_holdout2_labels ALTER COLUMN id TYPE bigint;
+SET gibbs_nb.blocked_nodes = 2;
+SELECT status FROM gibbs_nb_retrain('bl_shape_holdout2');
+RESET gibbs_nb.blocked_nodes;
+SELECT doc_labels(p.version_id) = doc_labels(s.version_id) AS same,
+       bl_labels_differ('bl_shape_holdout0_labels', 'bl_shape_holdout2_labels') AS rows_differing,
+       (SELECT count(*) FROM bl_shape_holdout2_labels WHERE version = 2) AS rows
+FROM gibbs_nb.packed p, gibbs_nb.packed s
+WHERE p.model_name = 'bl_shape_holdout2' AND p.version = 2 AND s.model_name = 'bl_shape_holdout0';
 -- a warm start through nodes, each taking its documents' first labels from
 -- the version: bl_nodes3's warm retrain is bl_sw1's
 SET gibbs_nb.blocked_nodes = 2;
@@ -773,7 +788,8 @@ DROP TABLE bl_seq_labels, bl_par_labels, bl_paper_labels, bl_sw1_labels, bl_sw2_
     bl_text2_labels, bl_money_paper_labels, bl_c_labels, bl_icu_labels, bl_nodes1_labels,
     bl_nodes3_labels, bl_text_nodes_labels, bl_misfit_labels, bl_misfit_nodes_labels, bl_misfit,
     bl_shape_tsv0_labels, bl_shape_tsv2_labels, bl_shape_nolabel0_labels, bl_shape_nolabel2_labels,
-    bl_shape_holdout0_labels, bl_shape_holdout2_labels, bl_shapes, bl_bulk_labels, bl_warm_local_labels, bl_warm_nodes_labels, bl_bulk;
+    bl_shape_holdout0_labels, bl_shape_holdout2_labels, bl_shape_code0_labels, bl_shape_code2_labels,
+    bl_shapes, bl_bulk_labels, bl_warm_local_labels, bl_warm_nodes_labels, bl_bulk;
 DROP FUNCTION bl_labels_differ(regclass, regclass);
 DROP EXTENSION gibbs_nb CASCADE;
 DROP TABLE blocked_mail, blocked_mail_text, blocked_mail_money, blocked_mail_c, blocked_mail_icu;
