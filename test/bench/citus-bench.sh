@@ -11,7 +11,8 @@
 #   caches: one untimed run first);
 # - gibbs_nb_train end to end, SWEEPS (default 200) sweeps of `paper`;
 # - the blocked sampler's time per sweep, its sweeps on the shards' nodes
-#   against one node's, and their difference (the nodes' overhead).
+#   against one node's, and their difference (the nodes' overhead); its
+#   job's read and publish; what its job's worker holds once it has read.
 # Needs Citus (../shared/citus/build.sh) and the superuser shell the tests use.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -124,6 +125,17 @@ same=$(q -At -c "SELECT (SELECT log_theta FROM gibbs_nb.packed WHERE version_id 
                     AND '$(q -At -c "$(printf "$doc_labels" "$bdist")")'
                       = '$(q -At -c "$(printf "$doc_labels" "$blocal")")'")
 echo "  (the same blocked model from both: $same)"
+# what the job's worker holds once it has read (its DEBUG1 line, one more
+# short job each): with the documents on the nodes, the counts (V x K) and
+# how many documents of each class, not the documents nor their ids
+q -c "ALTER ROLE postgres SET log_min_messages = debug1"
+for src in mail mail_local; do
+  q -At -c "SELECT status FROM gibbs_nb_train('held_$src', '$src', 'tokens', 'label', sampler => 'blocked',
+              sweeps => 2, seed => 1, unlabeled_weight => 0.5)" >/dev/null
+done
+q -c "ALTER ROLE postgres RESET log_min_messages"
+grep -o "the corpus read holds [0-9]* bytes" "$dir/n${ports[0]}.log" | awk '{ b[NR] = $5 } END {
+  printf "  %-44s distributed %9.2f MB   one node %9.2f MB\n", "blocked sampler, the job'"'"'s worker once read", b[1] / 1048576, b[2] / 1048576 }'
 
 if [ "$SCALE" -eq 1 ]; then
 d=$(time_runs "SELECT count(gibbs_nb_predict('dist', tokens)) FROM mail" $((REPEAT + 1)) | tail -n "$REPEAT" | median)
