@@ -318,6 +318,7 @@ held_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, bool labeled)
 {
 	Datum		kept;
 	MemoryContext old;
+	uint64		key;
 
 	/* (a version's n_documents is an int4) */
 	if ((int64) b->n_held + b->n_labeled >= PG_INT32_MAX - 1)
@@ -331,18 +332,12 @@ held_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, bool labeled)
 	kept = keep_id(b, params, id, b->held_cxt);
 	gnb_id_fits_labels_table(b->id_fit, kept);
 	old = MemoryContextSwitchTo(b->held_cxt);
-	b->source_ids_sum += gnb_id_sum_term(&params->source, kept);
+	key = gnb_id_key(&params->source, kept);
 	MemoryContextSwitchTo(old);
+	b->source_ids_sum += gnb_key_sum_term(key);
 	if (b->check_keys && !labeled)
-	{
-		uint64		key;
-
-		old = MemoryContextSwitchTo(b->held_cxt);
-		key = gnb_id_key(&params->source, kept);
-		MemoryContextSwitchTo(old);
 		append_key(b, params, &b->keys, &b->n_keys, &b->keys_cap, NULL, key, 0,
 				   "the documents' keys, to check");
-	}
 	b->held_batch_labeled[b->n_batch] = labeled;
 	b->held_batch[b->n_batch++] = kept;
 	if (b->n_batch == GNB_HELD_BATCH)

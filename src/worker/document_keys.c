@@ -43,12 +43,21 @@ gnb_id_key(const GnbSourceDesc *src, Datum id)
  * hardly ever make the same sum.  Publishing compares the sum of the ids of
  * the rows it wrote with that of the ids the job read (GnbCorpus.
  * source_ids_sum): a count alone would let a row deleted and another added
- * since, or a label moved from one document to another, through.
+ * since, or a label moved from one document to another, through.  (A sum,
+ * not a proof: a change made to keep it, by whoever writes the source, is
+ * not seen.)
  */
 uint64
 gnb_id_sum_term(const GnbSourceDesc *src, Datum id)
 {
-	uint64		z = gnb_id_key(src, id);
+	return gnb_key_sum_term(gnb_id_key(src, id));
+}
+
+/* The same, of a document's key. */
+uint64
+gnb_key_sum_term(uint64 key)
+{
+	uint64		z = key;
 
 	z = (z ^ (z >> 30)) * UINT64CONST(0xbf58476d1ce4e5b9);
 	z = (z ^ (z >> 27)) * UINT64CONST(0x94d049bb133111eb);

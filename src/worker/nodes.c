@@ -730,11 +730,20 @@ gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid)
 	Datum		values[3];
 	bool		isnull;
 	bool		colocated;
+	Oid			id_type;
+	int32		id_typmod;
+	Oid			id_collation;
 
 	if (GetUserId() != gnb_owner_role(params->model_owner))
 		return false;
-	/* the labels table's ids are the source's (a version's labels are copied from them) */
-	if (get_atttype(labels_relid, get_attnum(labels_relid, "id")) != params->source.id_type)
+	/*
+	 * the labels table's ids are the source's, typmod too (a version's
+	 * labels are read back from them, their ids summed as the read's:
+	 * gnb_nodes_check_ids; numeric(10,2) would round them)
+	 */
+	get_atttypetypmodcoll(labels_relid, get_attnum(labels_relid, "id"), &id_type, &id_typmod,
+						  &id_collation);
+	if (id_type != params->source.id_type || id_typmod != params->source.id_typmod)
 		return false;
 	/*
 	 * nodes in this process (gibbs_nb.blocked_nodes): only where nothing
@@ -844,7 +853,7 @@ check_labels_given(const NodesRun *run, uint64 given, int64 expected, const char
  * get no row, the other two).
  */
 void
-gnb_nodes_check_ids(GnbNodesRun *run, uint64 sum)
+gnb_nodes_check_ids(const GnbNodesRun *run, uint64 sum)
 {
 	if (sum != run->source_ids_sum)
 		ereport(ERROR,

@@ -82,7 +82,7 @@ extern GnbNodesRun *gnb_train_nodes(const GnbJobParams *params, const GnbCorpus 
 									gnb_result *result);
 extern void gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result);
 extern int64 gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id);
-extern void gnb_nodes_check_ids(GnbNodesRun *run, uint64 sum);
+extern void gnb_nodes_check_ids(const GnbNodesRun *run, uint64 sum);
 extern bool gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid);
 extern void gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified,
 								   char **classes, int32 version);

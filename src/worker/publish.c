@@ -1073,13 +1073,26 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	{
 		/* every row's id summed: those of labels (held out) are the job's own */
 		GnbIdSum	ids = {&params->source, 0};
+		MemoryContext hash_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb id sum",
+													   ALLOCSET_SMALL_SIZES);
+		MemoryContext old;
 
 		gnb_store_document_labels_from(params, labels_relid, labels_sql, version, version_id,
 									   corpus->n_classes,
 									   labels.n + corpus->n_held + corpus->n_labeled,
 									   gnb_id_sum_add, &ids);
+		old = MemoryContextSwitchTo(hash_cxt);
 		for (int64 i = 0; i < labels.n; i++)
+		{
 			ids.sum -= gnb_id_sum_term(&params->source, labels.ids[i]);
+			if ((i & 1023) == 1023)
+			{
+				CHECK_FOR_INTERRUPTS();
+				MemoryContextReset(hash_cxt);
+			}
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextDelete(hash_cxt);
 		gnb_nodes_check_ids(nodes, ids.sum);
 		labels.n = 0;
 	}

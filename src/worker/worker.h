@@ -42,6 +42,7 @@ typedef struct GnbIdSum
 	uint64		sum;
 } GnbIdSum;
 extern uint64 gnb_id_sum_term(const GnbSourceDesc *src, Datum id);
+extern uint64 gnb_key_sum_term(uint64 key);
 extern void gnb_id_sum_add(void *arg, Datum id);
 
 /* publish.c: one transaction writes a finished job's model version */
