@@ -231,7 +231,9 @@ typedef struct GnbCorpus
 	/*
 	 * their ids and classes; when nodes hold the unlabelled documents, NULL
 	 * (labeled_in_source): their rows are written from the source when the
-	 * version is published (gnb_nodes_write_labels, gnb_nodes_store_labels)
+	 * version is published (gnb_nodes_write_labels, gnb_nodes_store_labels),
+	 * and the held-out rows are read, scored and written then too
+	 * (gnb_score_holdout_rows; holdout_ids, tokens and labels NULL)
 	 */
 	bool		labeled_in_source;
 	Datum	   *labeled_ids;

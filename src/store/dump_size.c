@@ -142,6 +142,13 @@ kept_labeled(const GnbCorpus *corpus)
 	return corpus->labeled_in_source ? 0 : corpus->n_labeled;
 }
 
+/* The held-out documents whose ids the corpus keeps and publish stores. */
+static int64
+kept_holdout(const GnbJobParams *params, const GnbCorpus *corpus)
+{
+	return params->holdout > 0.0 && !corpus->labeled_in_source ? corpus->n_holdout : 0;
+}
+
 /*
  * How many documents' labels publish stores from the corpus's ids:
  * doc_labels' count (publish.c); those of the documents nodes hold
@@ -150,8 +157,7 @@ kept_labeled(const GnbCorpus *corpus)
 int64
 gnb_published_labels(const GnbJobParams *params, const GnbCorpus *corpus)
 {
-	return kept_labeled(corpus) + corpus->n_docs +
-		(params->holdout > 0.0 ? corpus->n_holdout : 0);
+	return kept_labeled(corpus) + corpus->n_docs + kept_holdout(params, corpus);
 }
 
 /*
@@ -227,7 +233,8 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
 	int64		V = corpus->n_words;
 	/* every document's row: those publishing writes from the source too */
 	int64		n_labels = gnb_published_labels(params, corpus) + corpus->n_held +
-		(corpus->labeled_in_source ? corpus->n_labeled : 0);
+		(corpus->labeled_in_source ? corpus->n_labeled : 0) +
+		(corpus->labeled_in_source && params->holdout > 0.0 ? corpus->n_holdout : 0);
 	uint64		bytes = PACKED_FIXED_TEXT;
 
 	for (int32 k = 0; k < K; k++)

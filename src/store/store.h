@@ -99,6 +99,8 @@ extern void gnb_store_document_labels_from(const GnbJobParams *params, Oid relid
 										   const char *qualified, int32 version,
 										   int64 version_id, int32 n_classes, int64 expected,
 										   GnbEachIdFn each_id, void *each_arg);
+extern void gnb_store_document_labels_batch(const GnbJobParams *params,
+											const GnbDocLabels *labels, int64 version_id);
 extern int64 gnb_store_document_labels_of(const GnbJobParams *params, const char *sql, int nargs,
 										  Oid *types, Datum *values, const char *what,
 										  int64 version_id, int32 n_classes,

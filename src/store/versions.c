@@ -283,6 +283,17 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 }
 
 /*
+ * A batch of a version's documents' labels (gibbs_nb.document_labels,
+ * version_id), as write_document_labels writes them.  SPI connected.
+ */
+void
+gnb_store_document_labels_batch(const GnbJobParams *params, const GnbDocLabels *labels,
+								int64 version_id)
+{
+	write_document_labels(params, labels, version_id);
+}
+
+/*
  * A version's documents' labels (gibbs_nb.document_labels) from a query of
  * the current user's (the job's caller's) that gives (id, probabilities)
  * rows: the labels the job's nodes give their documents

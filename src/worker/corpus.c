@@ -307,11 +307,11 @@ flush_held(CorpusBuilder *b, const GnbJobParams *params)
 
 /*
  * The id of a document whose row publishing writes from the source, not
- * from here (an unlabelled one nodes hold, or with them a labelled one):
- * counted, added to the sum of their ids (gnb_id_sum_term), kept (within
- * the job's budget) until its batch is (flush_held), checked against the
- * labels table's key, and for an unlabelled one with check_keys its key
- * kept.
+ * from here (an unlabelled one nodes hold, or with them a labelled or a
+ * held-out one; labeled says it is not unlabelled): added to the sum of
+ * their ids (gnb_id_sum_term), kept (within the job's budget) until its
+ * batch is (flush_held), checked against the labels table's key, and for an
+ * unlabelled one with check_keys its key kept.  The caller counts it.
  */
 static void
 held_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, bool labeled)
@@ -321,14 +321,10 @@ held_id(CorpusBuilder *b, const GnbJobParams *params, Datum id, bool labeled)
 	uint64		key;
 
 	/* (a version's n_documents is an int4) */
-	if ((int64) b->n_held + b->n_labeled >= PG_INT32_MAX - 1)
+	if ((int64) b->n_held + b->n_labeled + b->n_holdout >= PG_INT32_MAX - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many documents")));
-	if (labeled)
-		b->n_labeled++;
-	else
-		b->n_held++;
 	kept = keep_id(b, params, id, b->held_cxt);
 	gnb_id_fits_labels_table(b->id_fit, kept);
 	old = MemoryContextSwitchTo(b->held_cxt);
@@ -349,6 +345,19 @@ static void
 held_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
 {
 	held_id(b, params, id, false);
+	b->n_held++;
+}
+
+/*
+ * A held-out document of a job whose nodes hold the unlabelled ones, of id:
+ * counted, its id checked (held_id); it is read and scored when the job
+ * publishes (gnb_score_holdout_rows).
+ */
+static void
+held_out_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
+{
+	held_id(b, params, id, true);
+	b->n_holdout++;
 }
 
 /*
@@ -463,13 +472,15 @@ labeled_document(CorpusBuilder *b, const GnbJobParams *params, Datum id, Datum l
 	if ((Pointer) t != DatumGetPointer(label))
 		pfree(t);
 	held_id(b, params, id, true);
+	b->n_labeled++;
 }
 
 /*
  * A row of the ids query: (id, label, tokens IS NULL, held out).  When
  * nodes hold the unlabelled documents, an unlabelled row is one they hold
- * (held_document), its id all the job's worker reads of it, and of a
- * labelled one its id and label (labeled_document).
+ * (held_document), its id all the job's worker reads of it, of a
+ * labelled one its id and label (labeled_document), of a held-out one its
+ * id (held_out_document).
  */
 static void
 add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, bool *nulls)
@@ -494,6 +505,11 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	if (label_null && b->unlabeled_ids_only)
 	{
 		held_document(b, params, id);
+		return;
+	}
+	if (held_out && b->unlabeled_ids_only)
+	{
+		held_out_document(b, params, id);
 		return;
 	}
 	if (label_null || held_out)
@@ -1068,7 +1084,8 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 		read_unlabeled(b, params, source_sql, label, order, on_nodes);
 		if (b->n_labeled > 0 && (b->n_docs > 0 || b->n_held > 0))
 			read_checked_documents(b, params, source_sql, held_out, *order != '\0');
-		if (held_out)
+		/* (with nodes: read and scored when the job publishes) */
+		if (held_out && !on_nodes)
 			for_each_row(b, params,
 						 psprintf("SELECT %s, %s, %s::pg_catalog.text FROM %s WHERE %s AND %s IS NOT NULL%s",
 								  id, tokens, label, source_sql, held_out, tokens, order),
@@ -1281,7 +1298,7 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
 	corpus_builder_init(&b, params, cxt);
 	read_source(&b, params, source_sql, gnb_holdout_condition(params), on_nodes);
 	/* (a version's n_documents is an int4) */
-	if ((int64) b.n_docs + b.n_held + b.n_labeled > PG_INT32_MAX)
+	if ((int64) b.n_docs + b.n_held + b.n_labeled + b.n_holdout > PG_INT32_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("too many documents")));
@@ -1311,9 +1328,10 @@ gnb_read_corpus(const GnbJobParams *params, const char *source_sql, bool on_node
 	}
 	corpus->n_holdout = b.n_holdout;
 	corpus->n_holdout_skipped = b.n_holdout_skipped;
-	corpus->holdout_ids = b.holdout_ids;
-	corpus->holdout_tokens = b.holdout_tokens;
-	corpus->holdout_labels = b.holdout_labels;
+	/* (with nodes, read and scored when the job publishes: gnb_score_holdout_rows) */
+	corpus->holdout_ids = on_nodes ? NULL : b.holdout_ids;
+	corpus->holdout_tokens = on_nodes ? NULL : b.holdout_tokens;
+	corpus->holdout_labels = on_nodes ? NULL : b.holdout_labels;
 	/*
 	 * the blocked sampler's keys (with nodes, each node makes and checks
 	 * its documents': keys that collide are in one node, add_part_row, and

@@ -4,6 +4,10 @@
  *	  they are (gnb_holdout_condition), and their scores under the version
  *	  the job is about to publish.
  *
+ * A job whose nodes hold its documents reads its held-out rows only when
+ * it publishes, a batch at a time, each batch scored and written
+ * (gnb_score_holdout_rows): the job's worker never holds them all.
+ *
  * The model is made from the job's estimates exactly as gibbs_nb.packed
  * stores them (log theta-hat word-major, log pi-hat; see store/versions.c's
  * write_packed) and scored by predict.c's gnb_model_proba, so each held-out
@@ -14,34 +18,27 @@
 
 #include "worker/worker.h"
 #include "predict/predict.h"
+#include "security/security.h"
 #include "store/store.h"
 
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
-/*
- * Probabilities of the held-out documents (n_holdout x K, row-major) under
- * the job's estimates; their metrics as JSON in *metrics_json.
- */
-double *
-gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
-				  const gnb_result *result, char **metrics_json)
+/* The model of the job's estimates, as the version will be (the file's comment). */
+static GnbModel *
+holdout_model(const GnbCorpus *corpus, const gnb_result *result)
 {
 	int32		V = corpus->n_words;
 	int32		K = corpus->n_classes;
-	bool		is_tsvector = params->source.tokens_base == TSVECTOROID;
 	double	   *log_theta;
 	ArrayType  *log_theta_array;
 	double	   *log_pi = palloc(sizeof(double) * K);
-	double	   *probs = palloc_extended(sizeof(double) * ((Size) corpus->n_holdout * K + 1),
-										MCXT_ALLOC_HUGE);
-	GnbModel   *m;
-	GnbMetrics *mt;
 
 	if ((int64) V * K > MaxArraySize)
 		ereport(ERROR,
@@ -53,9 +50,25 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 			log_theta[(int64) w * K + k] = log(result->theta[(int64) k * V + w]);
 	for (int32 k = 0; k < K; k++)
 		log_pi[k] = log(result->pi[k]);
-	m = gnb_model_from_arrays(gnb_text_array(corpus->classes, K), gnb_float8_array(log_pi, K),
-							  corpus->tokens,
-							  log_theta_array);
+	return gnb_model_from_arrays(gnb_text_array(corpus->classes, K), gnb_float8_array(log_pi, K),
+								 corpus->tokens, log_theta_array);
+}
+
+/*
+ * Probabilities of the held-out documents (n_holdout x K, row-major) under
+ * the job's estimates; their metrics as JSON in *metrics_json.
+ */
+double *
+gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
+				  const gnb_result *result, char **metrics_json)
+{
+	int32		K = corpus->n_classes;
+	bool		is_tsvector = params->source.tokens_base == TSVECTOROID;
+	double	   *probs = palloc_extended(sizeof(double) * ((Size) corpus->n_holdout * K + 1),
+										MCXT_ALLOC_HUGE);
+	GnbModel   *m = holdout_model(corpus, result);
+	GnbMetrics *mt;
+
 	mt = gnb_metrics_create(m);
 	for (int32 i = 0; i < corpus->n_holdout_skipped; i++)
 		gnb_metrics_skip(mt);
@@ -71,6 +84,104 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 	}
 	*metrics_json = gnb_metrics_json(mt);
 	return probs;
+}
+
+/*
+ * The held-out rows of a job whose nodes hold its documents: not read with
+ * the corpus (GnbCorpus.labeled_in_source), but when it publishes, by a
+ * cursor as the current user (sql gives their id, tokens, and label as
+ * text; search_path pinned), GNB_LABELS_FETCH at a time, each scored as
+ * gnb_score_holdout scores it and each batch passed to write; their ids
+ * added to ids (unless NULL), their metrics as JSON in *metrics_json.
+ * Returns how many.  SPI connected.
+ */
+int64
+gnb_score_holdout_rows(const GnbJobParams *params, const GnbCorpus *corpus,
+					   const gnb_result *result, const char *sql, GnbLabelsBatchFn write,
+					   void *arg, GnbIdSum *ids, char **metrics_json)
+{
+	int32		K = corpus->n_classes;
+	bool		is_tsvector = params->source.tokens_base == TSVECTOROID;
+	GnbModel   *m = holdout_model(corpus, result);
+	GnbMetrics *mt = gnb_metrics_create(m);
+	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb held-out row",
+												  ALLOCSET_DEFAULT_SIZES);
+	GnbDocLabels batch;
+	GnbPrivilegeState priv;
+	Portal		portal;
+	int64		n = 0;
+
+	for (int32 i = 0; i < corpus->n_holdout_skipped; i++)
+		gnb_metrics_skip(mt);
+	batch.n_classes = K;
+	batch.ids = palloc(sizeof(Datum) * GNB_LABELS_FETCH);
+	batch.probs = palloc(sizeof(double) * GNB_LABELS_FETCH * K);
+	gnb_pin_search_path(&priv);
+	portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, false,
+									   CURSOR_OPT_NO_SCROLL);
+	gnb_restore_user(&priv);
+	PinPortal(portal);
+	for (;;)
+	{
+		SPITupleTable *rows;
+		uint64		got;
+
+		gnb_pin_search_path(&priv);
+		SPI_cursor_fetch(portal, true, GNB_LABELS_FETCH);
+		gnb_restore_user(&priv);
+		rows = SPI_tuptable;
+		got = SPI_processed;
+		if (portal->portalPos != (uint64) n + got)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("another statement read from gibbs_nb's cursor over the held-out rows")));
+		if (got == 0)
+			break;
+		gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "held-out rows' id");
+		gnb_check_result_column(rows->tupdesc, 2, params->source.tokens_type, "held-out rows' tokens");
+		gnb_check_result_column(rows->tupdesc, 3, TEXTOID, "held-out rows' label");
+		batch.n = (int64) got;
+		for (uint64 i = 0; i < got; i++)
+		{
+			bool		nulls[3];
+			Datum		tokens;
+			Datum		label;
+			double	   *p = batch.probs + i * K;
+			MemoryContext old;
+			text	   *t;
+			int32		predicted;
+
+			batch.ids[i] = SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &nulls[0]);
+			tokens = SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &nulls[1]);
+			label = SPI_getbinval(rows->vals[i], rows->tupdesc, 3, &nulls[2]);
+			if (nulls[0] || nulls[1] || nulls[2])
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("a held-out row of gibbs_nb job " INT64_FORMAT " has no id, tokens or label",
+								params->job_id)));
+			/* (detoasted in row_cxt, gone after the row) */
+			old = MemoryContextSwitchTo(row_cxt);
+			predicted = gnb_model_proba(m, PointerGetDatum(PG_DETOAST_DATUM(tokens)), is_tsvector, p);
+			t = DatumGetTextPP(label);
+			gnb_metrics_add(mt, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), p, predicted);
+			if (ids)
+				gnb_id_sum_add(ids, batch.ids[i]);
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(row_cxt);
+			if (i % 1000 == 999)
+				CHECK_FOR_INTERRUPTS();
+		}
+		write(arg, &batch);
+		n += (int64) got;
+		SPI_freetuptable(rows);
+	}
+	UnpinPortal(portal);
+	SPI_cursor_close(portal);
+	MemoryContextDelete(row_cxt);
+	pfree(batch.ids);
+	pfree(batch.probs);
+	*metrics_json = gnb_metrics_json(mt);
+	return n;
 }
 
 /*

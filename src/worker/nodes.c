@@ -40,8 +40,10 @@
  * their labels, the others' from their nodes) when it can
  * (gnb_nodes_can_write_labels); else the same queries' rows come here a
  * batch at a time into the version's documents' labels
- * (gnb_nodes_store_labels), the labels table written from those.  No
- * document's id or estimates are ever all held here.  The nodes are
+ * (gnb_nodes_store_labels), the labels table written from those.  The
+ * held-out rows are read then too, and scored and written a batch at a time
+ * (gnb_nodes_holdout_sql, gnb_score_holdout_rows).  No document's id or
+ * estimates are ever all held here.  The nodes are
  * released after publishing.
  */
 #include "gibbs_nb.h"
@@ -63,6 +65,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/typcache.h"
 #include "storage/lmgr.h"
 
 /* What the chain's calls of its nodes share. */
@@ -828,11 +831,34 @@ labeled_rows_from(NodesRun *run, int n, bool with_class, const char *more)
 }
 
 /*
+ * The query of the held-out rows of the job (gnb_score_holdout_rows): their
+ * id, tokens and label as text, by id where the id type has an order (the
+ * order the local read takes them in, so that their metrics' sums are
+ * added alike).  Under the source's lock.
+ */
+char *
+gnb_nodes_holdout_sql(GnbNodesRun *run)
+{
+	const GnbSourceDesc *src = &run->params->source;
+	TypeCacheEntry *idtype = lookup_type_cache(src->id_type, TYPECACHE_LT_OPR);
+	const char *tokens = quote_identifier(src->tokens_column);
+
+	lock_source_name(run);
+	return psprintf("SELECT s.%s, s.%s, s.%s::pg_catalog.text FROM %s AS s "
+					"WHERE %s AND s.%s IS NOT NULL%s",
+					quote_identifier(src->id_column), tokens, quote_identifier(src->label_column),
+					quote_qualified_identifier(run->source_nspname, run->source_relname),
+					gnb_holdout_condition(run->params), tokens,
+					OidIsValid(idtype->lt_opr) ? " ORDER BY 1" : "");
+}
+
+/*
  * Every document the job read must have got its label (given of expected,
  * what they are): else the source changed since.
  */
-static void
-check_labels_given(const NodesRun *run, uint64 given, int64 expected, const char *what)
+void
+gnb_nodes_check_labels_given(const GnbNodesRun *run, uint64 given, int64 expected,
+							 const char *what)
 {
 	if (given != (uint64) expected)
 		ereport(ERROR,
@@ -872,7 +898,7 @@ gnb_nodes_check_ids(const GnbNodesRun *run, uint64 sum)
  * to each shard), another's from the node that holds it (labels_from_nodes:
  * on Citus the function is volatile, so Citus repartitions the query's
  * results, each shard's where it was made).  Every document the job read
- * must get its row (check_labels_given).  As the current user, the labels
+ * must get its row (gnb_nodes_check_labels_given).  As the current user, the labels
  * table's owner (gnb_write_label_rows).  SPI connected.
  */
 void
@@ -895,13 +921,13 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
 								psprintf("%s SELECT s.%s, %s", insert, id,
 										 labeled_rows_from(run, 1, true, ", $2")),
 								2, types, values, SPI_OK_INSERT);
-		check_labels_given(run, SPI_processed, run->n_labeled, "labelled");
+		gnb_nodes_check_labels_given(run, SPI_processed, run->n_labeled, "labelled");
 	}
 	gnb_execute_on_relation(relid,
 							psprintf("%s SELECT s.%s, $1[l.class_number], l.probability, l.probabilities, $2 %s",
 									 insert, id, labels_from_nodes(run, 3)),
 							3, types, values, SPI_OK_INSERT);
-	check_labels_given(run, SPI_processed, run->all_docs, "unlabelled");
+	gnb_nodes_check_labels_given(run, SPI_processed, run->all_docs, "unlabelled");
 }
 
 /*
@@ -911,22 +937,22 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
  * (labeled_rows_from) and from the nodes, which answer the caller
  * (labels_from_nodes), a batch at a time, into the version's documents'
  * labels (gibbs_nb.document_labels of version_id), never all held here.
- * Every document the job read must get its label (check_labels_given,
- * gnb_nodes_check_ids).
+ * Every document the job read must get its label
+ * (gnb_nodes_check_labels_given); their ids are added to ids, which the
+ * caller checks once the held-out rows' are added too (gnb_nodes_check_ids).
  * Returns how many.  In the publishing transaction,
  * before anything is written as another role: on Citus the caller may not
  * read the source's placements once another role wrote co-located ones in
  * it.  SPI connected.
  */
 int64
-gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id)
+gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id, GnbIdSum *ids)
 {
 	const char *id = quote_identifier(run->params->source.id_column);
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(run->params->job_id)};
 	Oid			class_types[1] = {TEXTARRAYOID};
 	Datum		classes[1] = {PointerGetDatum(gnb_text_array(run->classes, run->K))};
-	GnbIdSum	ids = {&run->params->source, 0};
 	int64		n = 0;
 	int64		n_labeled;
 
@@ -938,8 +964,8 @@ gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id)
 										 1, class_types, classes,
 										 psprintf("the labelled documents of gibbs_nb job " INT64_FORMAT,
 												  run->params->job_id),
-										 version_id, run->K, gnb_id_sum_add, &ids);
-		check_labels_given(run, (uint64) n, run->n_labeled, "labelled");
+										 version_id, run->K, gnb_id_sum_add, ids);
+		gnb_nodes_check_labels_given(run, (uint64) n, run->n_labeled, "labelled");
 	}
 	n_labeled = n;
 	n = gnb_store_document_labels_of(run->params,
@@ -948,9 +974,8 @@ gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id)
 									 1, types, values,
 									 psprintf("the labels of gibbs_nb job " INT64_FORMAT "'s nodes",
 											  run->params->job_id),
-									 version_id, run->K, gnb_id_sum_add, &ids);
-	check_labels_given(run, (uint64) n, run->all_docs, "unlabelled");
-	gnb_nodes_check_ids(run, ids.sum);
+									 version_id, run->K, gnb_id_sum_add, ids);
+	gnb_nodes_check_labels_given(run, (uint64) n, run->all_docs, "unlabelled");
 	return n_labeled + n;
 }
 

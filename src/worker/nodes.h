@@ -81,8 +81,12 @@ extern GnbNodesRun *gnb_train_nodes(const GnbJobParams *params, const GnbCorpus 
 									const gnb_corpus *core, const gnb_hooks *hooks,
 									gnb_result *result);
 extern void gnb_nodes_labels_only(GnbNodesRun *run, gnb_result *result);
-extern int64 gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id);
+struct GnbIdSum;
+extern int64 gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id, struct GnbIdSum *ids);
 extern void gnb_nodes_check_ids(const GnbNodesRun *run, uint64 sum);
+extern void gnb_nodes_check_labels_given(const GnbNodesRun *run, uint64 given, int64 expected,
+										 const char *what);
+extern char *gnb_nodes_holdout_sql(GnbNodesRun *run);
 extern bool gnb_nodes_can_write_labels(GnbNodesRun *run, Oid labels_relid);
 extern void gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified,
 								   char **classes, int32 version);

@@ -967,6 +967,98 @@ gnb_write_label_rows(Oid relid, const char *qualified, const char *model_owner,
 	MemoryContextDelete(batch_cxt);
 }
 
+/* Where write_holdout_rows writes a batch of labels: a labels table. */
+typedef struct LabelsTableWriter
+{
+	Oid			relid;
+	const char *qualified;
+	Oid			id_type;
+	char	  **classes;
+	int32		version;
+	MemoryContext batch_cxt;
+} LabelsTableWriter;
+
+/* A GnbLabelsBatchFn: the batch into a labels table (insert_label_rows). */
+static void
+write_labels_batch(void *arg, const GnbDocLabels *batch)
+{
+	LabelsTableWriter *w = arg;
+
+	insert_label_rows(w->relid, w->qualified, w->id_type, w->classes, batch, w->version,
+					  w->batch_cxt);
+}
+
+/*
+ * The held-out rows of a job whose nodes wrote their documents' rows where
+ * they are (gnb_nodes_write_labels): read from the source, scored, and
+ * written into the labels table (relid, named `qualified` under its lock)
+ * as its owner, the job's caller, a batch at a time
+ * (gnb_score_holdout_rows); every one the job read (else 55000); their
+ * metrics as JSON in *metrics_json.  SPI connected.
+ */
+static void
+write_holdout_rows(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *result,
+				   GnbNodesRun *nodes, Oid relid, const char *qualified, int32 version,
+				   char **metrics_json)
+{
+	GnbPrivilegeState priv;
+	LabelsTableWriter w;
+	int64		n;
+
+	w.relid = relid;
+	w.qualified = qualified;
+	w.id_type = params->source.id_type;
+	w.classes = corpus->classes;
+	w.version = version;
+	w.batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb labels batch",
+										ALLOCSET_DEFAULT_SIZES);
+	gnb_become_role(gnb_labels_table_owner(relid, params->model_owner, params->model_name, ERROR),
+					&priv);
+	n = gnb_score_holdout_rows(params, corpus, result, gnb_nodes_holdout_sql(nodes),
+							   write_labels_batch, &w, NULL, metrics_json);
+	gnb_restore_user(&priv);
+	gnb_nodes_check_labels_given(nodes, (uint64) n, corpus->n_holdout, "held-out");
+	MemoryContextDelete(w.batch_cxt);
+}
+
+/* Where store_holdout_labels writes a batch of labels: a version's documents' labels. */
+typedef struct DocumentLabelsWriter
+{
+	const GnbJobParams *params;
+	int64		version_id;
+} DocumentLabelsWriter;
+
+/* A GnbLabelsBatchFn: the batch into the version's documents' labels. */
+static void
+store_labels_batch(void *arg, const GnbDocLabels *batch)
+{
+	DocumentLabelsWriter *w = arg;
+
+	gnb_store_document_labels_batch(w->params, batch, w->version_id);
+}
+
+/*
+ * The held-out rows of a job whose nodes' labels come here
+ * (gnb_nodes_store_labels): read from the source as the caller, scored,
+ * and written into the version's documents' labels (version_id), a batch
+ * at a time (gnb_score_holdout_rows), before anything is written as
+ * another role; every one the job read (else 55000); their ids added to
+ * ids, their metrics as JSON in *metrics_json.  Returns how many.  SPI
+ * connected.
+ */
+static int64
+store_holdout_labels(const GnbJobParams *params, const GnbCorpus *corpus, const gnb_result *result,
+					 GnbNodesRun *nodes, int64 version_id, GnbIdSum *ids, char **metrics_json)
+{
+	DocumentLabelsWriter w = {params, version_id};
+	int64		n;
+
+	n = gnb_score_holdout_rows(params, corpus, result, gnb_nodes_holdout_sql(nodes),
+							   store_labels_batch, &w, ids, metrics_json);
+	gnb_nodes_check_labels_given(nodes, (uint64) n, corpus->n_holdout, "held-out");
+	return n;
+}
+
 /* Are n doubles all finite? */
 static bool
 all_finite(const double *v, int64 n)
@@ -1057,44 +1149,41 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 	 * them.
 	 */
 	if (nodes != NULL && !held)
-		n_stored = gnb_nodes_store_labels(nodes, version_id);
+	{
+		GnbIdSum	ids = {&params->source, 0};
+
+		n_stored = gnb_nodes_store_labels(nodes, version_id, &ids);
+		if (params->holdout > 0.0)
+			n_stored += store_holdout_labels(params, corpus, result, nodes, version_id, &ids,
+											 &holdout_metrics);
+		gnb_nodes_check_ids(nodes, ids.sum);
+	}
 	if (nodes == NULL && !all_finite(result->label_prob, (int64) corpus->n_docs * corpus->n_classes))
 		not_finite(params);
-	if (params->holdout > 0.0)
+	if (params->holdout > 0.0 && !corpus->labeled_in_source)
 		holdout_probs = gnb_score_holdout(params, corpus, result, &holdout_metrics);
 	doc_labels(corpus, result, nodes != NULL, holdout_probs, &labels);
 	if (!pinned)
 		gnb_write_label_rows(labels_relid, labels_sql, params->model_owner, params->model_name,
 							 params->source.id_type, corpus->classes, &labels,
 							 held ? nodes : NULL, n_stored, version, version_id);
+	if (held && params->holdout > 0.0)
+		write_holdout_rows(params, corpus, result, nodes, labels_relid, labels_sql, version,
+						   &holdout_metrics);
 
 	TimestampDifference(start, GetCurrentTimestamp(), &secs, &usecs);
 	if (held)
 	{
-		/* every row's id summed: those of labels (held out) are the job's own */
+		/* every row written from the source: their ids summed as the read's */
 		GnbIdSum	ids = {&params->source, 0};
-		MemoryContext hash_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb id sum",
-													   ALLOCSET_SMALL_SIZES);
-		MemoryContext old;
 
+		Assert(labels.n == 0);
 		gnb_store_document_labels_from(params, labels_relid, labels_sql, version, version_id,
 									   corpus->n_classes,
-									   labels.n + corpus->n_held + corpus->n_labeled,
+									   (int64) corpus->n_held + corpus->n_labeled +
+									   (params->holdout > 0.0 ? corpus->n_holdout : 0),
 									   gnb_id_sum_add, &ids);
-		old = MemoryContextSwitchTo(hash_cxt);
-		for (int64 i = 0; i < labels.n; i++)
-		{
-			ids.sum -= gnb_id_sum_term(&params->source, labels.ids[i]);
-			if ((i & 1023) == 1023)
-			{
-				CHECK_FOR_INTERRUPTS();
-				MemoryContextReset(hash_cxt);
-			}
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(hash_cxt);
 		gnb_nodes_check_ids(nodes, ids.sum);
-		labels.n = 0;
 	}
 	gnb_store_version(params, corpus, result, gnb_warnings_array(result, corpus->classes),
 					  &labels, version, version_id, labels_relid, keep_versions,

@@ -442,15 +442,17 @@ job_memory_committed(const GnbJobParams *p, const GnbCorpus *corpus, MemoryConte
 	/*
 	 * Scoring the held-out rows builds a model of the version beside it (log
 	 * theta-hat and its array copy, the vocabulary index) and their
-	 * probabilities, before publishing.
+	 * probabilities, before publishing (with nodes, a batch's at a time:
+	 * below).
 	 */
 	if (p->holdout > 0.0)
 		committed += 3.0 * sizeof(double) * corpus->n_words * corpus->n_classes +
 			64.0 * corpus->n_words +
-			2.0 * sizeof(double) * corpus->n_holdout * corpus->n_classes;
+			(corpus->labeled_in_source ? 0.0 :
+			 2.0 * sizeof(double) * corpus->n_holdout * corpus->n_classes);
 	/*
-	 * The labels of the documents nodes hold, and then of the labelled
-	 * ones, pass through a batch at a time (gnb_store_document_labels_from,
+	 * The labels of the documents nodes hold, and then of the labelled and
+	 * held-out ones, pass through a batch at a time (gnb_store_document_labels_from,
 	 * gnb_nodes_store_labels, the labels table's copy): a fetch's rows, the
 	 * batch made of them and the arrays it is written by, each
 	 * GNB_LABELS_FETCH documents' K probabilities and an id's few words.

@@ -24,7 +24,6 @@ extern void gnb_unwatch_source_memory(void);
 extern void gnb_source_memory_check(const GnbJobParams *params, bool in_error);
 
 /* corpus.c: documents of the source, read once, as compressed sparse rows */
-extern char *gnb_holdout_condition(const GnbJobParams *params);
 extern void gnb_read_corpus(const GnbJobParams *params, const char *source_sql,
 							bool on_nodes, MemoryContext cxt, GnbCorpus *corpus);
 extern void gnb_corpus_word_counts(GnbCorpus *corpus);
@@ -71,6 +70,13 @@ extern void gnb_notice_warnings(const char *owner, const char *model_name, int32
  * holdout.c: a job's held-out documents scored with the version it
  * publishes: their probabilities (n_holdout x K) and metrics (as JSON).
  */
+extern char *gnb_holdout_condition(const GnbJobParams *params);
+/* a batch of documents' labels, written somewhere (gnb_score_holdout_rows) */
+typedef void (*GnbLabelsBatchFn) (void *arg, const GnbDocLabels *batch);
+extern int64 gnb_score_holdout_rows(const GnbJobParams *params, const GnbCorpus *corpus,
+									const gnb_result *result, const char *sql,
+									GnbLabelsBatchFn write, void *arg, GnbIdSum *ids,
+									char **metrics_json);
 extern double *gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 								 const gnb_result *result, char **metrics_json);
 

@@ -383,7 +383,10 @@ ALTER TABLE bl_swapping_labels DROP CONSTRAINT bl_swapping_labels_pkey;
 SELECT bl_retrain_nodes('bl_swapping') AS swapping;
 SELECT max(version) AS versions FROM gibbs_nb.models WHERE model_name = 'bl_swapping';
 -- labelled rows gone between the job's read and their rows' writing (the
--- view shows none of ids 1 to 5 once the held-out rows' INSERT has run): 55000
+-- view shows none of ids 1 to 5 once the labels table's old rows are
+-- deleted, the publishing's first statement there): 55000; and held-out
+-- ones (the same once the first INSERT, the labelled rows', has run: the
+-- held-out rows are read last)
 TRUNCATE bl_gate;
 CREATE VIEW bl_hiding AS
 SELECT id, tokens, label FROM bl_misfit
@@ -392,6 +395,10 @@ SET client_min_messages = warning;
 SELECT status FROM gibbs_nb_train('bl_hiding', 'bl_hiding', 'tokens', 'label', sweeps => 10,
                                   seed => 1, sampler => 'blocked', holdout => 0.3);
 RESET client_min_messages;
+CREATE TRIGGER close_gate AFTER DELETE ON bl_hiding_labels
+FOR EACH STATEMENT EXECUTE FUNCTION public.bl_close_gate();
+SELECT bl_retrain_nodes('bl_hiding') AS hiding;
+DROP TRIGGER close_gate ON bl_hiding_labels;
 CREATE TRIGGER close_gate AFTER INSERT ON bl_hiding_labels
 FOR EACH STATEMENT EXECUTE FUNCTION public.bl_close_gate();
 SELECT bl_retrain_nodes('bl_hiding') AS hiding;
@@ -545,36 +552,44 @@ INSERT INTO bl_long_ids
 SELECT repeat('x', 990) || lpad(i::text, 10, '0'), ARRAY['w' || i % 5, 'v' || i % 3],
        CASE WHEN i % 100 = 0 THEN (ARRAY['a', 'b'])[1 + i % 200 / 100] END
 FROM generate_series(1, 10000) i;
-CREATE FUNCTION bl_long_train(OUT local text, OUT nodes text, OUT n_labeled int, OUT same bool,
-                              OUT rows_differing bigint)
+CREATE FUNCTION bl_long_train(cap text, held_out float8, OUT local text, OUT nodes text,
+                              OUT n_labeled int, OUT same bool, OUT rows_differing bigint)
 LANGUAGE plpgsql AS $$
 BEGIN
-  SET gibbs_nb.max_job_memory = '8MB';
-  local := left(try($q$SELECT gibbs_nb_train('bl_long', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
-                                             sweeps => 4, seed => 1, unlabeled_weight => 0.5)$q$), 5);
+  PERFORM set_config('gibbs_nb.max_job_memory', cap, false);
+  local := left(try(format($q$SELECT gibbs_nb_train('bl_long', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
+                                             sweeps => 4, seed => 1, unlabeled_weight => 0.5, holdout => %s)$q$,
+                           held_out)), 5);
   SET gibbs_nb.blocked_nodes = 3;
   SELECT status INTO nodes FROM gibbs_nb_train('bl_long', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
-                                               sweeps => 4, seed => 1, unlabeled_weight => 0.5);
+                                               sweeps => 4, seed => 1, unlabeled_weight => 0.5,
+                                               holdout => held_out);
   RESET gibbs_nb.blocked_nodes;
   RESET gibbs_nb.max_job_memory;
   PERFORM gibbs_nb_train('bl_long_local', 'bl_long_ids', 'tokens', 'label', sampler => 'blocked',
-                         sweeps => 4, seed => 1, unlabeled_weight => 0.5);
-  SELECT m.n_labeled, p.log_theta = s.log_theta AND doc_labels(p.version_id) = doc_labels(s.version_id),
+                         sweeps => 4, seed => 1, unlabeled_weight => 0.5, holdout => held_out);
+  SELECT m.n_labeled, p.log_theta = s.log_theta AND doc_labels(p.version_id) = doc_labels(s.version_id)
+         AND m.holdout_metrics IS NOT DISTINCT FROM l.holdout_metrics,
          bl_labels_differ('bl_long_local_labels', 'bl_long_labels')
   INTO n_labeled, same, rows_differing
-  FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version), gibbs_nb.packed s
-  WHERE m.model_name = 'bl_long' AND s.model_name = 'bl_long_local';
+  FROM gibbs_nb.models m JOIN gibbs_nb.packed p USING (model_name, version),
+       gibbs_nb.models l JOIN gibbs_nb.packed s USING (model_name, version)
+  WHERE m.model_name = 'bl_long' AND l.model_name = 'bl_long_local';
   PERFORM gibbs_nb_drop('bl_long'), gibbs_nb_drop('bl_long_local');
 END $$;
-SELECT * FROM bl_long_train();
+SELECT * FROM bl_long_train('8MB', 0);
 -- nor the labelled documents' ids: 9,100 of them labelled (9 MB of ids),
 -- refused locally under the 8 MB cap, trained through 3 nodes under it
 -- (the labelled documents' rows are written from the source), the local
 -- job's model and labels
 UPDATE bl_long_ids SET label = (ARRAY['a', 'b'])[1 + right(id, 3)::int % 2]
 WHERE right(id, 1) <> '0';
-SELECT * FROM bl_long_train();
-DROP FUNCTION bl_long_train();
+SELECT * FROM bl_long_train('8MB', 0);
+-- nor the held-out ones (about half of the labelled, 4.5 MB of ids; read
+-- and scored when the job publishes, a batch at a time), under a 4 MB cap;
+-- the local job's metrics too
+SELECT * FROM bl_long_train('4MB', 0.5);
+DROP FUNCTION bl_long_train(text, float8);
 DROP TABLE bl_long_ids;
 -- ids the job's worker does not keep are checked as they are read: one of
 -- an unlabelled document longer than an entry of the labels table's

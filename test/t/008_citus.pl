@@ -300,6 +300,26 @@ is(alice(q{
 	't', 'and so are its documents\' labels');
 is(worker_calls('blocked_node_label', 2 * $source_rows), 2 * $source_rows,
 	'its nodes gave the labels, one call a row of the source');
+# held-out rows through the nodes: read when the job publishes, scored and
+# written a batch at a time; the model, the labels table and the metrics
+# are the local copy's
+for my $source ('mail', 'mail_local')
+{
+	is(alice("SELECT status FROM gibbs_nb_train('held_$source', '$source', 'tokens', label_column => 'label',
+	                                            sampler => 'blocked', sweeps => 10, seed => 7, holdout => 0.3,
+	                                            unlabeled_weight => 0.5)"),
+		'succeeded', "held-out rows from $source");
+}
+is(alice(q{
+  SELECT (SELECT log_theta FROM gibbs_nb.packed WHERE model_name = 'held_mail')
+       = (SELECT log_theta FROM gibbs_nb.packed WHERE model_name = 'held_mail_local')
+     AND (SELECT public.doc_labels(version_id) FROM gibbs_nb.packed WHERE model_name = 'held_mail')
+       = (SELECT public.doc_labels(version_id) FROM gibbs_nb.packed WHERE model_name = 'held_mail_local')
+     AND (SELECT holdout_metrics FROM gibbs_nb.models WHERE model_name = 'held_mail')
+       = (SELECT holdout_metrics FROM gibbs_nb.models WHERE model_name = 'held_mail_local')
+     AND (SELECT count(*) FROM held_mail_labels c FULL JOIN held_mail_local_labels l USING (id)
+          WHERE (c.label, c.probability, c.probabilities) IS DISTINCT FROM (l.label, l.probability, l.probabilities)) = 0}),
+	't', 'the same model, documents\' labels, labels table and held-out metrics from both');
 
 # ids whose 64-bit keys collide share their draws, so a blocked job stops
 # (0A000). Each node checks its own documents' keys; Citus puts two such ids
