@@ -143,29 +143,20 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
 }
 
 /*
- * A version's documents' labels (gibbs_nb.document_labels, version_id) from
- * the rows (id, probabilities) of a query (sql, with nargs parameters),
- * read by a cursor GNB_LABELS_FETCH rows at a time as role reader (or, if
- * InvalidOid, as the current user, search_path pinned), each batch written
- * as write_document_labels writes them: never all held at once.  Each row
- * must be an id of the source's type and n_classes finite probabilities:
- * else what (the rows' origin, for the errors) was changed under the job.
- * each_id (unless NULL) is called with each row's id (what it allocates is
- * freed after the row).  Returns how many rows.  SPI connected.
+ * The rows of a query (sql, with nargs parameters), read by a cursor
+ * GNB_LABELS_FETCH at a time as role reader (or, if InvalidOid, as the
+ * current user, search_path pinned), each fetch's passed to fn with arg:
+ * never all held at once.  fn may run statements through SPI but not read
+ * from the cursor (its position is checked after each fetch; what names the
+ * rows in that error); the rows are freed after it.  Returns how many.  SPI
+ * connected.
  */
-static int64
-store_document_labels_query(const GnbJobParams *params, const char *sql, int nargs, Oid *types,
-							Datum *values, Oid reader, const char *what, int64 version_id,
-							int32 n_classes, GnbEachIdFn each_id, void *each_arg)
+int64
+gnb_store_each_fetch(const char *sql, int nargs, Oid *types, Datum *values, Oid reader,
+					 const char *what, GnbRowsFn fn, void *arg)
 {
 	GnbPrivilegeState priv;
 	Portal		portal;
-	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext,
-													"gibbs_nb labels read back",
-													ALLOCSET_DEFAULT_SIZES);
-	/* (beside batch_cxt, not in it: resetting a context deletes its children) */
-	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb label read back",
-												  ALLOCSET_DEFAULT_SIZES);
 	int64		n = 0;
 
 	if (OidIsValid(reader))
@@ -180,7 +171,6 @@ store_document_labels_query(const GnbJobParams *params, const char *sql, int nar
 	{
 		SPITupleTable *rows;
 		uint64		got;
-		GnbDocLabels batch;
 
 		if (OidIsValid(reader))
 			gnb_become_role(reader, &priv);
@@ -196,54 +186,112 @@ store_document_labels_query(const GnbJobParams *params, const char *sql, int nar
 					 errmsg("another statement read from gibbs_nb's cursor over %s", what)));
 		if (got == 0)
 			break;
-		gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "labels' id");
-		gnb_check_result_column(rows->tupdesc, 2, FLOAT8ARRAYOID, "labels' probabilities");
-		batch.n = (int64) got;
-		batch.n_classes = n_classes;
-		batch.ids = MemoryContextAlloc(batch_cxt, sizeof(Datum) * got);
-		batch.probs = MemoryContextAlloc(batch_cxt, sizeof(double) * got * n_classes);
-		for (uint64 i = 0; i < got; i++)
-		{
-			bool		id_null;
-			bool		probs_null;
-			Datum		probs_value;
-			ArrayType  *probs;
-			MemoryContext old;
-
-			batch.ids[i] = SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &id_null);
-			probs_value = SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &probs_null);
-			if (id_null || probs_null)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("a row of %s has no %s", what, id_null ? "id" : "probabilities")));
-			/* (detoasted in row_cxt, gone after the row) */
-			old = MemoryContextSwitchTo(row_cxt);
-			probs = DatumGetArrayTypeP(probs_value);
-			if (each_id)
-				each_id(each_arg, batch.ids[i]);
-			MemoryContextSwitchTo(old);
-			if (ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) || ARR_ELEMTYPE(probs) != FLOAT8OID ||
-				ARR_DIMS(probs)[0] != n_classes)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("a row of %s is not of %d probabilities", what, n_classes)));
-			memcpy(batch.probs + i * n_classes, ARR_DATA_PTR(probs), sizeof(double) * n_classes);
-			for (int32 k = 0; k < n_classes; k++)
-				if (!isfinite(batch.probs[i * n_classes + k]))
-					ereport(ERROR,
-							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-							 errmsg("a row of %s has a probability that is not finite", what)));
-			MemoryContextReset(row_cxt);
-		}
-		write_document_labels(params, &batch, version_id);
+		fn(arg, rows, got);
 		n += (int64) got;
 		SPI_freetuptable(rows);
-		MemoryContextReset(batch_cxt);
 	}
 	UnpinPortal(portal);
 	SPI_cursor_close(portal);
-	MemoryContextDelete(row_cxt);
-	MemoryContextDelete(batch_cxt);
+	return n;
+}
+
+/* What store_labels_fetch needs (store_document_labels_query). */
+typedef struct LabelsFetch
+{
+	const GnbJobParams *params;
+	const char *what;
+	int64		version_id;
+	int32		n_classes;
+	GnbEachIdFn each_id;
+	void	   *each_arg;
+	MemoryContext batch_cxt;
+	MemoryContext row_cxt;
+} LabelsFetch;
+
+/* A GnbRowsFn: a fetch of (id, probabilities) rows checked and written. */
+static void
+store_labels_fetch(void *arg, SPITupleTable *rows, uint64 got)
+{
+	LabelsFetch *f = arg;
+	const char *what = f->what;
+	int32		n_classes = f->n_classes;
+	GnbDocLabels batch;
+
+	gnb_check_result_column(rows->tupdesc, 1, f->params->source.id_type, "labels' id");
+	gnb_check_result_column(rows->tupdesc, 2, FLOAT8ARRAYOID, "labels' probabilities");
+	batch.n = (int64) got;
+	batch.n_classes = n_classes;
+	batch.ids = MemoryContextAlloc(f->batch_cxt, sizeof(Datum) * got);
+	batch.probs = MemoryContextAlloc(f->batch_cxt, sizeof(double) * got * n_classes);
+	for (uint64 i = 0; i < got; i++)
+	{
+		bool		id_null;
+		bool		probs_null;
+		Datum		probs_value;
+		ArrayType  *probs;
+		MemoryContext old;
+
+		batch.ids[i] = SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &id_null);
+		probs_value = SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &probs_null);
+		if (id_null || probs_null)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("a row of %s has no %s", what, id_null ? "id" : "probabilities")));
+		/* (detoasted in row_cxt, gone after the row) */
+		old = MemoryContextSwitchTo(f->row_cxt);
+		probs = DatumGetArrayTypeP(probs_value);
+		if (f->each_id)
+			f->each_id(f->each_arg, batch.ids[i]);
+		MemoryContextSwitchTo(old);
+		if (ARR_NDIM(probs) != 1 || ARR_HASNULL(probs) || ARR_ELEMTYPE(probs) != FLOAT8OID ||
+			ARR_DIMS(probs)[0] != n_classes)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("a row of %s is not of %d probabilities", what, n_classes)));
+		memcpy(batch.probs + i * n_classes, ARR_DATA_PTR(probs), sizeof(double) * n_classes);
+		for (int32 k = 0; k < n_classes; k++)
+			if (!isfinite(batch.probs[i * n_classes + k]))
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("a row of %s has a probability that is not finite", what)));
+		MemoryContextReset(f->row_cxt);
+	}
+	write_document_labels(f->params, &batch, f->version_id);
+	MemoryContextReset(f->batch_cxt);
+}
+
+/*
+ * A version's documents' labels (gibbs_nb.document_labels, version_id) from
+ * the rows (id, probabilities) of a query (sql, with nargs parameters),
+ * read as gnb_store_each_fetch reads them (as reader, or the current user),
+ * each fetch written as write_document_labels writes them.  Each row must be
+ * an id of the source's type and n_classes finite probabilities: else what
+ * (the rows' origin, for the errors) was changed under the job.  each_id
+ * (unless NULL) is called with each row's id (what it allocates is freed
+ * after the row).  Returns how many rows.  SPI connected.
+ */
+static int64
+store_document_labels_query(const GnbJobParams *params, const char *sql, int nargs, Oid *types,
+							Datum *values, Oid reader, const char *what, int64 version_id,
+							int32 n_classes, GnbEachIdFn each_id, void *each_arg)
+{
+	LabelsFetch f;
+	int64		n;
+
+	f.params = params;
+	f.what = what;
+	f.version_id = version_id;
+	f.n_classes = n_classes;
+	f.each_id = each_id;
+	f.each_arg = each_arg;
+	f.batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb labels read back",
+										ALLOCSET_DEFAULT_SIZES);
+	/* (beside batch_cxt, not in it: resetting a context deletes its children) */
+	f.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb label read back",
+									  ALLOCSET_DEFAULT_SIZES);
+	n = gnb_store_each_fetch(sql, nargs, types, values, reader, what, store_labels_fetch, &f);
+	MemoryContextDelete(f.row_cxt);
+	MemoryContextDelete(f.batch_cxt);
 	return n;
 }
 

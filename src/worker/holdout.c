@@ -86,101 +86,101 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 	return probs;
 }
 
+/* What score_holdout_fetch needs (gnb_score_holdout_rows). */
+typedef struct HoldoutFetch
+{
+	const GnbJobParams *params;
+	GnbModel   *model;
+	GnbMetrics *metrics;
+	GnbLabelsBatchFn write;
+	void	   *arg;
+	GnbIdSum   *ids;
+	GnbDocLabels batch;
+	MemoryContext row_cxt;
+} HoldoutFetch;
+
+/* A GnbRowsFn: a fetch of held-out rows (id, tokens, label) scored and written. */
+static void
+score_holdout_fetch(void *arg, SPITupleTable *rows, uint64 got)
+{
+	HoldoutFetch *f = arg;
+	const GnbJobParams *params = f->params;
+	int32		K = f->batch.n_classes;
+	bool		is_tsvector = params->source.tokens_base == TSVECTOROID;
+
+	gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "held-out rows' id");
+	gnb_check_result_column(rows->tupdesc, 2, params->source.tokens_type, "held-out rows' tokens");
+	gnb_check_result_column(rows->tupdesc, 3, TEXTOID, "held-out rows' label");
+	f->batch.n = (int64) got;
+	for (uint64 i = 0; i < got; i++)
+	{
+		bool		nulls[3];
+		Datum		tokens;
+		Datum		label;
+		double	   *p = f->batch.probs + i * K;
+		MemoryContext old;
+		text	   *t;
+		int32		predicted;
+
+		f->batch.ids[i] = SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &nulls[0]);
+		tokens = SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &nulls[1]);
+		label = SPI_getbinval(rows->vals[i], rows->tupdesc, 3, &nulls[2]);
+		if (nulls[0] || nulls[1] || nulls[2])
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("a held-out row of gibbs_nb job " INT64_FORMAT " has no id, tokens or label",
+							params->job_id)));
+		/* (detoasted in row_cxt, gone after the row) */
+		old = MemoryContextSwitchTo(f->row_cxt);
+		predicted = gnb_model_proba(f->model, PointerGetDatum(PG_DETOAST_DATUM(tokens)),
+									is_tsvector, p);
+		t = DatumGetTextPP(label);
+		gnb_metrics_add(f->metrics, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), p, predicted);
+		if (f->ids)
+			gnb_id_sum_add(f->ids, f->batch.ids[i]);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(f->row_cxt);
+		if (i % 1000 == 999)
+			CHECK_FOR_INTERRUPTS();
+	}
+	f->write(f->arg, &f->batch);
+}
+
 /*
  * The held-out rows of a job whose nodes hold its documents: not read with
- * the corpus (GnbCorpus.labeled_in_source), but when it publishes, by a
- * cursor as the current user (sql gives their id, tokens, and label as
- * text; search_path pinned), GNB_LABELS_FETCH at a time, each scored as
- * gnb_score_holdout scores it and each batch passed to write; their ids
- * added to ids (unless NULL), their metrics as JSON in *metrics_json.
- * Returns how many.  SPI connected.
+ * the corpus (GnbCorpus.labeled_in_source), but when it publishes, as the
+ * current user (sql gives their id, tokens, and label as text), a fetch at
+ * a time (gnb_store_each_fetch), each scored as gnb_score_holdout scores it
+ * and each fetch's passed to write; their ids added to ids (unless NULL),
+ * their metrics as JSON in *metrics_json.  Returns how many.  SPI connected.
  */
 int64
 gnb_score_holdout_rows(const GnbJobParams *params, const GnbCorpus *corpus,
 					   const gnb_result *result, const char *sql, GnbLabelsBatchFn write,
 					   void *arg, GnbIdSum *ids, char **metrics_json)
 {
-	int32		K = corpus->n_classes;
-	bool		is_tsvector = params->source.tokens_base == TSVECTOROID;
-	GnbModel   *m = holdout_model(corpus, result);
-	GnbMetrics *mt = gnb_metrics_create(m);
-	MemoryContext row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb held-out row",
-												  ALLOCSET_DEFAULT_SIZES);
-	GnbDocLabels batch;
-	GnbPrivilegeState priv;
-	Portal		portal;
-	int64		n = 0;
+	HoldoutFetch f;
+	int64		n;
 
+	f.params = params;
+	f.model = holdout_model(corpus, result);
+	f.metrics = gnb_metrics_create(f.model);
+	f.write = write;
+	f.arg = arg;
+	f.ids = ids;
+	f.batch.n_classes = corpus->n_classes;
+	f.batch.ids = palloc(sizeof(Datum) * GNB_LABELS_FETCH);
+	f.batch.probs = palloc(sizeof(double) * GNB_LABELS_FETCH * corpus->n_classes);
+	f.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb held-out row",
+									  ALLOCSET_DEFAULT_SIZES);
 	for (int32 i = 0; i < corpus->n_holdout_skipped; i++)
-		gnb_metrics_skip(mt);
-	batch.n_classes = K;
-	batch.ids = palloc(sizeof(Datum) * GNB_LABELS_FETCH);
-	batch.probs = palloc(sizeof(double) * GNB_LABELS_FETCH * K);
-	gnb_pin_search_path(&priv);
-	portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, false,
-									   CURSOR_OPT_NO_SCROLL);
-	gnb_restore_user(&priv);
-	PinPortal(portal);
-	for (;;)
-	{
-		SPITupleTable *rows;
-		uint64		got;
-
-		gnb_pin_search_path(&priv);
-		SPI_cursor_fetch(portal, true, GNB_LABELS_FETCH);
-		gnb_restore_user(&priv);
-		rows = SPI_tuptable;
-		got = SPI_processed;
-		if (portal->portalPos != (uint64) n + got)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("another statement read from gibbs_nb's cursor over the held-out rows")));
-		if (got == 0)
-			break;
-		gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "held-out rows' id");
-		gnb_check_result_column(rows->tupdesc, 2, params->source.tokens_type, "held-out rows' tokens");
-		gnb_check_result_column(rows->tupdesc, 3, TEXTOID, "held-out rows' label");
-		batch.n = (int64) got;
-		for (uint64 i = 0; i < got; i++)
-		{
-			bool		nulls[3];
-			Datum		tokens;
-			Datum		label;
-			double	   *p = batch.probs + i * K;
-			MemoryContext old;
-			text	   *t;
-			int32		predicted;
-
-			batch.ids[i] = SPI_getbinval(rows->vals[i], rows->tupdesc, 1, &nulls[0]);
-			tokens = SPI_getbinval(rows->vals[i], rows->tupdesc, 2, &nulls[1]);
-			label = SPI_getbinval(rows->vals[i], rows->tupdesc, 3, &nulls[2]);
-			if (nulls[0] || nulls[1] || nulls[2])
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("a held-out row of gibbs_nb job " INT64_FORMAT " has no id, tokens or label",
-								params->job_id)));
-			/* (detoasted in row_cxt, gone after the row) */
-			old = MemoryContextSwitchTo(row_cxt);
-			predicted = gnb_model_proba(m, PointerGetDatum(PG_DETOAST_DATUM(tokens)), is_tsvector, p);
-			t = DatumGetTextPP(label);
-			gnb_metrics_add(mt, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t), p, predicted);
-			if (ids)
-				gnb_id_sum_add(ids, batch.ids[i]);
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(row_cxt);
-			if (i % 1000 == 999)
-				CHECK_FOR_INTERRUPTS();
-		}
-		write(arg, &batch);
-		n += (int64) got;
-		SPI_freetuptable(rows);
-	}
-	UnpinPortal(portal);
-	SPI_cursor_close(portal);
-	MemoryContextDelete(row_cxt);
-	pfree(batch.ids);
-	pfree(batch.probs);
-	*metrics_json = gnb_metrics_json(mt);
+		gnb_metrics_skip(f.metrics);
+	n = gnb_store_each_fetch(sql, 0, NULL, NULL, InvalidOid, "the held-out rows",
+							 score_holdout_fetch, &f);
+	MemoryContextDelete(f.row_cxt);
+	pfree(f.batch.ids);
+	pfree(f.batch.probs);
+	*metrics_json = gnb_metrics_json(f.metrics);
 	return n;
 }
 
