@@ -264,7 +264,8 @@ typedef struct GnbCorpus
 	 * The unlabelled documents held by nodes (worker/nodes.h), not read here
 	 * (n_docs is then 0): how many, each word's count in them (V; NULL when
 	 * the documents were read), the sum of their ids and of the labelled
-	 * ones' (labeled_in_source; gnb_id_sum_term), the longest of those ids
+	 * and held-out ones' (labeled_in_source; gnb_id_sum_term), the longest
+	 * of those ids
 	 * as dump text (gnb_id_dump_bytes), and a warm start's first labels of
 	 * those the previous version had, by key (n_warm, keys increasing):
 	 * nothing held a document.
@@ -276,7 +277,10 @@ typedef struct GnbCorpus
 	int64		n_warm;
 	uint64	   *warm_keys;
 	int32	   *warm_labels;
-	/* labelled documents held out of training (holdout), with their tokens */
+	/*
+	 * labelled documents held out of training (holdout), with their tokens
+	 * (with labeled_in_source, how many only: ids, tokens, labels NULL)
+	 */
 	int32		n_holdout;
 	int32		n_holdout_skipped;	/* held out but without tokens (in n_skipped) */
 	Datum	   *holdout_ids;

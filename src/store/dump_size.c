@@ -152,7 +152,8 @@ kept_holdout(const GnbJobParams *params, const GnbCorpus *corpus)
 /*
  * How many documents' labels publish stores from the corpus's ids:
  * doc_labels' count (publish.c); those of the documents nodes hold
- * (GnbCorpus.n_held), and then of the labelled ones, are not among them.
+ * (GnbCorpus.n_held), and then of the labelled and held-out ones, are not
+ * among them.
  */
 int64
 gnb_published_labels(const GnbJobParams *params, const GnbCorpus *corpus)

@@ -97,7 +97,8 @@ extern void gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpu
 struct SPITupleTable;
 typedef void (*GnbRowsFn) (void *arg, struct SPITupleTable *rows, uint64 n);
 extern int64 gnb_store_each_fetch(const char *sql, int nargs, Oid *types, Datum *values,
-								  Oid reader, const char *what, GnbRowsFn fn, void *arg);
+								  Oid reader, const char *what, int32 fetch, GnbRowsFn fn,
+								  void *arg);
 /* called with each id of the rows a query of documents' labels gives, or NULL */
 typedef void (*GnbEachIdFn) (void *arg, Datum id);
 extern void gnb_store_document_labels_from(const GnbJobParams *params, Oid relid,

@@ -144,8 +144,8 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
 
 /*
  * The rows of a query (sql, with nargs parameters), read by a cursor
- * GNB_LABELS_FETCH at a time as role reader (or, if InvalidOid, as the
- * current user, search_path pinned), each fetch's passed to fn with arg:
+ * fetch at a time as role reader (or, if InvalidOid, as the current user,
+ * search_path pinned), each fetch's passed to fn with arg:
  * never all held at once.  fn may run statements through SPI but not read
  * from the cursor (its position is checked after each fetch; what names the
  * rows in that error); the rows are freed after it.  Returns how many.  SPI
@@ -153,7 +153,7 @@ write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, in
  */
 int64
 gnb_store_each_fetch(const char *sql, int nargs, Oid *types, Datum *values, Oid reader,
-					 const char *what, GnbRowsFn fn, void *arg)
+					 const char *what, int32 fetch, GnbRowsFn fn, void *arg)
 {
 	GnbPrivilegeState priv;
 	Portal		portal;
@@ -176,7 +176,7 @@ gnb_store_each_fetch(const char *sql, int nargs, Oid *types, Datum *values, Oid 
 			gnb_become_role(reader, &priv);
 		else
 			gnb_pin_search_path(&priv);
-		SPI_cursor_fetch(portal, true, GNB_LABELS_FETCH);
+		SPI_cursor_fetch(portal, true, fetch);
 		gnb_restore_user(&priv);
 		rows = SPI_tuptable;
 		got = SPI_processed;
@@ -289,7 +289,8 @@ store_document_labels_query(const GnbJobParams *params, const char *sql, int nar
 	/* (beside batch_cxt, not in it: resetting a context deletes its children) */
 	f.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb label read back",
 									  ALLOCSET_DEFAULT_SIZES);
-	n = gnb_store_each_fetch(sql, nargs, types, values, reader, what, store_labels_fetch, &f);
+	n = gnb_store_each_fetch(sql, nargs, types, values, reader, what, GNB_LABELS_FETCH,
+							 store_labels_fetch, &f);
 	MemoryContextDelete(f.row_cxt);
 	MemoryContextDelete(f.batch_cxt);
 	return n;

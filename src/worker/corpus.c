@@ -349,13 +349,16 @@ held_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
 }
 
 /*
- * A held-out document of a job whose nodes hold the unlabelled ones, of id:
- * counted, its id checked (held_id); it is read and scored when the job
- * publishes (gnb_score_holdout_rows).
+ * A held-out document of a job whose nodes hold the unlabelled ones, of id
+ * and label: counted, its id checked (held_id), its label as a held-out
+ * row's is (add_holdout_row); it is read and scored when the job publishes
+ * (gnb_score_holdout_rows).
  */
 static void
-held_out_document(CorpusBuilder *b, const GnbJobParams *params, Datum id)
+held_out_document(CorpusBuilder *b, const GnbJobParams *params, Datum id, Datum label)
 {
+	check_value_size(b, params, label);
+	gnb_check_label_length((int) (toast_raw_datum_size(label) - VARHDRSZ));
 	held_id(b, params, id, true);
 	b->n_holdout++;
 }
@@ -509,7 +512,7 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 	}
 	if (held_out && b->unlabeled_ids_only)
 	{
-		held_out_document(b, params, id);
+		held_out_document(b, params, id, label);
 		return;
 	}
 	if (label_null || held_out)

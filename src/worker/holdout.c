@@ -5,8 +5,8 @@
  *	  the job is about to publish.
  *
  * A job whose nodes hold its documents reads its held-out rows only when
- * it publishes, a batch at a time, each batch scored and written
- * (gnb_score_holdout_rows): the job's worker never holds them all.
+ * it publishes, GNB_HOLDOUT_FETCH at a time, each fetch scored and written
+ * (gnb_score_holdout_rows): the job's worker holds no more of them at once.
  *
  * The model is made from the job's estimates exactly as gibbs_nb.packed
  * stores them (log theta-hat word-major, log pi-hat; see store/versions.c's
@@ -23,6 +23,7 @@
 
 #include <math.h>
 
+#include "access/detoast.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -86,10 +87,18 @@ gnb_score_holdout(const GnbJobParams *params, const GnbCorpus *corpus,
 	return probs;
 }
 
+/*
+ * Held-out rows a fetch (gnb_score_holdout_rows): each holds a whole
+ * document, as the read's rows do, so that few are held at once; each
+ * checked against the job's memory.
+ */
+#define GNB_HOLDOUT_FETCH 100
+
 /* What score_holdout_fetch needs (gnb_score_holdout_rows). */
 typedef struct HoldoutFetch
 {
 	const GnbJobParams *params;
+	MemoryContext cxt;			/* the model, its metrics, the batch */
 	GnbModel   *model;
 	GnbMetrics *metrics;
 	GnbLabelsBatchFn write;
@@ -107,6 +116,7 @@ score_holdout_fetch(void *arg, SPITupleTable *rows, uint64 got)
 	const GnbJobParams *params = f->params;
 	int32		K = f->batch.n_classes;
 	bool		is_tsvector = params->source.tokens_base == TSVECTOROID;
+	double		fetched = 0.0;
 
 	gnb_check_result_column(rows->tupdesc, 1, params->source.id_type, "held-out rows' id");
 	gnb_check_result_column(rows->tupdesc, 2, params->source.tokens_type, "held-out rows' tokens");
@@ -130,6 +140,11 @@ score_holdout_fetch(void *arg, SPITupleTable *rows, uint64 got)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("a held-out row of gibbs_nb job " INT64_FORMAT " has no id, tokens or label",
 							params->job_id)));
+		/* the fetch's rows so far, within the job's budget, as the read's are */
+		fetched += (double) toast_raw_datum_size(tokens) + (double) toast_raw_datum_size(label);
+		gnb_check_job_memory(params, (double) MemoryContextMemAllocated(f->cxt, true), fetched,
+							 "the held-out rows, read to be scored");
+		gnb_check_label_length((int) (toast_raw_datum_size(label) - VARHDRSZ));
 		/* (detoasted in row_cxt, gone after the row) */
 		old = MemoryContextSwitchTo(f->row_cxt);
 		predicted = gnb_model_proba(f->model, PointerGetDatum(PG_DETOAST_DATUM(tokens)),
@@ -161,26 +176,30 @@ gnb_score_holdout_rows(const GnbJobParams *params, const GnbCorpus *corpus,
 {
 	HoldoutFetch f;
 	int64		n;
+	MemoryContext old;
 
 	f.params = params;
+	f.cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb held-out rows",
+								  ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(f.cxt);
 	f.model = holdout_model(corpus, result);
 	f.metrics = gnb_metrics_create(f.model);
 	f.write = write;
 	f.arg = arg;
 	f.ids = ids;
 	f.batch.n_classes = corpus->n_classes;
-	f.batch.ids = palloc(sizeof(Datum) * GNB_LABELS_FETCH);
-	f.batch.probs = palloc(sizeof(double) * GNB_LABELS_FETCH * corpus->n_classes);
+	f.batch.ids = palloc(sizeof(Datum) * GNB_HOLDOUT_FETCH);
+	f.batch.probs = palloc(sizeof(double) * GNB_HOLDOUT_FETCH * corpus->n_classes);
+	MemoryContextSwitchTo(old);
 	f.row_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb held-out row",
 									  ALLOCSET_DEFAULT_SIZES);
 	for (int32 i = 0; i < corpus->n_holdout_skipped; i++)
 		gnb_metrics_skip(f.metrics);
 	n = gnb_store_each_fetch(sql, 0, NULL, NULL, InvalidOid, "the held-out rows",
-							 score_holdout_fetch, &f);
+							 GNB_HOLDOUT_FETCH, score_holdout_fetch, &f);
 	MemoryContextDelete(f.row_cxt);
-	pfree(f.batch.ids);
-	pfree(f.batch.probs);
 	*metrics_json = gnb_metrics_json(f.metrics);
+	MemoryContextDelete(f.cxt);
 	return n;
 }
 

@@ -401,7 +401,8 @@ gnb_id_fits_labels_table(const GnbIdFit *fit, Datum id)
 /*
  * Every id the corpus holds that publishing writes fits the labels table
  * (gnb_id_fits_labels_table); those of documents nodes hold, and then of
- * the labelled ones, were checked as they were read (gnb_read_corpus).  In
+ * the labelled and held-out ones, were checked as they were read
+ * (gnb_read_corpus).  In
  * the read's transaction, once the corpus is read.
  */
 void
