@@ -265,10 +265,9 @@ typedef struct GnbCorpus
 	 * (n_docs is then 0): how many, each word's count in them (V; NULL when
 	 * the documents were read), the sum of their ids and of the labelled
 	 * and held-out ones' (labeled_in_source; gnb_id_sum_term), the longest
-	 * of those ids
-	 * as dump text (gnb_id_dump_bytes), and a warm start's first labels of
-	 * those the previous version had, by key (n_warm, keys increasing):
-	 * nothing held a document.
+	 * of those ids as dump text (gnb_id_dump_bytes), and a warm start's
+	 * first labels of those the previous version had, by key (n_warm, keys
+	 * increasing): nothing held a document.
 	 */
 	int32		n_held;
 	int64	   *unlabeled_word_count;

@@ -232,10 +232,9 @@ gnb_check_corpus_dumpable(const GnbJobParams *params, const GnbCorpus *corpus,
 {
 	int32		K = corpus->n_classes;
 	int64		V = corpus->n_words;
-	/* every document's row: those publishing writes from the source too */
-	int64		n_labels = gnb_published_labels(params, corpus) + corpus->n_held +
-		(corpus->labeled_in_source ? corpus->n_labeled : 0) +
-		(corpus->labeled_in_source && params->holdout > 0.0 ? corpus->n_holdout : 0);
+	/* every document's row, whether from the corpus or from the source */
+	int64		n_labels = (int64) corpus->n_labeled + corpus->n_docs + corpus->n_held +
+		(params->holdout > 0.0 ? corpus->n_holdout : 0);
 	uint64		bytes = PACKED_FIXED_TEXT;
 
 	for (int32 k = 0; k < K; k++)

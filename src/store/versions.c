@@ -86,13 +86,14 @@ gnb_pin_id_text_format(void)
 }
 
 /*
- * The documents' labels of the version: a gibbs_nb.document_labels row a
- * document, its id as text (a version's labels outlive its job and the
- * source's type) and its K probabilities, written a batch at a time: the
- * ids' text is never all held at once.
+ * Documents' labels of a version (version_id): a gibbs_nb.document_labels
+ * row a document, its id as text (a version's labels outlive its job and
+ * the source's type) and its K probabilities, written a batch at a time:
+ * the ids' text is never all held at once.  SPI connected.
  */
-static void
-write_document_labels(const GnbJobParams *params, const GnbDocLabels *labels, int64 version_id)
+void
+gnb_store_document_labels_batch(const GnbJobParams *params, const GnbDocLabels *labels,
+								int64 version_id)
 {
 	int32		K = labels->n_classes;
 	Oid			types[5] = {INT8OID, TEXTOID, TEXTARRAYOID, FLOAT8ARRAYOID, INT8OID};
@@ -256,7 +257,7 @@ store_labels_fetch(void *arg, SPITupleTable *rows, uint64 got)
 						 errmsg("a row of %s has a probability that is not finite", what)));
 		MemoryContextReset(f->row_cxt);
 	}
-	write_document_labels(f->params, &batch, f->version_id);
+	gnb_store_document_labels_batch(f->params, &batch, f->version_id);
 	MemoryContextReset(f->batch_cxt);
 }
 
@@ -264,7 +265,7 @@ store_labels_fetch(void *arg, SPITupleTable *rows, uint64 got)
  * A version's documents' labels (gibbs_nb.document_labels, version_id) from
  * the rows (id, probabilities) of a query (sql, with nargs parameters),
  * read as gnb_store_each_fetch reads them (as reader, or the current user),
- * each fetch written as write_document_labels writes them.  Each row must be
+ * each fetch written by gnb_store_document_labels_batch.  Each row must be
  * an id of the source's type and n_classes finite probabilities: else what
  * (the rows' origin, for the errors) was changed under the job.  each_id
  * (unless NULL) is called with each row's id (what it allocates is freed
@@ -329,17 +330,6 @@ gnb_store_document_labels_from(const GnbJobParams *params, Oid relid, const char
 				 errmsg("labels table %s holds " INT64_FORMAT " rows of version %d, not " INT64_FORMAT,
 						qualified, n, version, expected),
 				 errdetail("It was changed while the version was published.")));
-}
-
-/*
- * A batch of a version's documents' labels (gibbs_nb.document_labels,
- * version_id), as write_document_labels writes them.  SPI connected.
- */
-void
-gnb_store_document_labels_batch(const GnbJobParams *params, const GnbDocLabels *labels,
-								int64 version_id)
-{
-	write_document_labels(params, labels, version_id);
 }
 
 /*
@@ -705,7 +695,7 @@ gnb_store_version(const GnbJobParams *params, const GnbCorpus *corpus, gnb_resul
 {
 	write_pi(params, corpus, result, version);
 	write_packed(params, corpus, result, version, version_id);
-	write_document_labels(params, labels, version_id);
+	gnb_store_document_labels_batch(params, labels, version_id);
 	write_model_row(params, corpus, result, warnings, version, version_id, labels_relid,
 					keep_versions, seconds);
 	write_tokenizer(params, version_id);

@@ -505,23 +505,18 @@ add_labeled_row(CorpusBuilder *b, const GnbJobParams *params, Datum *values, boo
 			b->n_holdout_skipped++;
 		return;
 	}
-	if (label_null && b->unlabeled_ids_only)
+	if (b->unlabeled_ids_only)
 	{
-		held_document(b, params, id);
-		return;
-	}
-	if (held_out && b->unlabeled_ids_only)
-	{
-		held_out_document(b, params, id, label);
+		if (label_null)
+			held_document(b, params, id);
+		else if (held_out)
+			held_out_document(b, params, id, label);
+		else
+			labeled_document(b, params, id, label);
 		return;
 	}
 	if (label_null || held_out)
 		return;					/* read with its tokens */
-	if (b->unlabeled_ids_only)
-	{
-		labeled_document(b, params, id, label);
-		return;
-	}
 	if (b->n_labeled == b->labeled_cap)
 	{
 		int32		cap = b->labeled_cap * 2;
@@ -1059,8 +1054,7 @@ read_source(CorpusBuilder *b, const GnbJobParams *params, const char *source_sql
 			const char *held_out, bool on_nodes)
 {
 	const GnbSourceDesc *src = &params->source;
-	TypeCacheEntry *idtype = lookup_type_cache(src->id_type, TYPECACHE_LT_OPR);
-	const char *order = OidIsValid(idtype->lt_opr) ? " ORDER BY 1" : "";
+	const char *order = gnb_id_order_by(src);
 	const char *id = quote_identifier(src->id_column);
 	const char *tokens = quote_identifier(src->tokens_column);
 	Oid			labeled_types[4] = {src->id_type, TEXTOID, BOOLOID, BOOLOID};

@@ -1,9 +1,9 @@
 /*
  * document_keys.c
  *	  A document's key from its id (the blocked sampler's draws are keyed by
- *	  it: corpus_doc_keys), and sums of documents' ids by their keys, by which
+ *	  it: corpus_doc_keys), sums of documents' ids by their keys, by which
  *	  publishing checks that the rows it wrote from the source are those of
- *	  the documents the job read.
+ *	  the documents the job read, and the order rows are read in by id.
  */
 #include "gibbs_nb.h"
 
@@ -62,6 +62,19 @@ gnb_key_sum_term(uint64 key)
 	z = (z ^ (z >> 30)) * UINT64CONST(0xbf58476d1ce4e5b9);
 	z = (z ^ (z >> 27)) * UINT64CONST(0x94d049bb133111eb);
 	return z ^ (z >> 31);
+}
+
+/*
+ * The order a job reads its rows in by their ids, as SQL: " ORDER BY 1"
+ * (the id first) where the id type has one, else none.  The held-out rows
+ * are read in it wherever they are read (their metrics' sums add alike).
+ */
+const char *
+gnb_id_order_by(const GnbSourceDesc *src)
+{
+	TypeCacheEntry *tc = lookup_type_cache(src->id_type, TYPECACHE_LT_OPR);
+
+	return OidIsValid(tc->lt_opr) ? " ORDER BY 1" : "";
 }
 
 /* A GnbEachIdFn: id's term added to a GnbIdSum (arg). */

@@ -43,8 +43,8 @@
  * (gnb_nodes_store_labels), the labels table written from those.  The
  * held-out rows are read then too, and scored and written a batch at a time
  * (gnb_nodes_holdout_sql, gnb_score_holdout_rows).  No document's id or
- * estimates are ever all held here.  The nodes are
- * released after publishing.
+ * estimates are ever all held here.  The nodes are released after
+ * publishing.
  */
 #include "gibbs_nb.h"
 
@@ -65,7 +65,6 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-#include "utils/typcache.h"
 #include "storage/lmgr.h"
 
 /* What the chain's calls of its nodes share. */
@@ -840,7 +839,6 @@ char *
 gnb_nodes_holdout_sql(GnbNodesRun *run)
 {
 	const GnbSourceDesc *src = &run->params->source;
-	TypeCacheEntry *idtype = lookup_type_cache(src->id_type, TYPECACHE_LT_OPR);
 	const char *tokens = quote_identifier(src->tokens_column);
 
 	lock_source_name(run);
@@ -848,8 +846,7 @@ gnb_nodes_holdout_sql(GnbNodesRun *run)
 					"WHERE %s AND s.%s IS NOT NULL%s",
 					quote_identifier(src->id_column), tokens, quote_identifier(src->label_column),
 					quote_qualified_identifier(run->source_nspname, run->source_relname),
-					gnb_holdout_condition(run->params), tokens,
-					OidIsValid(idtype->lt_opr) ? " ORDER BY 1" : "");
+					gnb_holdout_condition(run->params), tokens, gnb_id_order_by(src));
 }
 
 /*
@@ -898,8 +895,8 @@ gnb_nodes_check_ids(const GnbNodesRun *run, uint64 sum)
  * to each shard), another's from the node that holds it (labels_from_nodes:
  * on Citus the function is volatile, so Citus repartitions the query's
  * results, each shard's where it was made).  Every document the job read
- * must get its row (gnb_nodes_check_labels_given).  As the current user, the labels
- * table's owner (gnb_write_label_rows).  SPI connected.
+ * must get its row (gnb_nodes_check_labels_given).  As the current user,
+ * the labels table's owner (gnb_write_label_rows).  SPI connected.
  */
 void
 gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char **classes,
@@ -907,7 +904,6 @@ gnb_nodes_write_labels(GnbNodesRun *run, Oid relid, const char *qualified, char 
 {
 	Oid			types[3] = {TEXTARRAYOID, INT4OID, INT8OID};
 	Datum		values[3];
-
 	const char *id = quote_identifier(run->params->source.id_column);
 	const char *insert = psprintf("INSERT INTO %s (id, label, probability, probabilities, version) ",
 								  qualified);
@@ -953,21 +949,20 @@ gnb_nodes_store_labels(GnbNodesRun *run, int64 version_id, GnbIdSum *ids)
 	Datum		values[1] = {Int64GetDatum(run->params->job_id)};
 	Oid			class_types[1] = {TEXTARRAYOID};
 	Datum		classes[1] = {PointerGetDatum(gnb_text_array(run->classes, run->K))};
-	int64		n = 0;
-	int64		n_labeled;
+	int64		n_labeled = 0;
+	int64		n;
 
 	if (run->n_labeled > 0)
 	{
-		n = gnb_store_document_labels_of(run->params,
+		n_labeled = gnb_store_document_labels_of(run->params,
 										 psprintf("SELECT s.%s, %s", id,
 												  labeled_rows_from(run, 1, false, "")),
 										 1, class_types, classes,
 										 psprintf("the labelled documents of gibbs_nb job " INT64_FORMAT,
 												  run->params->job_id),
 										 version_id, run->K, gnb_id_sum_add, ids);
-		gnb_nodes_check_labels_given(run, (uint64) n, run->n_labeled, "labelled");
+		gnb_nodes_check_labels_given(run, (uint64) n_labeled, run->n_labeled, "labelled");
 	}
-	n_labeled = n;
 	n = gnb_store_document_labels_of(run->params,
 									 psprintf("SELECT s.%s, l.probabilities %s", id,
 											  labels_from_nodes(run, 1)),

@@ -402,8 +402,7 @@ gnb_id_fits_labels_table(const GnbIdFit *fit, Datum id)
  * Every id the corpus holds that publishing writes fits the labels table
  * (gnb_id_fits_labels_table); those of documents nodes hold, and then of
  * the labelled and held-out ones, were checked as they were read
- * (gnb_read_corpus).  In
- * the read's transaction, once the corpus is read.
+ * (gnb_read_corpus).  In the read's transaction, once the corpus is read.
  */
 void
 gnb_check_ids_fit_labels_table(const GnbJobParams *params, const GnbCorpus *corpus)
@@ -715,15 +714,14 @@ gnb_release_lost_labels_tables(const GnbJobParams *params)
  * version predicts them).
  */
 static void
-doc_labels(const GnbCorpus *corpus, const gnb_result *result, bool on_nodes,
-		   const double *holdout_probs, GnbDocLabels *dl)
+doc_labels(const GnbCorpus *corpus, const gnb_result *result, const double *holdout_probs,
+		   GnbDocLabels *dl)
 {
 	int32		K = corpus->n_classes;
 	int64		n_labeled = corpus->labeled_in_source ? 0 : corpus->n_labeled;
-	int64		n_unlabeled = on_nodes ? 0 : corpus->n_docs;
+	int64		n_unlabeled = corpus->n_docs;	/* (none when nodes hold them) */
 	int64		first_holdout = n_labeled + n_unlabeled;
 
-	Assert(on_nodes == corpus->labeled_in_source);
 	dl->n = first_holdout + (holdout_probs ? corpus->n_holdout : 0);
 	dl->n_classes = K;
 	dl->ids = palloc_extended(sizeof(Datum) * (dl->n + 1), MCXT_ALLOC_HUGE);
@@ -933,8 +931,9 @@ copy_document_labels(Oid relid, const char *qualified, char **classes, int32 n_c
  * documents and of the documents the job's nodes hold, written where they
  * are (gnb_nodes_write_labels), or with n_copied, those the version's
  * documents' labels hold already (stored from the source and the nodes,
- * gnb_nodes_store_labels; n_copied of them; version_id).  Runs as the table's owner, the model's
- * (gnb_labels_table_owner): an error if the table is someone else's.  relid
+ * gnb_nodes_store_labels; n_copied of them; version_id).  Runs as the
+ * table's owner, the model's (gnb_labels_table_owner): an error if the
+ * table is someone else's.  relid
  * locked by the caller, and named `qualified` under that lock.  SPI
  * connected.
  */
@@ -1163,7 +1162,7 @@ gnb_publish(const GnbJobParams *params, const GnbCorpus *corpus, GnbNodesRun *no
 		not_finite(params);
 	if (params->holdout > 0.0 && !corpus->labeled_in_source)
 		holdout_probs = gnb_score_holdout(params, corpus, result, &holdout_metrics);
-	doc_labels(corpus, result, nodes != NULL, holdout_probs, &labels);
+	doc_labels(corpus, result, holdout_probs, &labels);
 	if (!pinned)
 		gnb_write_label_rows(labels_relid, labels_sql, params->model_owner, params->model_name,
 							 params->source.id_type, corpus->classes, &labels,

@@ -452,10 +452,11 @@ job_memory_committed(const GnbJobParams *p, const GnbCorpus *corpus, MemoryConte
 			 2.0 * sizeof(double) * corpus->n_holdout * corpus->n_classes);
 	/*
 	 * The labels of the documents nodes hold, and then of the labelled and
-	 * held-out ones, pass through a batch at a time (gnb_store_document_labels_from,
-	 * gnb_nodes_store_labels, the labels table's copy): a fetch's rows, the
-	 * batch made of them and the arrays it is written by, each
-	 * GNB_LABELS_FETCH documents' K probabilities and an id's few words.
+	 * held-out ones, pass through a batch at a time
+	 * (gnb_store_document_labels_from, gnb_nodes_store_labels, the labels
+	 * table's copy): a fetch's rows, the batch made of them and the arrays
+	 * it is written by, each GNB_LABELS_FETCH documents' K probabilities
+	 * and an id's few words.
 	 */
 	if (corpus->labeled_in_source)
 		committed += 3.0 * GNB_LABELS_FETCH * (sizeof(double) * corpus->n_classes + 64.0);

@@ -43,6 +43,7 @@ typedef struct GnbIdSum
 extern uint64 gnb_id_sum_term(const GnbSourceDesc *src, Datum id);
 extern uint64 gnb_key_sum_term(uint64 key);
 extern void gnb_id_sum_add(void *arg, Datum id);
+extern const char *gnb_id_order_by(const GnbSourceDesc *src);
 
 /* publish.c: one transaction writes a finished job's model version */
 /* a job whose documents nodes hold (worker/nodes.h) */
