@@ -42,9 +42,9 @@
 #endif
 
 /*
- * The blocked sampler's theta draws: a class's words come in blocks of this
- * many word ids, each block's draws from a stream of its own
- * (gnb_label_blocked.c).
+ * The blocked sampler's theta draws: the words come in blocks of this many
+ * (active words with two classes, word ids with more: sort_blocks), each
+ * block's draws from a stream of its own (gnb_label_blocked.c).
  */
 #define GNB_BLOCKED_WORDS 256
 /* the draws of a block logged together, this many at a time (at least GNB_MAX_CLASSES) */
@@ -238,8 +238,8 @@ typedef struct run_shared
 	/*
 	 * Words that occur in an unlabelled document, by increasing word id;
 	 * for the paper sampler with K = 2 by increasing total count instead
-	 * (see sort_active), for the blocked sampler block by block (see
-	 * sort_blocks).
+	 * (see sort_active), for the blocked sampler in the theta step's order
+	 * (see sort_blocks).
 	 */
 	int32_t    *active;
 	int32_t		n_active;
@@ -254,7 +254,7 @@ typedef struct run_shared
 	 */
 	int32_t    *active_pos;
 	/*
-	 * blocked: the active words of word block b (GNB_BLOCKED_WORDS ids) are
+	 * blocked: the active words of word block b (gnb_word_blocks) are
 	 * active[block_active[b] .. block_active[b + 1]), in the order the
 	 * theta step draws them (sort_blocks)
 	 */
@@ -309,10 +309,17 @@ typedef struct run_shared
 	double	   *start_prob;
 } run_shared;
 
-/* The blocked sampler's blocks of GNB_BLOCKED_WORDS word ids. */
+/*
+ * The blocked sampler's blocks of words (sort_blocks): with two classes of
+ * GNB_BLOCKED_WORDS active words, else of GNB_BLOCKED_WORDS word ids.  At
+ * most (V + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS either way (what
+ * gnb_blocked_sizes gives room for).
+ */
 static inline int32_t
 gnb_word_blocks(const run_shared *sh)
 {
+	if (sh->K == 2)
+		return (sh->n_active + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS;
 	return (sh->V + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS;
 }
 

@@ -8,7 +8,7 @@
  * Every random number here is a keyed draw (gnb_keyed_uniform,
  * gnb_rng_keyed): a document's label in a sweep depends on the seed, the
  * chain, the sweep and the document's key (gnb_corpus.doc_key), and a
- * class's theta on the block of GNB_BLOCKED_WORDS word ids it falls in, not
+ * class's theta on the block of GNB_BLOCKED_WORDS words it falls in, not
  * on the order in which documents or blocks are visited.  The labels of a
  * sweep are drawn first, all from the same (theta, pi), and only then
  * applied to the counts, in document order; the normaliser of theta is
@@ -23,7 +23,8 @@
  * counts (gnb_nodes.h).
  *
  * With two classes the sampler keeps the paper sampler's layout (sh->dense,
- * theta_step2): the active words numbered block by block, N by their rows,
+ * theta_step2): the active words numbered in the theta step's order
+ * (sort_blocks: by total count, the blocks its runs), N by their rows,
  * the unlabelled documents as packed pairs, and log_theta[i] the log-odds
  * log y_1 - log y_0 of the i-th active word's unnormalised draws, their
  * normalisers' difference in log_pi[2]: one sum a document in the label

@@ -206,7 +206,7 @@ typedef struct gnb_sweep
  * The blocked sampler's sweeps split over processes.  Each sweep of a chain
  * of the blocked sampler has two phases whose units are independent: the
  * labels (a unit per unlabelled document, by position among them) and theta
- * (a unit per block of GNB_BLOCKED_WORDS word ids, every class of its words).
+ * (a unit per block of GNB_BLOCKED_WORDS words, every class of its words).
  * The chain runs in one process; with hooks->blocked_arrays its arrays below
  * are in memory other processes see too, and with hooks->blocked_phase it
  * hands each phase to the caller, who has every unit drawn (by any number of

@@ -72,20 +72,27 @@ sort_active(run_shared *sh, const double *labelled_count)
 }
 
 /*
- * blocked: each block's active words (block_active) in order of their total
- * count over the classes, which moving documents never changes, ties by
- * word id: as in sort_active, the theta step's draws of one method and
- * number of exponentials then come one after another.  The order is a
- * function of the corpus alone, so every process draws a block alike.
- * active takes that order (the blocks stay where they were) and active_pos
- * follows it.
+ * blocked: the active words in order of their total count over the
+ * classes, which moving documents never changes, ties by word id: as in
+ * sort_active, the theta step's draws of one method and number of
+ * exponentials then come one after another.  With two classes (log theta
+ * one log-odds an active word, in this order) the order is global and the
+ * blocks are its runs of GNB_BLOCKED_WORDS words, so that the label
+ * phase's frequent words lie together in log theta as paper's do (each
+ * block of word ids sorted on its own scattered them over all the blocks:
+ * 1.14x paper's time a sweep against 1.10x, docs/performance.md); with
+ * more, log theta and N are rows by word id, and each block of word ids is
+ * sorted within itself, so that the theta step writes near where it
+ * reads.  The order is a function of the corpus alone, so every process
+ * draws a block alike.  block_active is set here; active takes the order
+ * and active_pos follows it.
  */
 static void
 sort_blocks(run_shared *sh, const double *labelled_count)
 {
 	const gnb_corpus *c = sh->corpus;
 	const int32_t K = sh->K;
-	const int32_t nb = (sh->V + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS;
+	const int32_t nb = gnb_word_blocks(sh);
 	const double lambda = sh->params->unlabeled_weight;
 	active_key *keys = gnb_xalloc(sh->hooks, sh->n_active > 0 ? sh->n_active : 1,
 								  sizeof(active_key));
@@ -120,9 +127,26 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 				labelled += labelled_count[(int64_t) w * K + k];
 		keys[i].total = labelled + lambda * keys[i].total;
 	}
-	for (int32_t b = 0; b < nb; b++)
-		qsort(keys + sh->block_active[b], sh->block_active[b + 1] - sh->block_active[b],
-			  sizeof(active_key), cmp_active_key);
+	sh->block_active = gnb_xalloc(sh->hooks, (size_t) nb + 1, sizeof(int32_t));
+	if (K == 2)
+	{
+		qsort(keys, sh->n_active, sizeof(active_key), cmp_active_key);
+		for (int32_t b = 0; b <= nb; b++)
+			sh->block_active[b] = b < nb ? b * GNB_BLOCKED_WORDS : sh->n_active;
+	}
+	else
+	{
+		/* active is by word id: each block's words follow the last's */
+		for (int32_t i = 0, b = 0; b <= nb; b++)
+		{
+			while (i < sh->n_active && sh->active[i] < b * GNB_BLOCKED_WORDS)
+				i++;
+			sh->block_active[b] = i;
+		}
+		for (int32_t b = 0; b < nb; b++)
+			qsort(keys + sh->block_active[b], sh->block_active[b + 1] - sh->block_active[b],
+				  sizeof(active_key), cmp_active_key);
+	}
 	for (int32_t i = 0; i < sh->n_active; i++)
 	{
 		sh->active[i] = (int32_t) keys[i].first;
@@ -471,19 +495,7 @@ gnb_setup_shared(run_shared *sh, const gnb_corpus *corpus, const gnb_params *par
 				sh->active[n++] = w;
 		}
 		if (params->sampler == GNB_SAMPLER_BLOCKED)
-		{
-			/* active is by word id: each block's words follow the last's */
-			int32_t		nb = (V + GNB_BLOCKED_WORDS - 1) / GNB_BLOCKED_WORDS;
-
-			sh->block_active = gnb_xalloc(hooks, (size_t) nb + 1, sizeof(int32_t));
-			for (int32_t i = 0, b = 0; b <= nb; b++)
-			{
-				while (i < sh->n_active && sh->active[i] < b * GNB_BLOCKED_WORDS)
-					i++;
-				sh->block_active[b] = i;
-			}
 			sort_blocks(sh, labelled_count);
-		}
 		if (packed)
 		{
 			if (params->sampler == GNB_SAMPLER_PAPER)
