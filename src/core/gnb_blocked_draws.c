@@ -301,15 +301,17 @@ draw_theta_block(const run_shared *sh, const gnb_blocked_arrays *a,
  * active words: 1.47 -> 1.36 ms a sweep, docs/performance.md).  The sum
  * only keeps the reads from being dropped.
  */
-static double
-pull_log_theta(const run_shared *sh, const gnb_blocked_arrays *a)
+void
+gnb_blocked_pull_log_theta(const run_shared *sh, const gnb_blocked_arrays *a)
 {
 	const double *lt = a->log_theta;
 	double		sum = 0.0;
+	volatile double sink;
 
 	for (int64_t w = 0; w < sh->n_active; w += 64 / sizeof(double))
 		sum += lt[w];
-	return sum;
+	sink = sum;
+	(void) sink;
 }
 
 /* Units from..to of a phase: documents, or blocks of words. */
@@ -319,13 +321,6 @@ gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a,
 {
 	if (step->phase == GNB_PHASE_LABELS)
 	{
-		/* a part of the documents: log theta was drawn by the parts' processes */
-		if (sh->dense && (from > 0 || to < sh->n_unlabeled))
-		{
-			volatile double sink = pull_log_theta(sh, a);
-
-			(void) sink;
-		}
 		if (sh->dense)
 			draw_labels2(sh, a, step, from, to);
 		else

@@ -908,6 +908,7 @@ extern void gnb_blocked_word_terms_start(chain_state *st);
 
 /* gnb_blocked_draws.c */
 extern void gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step, int64_t from, int64_t to, double *work);
+extern void gnb_blocked_pull_log_theta(const run_shared *sh, const gnb_blocked_arrays *a);
 
 /* gnb_node.c */
 /* a node's own copies of what a call decoded from bytes carries (gnb_node_wire.c) */

@@ -46,6 +46,9 @@ struct gnb_blocked_helper
 	 * before the i-th (n_unlabeled + 1); a block's is sh.block_work
 	 */
 	int64_t    *pairs_before;
+	/* the labels' step whose log theta it last read through (K = 2) */
+	int32_t		pulled_chain;
+	int32_t		pulled_sweep;
 };
 
 /* log(exp(a) + exp(b)), either may be -inf */
@@ -69,6 +72,7 @@ gnb_blocked_helper_begin(const gnb_corpus *corpus, const gnb_params *params,
 	gnb_setup_shared(&h->sh, corpus, params, hooks, GNB_SETUP_HELPER);
 	h->work = gnb_xalloc(hooks, GNB_BLOCKED_WORK(corpus->n_classes), sizeof(double));
 	h->pairs_before = gnb_xalloc(hooks, (size_t) h->sh.n_unlabeled + 1, sizeof(int64_t));
+	h->pulled_chain = -1;
 	for (int32_t i = 0; i < h->sh.n_unlabeled; i++)
 	{
 		int32_t		j = h->sh.unlabeled[i];
@@ -124,6 +128,18 @@ void
 gnb_blocked_helper_run(gnb_blocked_helper *h, const gnb_blocked_arrays *a,
 					   const gnb_blocked_step *step, int64_t from, int64_t to)
 {
+	/*
+	 * Some of the documents, the first this process draws of the step: log
+	 * theta was drawn by the parts' processes, read it through once
+	 */
+	if (step->phase == GNB_PHASE_LABELS && h->sh.dense &&
+		(from > 0 || to < h->sh.n_unlabeled) &&
+		(step->chain != h->pulled_chain || step->sweep != h->pulled_sweep))
+	{
+		gnb_blocked_pull_log_theta(&h->sh, a);
+		h->pulled_chain = step->chain;
+		h->pulled_sweep = step->sweep;
+	}
 	gnb_blocked_run_units(&h->sh, a, step, from, to, h->work);
 }
 

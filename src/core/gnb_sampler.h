@@ -306,6 +306,10 @@ extern int64_t gnb_blocked_units(const gnb_blocked_helper *helper, int32_t phase
  */
 extern void gnb_blocked_part(const gnb_blocked_helper *helper, int32_t phase, int32_t part,
 							 int32_t parts, int64_t *from, int64_t *to);
+/*
+ * Units from..to-1 of a step; a process may draw several ranges of one step
+ * (a labels step's log theta is read through before the first of them).
+ */
 extern void gnb_blocked_helper_run(gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
 								   const gnb_blocked_step *step, int64_t from, int64_t to);
 extern void gnb_blocked_helper_end(gnb_blocked_helper *helper);

@@ -69,15 +69,18 @@ sweep_check_interrupts(void *arg)
 /*
  * Draw this worker's share of every step handed out, until told to stop:
  * the step's number watched (gnb_sweeps_spin) and then slept on, the step
- * read under the segment's lock once its number changed, the share drawn,
+ * read under the segment's lock once its number changed, the share drawn
+ * (its part's chunks, then what the others left: gnb_sweeps_draw_chunks),
  * the number written to the slot after a full barrier (which orders the
  * share's reads and writes before it), the job's worker woken.
  */
 static void
-serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, gnb_blocked_helper *helper,
-			const gnb_blocked_arrays *arrays, const gnb_hooks *hooks)
+serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, GnbSweepClaim *claims,
+			gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
+			const gnb_hooks *hooks)
 {
 	uint64		done = 0;
+	GnbSweepChunks chunks = {0};
 
 	for (;;)
 	{
@@ -85,8 +88,6 @@ serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, gnb_blocked_helper *helper,
 		uint64		generation;
 		int32		parts;
 		bool		stop;
-		int64		from,
-					to;
 
 		if (!gnb_sweeps_spin(&sh->generation, done))
 		{
@@ -104,8 +105,8 @@ serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, gnb_blocked_helper *helper,
 		SpinLockRelease(&sh->mutex);
 		if (stop)
 			return;
-		gnb_blocked_part(helper, step.phase, slot->part, parts, &from, &to);
-		gnb_blocked_helper_run(helper, arrays, &step, from, to);
+		gnb_sweeps_cut_chunks(&chunks, helper, parts, ((SweepWorker *) hooks->arg)->cxt);
+		gnb_sweeps_draw_chunks(claims, &chunks, slot->part, helper, arrays, &step);
 		/* its reads and writes of the arrays before the number (loads too: a full barrier) */
 		pg_memory_barrier();
 		pg_atomic_write_u64(&slot->done, generation);
@@ -187,7 +188,8 @@ gibbs_nb_sweep_worker_main(Datum main_arg)
 		slot->state = SWEEP_WORKER_READY;
 		SpinLockRelease(&slot->mutex);
 		SetLatch(sh->job_latch);
-		serve_steps(sh, slot, helper, &arrays, &hooks);
+		serve_steps(sh, slot, shm_toc_lookup(toc, SWEEPS_KEY_CLAIMS, false), helper, &arrays,
+					&hooks);
 	}
 	PG_CATCH();
 	{

@@ -12,8 +12,9 @@
  * another in the job's worker, the sampler's state in the segment; each
  * phase of each sweep (the labels, theta) is handed to the sweep workers:
  * the job's worker publishes the step, wakes them, draws its own share (the
- * first of n_parts ranges of the phase's units), and waits until each has
- * drawn its share.  Every draw is keyed by what it draws
+ * first of n_parts ranges of the phase's chunks, and then what the others
+ * left of theirs: gnb_sweeps_draw_chunks), and waits until each has drawn
+ * its share.  Every draw is keyed by what it draws
  * (gnb_label_blocked.c), so the model is the same bit for bit for any number
  * of sweep workers, none included.
  *
@@ -60,6 +61,8 @@ typedef struct GnbSweepsRun
 	shm_mq_handle **mqh;		/* by slot; NULL: none, or detached */
 	char	  **worker_line;	/* by slot: the context line of its errors */
 	gnb_blocked_arrays arrays;
+	GnbSweepClaim *claims;		/* by part */
+	GnbSweepChunks chunks;		/* its cut of the phases */
 	gnb_blocked_helper *helper; /* the job's worker's own share */
 	const gnb_hooks *hooks;		/* the job's worker's */
 	ErrorContextCallback *error_context_stack;
@@ -125,7 +128,8 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	gnb_blocked_sizes(D, V, K, &p->sampler, array_size);
 	shm_toc_initialize_estimator(&e);
 	shm_toc_estimate_chunk(&e, shared_size);
-	shm_toc_estimate_keys(&e, 1);
+	shm_toc_estimate_chunk(&e, mul_size(n_workers + 1, sizeof(GnbSweepClaim)));
+	shm_toc_estimate_keys(&e, 2);
 	gnb_corpus_shm_estimate(&e, corpus, false);
 	for (int i = 0; i < GNB_BLOCKED_N_ARRAYS; i++)
 		shm_toc_estimate_chunk(&e, array_size[i]);
@@ -180,6 +184,9 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	run->error_context_stack = error_context_stack;
 	run->message_cxt = AllocSetContextCreate(CurrentMemoryContext, "gibbs_nb sweep messages",
 											 ALLOCSET_SMALL_SIZES);
+	run->claims = gnb_toc_put(toc, SWEEPS_KEY_CLAIMS, sizeof(GnbSweepClaim) * (n_workers + 1));
+	for (int part = 0; part <= n_workers; part++)
+		pg_atomic_init_u64(&run->claims[part].left, 0);
 	run->arrays.log_theta = gnb_toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_LOG_THETA),
 									array_size[GNB_BLOCKED_LOG_THETA]);
 	run->arrays.N = gnb_toc_put(toc, SWEEPS_KEY_ARRAY(GNB_BLOCKED_N), array_size[GNB_BLOCKED_N]);
@@ -331,6 +338,7 @@ sweeps_launch(GnbSweepsRun *run)
 	SpinLockAcquire(&sh->mutex);
 	sh->n_parts = parts;
 	SpinLockRelease(&sh->mutex);
+	gnb_sweeps_cut_chunks(&run->chunks, run->helper, parts, CurrentMemoryContext);
 	ereport(LOG,
 			(errmsg("gibbs_nb job " INT64_FORMAT ": its sweeps are shared by %d processes",
 					p->job_id, parts)));
@@ -385,8 +393,93 @@ wait_for_step(GnbSweepsRun *run, uint64 generation)
 }
 
 /*
- * The core's blocked_phase hook: the step published and the sweep workers
- * woken, the job's worker's own share (the first) drawn, theirs waited for.
+ * Cut both phases into parts x SWEEPS_CHUNKS_PER_PART chunks of about equal
+ * estimated work (chunk c is gnb_blocked_part's part c), once for a number
+ * of parts, in cxt.
+ */
+void
+gnb_sweeps_cut_chunks(GnbSweepChunks *chunks, gnb_blocked_helper *helper, int32 parts,
+					  MemoryContext cxt)
+{
+	const int32 n = parts * SWEEPS_CHUNKS_PER_PART;
+
+	if (chunks->parts == parts)
+		return;
+	for (int i = 0; i < 2; i++)
+	{
+		int32		phase = i == 0 ? GNB_PHASE_LABELS : GNB_PHASE_THETA;
+		int64		to;
+
+		if (chunks->first[i] != NULL)
+			pfree(chunks->first[i]);
+		chunks->first[i] = MemoryContextAlloc(cxt, sizeof(int64) * (n + 1));
+		/* chunk c ends where c + 1 begins: the same search of the same work */
+		for (int32 c = 0; c < n; c++)
+			gnb_blocked_part(helper, phase, c, n, &chunks->first[i][c], &to);
+		chunks->first[i][n] = gnb_blocked_units(helper, phase);
+	}
+	chunks->parts = parts;
+}
+
+/*
+ * Draw chunks of the step under way until none is left: the chunks of
+ * `part`'s own range one at a time from its start, then, while another
+ * part's range has some left, its last (chunks: gnb_sweeps_cut_chunks).
+ * The estimate of work is the corpus's; what a chunk
+ * costs is also the process's (its caches, its core, what else ran there,
+ * how soon it woke): the static split left one of two processes waiting
+ * for the other 4% of a sweep, and a process woken late left its whole
+ * share to wait for.  Each chunk is claimed once (GnbSweepClaim), by
+ * whichever process, and the draws do not depend on who draws them.  For
+ * the job's worker (part 0) and its sweep workers alike.
+ */
+void
+gnb_sweeps_draw_chunks(GnbSweepClaim *claims, const GnbSweepChunks *chunks, int32 part,
+					   gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
+					   const gnb_blocked_step *step)
+{
+	const int32 parts = chunks->parts;
+	const int64 *first = chunks->first[step->phase == GNB_PHASE_LABELS ? 0 : 1];
+
+	for (int32 i = 0; i < parts; i++)
+	{
+		GnbSweepClaim *claim = &claims[(part + i) % parts];
+		uint64		left = pg_atomic_read_u64(&claim->left);
+
+		for (;;)
+		{
+			uint32		next = (uint32) left;
+			uint32		end = (uint32) (left >> 32);
+			uint32		chunk;
+
+			if (next >= end)
+				break;
+			if (i == 0)
+			{
+				/* its own, from the start: a step past the end says none is left */
+				left = pg_atomic_fetch_add_u64(&claim->left, 1);
+				if ((uint32) left >= (uint32) (left >> 32))
+					break;
+				chunk = (uint32) left;
+			}
+			else if (pg_atomic_compare_exchange_u64(&claim->left, &left,
+													((uint64) (end - 1) << 32) | next))
+				chunk = end - 1;
+			else
+				continue;		/* left has what the claim holds now */
+			if (first[chunk] < first[chunk + 1])
+				gnb_blocked_helper_run(helper, arrays, step, first[chunk], first[chunk + 1]);
+			if (i != 0)
+				left = pg_atomic_read_u64(&claim->left);
+		}
+	}
+}
+
+/*
+ * The core's blocked_phase hook: every part's chunks set, the step
+ * published and the sweep workers woken, the job's worker's chunks drawn
+ * (gnb_sweeps_draw_chunks), the others' waited for.  Alone (no sweep worker
+ * started), the job's worker draws the phase at once.
  */
 static void
 sweeps_phase(void *arg, const gnb_blocked_step *step)
@@ -395,24 +488,31 @@ sweeps_phase(void *arg, const gnb_blocked_step *step)
 	GnbSweepsShared *sh = run->sh;
 	uint64		generation;
 	int32		parts;
-	int64		from,
-				to;
 
 	SpinLockAcquire(&sh->mutex);
 	sh->step = *step;
 	parts = sh->n_parts;
 	SpinLockRelease(&sh->mutex);
-	/* the step, and the arrays the chain wrote, before its number */
+	if (parts == 1)
+	{
+		gnb_blocked_helper_run(run->helper, &run->arrays, step, 0,
+							   gnb_blocked_units(run->helper, step->phase));
+		return;
+	}
+	/* no process draws until the number changes: the last step's are all done */
+	for (int32 part = 0; part < parts; part++)
+		pg_atomic_write_u64(&run->claims[part].left,
+							((uint64) ((part + 1) * SWEEPS_CHUNKS_PER_PART) << 32) |
+							(uint64) (part * SWEEPS_CHUNKS_PER_PART));
+	/* the step, the chunks and the arrays the chain wrote, before its number */
 	generation = pg_atomic_read_u64(&sh->generation) + 1;
 	pg_write_barrier();
 	pg_atomic_write_u64(&sh->generation, generation);
 	for (int w = 1; w <= run->n_workers; w++)
 		if (run->handle[w] != NULL)
 			SetLatch(sh->slot[w].latch);
-	gnb_blocked_part(run->helper, step->phase, 0, parts, &from, &to);
-	gnb_blocked_helper_run(run->helper, &run->arrays, step, from, to);
-	if (parts > 1)
-		wait_for_step(run, generation);
+	gnb_sweeps_draw_chunks(run->claims, &run->chunks, 0, run->helper, &run->arrays, step);
+	wait_for_step(run, generation);
 }
 
 static int

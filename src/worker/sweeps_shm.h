@@ -23,8 +23,18 @@
  */
 #define SWEEPS_SPIN_US			2000
 
+/*
+ * The chunks of a phase, for each process that shares it: each process
+ * draws its own range of them from its start, then takes what is left of
+ * the others' from their ends (gnb_sweeps_draw_chunks).  At 64 a chunk of
+ * the SpamAssassin corpus's theta phase is about 15 us of work for one of
+ * two processes, and the one that finishes first waits about half that.
+ */
+#define SWEEPS_CHUNKS_PER_PART	64
+
 #define SWEEPS_MAGIC			UINT64CONST(0x474E425357454550)
 #define SWEEPS_KEY_SHARED		1	/* GnbSweepsShared */
+#define SWEEPS_KEY_CLAIMS		10	/* GnbSweepClaim, by part */
 /* 2 .. 9: the corpus (GNB_CORPUS_KEY_*, corpus_shm.c), no warm start's labels (8) */
 /* the blocked sampler's arrays, by GNB_BLOCKED_* */
 #define SWEEPS_KEY_ARRAY(i)		(UINT64CONST(100) + (uint64) (i))
@@ -50,6 +60,19 @@ typedef struct GnbSweepSlot
 	int			sqlerrcode;		/* FAILED: the error's */
 	pg_atomic_uint64 done;		/* the last step it drew its share of (no lock) */
 } GnbSweepSlot;
+
+/*
+ * What is left of a part's chunks of the step under way: the next chunk
+ * from its start in the low 32 bits, the end in the high ones; the part's
+ * own process takes from the start (an atomic add), others from the end (a
+ * compare and exchange), so every chunk is drawn once.  A cache line each:
+ * a process takes its own chunks without touching another's line.
+ */
+typedef union GnbSweepClaim
+{
+	pg_atomic_uint64 left;
+	char		pad[PG_CACHE_LINE_SIZE];
+} GnbSweepClaim;
 
 typedef struct GnbSweepsShared
 {
@@ -100,5 +123,24 @@ gnb_sweeps_spin(pg_atomic_uint64 *value, uint64 unchanged)
 		}
 	}
 }
+
+/*
+ * A process's cut of each phase into chunks (the first unit of each, and
+ * the phase's units last), for `parts` processes: a search of the work
+ * before each unit made once, not at every chunk of every step.
+ */
+typedef struct GnbSweepChunks
+{
+	int32		parts;			/* 0: not cut yet */
+	int64	   *first[2];		/* labels, theta: parts x SWEEPS_CHUNKS_PER_PART + 1 */
+} GnbSweepChunks;
+
+/* sweeps.c: the cut, and a process's draws of the step under way (their comments) */
+extern void gnb_sweeps_cut_chunks(GnbSweepChunks *chunks, gnb_blocked_helper *helper,
+								  int32 parts, MemoryContext cxt);
+extern void gnb_sweeps_draw_chunks(GnbSweepClaim *claims, const GnbSweepChunks *chunks,
+								   int32 part, gnb_blocked_helper *helper,
+								   const gnb_blocked_arrays *arrays,
+								   const gnb_blocked_step *step);
 
 #endif							/* GNB_WORKER_SWEEPS_SHM_H */
