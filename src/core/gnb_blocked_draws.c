@@ -39,8 +39,8 @@ draw_labels2(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocke
 			/* softmax of (0, d), without overflow either way */
 			double		e = exp(-fabs(d));
 
-			a->pred[2 * i + (d >= 0.0)] = 1.0 / (1.0 + e);
-			a->pred[2 * i + (d < 0.0)] = e / (1.0 + e);
+			a->pred[2 * i + (d >= 0.0)] += 1.0 / (1.0 + e);
+			a->pred[2 * i + (d < 0.0)] += e / (1.0 + e);
 		}
 		u = gnb_keyed_uniform(seed, step->chain, step->sweep, GNB_DRAW_LABEL,
 							  gnb_doc_key(sh->corpus, j));
@@ -52,7 +52,7 @@ draw_labels2(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocke
  * Draw the labels of the unlabelled documents from..to-1 (by position in
  * sh->unlabeled) given log theta and log pi, into next_label; with
  * step->predictive, each one's full-weight conditional (softmax of log pi_k
- * + sum_w W_jw log theta_kw) into its row of pred.
+ * + sum_w W_jw log theta_kw) added to its row of pred.
  */
 static void
 draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked_step *step,
@@ -95,7 +95,7 @@ draw_labels(const run_shared *sh, const gnb_blocked_arrays *a, const gnb_blocked
 			for (int32_t k = 0; k < K; k++)
 				total += (scratch[k] = exp(loglik[k] - max));
 			for (int32_t k = 0; k < K; k++)
-				a->pred[i * K + k] = scratch[k] / total;
+				a->pred[i * K + k] += scratch[k] / total;
 		}
 		u = gnb_keyed_uniform(seed, step->chain, step->sweep, GNB_DRAW_LABEL,
 							  gnb_doc_key(sh->corpus, j));

@@ -28,9 +28,14 @@ struct gnb_node
 	int			local;			/* the chain's own documents: its arrays, its helpers */
 	int32_t    *z;				/* D */
 	uint8_t    *moved;			/* D: changed label since burn-in */
-	double	   *prob_sum;		/* D x K: the kept sweeps' sums, then their means */
+	/*
+	 * D x K: the kept sweeps' sums (lambda = 1: of their labels), then
+	 * their means
+	 */
+	double	   *prob_sum;
 	int32_t    *next_label;		/* by unlabelled position */
-	double	   *pred;			/* by unlabelled position x K (lambda < 1) */
+	/* by unlabelled position x K (lambda < 1): the kept sweeps' predictive sums */
+	double	   *pred;
 	double	   *work;			/* GNB_BLOCKED_WORK(K) */
 	/*
 	 * the call's changes: each entry's running change (n_active x K,
@@ -198,6 +203,8 @@ node_start(gnb_node *node, const gnb_node_call *call)
 	const gnb_params *params = node->params;
 
 	memset(node->prob_sum, 0, (size_t) sh->D * sh->K * sizeof(double));
+	if (params->unlabeled_weight != 1.0)
+		memset(node->pred, 0, (size_t) sh->n_unlabeled * sh->K * sizeof(double));
 	memset(node->moved, 0, (size_t) sh->D);
 	node->changes.held_docs = sh->n_unlabeled;
 	for (int32_t i = 0; i < sh->n_unlabeled; i++)
@@ -218,9 +225,10 @@ node_start(gnb_node *node, const gnb_node_call *call)
 
 /*
  * GNB_NODE_LABELS: every label drawn given (theta, pi) (by the chain's
- * helpers for its own documents, when it has them), then, in document
- * order, the predictive probabilities added to the sums and the documents
- * whose label changed moved.
+ * helpers for its own documents, when it has them), in a kept sweep below
+ * lambda = 1 with its predictive probabilities added to their sums where it
+ * is drawn; then, in document order, the documents whose label changed
+ * moved.
  */
 static void
 node_labels(gnb_node *node, const gnb_node_call *call)
@@ -255,9 +263,6 @@ node_labels(gnb_node *node, const gnb_node_call *call)
 		int32_t		from = node->z[j];
 		int32_t		to = node->next_label[i];
 
-		if (predictive)
-			for (int32_t k = 0; k < K; k++)
-				node->prob_sum[(int64_t) j * K + k] += node->pred[(int64_t) i * K + k];
 		if (to != from)
 		{
 			if (lambda != 0.0)
@@ -275,7 +280,7 @@ node_labels(gnb_node *node, const gnb_node_call *call)
 /*
  * GNB_NODE_END: the documents locked against the chain's last counts
  * (gnb_count_locked, through a view of the chain made of them), and the
- * label probabilities' sums made means.
+ * label probabilities' sums made means (below lambda = 1, pred's).
  */
 static void
 node_end(gnb_node *node, const gnb_node_call *call)
@@ -303,6 +308,10 @@ node_end(gnb_node *node, const gnb_node_call *call)
 	{
 		int64_t		j = sh->unlabeled[i];
 
+		/* below lambda = 1 the sums were made where the labels were drawn */
+		if (params->unlabeled_weight != 1.0)
+			for (int32_t k = 0; k < K; k++)
+				node->prob_sum[j * K + k] = node->pred[i * K + k];
 		for (int32_t k = 0; k < K; k++)
 			node->prob_sum[j * K + k] /= kept;
 	}

@@ -226,7 +226,13 @@ typedef struct gnb_blocked_arrays
 	/* K: read by labels; K = 2: then log z_1 - log z_0 of theta's normalisers */
 	double	   *log_pi;
 	int32_t    *next_label;		/* by unlabelled position: written by labels */
-	double	   *pred;			/* by unlabelled position x K: written by labels when predictive */
+	/*
+	 * by unlabelled position x K: the chain's kept sweeps' predictive
+	 * probabilities, summed (added to by labels when predictive; zeroed
+	 * at its start): so each row stays with the process that draws it, not
+	 * read by the chain at every sweep
+	 */
+	double	   *pred;
 	double	   *block_lse;		/* K x blocks: written by theta */
 } gnb_blocked_arrays;
 
