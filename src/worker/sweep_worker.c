@@ -106,7 +106,7 @@ serve_steps(GnbSweepsShared *sh, GnbSweepSlot *slot, GnbSweepClaim *claims,
 		if (stop)
 			return;
 		gnb_sweeps_cut_chunks(&chunks, helper, parts, ((SweepWorker *) hooks->arg)->cxt);
-		gnb_sweeps_draw_chunks(claims, &chunks, slot->part, helper, arrays, &step);
+		gnb_sweeps_draw_chunks(sh, claims, &chunks, slot->part, helper, arrays, &step);
 		/* its reads and writes of the arrays before the number (loads too: a full barrier) */
 		pg_memory_barrier();
 		pg_atomic_write_u64(&slot->done, generation);

@@ -139,9 +139,13 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	shm_toc_estimate_keys(&e, n_workers);
 	size = shm_toc_estimate(&e);
 
-	/* the segment, and every process's share's own memory (the job's worker's too) */
+	/*
+	 * the segment, and every process's share's own memory (the job's
+	 * worker's too): its helper and its cut of the phases into chunks
+	 */
 	more = (double) size +
-		(n_workers + 1) * (double) gnb_blocked_helper_memory(D, V, K, corpus->doc_start[D]);
+		(n_workers + 1) * ((double) gnb_blocked_helper_memory(D, V, K, corpus->doc_start[D]) +
+						   2.0 * sizeof(int64) * ((n_workers + 1) * SWEEPS_CHUNKS_PER_PART + 1));
 	if (memory_committed + more > (double) p->max_job_memory)
 	{
 		elog(LOG, "gibbs_nb job " INT64_FORMAT ": no sweep workers: they would need %.0f kB more than gibbs_nb.max_job_memory allows",
@@ -161,6 +165,9 @@ sweeps_begin(const GnbJobParams *p, const gnb_corpus *corpus, const gnb_hooks *h
 	memset(sh, 0, shared_size);
 	SpinLockInit(&sh->mutex);
 	pg_atomic_init_u64(&sh->generation, 0);
+#ifdef USE_ASSERT_CHECKING
+	pg_atomic_init_u32(&sh->chunks_drawn, 0);
+#endif
 	sh->params = *p;
 	sh->job_pid = MyProcPid;
 	sh->job_latch = MyLatch;
@@ -434,10 +441,13 @@ gnb_sweeps_cut_chunks(GnbSweepChunks *chunks, gnb_blocked_helper *helper, int32 
  * the job's worker (part 0) and its sweep workers alike.
  */
 void
-gnb_sweeps_draw_chunks(GnbSweepClaim *claims, const GnbSweepChunks *chunks, int32 part,
-					   gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
+gnb_sweeps_draw_chunks(GnbSweepsShared *sh, GnbSweepClaim *claims, const GnbSweepChunks *chunks,
+					   int32 part, gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
 					   const gnb_blocked_step *step)
 {
+#ifdef USE_ASSERT_CHECKING
+	pg_atomic_uint32 *chunks_drawn = &sh->chunks_drawn;
+#endif
 	const int32 parts = chunks->parts;
 	const int64 *first = chunks->first[step->phase == GNB_PHASE_LABELS ? 0 : 1];
 
@@ -469,6 +479,9 @@ gnb_sweeps_draw_chunks(GnbSweepClaim *claims, const GnbSweepChunks *chunks, int3
 				continue;		/* left has what the claim holds now */
 			if (first[chunk] < first[chunk + 1])
 				gnb_blocked_helper_run(helper, arrays, step, first[chunk], first[chunk + 1]);
+#ifdef USE_ASSERT_CHECKING
+			pg_atomic_fetch_add_u32(chunks_drawn, 1);
+#endif
 			if (i != 0)
 				left = pg_atomic_read_u64(&claim->left);
 		}
@@ -500,6 +513,9 @@ sweeps_phase(void *arg, const gnb_blocked_step *step)
 		return;
 	}
 	/* no process draws until the number changes: the last step's are all done */
+#ifdef USE_ASSERT_CHECKING
+	pg_atomic_write_u32(&sh->chunks_drawn, 0);
+#endif
 	for (int32 part = 0; part < parts; part++)
 		pg_atomic_write_u64(&run->claims[part].left,
 							((uint64) ((part + 1) * SWEEPS_CHUNKS_PER_PART) << 32) |
@@ -511,8 +527,10 @@ sweeps_phase(void *arg, const gnb_blocked_step *step)
 	for (int w = 1; w <= run->n_workers; w++)
 		if (run->handle[w] != NULL)
 			SetLatch(sh->slot[w].latch);
-	gnb_sweeps_draw_chunks(run->claims, &run->chunks, 0, run->helper, &run->arrays, step);
+	gnb_sweeps_draw_chunks(sh, run->claims, &run->chunks, 0, run->helper, &run->arrays, step);
 	wait_for_step(run, generation);
+	/* every chunk drawn, and once */
+	Assert(pg_atomic_read_u32(&sh->chunks_drawn) == (uint32) (parts * SWEEPS_CHUNKS_PER_PART));
 }
 
 static int

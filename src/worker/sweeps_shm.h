@@ -82,6 +82,9 @@ typedef struct GnbSweepsShared
 	gnb_blocked_step step;		/* the one under way */
 	int32		n_parts;		/* processes a phase is split over (ready workers + 1) */
 	bool		stop;			/* the job's worker is done with them */
+#ifdef USE_ASSERT_CHECKING
+	pg_atomic_uint32 chunks_drawn;	/* of the step under way, by every process */
+#endif
 	GnbJobParams params;		/* the sampler's parameters, the job */
 	int			job_pid;
 	struct Latch *job_latch;
@@ -138,9 +141,9 @@ typedef struct GnbSweepChunks
 /* sweeps.c: the cut, and a process's draws of the step under way (their comments) */
 extern void gnb_sweeps_cut_chunks(GnbSweepChunks *chunks, gnb_blocked_helper *helper,
 								  int32 parts, MemoryContext cxt);
-extern void gnb_sweeps_draw_chunks(GnbSweepClaim *claims, const GnbSweepChunks *chunks,
-								   int32 part, gnb_blocked_helper *helper,
-								   const gnb_blocked_arrays *arrays,
+extern void gnb_sweeps_draw_chunks(GnbSweepsShared *sh, GnbSweepClaim *claims,
+								   const GnbSweepChunks *chunks, int32 part,
+								   gnb_blocked_helper *helper, const gnb_blocked_arrays *arrays,
 								   const gnb_blocked_step *step);
 
 #endif							/* GNB_WORKER_SWEEPS_SHM_H */
