@@ -329,7 +329,8 @@ gnb_blocked_run_units(const run_shared *sh, const gnb_blocked_arrays *a,
 	}
 	for (int64_t u = from; u < to; u++)
 	{
-		if ((u - from) % 64 == 0)
+		/* by the block's own number: a range is often a chunk of a few blocks */
+		if (u % 64 == 0)
 			maybe_check_interrupts(sh, 0);
 		if (sh->dense)
 			draw_theta_block2(sh, a, step, (int32_t) u, work);

@@ -60,12 +60,13 @@
 /*
  * The relative work of a word's theta draws, K = 2, for splitting the theta
  * phase: shared exponentials, or Marsaglia and Tsang for each class.  With
- * every word 1, the thread drawing the low word ids (the frequent words)
- * took 1.4x the other's time in the theta phase (and 1.3x in the label
- * phase, split by pairs: part of it is the thread's, not the split's); 2 and
- * 5 split the SpamAssassin corpus's sweeps over two threads best of (2, 2),
- * (2, 3), (2, 5): 0.61x one thread's time against 0.72x, medians of 4
- * (bench_core with BENCH_THREADS=2, on a noisy machine).
+ * every word 1, the thread drawing the low word ids (the frequent words,
+ * when the blocks were word ids) took 1.4x the other's time in the theta
+ * phase (and 1.3x in the label phase, split by pairs: part of it is the
+ * thread's, not the split's); 2 and 5 split the SpamAssassin corpus's
+ * sweeps over two threads best of (2, 2), (2, 3), (2, 5): 0.61x one
+ * thread's time against 0.72x, medians of 4 (bench_core with
+ * BENCH_THREADS=2, on a noisy machine).
  */
 #define GNB_BLOCKED_PAIR_WORK	2
 #define GNB_BLOCKED_MT_WORK		5

@@ -209,9 +209,10 @@ typedef struct gnb_sweep
  * (a unit per block of GNB_BLOCKED_WORDS words, every class of its words).
  * The chain runs in one process; with hooks->blocked_arrays its arrays below
  * are in memory other processes see too, and with hooks->blocked_phase it
- * hands each phase to the caller, who has every unit drawn (by any number of
- * processes, each calling gnb_blocked_helper_run on a range of them) before
- * it returns.  The draws are keyed by what they draw, so the chain is the
+ * hands each phase to the caller, who has every unit drawn once (by any
+ * number of processes, each calling gnb_blocked_helper_run on ranges of
+ * them: a unit drawn twice would add its predictive probabilities twice)
+ * before it returns.  The draws are keyed by what they draw, so the chain is the
  * same bit for bit however the units are split.
  */
 typedef struct gnb_blocked_arrays
@@ -254,7 +255,7 @@ typedef struct gnb_blocked_step
 	int32_t		chain;
 	int32_t		sweep;			/* 0: the first theta, before the first sweep */
 	int32_t		phase;			/* GNB_PHASE_* */
-	int32_t		predictive;		/* labels: write pred (a kept sweep with lambda < 1) */
+	int32_t		predictive;		/* labels: add to pred (a kept sweep with lambda < 1) */
 	double		g_theta;		/* theta: the current gamma_theta */
 } gnb_blocked_step;
 

@@ -156,8 +156,8 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 	 * Each block's work: with two classes and an integer starting
 	 * gamma_theta, a word whose shapes are integers that share their
 	 * exponentials (draw_gamma_pairs) takes less than one drawn by
-	 * Marsaglia and Tsang (the frequent words, of the low ids, are mostly
-	 * the latter); otherwise a word is a word.  An estimate: gamma_theta may
+	 * Marsaglia and Tsang (the frequent words, the last blocks with two
+	 * classes, are mostly the latter); otherwise a word is a word.  An estimate: gamma_theta may
 	 * be sampled and move; only the split's speed depends on it.
 	 */
 	sh->block_work = gnb_xalloc(sh->hooks, (size_t) nb + 1, sizeof(int64_t));

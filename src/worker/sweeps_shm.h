@@ -56,7 +56,7 @@ typedef struct GnbSweepSlot
 	slock_t		mutex;			/* protects all of it */
 	GnbSweepWorkerState state;
 	struct Latch *latch;		/* the sweep worker's, once ready */
-	int32		part;			/* its share of every phase (1 .. n_parts - 1) */
+	int32		part;			/* its chunks of every phase, drawn first (1 .. n_parts - 1) */
 	int			sqlerrcode;		/* FAILED: the error's */
 	pg_atomic_uint64 done;		/* the last step it drew its share of (no lock) */
 } GnbSweepSlot;
