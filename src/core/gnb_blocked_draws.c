@@ -194,9 +194,8 @@ draw_theta_block2(const run_shared *sh, const gnb_blocked_arrays *a,
  * Theta over the word ids of block b, every class (K > 2): each word that
  * occurs in an unlabelled document drawn, class after class, as Gamma(N_kw
  * + g) from the block's keyed stream, in the block's order (sh->active);
- * their logs into log_theta, and
- * per class the log of their sum (-inf for a block without such a word)
- * into block_lse.  Words of no unlabelled document are never read: their
+ * their logs into log_theta, and per class the log of their sum (-inf for
+ * a block without such a word) into block_lse.  Words of no unlabelled document are never read: their
  * summed mass is drawn once (gnb_theta_step_blocked).  work: K doubles and
  * GNB_BLOCKED_BUF more.
  */

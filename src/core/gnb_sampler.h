@@ -212,8 +212,8 @@ typedef struct gnb_sweep
  * hands each phase to the caller, who has every unit drawn once (by any
  * number of processes, each calling gnb_blocked_helper_run on ranges of
  * them: a unit drawn twice would add its predictive probabilities twice)
- * before it returns.  The draws are keyed by what they draw, so the chain is the
- * same bit for bit however the units are split.
+ * before it returns.  The draws are keyed by what they draw, so the chain
+ * is the same bit for bit however the units are split.
  */
 typedef struct gnb_blocked_arrays
 {

@@ -80,10 +80,10 @@ sort_active(run_shared *sh, const double *labelled_count)
  * blocks are its runs of GNB_BLOCKED_WORDS words, so that the label
  * phase's frequent words lie together in log theta as paper's do (each
  * block of word ids sorted on its own scattered them over all the blocks:
- * 1.14x paper's time a sweep against 1.10x, docs/performance.md); with
- * more, log theta and N are rows by word id, and each block of word ids is
- * sorted within itself, so that the theta step writes near where it
- * reads.  The order is a function of the corpus alone, so every process
+ * 2.72-2.75 ms a sweep against 2.67-2.70 in bench_core, lambda = 0.3,
+ * docs/performance.md); with more, log theta and N are rows by word id,
+ * and each block of word ids is sorted within itself, so that the theta
+ * step writes near where it reads.  The order is a function of the corpus alone, so every process
  * draws a block alike.  block_active is set here; active takes the order
  * and active_pos follows it.
  */
@@ -157,8 +157,9 @@ sort_blocks(run_shared *sh, const double *labelled_count)
 	 * gamma_theta, a word whose shapes are integers that share their
 	 * exponentials (draw_gamma_pairs) takes less than one drawn by
 	 * Marsaglia and Tsang (the frequent words, the last blocks with two
-	 * classes, are mostly the latter); otherwise a word is a word.  An estimate: gamma_theta may
-	 * be sampled and move; only the split's speed depends on it.
+	 * classes, are mostly the latter); otherwise a word is a word.  An
+	 * estimate: gamma_theta may be sampled and move; only the split's speed
+	 * depends on it.
 	 */
 	sh->block_work = gnb_xalloc(sh->hooks, (size_t) nb + 1, sizeof(int64_t));
 	for (int32_t b = 0; b < nb; b++)

@@ -432,11 +432,10 @@ gnb_sweeps_cut_chunks(GnbSweepChunks *chunks, gnb_blocked_helper *helper, int32 
  * Draw chunks of the step under way until none is left: the chunks of
  * `part`'s own range one at a time from its start, then, while another
  * part's range has some left, its last (chunks: gnb_sweeps_cut_chunks).
- * The estimate of work is the corpus's; what a chunk
- * costs is also the process's (its caches, its core, what else ran there,
- * how soon it woke): the static split left one of two processes waiting
- * for the other 4% of a sweep, and a process woken late left its whole
- * share to wait for.  Each chunk is claimed once (GnbSweepClaim), by
+ * The estimate of work is the corpus's; what a chunk costs is also the
+ * process's (its caches, its core, what else ran there, how soon it woke):
+ * the static split left one of two processes waiting for the other 4% of a
+ * sweep, and a process woken late left its whole share to wait for.  Each chunk is claimed once (GnbSweepClaim), by
  * whichever process, and the draws do not depend on who draws them.  For
  * the job's worker (part 0) and its sweep workers alike.
  */
